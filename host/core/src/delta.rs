@@ -1,0 +1,261 @@
+//! The incremental (Delta) stream state machine (rules DELTA-1..8).
+//!
+//! Like [`crate::sotw`], it is fed requests and snapshot changes and returns what to
+//! write. It tracks, per type, the version of every resource the client holds, so each
+//! response carries exactly what changed and what was removed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+
+use crate::resource::{Resource, set_version};
+use crate::snapshot::Snapshot;
+use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
+use crate::types;
+
+/// A `DeltaDiscoveryResponse` to write.
+#[derive(Debug, Clone)]
+pub struct DeltaResponse {
+    pub type_url: Arc<str>,
+    /// For debugging only (DELTA-8); a hash of what the client now holds.
+    pub system_version: Arc<str>,
+    pub nonce: Arc<str>,
+    pub resources: Vec<Arc<Resource>>,
+    pub removed: Vec<Arc<str>>,
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    started: bool,
+    wildcard: bool,
+    explicit: BTreeSet<Arc<str>>,
+    /// What the client holds: `Some(version)`, or `None` when it was told the name does
+    /// not exist. Names absent here are unknown to the client.
+    known: BTreeMap<Arc<str>, Option<Arc<str>>>,
+    /// The type-set version `known` was last synced to, while only the wildcard is
+    /// subscribed: lets an unchanged type be skipped without walking it.
+    synced: Option<Arc<str>>,
+    pending: bool,
+    /// Answer the first request even when there is nothing to send, so the client's
+    /// initial fetch completes.
+    answer_empty: bool,
+    nonce_sent: Option<Arc<str>>,
+    version_sent: Option<Arc<str>>,
+    version_acked: Option<String>,
+    last_nack: Option<Nack>,
+}
+
+/// One Delta stream's state.
+#[derive(Debug)]
+pub struct DeltaStream {
+    scope: Scope,
+    node: Option<NodeInfo>,
+    types: BTreeMap<Arc<str>, TypeState>,
+    next_nonce: u64,
+}
+
+impl DeltaStream {
+    pub fn new(scope: Scope) -> Self {
+        DeltaStream { scope, node: None, types: BTreeMap::new(), next_nonce: 0 }
+    }
+
+    pub fn node(&self) -> Option<&NodeInfo> {
+        self.node.as_ref()
+    }
+
+    /// Applies one request; responses come from the next [`poll`](Self::poll).
+    pub fn handle_request(&mut self, req: &DeltaDiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
+        stream::node_info(&mut self.node, req.node.as_ref())?;
+        let type_url = stream::check_type(&self.scope, &req.type_url)?;
+        if req.resource_names_subscribe.len() + req.initial_resource_versions.len() > MAX_NAMES_PER_TYPE {
+            return Err(ProtocolError::TooManyNames(type_url.to_owned()));
+        }
+        if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
+            return Err(ProtocolError::TooManyTypes);
+        }
+        let type_url: Arc<str> = match self.types.get_key_value(type_url) {
+            Some((k, _)) => k.clone(),
+            None => type_url.into(),
+        };
+        let t = self.types.entry(type_url.clone()).or_default();
+        if t.explicit.len() + req.resource_names_subscribe.len() > MAX_NAMES_PER_TYPE {
+            return Err(ProtocolError::TooManyNames(type_url.to_string()));
+        }
+        let mut events = Vec::new();
+
+        // DELTA-1: the nonce pairs an ACK or NACK with a response.
+        if !req.response_nonce.is_empty() {
+            if t.nonce_sent.as_deref() == Some(req.response_nonce.as_str()) {
+                if let Some(status) = &req.error_detail {
+                    let nack = Nack {
+                        version_kept: t.version_acked.clone().unwrap_or_default(),
+                        nonce: req.response_nonce.clone(),
+                        message: status.message.clone(),
+                        at: now,
+                    };
+                    events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
+                    t.last_nack = Some(nack);
+                } else {
+                    t.version_acked = t.version_sent.as_deref().map(str::to_owned);
+                    events.push(Event::Ack {
+                        type_url: type_url.clone(),
+                        version: t.version_acked.clone().unwrap_or_default(),
+                        nonce: req.response_nonce.clone(),
+                    });
+                }
+            } else {
+                // DELTA-6: a stale nonce pairs with nothing, but the subscription changes
+                // below are honoured all the same.
+                events.push(Event::Stale { type_url: type_url.clone(), nonce: req.response_nonce.clone() });
+            }
+        }
+
+        let first = !t.started;
+        t.started = true;
+        if first {
+            // DELTA-3: what the client already holds (after a reconnect).
+            for (name, version) in &req.initial_resource_versions {
+                t.known.insert(name.as_str().into(), Some(version.as_str().into()));
+            }
+            // DELTA-2: a stream that never subscribed a name is a legacy wildcard.
+            if req.resource_names_subscribe.is_empty() && types::is_full_state(&type_url) {
+                t.wildcard = true;
+            }
+        }
+        let mut changed = first;
+        for name in &req.resource_names_subscribe {
+            changed = true;
+            if name == "*" {
+                t.wildcard = true;
+                continue;
+            }
+            let name: Arc<str> = name.as_str().into();
+            // DELTA-5: every subscribed name is answered, even if the client seems current;
+            // except, on the first request, what it declared in initial_resource_versions.
+            if !(first && req.initial_resource_versions.contains_key(name.as_ref())) {
+                t.known.remove(&name);
+            }
+            t.explicit.insert(name);
+        }
+        for name in &req.resource_names_unsubscribe {
+            changed = true;
+            if name == "*" {
+                t.wildcard = false;
+                // The client drops what only the wildcard brought; forget it without removals.
+                let explicit = &t.explicit;
+                t.known.retain(|n, _| explicit.contains(n));
+                continue;
+            }
+            // DELTA-7: unknown names are harmless. With the wildcard still on, the client must
+            // learn the resource's state again, so forget it and let the diff answer.
+            t.explicit.remove(name.as_str());
+            t.known.remove(name.as_str());
+        }
+        if first {
+            t.answer_empty = t.wildcard && req.initial_resource_versions.is_empty();
+        }
+        if changed {
+            t.synced = None;
+            t.pending = true;
+        }
+        Ok(events)
+    }
+
+    /// Marks every subscribed type for evaluation after the snapshot changed.
+    pub fn snapshot_changed(&mut self) {
+        for t in self.types.values_mut() {
+            t.pending = true;
+        }
+    }
+
+    /// The responses owed now, given what the node's group is served.
+    pub fn poll(&mut self, snapshot: &Snapshot) -> Vec<DeltaResponse> {
+        let mut out = Vec::new();
+        for (type_url, t) in self.types.iter_mut() {
+            if !t.pending {
+                continue;
+            }
+            t.pending = false;
+            let set = snapshot.get(type_url.as_ref());
+            let only_wildcard = t.wildcard && t.explicit.is_empty();
+            if only_wildcard && t.synced.is_some() && t.synced.as_ref() == set.map(|s| s.version()) {
+                continue;
+            }
+
+            // DELTA-4: desired state of every name in scope.
+            let mut desired: BTreeMap<Arc<str>, Option<&Arc<Resource>>> = BTreeMap::new();
+            if t.wildcard {
+                for r in set.into_iter().flat_map(|s| s.resources()) {
+                    desired.insert(r.name().clone(), Some(r));
+                }
+            }
+            for n in &t.explicit {
+                desired.entry(n.clone()).or_insert_with(|| set.and_then(|s| s.get(n)));
+            }
+
+            let mut resources = Vec::new();
+            let mut removed = Vec::new();
+            for (name, want) in &desired {
+                let have = t.known.get(name);
+                match want {
+                    Some(r) if have != Some(&Some(r.version().clone())) => {
+                        resources.push((*r).clone());
+                        t.known.insert(name.clone(), Some(r.version().clone()));
+                    }
+                    None if have != Some(&None) => {
+                        // A subscribed name that does not exist: say so (DELTA-4).
+                        removed.push(name.clone());
+                        t.known.insert(name.clone(), None);
+                    }
+                    _ => {}
+                }
+            }
+            // Held names no longer in scope were deleted (wildcard) or, after the client
+            // reconnected, are ones it should no longer hold.
+            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !desired.contains_key(*n)).cloned().collect();
+            for name in gone {
+                if let Some(Some(_)) = t.known.remove(&name) {
+                    removed.push(name);
+                }
+            }
+            t.synced = if only_wildcard { set.map(|s| s.version().clone()) } else { None };
+
+            let answer_empty = std::mem::take(&mut t.answer_empty);
+            if resources.is_empty() && removed.is_empty() && !answer_empty {
+                continue;
+            }
+            let system_version: Arc<str> = match (only_wildcard, set) {
+                (true, Some(s)) => s.version().clone(),
+                _ => set_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
+            };
+            self.next_nonce += 1;
+            let nonce: Arc<str> = self.next_nonce.to_string().into();
+            t.nonce_sent = Some(nonce.clone());
+            t.version_sent = Some(system_version.clone());
+            out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed });
+        }
+        out
+    }
+
+    /// Per-type state for `/debug/nodes`.
+    pub fn status(&self) -> Vec<TypeStatus> {
+        self.types
+            .iter()
+            .map(|(type_url, t)| TypeStatus {
+                type_url: type_url.to_string(),
+                wildcard: t.wildcard,
+                subscribed_names: t.explicit.len(),
+                version_sent: t.version_sent.as_deref().map(str::to_owned),
+                nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
+                version_acked: t.version_acked.clone(),
+                last_nack: t.last_nack.clone(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "delta_tests.rs"]
+mod tests;

@@ -1,0 +1,203 @@
+//! One test (or more) per Delta rule of ../shared/xds-protocol/README.md.
+
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use envoy_types::pb::google::rpc::Status;
+
+use super::*;
+use crate::testutil::*;
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+fn req(type_url: &str, sub: &[&str], unsub: &[&str]) -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest {
+        type_url: type_url.into(),
+        resource_names_subscribe: sub.iter().map(|s| s.to_string()).collect(),
+        resource_names_unsubscribe: unsub.iter().map(|s| s.to_string()).collect(),
+        node: node(),
+        ..Default::default()
+    }
+}
+
+fn ack(r: &DeltaResponse) -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest { response_nonce: r.nonce.to_string(), ..req(&r.type_url, &[], &[]) }
+}
+
+fn names(r: &DeltaResponse) -> Vec<String> {
+    r.resources.iter().map(|r| r.name().to_string()).collect()
+}
+
+fn removed(r: &DeltaResponse) -> Vec<String> {
+    r.removed.iter().map(|r| r.to_string()).collect()
+}
+
+fn send(s: &mut DeltaStream, r: DeltaDiscoveryRequest, snapshot: &Snapshot) -> Vec<DeltaResponse> {
+    s.handle_request(&r, SystemTime::now()).unwrap();
+    s.poll(snapshot)
+}
+
+fn ads() -> DeltaStream {
+    DeltaStream::new(Scope::Aggregated)
+}
+
+#[test]
+fn delta_1_every_response_has_a_unique_nonce_and_acks_nacks_pair_by_it() {
+    let mut s = ads();
+    let a = send(&mut s, req(CLUSTER, &[], &[]), &base()).remove(0);
+    let b = send(&mut s, req(ENDPOINT, &["c1"], &[]), &base()).remove(0);
+    assert!(!a.nonce.is_empty() && a.nonce != b.nonce);
+    let events = s.handle_request(&ack(&a), SystemTime::now()).unwrap();
+    assert!(matches!(events[0], Event::Ack { .. }));
+    let mut n = ack(&b);
+    n.error_detail = Some(Status { code: 3, message: "no".into(), details: vec![] });
+    let events = s.handle_request(&n, SystemTime::now()).unwrap();
+    assert!(matches!(&events[0], Event::Nack { message, .. } if message == "no"));
+    let eds = s.status().into_iter().find(|t| t.type_url == ENDPOINT).unwrap();
+    assert_eq!(eds.last_nack.unwrap().message, "no");
+}
+
+#[test]
+fn delta_2_subscribe_unsubscribe_star_and_legacy_wildcard() {
+    let mut s = ads();
+    assert_eq!(names(&send(&mut s, req(CLUSTER, &[], &[]), &base())[0]), ["c1", "c2"], "legacy wildcard");
+    let mut s = ads();
+    assert_eq!(names(&send(&mut s, req(ROUTE, &["*"], &[]), &base())[0]), ["r1", "r2"], "explicit *");
+    let mut s = ads();
+    assert_eq!(names(&send(&mut s, req(CLUSTER, &["c1"], &[]), &base())[0]), ["c1"], "explicit name only");
+    let out = send(&mut s, req(CLUSTER, &["c2"], &["c1"]), &base());
+    assert_eq!(names(&out[0]), ["c2"]);
+    assert!(out[0].removed.is_empty(), "an unsubscribed name is not reported removed");
+    // Only names: no legacy wildcard for RDS/EDS either.
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &[], &[]), &base());
+    assert!(out.is_empty());
+}
+
+#[test]
+fn delta_3_initial_resource_versions_are_not_resent() {
+    let snapshot = base();
+    let c1 = snapshot.resource(CLUSTER, "c1").unwrap().version().to_string();
+    let mut r = req(CLUSTER, &[], &[]);
+    r.initial_resource_versions = [("c1".to_string(), c1), ("c2".to_string(), "stale".to_string()), ("gone".to_string(), "x".to_string())]
+        .into_iter()
+        .collect();
+    let mut s = ads();
+    let out = send(&mut s, r, &snapshot);
+    assert_eq!(names(&out[0]), ["c2"]);
+    assert_eq!(removed(&out[0]), ["gone"]);
+
+    // Everything current: nothing at all is sent, explicit names included.
+    let mut r = req(ENDPOINT, &["c1"], &[]);
+    r.initial_resource_versions = [("c1".to_string(), snapshot.resource(ENDPOINT, "c1").unwrap().version().to_string())].into_iter().collect();
+    let mut s = ads();
+    assert!(send(&mut s, r, &snapshot).is_empty());
+}
+
+#[test]
+fn delta_4_only_changes_and_removals_are_sent() {
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &[], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    s.snapshot_changed();
+    let next = snap(&[(CLUSTER, "c1", "1"), (CLUSTER, "c3", "1"), (ENDPOINT, "c1", "1")]);
+    let out = s.poll(&next);
+    assert_eq!(names(&out[0]), ["c3"]);
+    assert_eq!(removed(&out[0]), ["c2"]);
+    // A subscribed name that does not exist is answered in removed_resources, once.
+    let out = send(&mut s, req(ENDPOINT, &["nope", "c1"], &[]), &next);
+    assert_eq!(names(&out[0]), ["c1"]);
+    assert_eq!(removed(&out[0]), ["nope"]);
+    s.snapshot_changed();
+    assert!(s.poll(&next).is_empty());
+}
+
+#[test]
+fn delta_5_every_subscribed_name_is_answered_even_if_current() {
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &["c1"], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    let out = send(&mut s, req(ENDPOINT, &["c1"], &[]), &base());
+    assert_eq!(names(&out[0]), ["c1"]);
+    // Wildcard on and the name subscribed explicitly too: still answered.
+    let mut s = ads();
+    send(&mut s, req(CLUSTER, &["*"], &[]), &base());
+    let out = send(&mut s, req(CLUSTER, &["c1"], &[]), &base());
+    assert_eq!(names(&out[0]), ["c1"]);
+}
+
+#[test]
+fn delta_6_subscription_changes_are_honoured_with_a_stale_nonce() {
+    let mut s = ads();
+    let first = send(&mut s, req(ROUTE, &["r1"], &[]), &base()).remove(0);
+    let _second = send(&mut s, req(ROUTE, &["r2"], &[]), &base()).remove(0);
+    let mut r = req(ROUTE, &["later"], &["r1"]);
+    r.response_nonce = first.nonce.to_string();
+    let events = s.handle_request(&r, SystemTime::now()).unwrap();
+    assert!(matches!(events[0], Event::Stale { .. }));
+    let out = s.poll(&base());
+    assert_eq!(removed(&out[0]), ["later"], "the stale request's new name was answered");
+    s.snapshot_changed();
+    let out = s.poll(&snap(&[(ROUTE, "r1", "2"), (ROUTE, "r2", "1"), (ROUTE, "later", "1")]));
+    assert_eq!(names(&out[0]), ["later"], "r1 was unsubscribed by the stale request");
+}
+
+#[test]
+fn delta_7_unsubscribe_unknown_is_harmless_and_needs_no_response() {
+    let mut s = ads();
+    let out = send(&mut s, req(ROUTE, &["r1", "r2"], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    assert!(send(&mut s, req(ROUTE, &[], &["nobody"]), &base()).is_empty());
+    assert!(send(&mut s, req(ROUTE, &[], &["r1"]), &base()).is_empty());
+}
+
+#[test]
+fn delta_7_unsubscribing_a_name_the_wildcard_still_covers_resends_it() {
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &["*", "c1"], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    let out = send(&mut s, req(CLUSTER, &[], &["c1"]), &base());
+    assert_eq!(names(&out[0]), ["c1"]);
+}
+
+#[test]
+fn delta_8_each_resource_has_its_own_version() {
+    let snapshot = base();
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &[], &[]), &snapshot);
+    for r in &out[0].resources {
+        assert_eq!(r.version(), snapshot.resource(CLUSTER, r.name()).unwrap().version());
+    }
+    assert_eq!(out[0].system_version, snapshot.get(CLUSTER).unwrap().version().clone());
+}
+
+#[test]
+fn nack_is_not_answered_by_resending_the_same_bytes() {
+    let mut s = ads();
+    let out = send(&mut s, req(LISTENER, &[], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    s.snapshot_changed();
+    let bad = snap(&[(LISTENER, "l1", "bad")]);
+    let pushed = s.poll(&bad);
+    let mut n = ack(&pushed[0]);
+    n.error_detail = Some(Status { code: 3, message: "rejected".into(), details: vec![] });
+    assert!(send(&mut s, n, &bad).is_empty());
+    s.snapshot_changed();
+    assert!(s.poll(&bad).is_empty());
+}
+
+#[test]
+fn first_wildcard_request_is_answered_even_when_empty() {
+    let mut s = ads();
+    let out = send(&mut s, req(LISTENER, &[], &[]), &Snapshot::default());
+    assert_eq!(out.len(), 1);
+    assert!(out[0].resources.is_empty() && out[0].removed.is_empty());
+}
+
+#[test]
+fn missing_node_and_wrong_type() {
+    let mut s = DeltaStream::new(Scope::Single(ENDPOINT));
+    let mut r = req(ENDPOINT, &["c1"], &[]);
+    r.node = None;
+    assert_eq!(s.handle_request(&r, SystemTime::now()), Err(ProtocolError::MissingNode));
+    assert!(matches!(s.handle_request(&req(CLUSTER, &[], &[]), SystemTime::now()), Err(ProtocolError::WrongType { .. })));
+}

@@ -1,0 +1,40 @@
+//! The sans-IO core of xdst: everything about the xDS protocol that can be decided
+//! without a socket, a clock or a plugin.
+//!
+//! - [`resource`]: a resource encoded once, shared by every stream, versioned by content;
+//! - [`decode`] and [`canonical`]: Envoy's proto3 JSON/YAML to deterministic bytes;
+//! - [`snapshot`], [`consistency`] and [`cache`]: per node group resource sets, checked
+//!   for dangling references before they are published;
+//! - [`sotw`] and [`delta`]: the stream state machines, one per gRPC stream;
+//! - [`wire`]: writing responses straight from the shared bytes.
+//!
+//! It does not do gRPC, HTTP, files or plugins: the `xdst` crate wraps it in those.
+//!
+//! | Feature                                   | Status    |
+//! |-------------------------------------------|-----------|
+//! | SotW: ACK/NACK, stale nonces, wildcard    | Supported |
+//! | Delta: subscribe/unsubscribe, initial versions, removals | Supported |
+//! | ADS and per-type LDS/RDS/CDS/EDS          | Supported |
+//! | Any type URL present in the cache (SDS, RTDS, ...) | Supported |
+//! | Node groups (cluster, id, metadata key)   | Supported |
+//! | Consistency check before publishing       | Supported |
+//! | TTL and heartbeats (DELTA-9)              | Planned   |
+//! | Resource aliases / on-demand (VHDS)       | Planned   |
+//! | Make-before-break push ordering (ORDER-*) | Planned   |
+
+pub mod cache;
+pub mod canonical;
+pub mod consistency;
+pub mod decode;
+pub mod delta;
+pub mod descriptors;
+pub mod node;
+pub mod resource;
+pub mod snapshot;
+pub mod sotw;
+pub mod stream;
+pub mod types;
+pub mod wire;
+
+#[cfg(test)]
+mod testutil;

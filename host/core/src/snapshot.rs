@@ -1,0 +1,134 @@
+//! Immutable resource sets: what one node group is served.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::resource::{Resource, set_version};
+
+/// All resources of one type, by name, with a version derived from their contents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeSet {
+    version: Arc<str>,
+    resources: BTreeMap<Arc<str>, Arc<Resource>>,
+}
+
+impl TypeSet {
+    fn new(resources: BTreeMap<Arc<str>, Arc<Resource>>) -> Self {
+        let version = set_version(resources.values().map(|r| (r.name().as_ref(), r.version().as_ref())));
+        TypeSet { version: version.into(), resources }
+    }
+    /// The type's version: a hash of every (name, version) pair, so equal sets get equal
+    /// versions on every replica and after every restart.
+    pub fn version(&self) -> &Arc<str> {
+        &self.version
+    }
+    pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
+        self.resources.get(name)
+    }
+    pub fn resources(&self) -> impl ExactSizeIterator<Item = &Arc<Resource>> + Clone {
+        self.resources.values()
+    }
+    pub fn len(&self) -> usize {
+        self.resources.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_empty()
+    }
+}
+
+/// A complete set of resources of every type, as published for a node group.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    types: BTreeMap<Arc<str>, Arc<TypeSet>>,
+}
+
+/// Two resources of one type with one name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("duplicate {} {name:?}: defined in {first} and again in {second}", crate::types::short_name(type_url))]
+pub struct DuplicateResource {
+    pub type_url: String,
+    pub name: String,
+    pub first: String,
+    pub second: String,
+}
+
+impl Snapshot {
+    pub fn builder() -> SnapshotBuilder {
+        SnapshotBuilder::default()
+    }
+    /// Builds a snapshot, refusing duplicate (type, name) pairs.
+    pub fn from_resources(resources: impl IntoIterator<Item = Resource>) -> Result<Self, DuplicateResource> {
+        let mut b = Self::builder();
+        for r in resources {
+            b.add(r)?;
+        }
+        Ok(b.build())
+    }
+    pub fn get(&self, type_url: &str) -> Option<&Arc<TypeSet>> {
+        self.types.get(type_url)
+    }
+    pub fn resource(&self, type_url: &str, name: &str) -> Option<&Arc<Resource>> {
+        self.types.get(type_url)?.get(name)
+    }
+    pub fn types(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<TypeSet>)> {
+        self.types.iter()
+    }
+    pub fn len(&self) -> usize {
+        self.types.values().map(|t| t.len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// A version over every type, for logs.
+    pub fn version(&self) -> String {
+        set_version(self.types.iter().map(|(t, s)| (t.as_ref(), s.version().as_ref())))
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct SnapshotBuilder {
+    types: BTreeMap<Arc<str>, BTreeMap<Arc<str>, Arc<Resource>>>,
+}
+
+impl SnapshotBuilder {
+    pub fn add(&mut self, r: Resource) -> Result<&mut Self, DuplicateResource> {
+        let by_name = self.types.entry(r.type_url().clone()).or_default();
+        if let Some(prev) = by_name.get(r.name().as_ref()) {
+            return Err(DuplicateResource {
+                type_url: r.type_url().to_string(),
+                name: r.name().to_string(),
+                first: prev.origin().unwrap_or("(unknown)").to_owned(),
+                second: r.origin().unwrap_or("(unknown)").to_owned(),
+            });
+        }
+        by_name.insert(r.name().clone(), Arc::new(r));
+        Ok(self)
+    }
+    pub fn build(self) -> Snapshot {
+        Snapshot { types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m)))).collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::CLUSTER;
+
+    #[test]
+    fn duplicates_name_both_origins() {
+        let a = Resource::new(CLUSTER, "c", b"1").with_origin("a.yaml#1");
+        let b = Resource::new(CLUSTER, "c", b"2").with_origin("b.yaml#3");
+        let e = Snapshot::from_resources([a, b]).unwrap_err();
+        assert_eq!(e.to_string(), "duplicate cds \"c\": defined in a.yaml#1 and again in b.yaml#3");
+    }
+
+    #[test]
+    fn type_version_is_order_independent() {
+        let a = || Resource::new(CLUSTER, "a", b"1");
+        let b = || Resource::new(CLUSTER, "b", b"2");
+        let s1 = Snapshot::from_resources([a(), b()]).unwrap();
+        let s2 = Snapshot::from_resources([b(), a()]).unwrap();
+        assert_eq!(s1.get(CLUSTER).unwrap().version(), s2.get(CLUSTER).unwrap().version());
+        assert_eq!(s1, s2);
+    }
+}

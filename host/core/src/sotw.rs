@@ -1,0 +1,273 @@
+//! The State-of-the-World stream state machine (rules SOTW-1..12).
+//!
+//! No sockets, no async: the server feeds it requests and snapshot changes and writes
+//! out what [`SotwStream::poll`] returns. One instance per gRPC stream, ADS or per-type.
+//!
+//! ```
+//! use xdst_core::{sotw::SotwStream, stream::Scope, snapshot::Snapshot, types};
+//! use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+//! use envoy_types::pb::envoy::config::core::v3::Node;
+//!
+//! let mut s = SotwStream::new(Scope::Aggregated);
+//! let req = DiscoveryRequest {
+//!     type_url: types::CLUSTER.into(),
+//!     node: Some(Node { id: "n1".into(), ..Default::default() }),
+//!     ..Default::default()
+//! };
+//! s.handle_request(&req, std::time::SystemTime::now()).unwrap();
+//! let out = s.poll(&Snapshot::default());
+//! assert_eq!(out.len(), 1); // wildcard CDS gets the (empty) full state at once
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+
+use crate::resource::{Resource, set_version};
+use crate::snapshot::{Snapshot, TypeSet};
+use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
+use crate::types;
+
+/// The resources of one response.
+#[derive(Debug, Clone)]
+pub enum Resources {
+    /// Every resource of the type, shared with the snapshot: no per-stream copy.
+    All(Arc<TypeSet>),
+    Some(Vec<Arc<Resource>>),
+}
+
+impl Resources {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Arc<Resource>> + '_> {
+        match self {
+            Resources::All(set) => Box::new(set.resources()),
+            Resources::Some(v) => Box::new(v.iter()),
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            Resources::All(set) => set.len(),
+            Resources::Some(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A `DiscoveryResponse` to write (SOTW-2).
+#[derive(Debug, Clone)]
+pub struct SotwResponse {
+    pub type_url: Arc<str>,
+    pub version: Arc<str>,
+    pub nonce: Arc<str>,
+    pub resources: Resources,
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    wildcard: bool,
+    names: BTreeSet<Arc<str>>,
+    /// SOTW-7: once a stream names a resource, an empty list means "nothing".
+    named_ever: bool,
+    /// Evaluate this type on the next poll.
+    pending: bool,
+    /// Respond on the next poll even if nothing changed (first request, or a new
+    /// subscription of a full-state type whose answer may be "none of these exist").
+    force: bool,
+    version_sent: Option<Arc<str>>,
+    nonce_sent: Option<Arc<str>>,
+    /// For RDS/EDS-like types: the version of each subscribed resource last sent.
+    sent: BTreeMap<Arc<str>, Arc<str>>,
+    version_acked: Option<String>,
+    last_nack: Option<Nack>,
+}
+
+/// One SotW stream's state.
+#[derive(Debug)]
+pub struct SotwStream {
+    scope: Scope,
+    node: Option<NodeInfo>,
+    types: BTreeMap<Arc<str>, TypeState>,
+    next_nonce: u64,
+}
+
+impl SotwStream {
+    pub fn new(scope: Scope) -> Self {
+        SotwStream { scope, node: None, types: BTreeMap::new(), next_nonce: 0 }
+    }
+
+    pub fn node(&self) -> Option<&NodeInfo> {
+        self.node.as_ref()
+    }
+
+    /// Applies one request. Responses come from the next [`poll`](Self::poll), so several
+    /// queued requests for one type are answered once, for the latest (SOTW-6).
+    pub fn handle_request(&mut self, req: &DiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
+        stream::node_info(&mut self.node, req.node.as_ref())?; // SOTW-1
+        let type_url = stream::check_type(&self.scope, &req.type_url)?;
+        if req.resource_names.len() > MAX_NAMES_PER_TYPE {
+            return Err(ProtocolError::TooManyNames(type_url.to_owned()));
+        }
+        if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
+            return Err(ProtocolError::TooManyTypes);
+        }
+        let type_url: Arc<str> = match self.types.get_key_value(type_url) {
+            Some((k, _)) => k.clone(),
+            None => type_url.into(),
+        };
+        let full_state = types::is_full_state(&type_url);
+        let t = self.types.entry(type_url.clone()).or_default();
+        let mut events = Vec::new();
+
+        if !req.response_nonce.is_empty() {
+            // SOTW-4: only the latest nonce of this type counts; anything else is stale.
+            if t.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
+                events.push(Event::Stale { type_url, nonce: req.response_nonce.clone() });
+                return Ok(events);
+            }
+            // SOTW-3: error_detail marks a NACK; version_info stays at the last accepted.
+            if let Some(status) = &req.error_detail {
+                let nack = Nack {
+                    version_kept: req.version_info.clone(),
+                    nonce: req.response_nonce.clone(),
+                    message: status.message.clone(),
+                    at: now,
+                };
+                events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
+                t.last_nack = Some(nack);
+            } else {
+                t.version_acked = Some(req.version_info.clone());
+                events.push(Event::Ack { type_url: type_url.clone(), version: req.version_info.clone(), nonce: req.response_nonce.clone() });
+            }
+        } else {
+            // A first request for this type (or a client restarting it). SOTW-12: it reports
+            // what it holds; a full-state wildcard already at our version needs nothing.
+            t.force = true;
+            t.sent.clear();
+            if !req.version_info.is_empty() {
+                t.version_acked = Some(req.version_info.clone());
+                t.version_sent = Some(req.version_info.as_str().into());
+            }
+        }
+
+        // SOTW-7: the subscription this request asks for.
+        let mut wildcard = false;
+        let mut names = BTreeSet::new();
+        for n in &req.resource_names {
+            if n == "*" {
+                wildcard = true;
+            } else {
+                names.insert(Arc::<str>::from(n.as_str()));
+            }
+        }
+        if req.resource_names.is_empty() && !t.named_ever && full_state {
+            wildcard = true; // legacy wildcard: this stream never named a resource
+        }
+        if !names.is_empty() {
+            t.named_ever = true;
+        }
+        if wildcard != t.wildcard || names != t.names {
+            if full_state {
+                t.force = true;
+            }
+            // SOTW-9: a name subscribed again must be sent again even if unchanged.
+            t.sent.retain(|n, _| names.contains(n));
+            t.wildcard = wildcard;
+            t.names = names;
+        }
+        t.pending = true;
+        Ok(events)
+    }
+
+    /// Marks every subscribed type for evaluation after the snapshot changed.
+    pub fn snapshot_changed(&mut self) {
+        for t in self.types.values_mut() {
+            t.pending = true;
+        }
+    }
+
+    /// The responses owed now, given what the node's group is served.
+    pub fn poll(&mut self, snapshot: &Snapshot) -> Vec<SotwResponse> {
+        let mut out = Vec::new();
+        for (type_url, t) in self.types.iter_mut() {
+            if !t.pending {
+                continue;
+            }
+            t.pending = false;
+            let force = std::mem::take(&mut t.force);
+            let set = snapshot.get(type_url);
+            let full_state = types::is_full_state(type_url);
+            let (version, resources) = if full_state {
+                // SOTW-8: the full state of what is subscribed.
+                match (t.wildcard, set) {
+                    (true, Some(set)) => (set.version().clone(), Resources::All(set.clone())),
+                    (true, None) => (empty_version(), Resources::Some(Vec::new())),
+                    (false, _) => {
+                        let v: Vec<_> = t.names.iter().filter_map(|n| set.and_then(|s| s.get(n)).cloned()).collect();
+                        (list_version(&v), Resources::Some(v))
+                    }
+                }
+            } else {
+                // SOTW-9/10: what is subscribed and exists; names that do not exist yet are
+                // remembered and sent when they appear, without holding back the others.
+                let v: Vec<Arc<Resource>> = match (t.wildcard, set) {
+                    (true, Some(set)) => set.resources().cloned().collect(),
+                    _ => t.names.iter().filter_map(|n| set.and_then(|s| s.get(n)).cloned()).collect(),
+                };
+                let changed = v.iter().any(|r| t.sent.get(r.name()) != Some(r.version()));
+                if !changed || v.is_empty() {
+                    continue;
+                }
+                (list_version(&v), Resources::Some(v))
+            };
+            // SOTW-5: an unchanged set is not sent again (this is also what keeps a NACKed
+            // set from being re-sent until something changes).
+            if !force && t.version_sent.as_ref() == Some(&version) {
+                continue;
+            }
+            if force && full_state && t.version_sent.as_ref() == Some(&version) && t.nonce_sent.is_none() && t.wildcard {
+                // SOTW-12: a reconnecting client already holds exactly this wildcard state.
+                continue;
+            }
+            self.next_nonce += 1;
+            let nonce: Arc<str> = self.next_nonce.to_string().into();
+            if !full_state {
+                t.sent = resources.iter().map(|r| (r.name().clone(), r.version().clone())).collect();
+            }
+            t.version_sent = Some(version.clone());
+            t.nonce_sent = Some(nonce.clone());
+            out.push(SotwResponse { type_url: type_url.clone(), version, nonce, resources });
+        }
+        out
+    }
+
+    /// Per-type state for `/debug/nodes`.
+    pub fn status(&self) -> Vec<TypeStatus> {
+        self.types
+            .iter()
+            .map(|(type_url, t)| TypeStatus {
+                type_url: type_url.to_string(),
+                wildcard: t.wildcard,
+                subscribed_names: t.names.len(),
+                version_sent: t.version_sent.as_deref().map(str::to_owned),
+                nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
+                version_acked: t.version_acked.clone(),
+                last_nack: t.last_nack.clone(),
+            })
+            .collect()
+    }
+}
+
+fn list_version(v: &[Arc<Resource>]) -> Arc<str> {
+    set_version(v.iter().map(|r| (r.name().as_ref(), r.version().as_ref()))).into()
+}
+
+fn empty_version() -> Arc<str> {
+    set_version(std::iter::empty()).into()
+}
+
+#[cfg(test)]
+#[path = "sotw_tests.rs"]
+mod tests;

@@ -1,0 +1,276 @@
+//! One test (or more) per SotW rule of ../shared/xds-protocol/README.md.
+
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::google::rpc::Status;
+
+use super::*;
+use crate::testutil::*;
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+fn req(type_url: &str, names: &[&str]) -> DiscoveryRequest {
+    DiscoveryRequest {
+        type_url: type_url.into(),
+        resource_names: names.iter().map(|s| s.to_string()).collect(),
+        node: node(),
+        ..Default::default()
+    }
+}
+
+fn ack(r: &SotwResponse, names: &[&str]) -> DiscoveryRequest {
+    DiscoveryRequest {
+        version_info: r.version.to_string(),
+        response_nonce: r.nonce.to_string(),
+        ..req(&r.type_url, names)
+    }
+}
+
+fn nack(r: &SotwResponse, names: &[&str], kept: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        version_info: kept.into(),
+        error_detail: Some(Status { code: 3, message: "bad listener".into(), details: vec![] }),
+        ..ack(r, names)
+    }
+}
+
+fn names(r: &SotwResponse) -> Vec<String> {
+    r.resources.iter().map(|r| r.name().to_string()).collect()
+}
+
+fn send(s: &mut SotwStream, r: DiscoveryRequest, snapshot: &Snapshot) -> Vec<SotwResponse> {
+    s.handle_request(&r, SystemTime::now()).unwrap();
+    s.poll(snapshot)
+}
+
+fn ads() -> SotwStream {
+    SotwStream::new(Scope::Aggregated)
+}
+
+#[test]
+fn sotw_1_first_request_must_carry_node_later_ones_need_not() {
+    let mut s = ads();
+    let mut r = req(CLUSTER, &[]);
+    r.node = None;
+    assert_eq!(s.handle_request(&r, SystemTime::now()), Err(ProtocolError::MissingNode));
+    let out = send(&mut s, req(CLUSTER, &[]), &base());
+    assert_eq!(s.node().unwrap().id, "n1");
+    let mut a = ack(&out[0], &[]);
+    a.node = None;
+    assert!(s.handle_request(&a, SystemTime::now()).is_ok());
+}
+
+#[test]
+fn sotw_2_responses_carry_version_type_and_unique_nonces_versions_per_type() {
+    let mut s = ads();
+    let snapshot = base();
+    let c = send(&mut s, req(CLUSTER, &[]), &snapshot).remove(0);
+    let l = send(&mut s, req(LISTENER, &[]), &snapshot).remove(0);
+    assert_eq!(&*c.type_url, CLUSTER);
+    assert_eq!(c.version, snapshot.get(CLUSTER).unwrap().version().clone());
+    assert_eq!(l.version, snapshot.get(LISTENER).unwrap().version().clone());
+    assert_ne!(c.version, l.version);
+    assert_ne!(c.nonce, l.nonce);
+    assert_eq!(names(&c), ["c1", "c2"]);
+}
+
+#[test]
+fn sotw_3_ack_and_nack_are_told_apart_by_error_detail() {
+    let mut s = ads();
+    let out = send(&mut s, req(LISTENER, &[]), &base());
+    let events = s.handle_request(&ack(&out[0], &[]), SystemTime::now()).unwrap();
+    assert!(matches!(&events[0], Event::Ack { version, .. } if *version == *out[0].version));
+
+    let next = snap(&[(LISTENER, "l1", "2")]);
+    s.snapshot_changed();
+    let out2 = s.poll(&next);
+    let events = s.handle_request(&nack(&out2[0], &[], &out[0].version), SystemTime::now()).unwrap();
+    assert!(matches!(&events[0], Event::Nack { message, .. } if message == "bad listener"));
+    let st = &s.status()[0];
+    assert_eq!(st.version_acked.as_deref(), Some(&*out[0].version), "a NACK keeps the accepted version");
+    assert_eq!(st.last_nack.as_ref().unwrap().nonce, *out2[0].nonce);
+}
+
+#[test]
+fn sotw_3_5_nack_is_not_answered_by_resending_the_same_bytes() {
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &[]), &base());
+    let bad = snap(&[(CLUSTER, "c1", "bad")]);
+    s.snapshot_changed();
+    let pushed = s.poll(&bad);
+    assert_eq!(pushed.len(), 1);
+    assert!(send(&mut s, nack(&pushed[0], &[], &out[0].version), &bad).is_empty());
+    // Something else changes: the client gets the new state.
+    s.snapshot_changed();
+    let fixed = snap(&[(CLUSTER, "c1", "good")]);
+    assert_eq!(s.poll(&fixed).len(), 1);
+}
+
+#[test]
+fn sotw_4_stale_nonce_is_ignored() {
+    let mut s = ads();
+    let first = send(&mut s, req(ROUTE, &["r1"]), &base()).remove(0);
+    let second = send(&mut s, ack(&first, &["r1", "r2"]), &base()).remove(0);
+    assert_eq!(names(&second), ["r1", "r2"]);
+    // A request still carrying the first nonce asks to drop r2: it is stale.
+    let events = s.handle_request(&ack(&first, &["r1"]), SystemTime::now()).unwrap();
+    assert!(matches!(events[0], Event::Stale { .. }));
+    assert!(s.poll(&base()).is_empty());
+    assert_eq!(s.status()[0].subscribed_names, 2);
+}
+
+#[test]
+fn sotw_5_unchanged_state_is_not_resent() {
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &[]), &base());
+    assert!(send(&mut s, ack(&out[0], &[]), &base()).is_empty());
+    s.snapshot_changed();
+    assert!(s.poll(&base()).is_empty(), "same snapshot again");
+    // A change elsewhere (a listener) does not resend clusters.
+    let mut items = vec![(LISTENER, "l1", "changed")];
+    items.extend([(CLUSTER, "c1", "1"), (CLUSTER, "c2", "1")]);
+    s.snapshot_changed();
+    assert!(s.poll(&snap(&items)).is_empty());
+}
+
+#[test]
+fn sotw_6_newer_request_supersedes_queued_ones() {
+    let mut s = ads();
+    s.handle_request(&req(ROUTE, &["r1"]), SystemTime::now()).unwrap();
+    s.handle_request(&req(ROUTE, &["r2"]), SystemTime::now()).unwrap();
+    let out = s.poll(&base());
+    assert_eq!(out.len(), 1);
+    assert_eq!(names(&out[0]), ["r2"]);
+}
+
+#[test]
+fn sotw_7_wildcard_forms() {
+    // Legacy: a stream that never named a cluster gets all of them.
+    let mut s = ads();
+    assert_eq!(names(&send(&mut s, req(CLUSTER, &[]), &base())[0]), ["c1", "c2"]);
+    // "*" plus a name: wildcard plus that name.
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &["*", "c1"]), &base());
+    assert_eq!(names(&out[0]), ["c1", "c2"]);
+    // After an explicit name, an empty list means nothing.
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &["c1"]), &base());
+    assert_eq!(names(&out[0]), ["c1"]);
+    let out = send(&mut s, ack(&out[0], &[]), &base());
+    assert_eq!(out.len(), 1);
+    assert!(out[0].resources.is_empty());
+    // RDS and EDS have no legacy wildcard.
+    let mut s = ads();
+    assert!(send(&mut s, req(ENDPOINT, &[]), &base()).is_empty());
+}
+
+#[test]
+fn sotw_8_lds_and_cds_carry_full_state_including_deletions() {
+    let mut s = ads();
+    let out = send(&mut s, req(CLUSTER, &[]), &base());
+    send(&mut s, ack(&out[0], &[]), &base());
+    s.snapshot_changed();
+    let out = s.poll(&snap(&[(CLUSTER, "c2", "1")]));
+    assert_eq!(names(&out[0]), ["c2"]);
+    s.snapshot_changed();
+    let out = s.poll(&Snapshot::default());
+    assert_eq!(out.len(), 1, "an empty response deletes every cluster");
+    assert!(out[0].resources.is_empty());
+    // A full-state type asked for by a name that does not exist is answered (empty).
+    let mut s = ads();
+    let out = send(&mut s, req(LISTENER, &["missing"]), &base());
+    assert_eq!(out.len(), 1);
+    assert!(out[0].resources.is_empty());
+}
+
+#[test]
+fn sotw_9_rds_eds_send_requested_and_newly_requested_even_if_unchanged() {
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &["c1"]), &base());
+    assert_eq!(names(&out[0]), ["c1"]);
+    // A change to a resource nobody asked for sends nothing.
+    s.snapshot_changed();
+    let mut other = base();
+    other = Snapshot::from_resources(
+        other.types().flat_map(|(_, set)| set.resources().map(|r| (**r).clone()).collect::<Vec<_>>())
+            .filter(|r| !(r.type_url().as_ref() == ENDPOINT && r.name().as_ref() == "c2"))
+            .chain([res(ENDPOINT, "c2", "2")]),
+    )
+    .unwrap();
+    assert!(s.poll(&other).is_empty());
+    // Unsubscribe, then subscribe again: the unchanged c1 must be sent again.
+    let out2 = send(&mut s, ack(&out[0], &["c2"]), &base());
+    assert_eq!(names(&out2[0]), ["c2"]);
+    let out3 = send(&mut s, ack(&out2[0], &["c1", "c2"]), &base());
+    assert_eq!(names(&out3[0]), ["c1", "c2"]);
+}
+
+#[test]
+fn sotw_10_names_that_do_not_exist_yet_are_sent_when_they_appear_without_blocking_others() {
+    let mut s = ads();
+    let out = send(&mut s, req(ROUTE, &["r1", "later"]), &base());
+    assert_eq!(names(&out[0]), ["r1"], "r1 is not held back for `later`");
+    send(&mut s, ack(&out[0], &["r1", "later"]), &base());
+    s.snapshot_changed();
+    let with_later = snap(&[(ROUTE, "r1", "1"), (ROUTE, "later", "1")]);
+    let out = s.poll(&with_later);
+    assert_eq!(names(&out[0]), ["later", "r1"]);
+}
+
+#[test]
+fn sotw_11_no_duplicates_and_types_match() {
+    let mut s = ads();
+    let out = send(&mut s, req(ROUTE, &["r1", "r1", "r2"]), &base());
+    assert_eq!(names(&out[0]), ["r1", "r2"]);
+    assert!(out[0].resources.iter().all(|r| r.type_url().as_ref() == ROUTE));
+    // Per-type streams refuse other types.
+    let mut s = SotwStream::new(Scope::Single(CLUSTER));
+    let e = s.handle_request(&req(LISTENER, &[]), SystemTime::now()).unwrap_err();
+    assert!(matches!(e, ProtocolError::WrongType { .. }));
+}
+
+#[test]
+fn sotw_12_reconnect_with_current_version_skips_wildcard_resend_only() {
+    let snapshot = base();
+    let mut s = ads();
+    let mut r = req(CLUSTER, &[]);
+    r.version_info = snapshot.get(CLUSTER).unwrap().version().to_string();
+    assert!(send(&mut s, r, &snapshot).is_empty(), "wildcard CDS already current");
+    assert_eq!(s.status()[0].version_acked.as_deref(), Some(&**snapshot.get(CLUSTER).unwrap().version()));
+    // A later change is still pushed.
+    s.snapshot_changed();
+    assert_eq!(s.poll(&snap(&[(CLUSTER, "c1", "1")])).len(), 1);
+    // An old version gets the current state.
+    let mut s = ads();
+    let mut r = req(CLUSTER, &[]);
+    r.version_info = "old".into();
+    assert_eq!(send(&mut s, r, &snapshot).len(), 1);
+    // RDS always answers the names of a new stream.
+    let mut s = ads();
+    let mut r = req(ROUTE, &["r1"]);
+    r.version_info = "whatever".into();
+    assert_eq!(send(&mut s, r, &snapshot).len(), 1);
+}
+
+#[test]
+fn per_type_stream_accepts_empty_type_url_and_limits_types() {
+    let mut s = SotwStream::new(Scope::Single(CLUSTER));
+    let out = send(&mut s, req("", &[]), &base());
+    assert_eq!(&*out[0].type_url, CLUSTER);
+    let mut s = ads();
+    for i in 0..MAX_TYPES_PER_STREAM {
+        s.handle_request(&req(&format!("type.googleapis.com/t{i}"), &["x"]), SystemTime::now()).unwrap();
+    }
+    assert_eq!(s.handle_request(&req("type.googleapis.com/one.more", &["x"]), SystemTime::now()), Err(ProtocolError::TooManyTypes));
+    assert_eq!(s.handle_request(&req("", &["x"]), SystemTime::now()), Err(ProtocolError::MissingTypeUrl));
+}
+
+#[test]
+fn unknown_type_url_is_remembered_and_served_when_present() {
+    let mut s = ads();
+    let secret = crate::types::SECRET;
+    assert!(send(&mut s, req(secret, &["cert"]), &base()).is_empty());
+    s.snapshot_changed();
+    let out = s.poll(&snap(&[(secret, "cert", "pem")]));
+    assert_eq!(names(&out[0]), ["cert"]);
+}

@@ -1,0 +1,111 @@
+//! What SotW and Delta streams share: the stream's scope, protocol errors, the events a
+//! request produces, and the per-type status shown on `/debug/nodes`.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+
+/// Which types a stream may carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// An aggregated (ADS) stream: any type URL.
+    Aggregated,
+    /// A per-type service stream (`StreamClusters`, `DeltaListeners`, ...).
+    Single(&'static str),
+}
+
+/// Limits that keep one client from exhausting the server.
+pub const MAX_TYPES_PER_STREAM: usize = 64;
+pub const MAX_NAMES_PER_TYPE: usize = 100_000;
+
+/// A request the protocol does not allow; the stream is closed with this error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("the first request on a stream must carry a node")]
+    MissingNode,
+    #[error("request has no type_url")]
+    MissingTypeUrl,
+    #[error("type_url {got:?} on a stream for {expected:?}")]
+    WrongType { expected: &'static str, got: String },
+    #[error("more than {MAX_TYPES_PER_STREAM} types on one stream")]
+    TooManyTypes,
+    #[error("more than {MAX_NAMES_PER_TYPE} resource names for {0}")]
+    TooManyNames(String),
+}
+
+/// What a request meant, for metrics and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The client accepted the response with this nonce.
+    Ack { type_url: Arc<str>, version: String, nonce: String },
+    /// The client rejected the response with this nonce (SOTW-3, DELTA-1).
+    Nack { type_url: Arc<str>, nonce: String, message: String },
+    /// A SotW request whose nonce is not the latest for its type; ignored (SOTW-4).
+    Stale { type_url: Arc<str>, nonce: String },
+}
+
+/// The last rejection of a type by the client.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Nack {
+    /// The version the client kept (SotW `version_info`), if it said.
+    pub version_kept: String,
+    pub nonce: String,
+    pub message: String,
+    #[serde(serialize_with = "serialize_time")]
+    pub at: SystemTime,
+}
+
+fn serialize_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    s.serialize_f64((secs * 1000.0).round() / 1000.0)
+}
+
+/// One type's state on one stream, as `/debug/nodes` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TypeStatus {
+    pub type_url: String,
+    pub wildcard: bool,
+    pub subscribed_names: usize,
+    pub version_sent: Option<String>,
+    pub nonce_sent: Option<String>,
+    pub version_acked: Option<String>,
+    pub last_nack: Option<Nack>,
+}
+
+/// The identity a stream learnt from its first request. Only these fields are kept:
+/// Envoy's `node.extensions` alone runs to tens of kilobytes per stream.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeInfo {
+    pub id: String,
+    pub cluster: String,
+    pub user_agent: String,
+}
+
+pub(crate) fn check_type<'a>(scope: &Scope, type_url: &'a str) -> Result<&'a str, ProtocolError> {
+    match scope {
+        Scope::Single(expected) if type_url.is_empty() => Ok(expected),
+        Scope::Single(expected) if type_url != *expected => {
+            Err(ProtocolError::WrongType { expected, got: type_url.to_owned() })
+        }
+        Scope::Aggregated if type_url.is_empty() => Err(ProtocolError::MissingTypeUrl),
+        _ => Ok(type_url),
+    }
+}
+
+pub(crate) fn node_info(current: &mut Option<NodeInfo>, node: Option<&Node>) -> Result<(), ProtocolError> {
+    match (current.as_ref(), node) {
+        (None, None) => Err(ProtocolError::MissingNode),
+        (None, Some(n)) => {
+            let agent = match &n.user_agent_version_type {
+                Some(envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType::UserAgentVersion(v)) => {
+                    format!("{} {}", n.user_agent_name, v)
+                }
+                _ => n.user_agent_name.clone(),
+            };
+            *current = Some(NodeInfo { id: n.id.clone(), cluster: n.cluster.clone(), user_agent: agent });
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,77 @@
+//! Type URLs of the resources xdst serves, and what the protocol says about each.
+
+/// `type.googleapis.com/envoy.config.listener.v3.Listener`
+pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+/// `type.googleapis.com/envoy.config.route.v3.RouteConfiguration`
+pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// `type.googleapis.com/envoy.config.cluster.v3.Cluster`
+pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+/// `type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment`
+pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+/// `type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret`
+pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+/// `type.googleapis.com/envoy.service.runtime.v3.Runtime`
+pub const RUNTIME: &str = "type.googleapis.com/envoy.service.runtime.v3.Runtime";
+
+const PREFIX: &str = "type.googleapis.com/";
+
+/// The four core types, in make-before-break order (ORDER-2).
+pub const CORE_TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+
+/// SOTW-8: responses for these types carry the full state; a resource missing from a
+/// response is deleted by the client. They are also the types for which a stream that
+/// never names a resource is a legacy wildcard subscription (SOTW-7, DELTA-2).
+pub fn is_full_state(type_url: &str) -> bool {
+    type_url == LISTENER || type_url == CLUSTER
+}
+
+/// The protobuf message name inside a type URL (`envoy.config.cluster.v3.Cluster`).
+pub fn message_name(type_url: &str) -> Option<&str> {
+    let name = type_url.strip_prefix(PREFIX).or_else(|| type_url.rsplit_once('/').map(|(_, n)| n))?;
+    (!name.is_empty() && !name.contains('/')).then_some(name)
+}
+
+/// A short label for logs and metrics: `lds`, `rds`, `cds`, `eds`, or the message name.
+pub fn short_name(type_url: &str) -> &str {
+    match type_url {
+        LISTENER => "lds",
+        ROUTE => "rds",
+        CLUSTER => "cds",
+        ENDPOINT => "eds",
+        SECRET => "sds",
+        RUNTIME => "rtds",
+        other => message_name(other).unwrap_or(other),
+    }
+}
+
+/// The type URL for one of the short labels, for REST paths and CLI flags.
+pub fn from_short_name(short: &str) -> Option<&'static str> {
+    Some(match short {
+        "lds" | "listeners" => LISTENER,
+        "rds" | "routes" => ROUTE,
+        "cds" | "clusters" => CLUSTER,
+        "eds" | "endpoints" => ENDPOINT,
+        "sds" | "secrets" => SECRET,
+        "rtds" | "runtime" => RUNTIME,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names() {
+        assert_eq!(message_name(CLUSTER), Some("envoy.config.cluster.v3.Cluster"));
+        assert_eq!(message_name("example.com/foo.Bar"), Some("foo.Bar"));
+        assert_eq!(message_name("garbage"), None);
+        assert_eq!(message_name("type.googleapis.com/"), None);
+    }
+
+    #[test]
+    fn full_state_types_are_lds_and_cds() {
+        assert!(is_full_state(LISTENER) && is_full_state(CLUSTER));
+        assert!(!is_full_state(ROUTE) && !is_full_state(ENDPOINT) && !is_full_state(SECRET));
+    }
+}
