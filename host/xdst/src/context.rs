@@ -1,0 +1,25 @@
+//! What every server task shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use xdst_core::cache::Cache;
+use xdst_core::node::GroupKey;
+
+use crate::metrics::Metrics;
+use crate::nodes::Registry;
+use crate::source::SourceStatus;
+
+pub struct Context {
+    pub cache: Cache,
+    pub group_key: GroupKey,
+    pub metrics: Metrics,
+    pub nodes: Registry,
+    pub source: SourceStatus,
+    /// Flips to `true` when the server shuts down; every stream ends with UNAVAILABLE.
+    pub shutdown: watch::Receiver<bool>,
+    pub debounce: Duration,
+}
+
+pub type Ctx = Arc<Context>;

@@ -1,0 +1,92 @@
+//! Prometheus metrics, served as text on the admin port's `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+type Labels2 = [(&'static str, String); 2];
+type Labels1 = [(&'static str, String); 1];
+
+pub struct Metrics {
+    registry: Registry,
+    /// Connected streams by API (`sotw`/`delta`) and service (`ads`, `lds`, ...).
+    pub streams: Family<Labels2, Gauge>,
+    /// Responses sent by API and type (`lds`, `cds`, ...).
+    pub responses: Family<Labels2, Counter>,
+    pub acks: Family<Labels1, Counter>,
+    pub nacks: Family<Labels1, Counter>,
+    /// Requests ignored for carrying an old nonce (SOTW-4).
+    pub stale_requests: Family<Labels1, Counter>,
+    /// Seconds from a response being handed to the transport to its ACK.
+    pub push_ack_seconds: Family<Labels1, Histogram>,
+    /// Streams closed for a protocol error, by reason.
+    pub stream_errors: Family<Labels1, Counter>,
+    /// Resource set loads by result (`ok`, `refused`).
+    pub loads: Family<Labels1, Counter>,
+    /// Resources served in the default group, by type.
+    pub resources: Family<Labels1, Gauge>,
+}
+
+fn histogram() -> Histogram {
+    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("xdst");
+        let streams = Family::<Labels2, Gauge>::default();
+        let responses = Family::<Labels2, Counter>::default();
+        let acks = Family::<Labels1, Counter>::default();
+        let nacks = Family::<Labels1, Counter>::default();
+        let stale_requests = Family::<Labels1, Counter>::default();
+        let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+        let stream_errors = Family::<Labels1, Counter>::default();
+        let loads = Family::<Labels1, Counter>::default();
+        let resources = Family::<Labels1, Gauge>::default();
+        registry.register("streams", "Connected xDS streams by api and service", streams.clone());
+        registry.register("responses", "Discovery responses sent by api and type", responses.clone());
+        registry.register("acks", "Responses acknowledged by type", acks.clone());
+        registry.register("nacks", "Responses rejected by type", nacks.clone());
+        registry.register("stale_requests", "Requests ignored for a stale nonce by type", stale_requests.clone());
+        registry.register("push_ack_seconds", "Time from sending a response to its ACK by type", push_ack_seconds.clone());
+        registry.register("stream_errors", "Streams closed for a protocol error by reason", stream_errors.clone());
+        registry.register("resource_loads", "Resource set loads by result", loads.clone());
+        registry.register("resources", "Resources in the default node group by type", resources.clone());
+        Metrics {
+            registry,
+            streams,
+            responses,
+            acks,
+            nacks,
+            stale_requests,
+            push_ack_seconds,
+            stream_errors,
+            loads,
+            resources,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// `[("type", "cds")]`
+pub fn by_type(type_url: &str) -> Labels1 {
+    [("type", xdst_core::types::short_name(type_url).to_owned())]
+}
+
+pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {
+    [("api", api.to_owned()), ("type", xdst_core::types::short_name(type_url).to_owned())]
+}

@@ -1,0 +1,101 @@
+//! Connected streams, for `/debug/nodes`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use xdst_core::stream::{NodeInfo, TypeStatus};
+
+/// Read access to a stream's state machine.
+pub trait StatusSource: Send + Sync {
+    fn node(&self) -> Option<NodeInfo>;
+    fn status(&self) -> Vec<TypeStatus>;
+}
+
+impl<M: crate::machine::Machine> StatusSource for Mutex<M> {
+    fn node(&self) -> Option<NodeInfo> {
+        self.lock().unwrap().node().cloned()
+    }
+    fn status(&self) -> Vec<TypeStatus> {
+        self.lock().unwrap().status()
+    }
+}
+
+pub struct StreamEntry {
+    pub api: &'static str,
+    /// `ads`, or the per-type service (`cds`, ...).
+    pub service: &'static str,
+    pub group: String,
+    pub connected_at: SystemTime,
+    pub peer: Option<std::net::SocketAddr>,
+    pub source: Arc<dyn StatusSource>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    next: AtomicU64,
+    streams: Mutex<HashMap<u64, Arc<StreamEntry>>>,
+}
+
+impl Registry {
+    pub fn add(&self, entry: StreamEntry) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.streams.lock().unwrap().insert(id, Arc::new(entry));
+        id
+    }
+    pub fn remove(&self, id: u64) {
+        self.streams.lock().unwrap().remove(&id);
+    }
+
+    /// Every connected node with its streams; the JSON of `/debug/nodes`.
+    pub fn report(&self) -> Vec<NodeReport> {
+        let entries: Vec<(u64, Arc<StreamEntry>)> =
+            self.streams.lock().unwrap().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let mut nodes: BTreeMap<String, NodeReport> = BTreeMap::new();
+        for (id, e) in entries {
+            let info = e.source.node().unwrap_or_default();
+            let node = nodes.entry(info.id.clone()).or_insert_with(|| NodeReport {
+                id: info.id.clone(),
+                cluster: info.cluster.clone(),
+                user_agent: info.user_agent.clone(),
+                group: e.group.clone(),
+                streams: Vec::new(),
+            });
+            node.streams.push(StreamReport {
+                stream: id,
+                api: e.api,
+                service: e.service,
+                peer: e.peer.map(|p| p.to_string()),
+                connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+                types: e.source.status(),
+            });
+        }
+        let mut out: Vec<NodeReport> = nodes.into_values().collect();
+        for n in &mut out {
+            n.streams.sort_by_key(|s| s.stream);
+        }
+        out
+    }
+}
+
+#[derive(Serialize)]
+pub struct NodeReport {
+    pub id: String,
+    pub cluster: String,
+    pub user_agent: String,
+    pub group: String,
+    pub streams: Vec<StreamReport>,
+}
+
+#[derive(Serialize)]
+pub struct StreamReport {
+    pub stream: u64,
+    pub api: &'static str,
+    pub service: &'static str,
+    pub peer: Option<String>,
+    /// Unix seconds.
+    pub connected_at: u64,
+    pub types: Vec<TypeStatus>,
+}

@@ -1,0 +1,73 @@
+//! Serving a router on a TCP listener with HTTP/1.1 and HTTP/2 (prior knowledge, as gRPC
+//! clients speak it) on the same port, tuned for many long-lived streams per connection.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::xds::PeerAddr;
+
+/// HTTP/2 settings for the xDS port.
+#[derive(Debug, Clone, Copy)]
+pub struct H2 {
+    pub max_concurrent_streams: u32,
+    pub keepalive: Option<Duration>,
+}
+
+impl Default for H2 {
+    fn default() -> Self {
+        // Load generators and gRPC clients multiplex thousands of streams per connection.
+        H2 { max_concurrent_streams: 1 << 20, keepalive: Some(Duration::from_secs(30)) }
+    }
+}
+
+/// Serves until `shutdown` turns true, then gives open connections `grace` to finish.
+pub async fn serve(name: &'static str, listener: TcpListener, router: Router, h2: H2, mut shutdown: watch::Receiver<bool>, grace: Duration) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .keep_alive_interval(h2.keepalive)
+        .keep_alive_timeout(Duration::from_secs(20));
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        warn!(server = name, error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                debug!(server = name, %peer, "connection accepted");
+                let service = TowerToHyperService::new(router.clone().layer(Extension(PeerAddr(peer))));
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        debug!(server = name, %peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    info!(server = name, "stopped accepting; draining connections");
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        warn!(server = name, "connections still open after {grace:?}; closing them");
+    }
+}

@@ -1,0 +1,248 @@
+//! The resources directory source: `--resources DIR`.
+//!
+//! Every `*.yaml`, `*.yml` and `*.json` file directly in DIR is served to every node group.
+//! A subdirectory `DIR/<group>/` adds resources for the nodes of that group only (with the
+//! default grouping, nodes whose `node.cluster` is `<group>`). Hidden files and editor
+//! backups are ignored. The directory is watched; bursts of edits are merged and applied
+//! after a short quiet window. A file that does not parse, a duplicate, or a set with a
+//! dangling reference is reported (file, document, field) and changes nothing that was
+//! serving. If the directory disappears, the last good set keeps serving until it returns.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use notify::Watcher;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+use xdst_core::cache::Publication;
+use xdst_core::decode::{DecodeError, decode_file};
+use xdst_core::snapshot::{DuplicateResource, Snapshot};
+
+use crate::context::Ctx;
+use crate::metrics::by_type;
+
+/// Why a load failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("resources directory {0}: {1}")]
+    Dir(PathBuf, std::io::Error),
+    #[error("{0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateResource),
+    #[error(transparent)]
+    Publish(#[from] xdst_core::cache::PublishError),
+}
+
+/// The outcome of the latest load, for `/debug/resources` and logs.
+#[derive(Default)]
+pub struct SourceStatus {
+    inner: Mutex<StatusInner>,
+}
+
+#[derive(Default, Clone, Serialize)]
+pub struct StatusInner {
+    pub directory: Option<String>,
+    pub loads_ok: u64,
+    pub loads_refused: u64,
+    /// Unix seconds of the last good load.
+    pub last_ok_at: Option<u64>,
+    pub last_error: Option<String>,
+    pub files: usize,
+    pub resources: usize,
+}
+
+impl SourceStatus {
+    pub fn get(&self) -> StatusInner {
+        self.inner.lock().unwrap().clone()
+    }
+}
+
+fn is_resource_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    if name.starts_with('.') || name.ends_with('~') {
+        return false;
+    }
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
+fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError> {
+    let mut files = Vec::new();
+    let mut groups = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| LoadError::Dir(dir.to_owned(), e))? {
+        let entry = entry.map_err(|e| LoadError::Dir(dir.to_owned(), e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !name.starts_with('.') {
+                groups.push((name, path));
+            }
+        } else if is_resource_file(&path) {
+            files.push(path);
+        }
+    }
+    files.sort();
+    groups.sort();
+    Ok((files, groups))
+}
+
+fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| LoadError::Read(f.clone(), e))?;
+        let label = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
+        out.extend(decode_file(&label, &text)?);
+    }
+    Ok(out)
+}
+
+/// Loads a resources directory into a publication (not yet checked for consistency).
+pub fn load(dir: &Path) -> Result<(Publication, usize), LoadError> {
+    let (files, groups) = list(dir)?;
+    let shared = decode_files(dir, &files)?;
+    let mut count = files.len();
+    let default = Snapshot::from_resources(shared.iter().cloned())?;
+    let mut by_group = BTreeMap::new();
+    for (name, path) in groups {
+        let (group_files, _) = list(&path)?;
+        count += group_files.len();
+        let own = decode_files(dir, &group_files)?;
+        let snapshot = Snapshot::from_resources(shared.iter().cloned().chain(own))?;
+        by_group.insert(name, snapshot);
+    }
+    Ok((Publication { default, groups: by_group }, count))
+}
+
+/// Loads and publishes once; on failure the previous set keeps serving.
+pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
+    let started = Instant::now();
+    let result = load(dir).and_then(|(p, files)| {
+        let resources = p.default.len();
+        let counts: Vec<(String, usize)> = p.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let report = ctx.cache.publish(p)?;
+        Ok((report, files, resources, counts))
+    });
+    let mut st = ctx.source.inner.lock().unwrap();
+    st.directory = Some(dir.display().to_string());
+    match result {
+        Ok((report, files, resources, counts)) => {
+            st.loads_ok += 1;
+            st.last_ok_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
+            st.last_error = None;
+            st.files = files;
+            st.resources = resources;
+            ctx.metrics.loads.get_or_create(&[("result", "ok".into())]).inc();
+            for (t, n) in counts {
+                ctx.metrics.resources.get_or_create(&by_type(&t)).set(n as i64);
+            }
+            info!(dir = %dir.display(), files, resources, changed_groups = ?report.changed_groups, elapsed_ms = started.elapsed().as_millis() as u64, "resources loaded");
+            Ok(())
+        }
+        Err(e) => {
+            st.loads_refused += 1;
+            st.last_error = Some(e.to_string());
+            ctx.metrics.loads.get_or_create(&[("result", "refused".into())]).inc();
+            error!(dir = %dir.display(), error = %e, "resources refused; the last good set keeps serving");
+            Err(e)
+        }
+    }
+}
+
+/// A cheap fingerprint of the directory tree: names, sizes and modification times.
+fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).ok()?.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                if d == dir {
+                    stack.push(path.clone());
+                }
+                out.push((path, 0, None));
+            } else if is_resource_file(&path) {
+                out.push((path, meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    out.sort();
+    Some(out)
+}
+
+/// Watches the directory and reloads after each burst of changes. Also rescans every
+/// `resync` interval, which recovers from lost watches (a directory deleted and created
+/// again, filesystems without inotify).
+pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let make_watcher = |dir: &Path| -> Option<notify::RecommendedWatcher> {
+        let tx = tx.clone();
+        let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            if ev.is_ok() {
+                let _ = tx.send(());
+            }
+        })
+        .ok()?;
+        w.watch(dir, notify::RecursiveMode::Recursive).ok()?;
+        Some(w)
+    };
+    let mut watcher = make_watcher(&dir);
+    if watcher.is_none() {
+        warn!(dir = %dir.display(), "cannot watch the resources directory; rescanning every {resync:?}");
+    }
+    let mut last = fingerprint(&dir);
+    let mut missing_reported = false;
+    let mut tick = tokio::time::interval(resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                if ev.is_none() { return; }
+                // Debounce: wait for a quiet window, but never longer than 1 s in all.
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+                loop {
+                    let quiet = tokio::time::sleep(ctx.debounce);
+                    tokio::select! {
+                        more = rx.recv() => { if more.is_none() { return; } }
+                        _ = quiet => break,
+                    }
+                    if tokio::time::Instant::now() >= deadline { break; }
+                }
+            }
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = fingerprint(&dir);
+        if now == last {
+            continue;
+        }
+        match &now {
+            None => {
+                if !missing_reported {
+                    error!(dir = %dir.display(), "resources directory disappeared; the last good set keeps serving");
+                    ctx.source.inner.lock().unwrap().last_error = Some(format!("resources directory {} disappeared", dir.display()));
+                    missing_reported = true;
+                }
+                watcher = None;
+            }
+            Some(_) => {
+                if missing_reported || watcher.is_none() {
+                    info!(dir = %dir.display(), "resources directory is back");
+                    watcher = make_watcher(&dir);
+                    missing_reported = false;
+                }
+                let ctx2 = ctx.clone();
+                let dir2 = dir.clone();
+                // Decoding a large directory is CPU work: keep it off the async workers.
+                let _ = tokio::task::spawn_blocking(move || reload(&ctx2, &dir2)).await;
+            }
+        }
+        last = now;
+    }
+}

@@ -1,0 +1,323 @@
+//! The xDS gRPC services: ADS (SotW and Delta) and the per-type LDS/RDS/CDS/EDS services
+//! (Stream, Delta, Fetch). Each stream is one task-free driver: the response stream itself
+//! reads requests and snapshot changes, feeds the state machine and yields what it returns,
+//! so writes on a stream are ordered by construction.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use axum::Router;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use futures::FutureExt;
+use futures::stream::BoxStream;
+use tokio::sync::watch;
+use tonic::{Status, Streaming};
+use tracing::{debug, info, warn};
+use xdst_core::delta::DeltaStream;
+use xdst_core::snapshot::Snapshot;
+use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
+use xdst_core::stream::{Event, Scope};
+use xdst_core::types::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+use crate::codec::XdsCodec;
+use crate::context::Ctx;
+use crate::machine::{Machine, Sent};
+use crate::metrics::{by_api_type, by_type};
+use crate::nodes::StreamEntry;
+
+/// The peer of a connection, put in each request's extensions by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
+const ADS: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService";
+
+/// (gRPC service, method suffix, type URL, label)
+pub const PER_TYPE: [(&str, &str, &str, &str); 4] = [
+    ("/envoy.service.listener.v3.ListenerDiscoveryService", "Listeners", LISTENER, "lds"),
+    ("/envoy.service.route.v3.RouteDiscoveryService", "Routes", ROUTE, "rds"),
+    ("/envoy.service.cluster.v3.ClusterDiscoveryService", "Clusters", CLUSTER, "cds"),
+    ("/envoy.service.endpoint.v3.EndpointDiscoveryService", "Endpoints", ENDPOINT, "eds"),
+];
+
+/// Every gRPC route of the xDS port.
+pub fn routes(ctx: &Ctx) -> Router {
+    let mut r = Router::new()
+        .route_service(&format!("{ADS}/StreamAggregatedResources"), stream_service::<SotwStream>(ctx.clone(), Scope::Aggregated, "ads"))
+        .route_service(&format!("{ADS}/DeltaAggregatedResources"), stream_service::<DeltaStream>(ctx.clone(), Scope::Aggregated, "ads"));
+    for (service, suffix, type_url, label) in PER_TYPE {
+        r = r
+            .route_service(&format!("{service}/Stream{suffix}"), stream_service::<SotwStream>(ctx.clone(), Scope::Single(type_url), label))
+            .route_service(&format!("{service}/Delta{suffix}"), stream_service::<DeltaStream>(ctx.clone(), Scope::Single(type_url), label))
+            .route_service(&format!("{service}/Fetch{suffix}"), fetch_service(ctx.clone(), type_url));
+    }
+    r
+}
+
+type HttpRequest = http::Request<axum::body::Body>;
+
+fn stream_service<M: Machine>(
+    ctx: Ctx,
+    scope: Scope,
+    label: &'static str,
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send> + Clone + Send {
+    tower::service_fn(move |req: HttpRequest| {
+        let ctx = ctx.clone();
+        let scope = scope.clone();
+        async move {
+            let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+            let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
+                let driver = Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, req.into_inner());
+                let stream: BoxStream<'static, Result<M::Response, Status>> = Box::pin(futures::stream::unfold(driver, Driver::next));
+                std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
+            });
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default());
+            Ok(grpc.streaming(open, req).await)
+        }
+    })
+}
+
+fn fetch_service(
+    ctx: Ctx,
+    type_url: &'static str,
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send> + Clone + Send {
+    tower::service_fn(move |req: HttpRequest| {
+        let ctx = ctx.clone();
+        async move {
+            let call = tower::service_fn(move |req: tonic::Request<DiscoveryRequest>| {
+                let out = fetch(&ctx, type_url, req.into_inner()).map(tonic::Response::new);
+                std::future::ready(out)
+            });
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<DiscoveryRequest, SotwResponse>::default());
+            Ok(grpc.unary(call, req).await)
+        }
+    })
+}
+
+/// A one-shot fetch (gRPC Fetch* and REST): the current resources for the request.
+pub fn fetch(ctx: &Ctx, type_url: &'static str, mut req: DiscoveryRequest) -> Result<SotwResponse, Status> {
+    let group = req.node.as_ref().map(|n| ctx.group_key.group_of(n)).unwrap_or_default();
+    if req.node.is_none() {
+        req.node = Some(Node { id: "fetch".into(), ..Default::default() });
+    }
+    // A fetch is always answered in full: the client's version is compared by the caller.
+    req.version_info.clear();
+    req.response_nonce.clear();
+    req.error_detail = None;
+    let mut machine = SotwStream::new(Scope::Single(type_url));
+    machine.handle_request(&req, SystemTime::now()).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let snapshot = ctx.cache.snapshot(&group);
+    Ok(machine.poll(&snapshot).pop().unwrap_or_else(|| SotwResponse {
+        type_url: type_url.into(),
+        version: xdst_core::resource::set_version(std::iter::empty()).into(),
+        nonce: "".into(),
+        resources: Resources::Some(Vec::new()),
+    }))
+}
+
+struct Driver<M: Machine> {
+    ctx: Ctx,
+    machine: Arc<Mutex<M>>,
+    label: &'static str,
+    peer: Option<std::net::SocketAddr>,
+    requests: Streaming<M::Request>,
+    watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
+    queue: VecDeque<M::Response>,
+    /// The latest response per type and when it went out, for push-to-ACK latency.
+    sent_at: Vec<(Arc<str>, Arc<str>, Instant)>,
+    registered: Option<u64>,
+    node_id: String,
+    shutdown: watch::Receiver<bool>,
+    finished: bool,
+}
+
+enum Wake<R> {
+    Request(Result<Option<R>, Status>),
+    Snapshot,
+    Shutdown,
+}
+
+impl<M: Machine> Driver<M> {
+    fn new(ctx: Ctx, scope: Scope, label: &'static str, peer: Option<std::net::SocketAddr>, requests: Streaming<M::Request>) -> Self {
+        ctx.metrics.streams.get_or_create(&[("api", M::API.to_owned()), ("service", label.to_owned())]).inc();
+        let shutdown = ctx.shutdown.clone();
+        Driver {
+            machine: Arc::new(Mutex::new(M::new(scope))),
+            ctx,
+            label,
+            peer,
+            requests,
+            watch: None,
+            queue: VecDeque::new(),
+            sent_at: Vec::new(),
+            registered: None,
+            node_id: String::new(),
+            shutdown,
+            finished: false,
+        }
+    }
+
+    async fn next(mut self) -> Option<(Result<M::Response, Status>, Self)> {
+        loop {
+            if let Some(r) = self.queue.pop_front() {
+                self.record_sent(&r);
+                return Some((Ok(r), self));
+            }
+            if self.finished {
+                return None;
+            }
+            if *self.shutdown.borrow() {
+                self.finished = true;
+                return Some((Err(Status::unavailable("xdst is shutting down")), self));
+            }
+            let wake = tokio::select! {
+                r = self.shutdown.changed() => {
+                    if r.is_err() {
+                        self.finished = true; // the server is gone
+                    }
+                    Wake::Shutdown
+                }
+                msg = self.requests.message() => Wake::Request(msg),
+                _ = snapshot_changed(&mut self.watch) => Wake::Snapshot,
+            };
+            match wake {
+                Wake::Shutdown => continue,
+                Wake::Request(Ok(Some(req))) => {
+                    if let Err(status) = self.on_request(req) {
+                        self.finished = true;
+                        return Some((Err(status), self));
+                    }
+                    // SOTW-6: take every request already received before answering, so a
+                    // burst for one type is answered once, for the latest.
+                    loop {
+                        match self.requests.message().now_or_never() {
+                            Some(Ok(Some(req))) => {
+                                if let Err(status) = self.on_request(req) {
+                                    self.finished = true;
+                                    return Some((Err(status), self));
+                                }
+                            }
+                            Some(Ok(None)) => {
+                                self.finished = true;
+                                break;
+                            }
+                            Some(Err(status)) => {
+                                self.stream_error("malformed", &status);
+                                self.finished = true;
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    self.poll();
+                }
+                Wake::Request(Ok(None)) => {
+                    debug!(node = %self.node_id, api = M::API, service = self.label, "client closed the stream");
+                    return None;
+                }
+                Wake::Request(Err(status)) => {
+                    self.stream_error("malformed", &status);
+                    self.finished = true;
+                    return Some((Err(status), self));
+                }
+                Wake::Snapshot => {
+                    self.machine.lock().unwrap().snapshot_changed();
+                    self.poll();
+                }
+            }
+        }
+    }
+
+    fn stream_error(&self, reason: &str, status: &Status) {
+        self.ctx.metrics.stream_errors.get_or_create(&[("reason", reason.to_owned())]).inc();
+        warn!(node = %self.node_id, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "closing stream");
+    }
+
+    fn on_request(&mut self, req: M::Request) -> Result<(), Status> {
+        let result = self.machine.lock().unwrap().handle(&req, SystemTime::now());
+        let events = match result {
+            Ok(events) => events,
+            Err(e) => {
+                let status = Status::invalid_argument(e.to_string());
+                self.stream_error("protocol", &status);
+                return Err(status);
+            }
+        };
+        if self.watch.is_none() {
+            if let Some(node) = M::request_node(&req) {
+                let group = self.ctx.group_key.group_of(node);
+                let mut rx = self.ctx.cache.watch(&group);
+                let snapshot = rx.borrow_and_update().clone();
+                self.watch = Some((rx, snapshot));
+                self.node_id = node.id.clone();
+                info!(node = %node.id, cluster = %node.cluster, group = %group, api = M::API, service = self.label, peer = ?self.peer, "stream opened");
+                self.registered = Some(self.ctx.nodes.add(StreamEntry {
+                    api: M::API,
+                    service: self.label,
+                    group,
+                    connected_at: SystemTime::now(),
+                    peer: self.peer,
+                    source: self.machine.clone(),
+                }));
+            }
+        }
+        let m = &self.ctx.metrics;
+        for event in events {
+            match event {
+                Event::Ack { type_url, nonce, .. } => {
+                    m.acks.get_or_create(&by_type(&type_url)).inc();
+                    if let Some(i) = self.sent_at.iter().position(|(t, n, _)| *t == type_url && **n == *nonce) {
+                        let (_, _, at) = self.sent_at.swap_remove(i);
+                        m.push_ack_seconds.get_or_create(&by_type(&type_url)).observe(at.elapsed().as_secs_f64());
+                    }
+                }
+                Event::Nack { type_url, nonce, message } => {
+                    m.nacks.get_or_create(&by_type(&type_url)).inc();
+                    warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected");
+                }
+                Event::Stale { type_url, nonce } => {
+                    m.stale_requests.get_or_create(&by_type(&type_url)).inc();
+                    debug!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, "stale nonce ignored");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self) {
+        let Some((_, snapshot)) = &self.watch else { return };
+        let out = self.machine.lock().unwrap().poll(snapshot);
+        self.queue.extend(out);
+    }
+
+    fn record_sent(&mut self, r: &M::Response) {
+        self.ctx.metrics.responses.get_or_create(&by_api_type(M::API, r.type_url())).inc();
+        debug!(node = %self.node_id, r#type = types::short_name(r.type_url()), nonce = %r.nonce(), resources = r.resource_count(), "response sent");
+        let entry = (r.type_url().clone(), r.nonce().clone(), Instant::now());
+        match self.sent_at.iter_mut().find(|(t, _, _)| t == r.type_url()) {
+            Some(slot) => *slot = entry,
+            None => self.sent_at.push(entry),
+        }
+    }
+}
+
+impl<M: Machine> Drop for Driver<M> {
+    fn drop(&mut self) {
+        self.ctx.metrics.streams.get_or_create(&[("api", M::API.to_owned()), ("service", self.label.to_owned())]).dec();
+        if let Some(id) = self.registered {
+            self.ctx.nodes.remove(id);
+            debug!(node = %self.node_id, api = M::API, service = self.label, "stream closed");
+        }
+    }
+}
+
+async fn snapshot_changed(watch: &mut Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>) {
+    let Some((rx, current)) = watch else { return std::future::pending().await };
+    if rx.changed().await.is_err() {
+        // The cache outlives every stream; if it is gone the server is going down.
+        return std::future::pending().await;
+    }
+    *current = rx.borrow_and_update().clone();
+}
