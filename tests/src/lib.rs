@@ -1,1 +1,30 @@
+//! Test harness for xdst's integration tests: an in-process or separate-process xdst,
+//! real Envoy processes, local upstreams, and the tools the tests and the load generator
+//! share. Everything binds to 127.0.0.1 on ports the OS picks, so tests run in parallel.
+//!
+//! Tools (Envoy, Python grpcio, Node grpc-js-xds) are installed by `tests/setup.sh`, which
+//! the README test command runs first; a test that cannot find one fails and says so.
 
+pub mod server;
+
+use std::path::PathBuf;
+
+/// `$XDST_CACHE`, default `~/.cache/xdst`: where `tests/setup.sh` installs tools.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XDST_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/xdst"))
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Logs to the test's output when `RUST_LOG` is set.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

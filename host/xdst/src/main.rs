@@ -1,25 +1,13 @@
 //! `xdst`: an xDS control plane for Envoy and proxyless gRPC.
 
-mod admin;
-mod codec;
-mod context;
-mod machine;
-mod metrics;
-mod nodes;
-mod rest;
-mod server;
-mod source;
-mod xds;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio::net::TcpListener;
 use tracing::info;
+use xdst::source;
 use xdst_core::cache::Cache;
 use xdst_core::node::GroupKey;
 
@@ -129,59 +117,28 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let ctx = Arc::new(context::Context {
-        cache: Cache::new(),
-        group_key: args.node_group_key.clone(),
-        metrics: metrics::Metrics::new(),
-        nodes: nodes::Registry::default(),
-        source: source::SourceStatus::default(),
-        shutdown: shutdown_rx.clone(),
+    let config = xdst::Config {
+        xds_addr: args.xds_addr,
+        admin_addr: args.admin_addr,
+        resources: args.resources,
+        group_key: args.node_group_key,
         debounce: args.debounce,
-    });
-
-    if let Some(dir) = &args.resources {
-        // A bad directory at startup is fatal: there is no last good set to fall back to.
-        source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
-    }
-
-    let xds_listener = TcpListener::bind(args.xds_addr).await.with_context(|| format!("binding --xds-addr {}", args.xds_addr))?;
-    let admin_listener = TcpListener::bind(args.admin_addr).await.with_context(|| format!("binding --admin-addr {}", args.admin_addr))?;
-    let xds_addr = xds_listener.local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
-    info!(%xds_addr, %admin_addr, group_key = %args.node_group_key, "xdst serving");
+        resync: args.resync,
+        shutdown_grace: args.shutdown_grace,
+    };
+    let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {
-        let body = serde_json::json!({"xds_addr": xds_addr.to_string(), "admin_addr": admin_addr.to_string()});
+        let body = serde_json::json!({"xds_addr": server.xds_addr.to_string(), "admin_addr": server.admin_addr.to_string()});
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, body.to_string()).and_then(|_| std::fs::rename(&tmp, path))
+        std::fs::write(&tmp, body.to_string())
+            .and_then(|_| std::fs::rename(&tmp, path))
             .with_context(|| format!("writing --ready-file {}", path.display()))?;
     }
-
-    let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
-    let admin_router = admin::routes(&ctx);
-    let xds = tokio::spawn(server::serve("xds", xds_listener, xds_router, server::H2::default(), shutdown_rx.clone(), args.shutdown_grace));
-    let admin = tokio::spawn(server::serve("admin", admin_listener, admin_router, server::H2::default(), shutdown_rx.clone(), args.shutdown_grace));
-    if let Some(dir) = args.resources.clone() {
-        tokio::spawn(source::watch(ctx.clone(), dir, args.resync));
-    }
-
     shutdown_signal().await;
     info!("shutting down");
-    let _ = shutdown_tx.send(true);
-    let _ = tokio::join!(xds, admin);
+    server.shutdown().await;
     info!("stopped");
     Ok(())
-}
-
-/// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.
-async fn unknown_path(req: axum::extract::Request) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let grpc = req.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/grpc"));
-    if grpc {
-        tonic::Status::unimplemented(format!("xdst does not serve {}", req.uri().path())).into_http::<axum::body::Body>().into_response()
-    } else {
-        (http::StatusCode::NOT_FOUND, format!("no such path: {}\n", req.uri().path())).into_response()
-    }
 }
 
 async fn shutdown_signal() {

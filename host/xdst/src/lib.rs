@@ -1,0 +1,140 @@
+//! The `xdst` server: the protocol core of `xdst-core` wrapped in gRPC (ADS and per-type
+//! services, SotW and Delta), REST fetch, an admin port and a watched resources directory.
+//!
+//! The binary is a thin CLI over [`start`]; tests and embedders run the same server
+//! in-process:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let server = xdst::start(xdst::Config {
+//!     xds_addr: "127.0.0.1:0".parse()?,
+//!     admin_addr: "127.0.0.1:0".parse()?,
+//!     resources: Some("examples/quickstart/resources".into()),
+//!     ..Default::default()
+//! })
+//! .await?;
+//! println!("xDS on {}", server.xds_addr);
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod admin;
+pub mod codec;
+pub mod context;
+pub mod machine;
+pub mod metrics;
+pub mod nodes;
+pub mod rest;
+pub mod server;
+pub mod source;
+pub mod xds;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::info;
+use xdst_core::cache::Cache;
+use xdst_core::node::GroupKey;
+
+/// Everything `xdst serve` can be told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub xds_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub resources: Option<PathBuf>,
+    pub group_key: GroupKey,
+    pub debounce: Duration,
+    pub resync: Duration,
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            xds_addr: "127.0.0.1:18000".parse().unwrap(),
+            admin_addr: "127.0.0.1:19000".parse().unwrap(),
+            resources: None,
+            group_key: GroupKey::Cluster,
+            debounce: Duration::from_millis(10),
+            resync: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running server.
+pub struct Running {
+    pub xds_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub ctx: context::Ctx,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Ends every stream with UNAVAILABLE, stops accepting and drains connections.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Loads the resources directory (a bad one is an error: there is nothing to fall back
+/// to yet), binds both ports and starts serving.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(context::Context {
+        cache: Cache::new(),
+        group_key: config.group_key.clone(),
+        metrics: metrics::Metrics::new(),
+        nodes: nodes::Registry::default(),
+        source: source::SourceStatus::default(),
+        shutdown: shutdown_rx.clone(),
+        debounce: config.debounce,
+    });
+    if let Some(dir) = &config.resources {
+        source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
+    }
+    let xds_listener =
+        TcpListener::bind(config.xds_addr).await.with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
+    let admin_listener =
+        TcpListener::bind(config.admin_addr).await.with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
+    let xds_addr = xds_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+    info!(%xds_addr, %admin_addr, group_key = %config.group_key, "xdst serving");
+
+    let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
+    let admin_router = admin::routes(&ctx);
+    let mut tasks = vec![
+        tokio::spawn(server::serve("xds", xds_listener, xds_router, server::H2::default(), shutdown_rx.clone(), config.shutdown_grace)),
+        tokio::spawn(server::serve("admin", admin_listener, admin_router, server::H2::default(), shutdown_rx.clone(), config.shutdown_grace)),
+    ];
+    if let Some(dir) = config.resources.clone() {
+        tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
+    }
+    Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+}
+
+/// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.
+async fn unknown_path(req: axum::extract::Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let grpc = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    if grpc {
+        tonic::Status::unimplemented(format!("xdst does not serve {}", req.uri().path()))
+            .into_http::<axum::body::Body>()
+            .into_response()
+    } else {
+        (http::StatusCode::NOT_FOUND, format!("no such path: {}\n", req.uri().path())).into_response()
+    }
+}

@@ -1,0 +1,92 @@
+//! Starting xdst for a test: in-process (fast, and the test can reach its internals) or as
+//! the real `xdst` binary (for tests that kill and restart it).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// xdst in this process, on ports the OS picked.
+pub async fn start_in_process(resources: Option<&Path>) -> anyhow::Result<xdst::Running> {
+    xdst::start(xdst::Config {
+        xds_addr: "127.0.0.1:0".parse()?,
+        admin_addr: "127.0.0.1:0".parse()?,
+        resources: resources.map(Path::to_owned),
+        resync: Duration::from_millis(500),
+        shutdown_grace: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await
+}
+
+/// The `xdst` binary next to this test's executable, built on demand.
+pub fn binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/<test> -> target/<profile>/xdst
+    let profile_dir = exe.parent().and_then(Path::parent).context("test executable has no profile dir")?;
+    let bin = profile_dir.join("xdst");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "xdst", "--bin", "xdst"]).current_dir(crate::repo_root());
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    // Always ask cargo: it is a no-op when the binary is current.
+    let status = cmd.status().context("running cargo build -p xdst")?;
+    if !status.success() {
+        bail!("cargo build -p xdst failed");
+    }
+    Ok(bin)
+}
+
+/// A separate `xdst serve` process; killed (SIGKILL) on drop.
+pub struct Process {
+    pub child: tokio::process::Child,
+    pub xds_addr: std::net::SocketAddr,
+    pub admin_addr: std::net::SocketAddr,
+}
+
+impl Process {
+    /// Starts `xdst serve` with `args` appended (ports default to 0 unless given in args).
+    pub async fn start(resources: &Path, xds_addr: &str, extra: &[&str]) -> anyhow::Result<Process> {
+        let dir = tempfile::tempdir()?;
+        let ready = dir.path().join("ready.json");
+        let mut child = tokio::process::Command::new(binary()?)
+            .arg("serve")
+            .arg("--resources")
+            .arg(resources)
+            .args(["--xds-addr", xds_addr, "--admin-addr", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawning xdst")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                let v: serde_json::Value = serde_json::from_str(&text)?;
+                return Ok(Process {
+                    child,
+                    xds_addr: v["xds_addr"].as_str().unwrap().parse()?,
+                    admin_addr: v["admin_addr"].as_str().unwrap().parse()?,
+                });
+            }
+            if let Some(status) = child.try_wait()? {
+                bail!("xdst exited before it was ready: {status}");
+            }
+            if Instant::now() > deadline {
+                bail!("xdst did not become ready within 20s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGKILL: no graceful shutdown, as in a crash.
+    pub async fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+}
