@@ -37,4 +37,6 @@ pub mod types;
 pub mod wire;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod testutil;

@@ -223,13 +223,16 @@ impl SotwStream {
                 (list_version(&v), Resources::Some(v))
             };
             // SOTW-5: an unchanged set is not sent again (this is also what keeps a NACKed
-            // set from being re-sent until something changes).
-            if !force && t.version_sent.as_ref() == Some(&version) {
-                continue;
-            }
-            if force && full_state && t.version_sent.as_ref() == Some(&version) && t.nonce_sent.is_none() && t.wildcard {
-                // SOTW-12: a reconnecting client already holds exactly this wildcard state.
-                continue;
+            // set from being re-sent until something changes). For RDS/EDS-like types the
+            // per-name comparison above already decided.
+            if full_state && t.version_sent.as_ref() == Some(&version) {
+                if !force {
+                    continue;
+                }
+                if t.nonce_sent.is_none() && t.wildcard {
+                    // SOTW-12: a reconnecting client already holds exactly this wildcard state.
+                    continue;
+                }
             }
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();

@@ -1,0 +1,178 @@
+//! Property tests: a model client talks to each state machine through random sequences of
+//! snapshot changes and subscription changes, applying every response the way Envoy does
+//! and ACKing it. After each step, once the server has nothing more to say, the client must
+//! hold exactly what its subscription entitles it to (SOTW-5/7/8/9/10, DELTA-2/4/5/7).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use proptest::prelude::*;
+
+use crate::delta::DeltaStream;
+use crate::snapshot::Snapshot;
+use crate::sotw::SotwStream;
+use crate::stream::Scope;
+use crate::testutil::{node, res};
+use crate::types::{self, CLUSTER, ENDPOINT};
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+const TYPES: [&str; 2] = [CLUSTER, ENDPOINT];
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// For each type, which names exist and with which content.
+    Snapshot([BTreeMap<&'static str, u8>; 2]),
+    Subscribe(usize, Vec<&'static str>),
+    Unsubscribe(usize, Vec<&'static str>),
+}
+
+fn names() -> impl Strategy<Value = Vec<&'static str>> {
+    prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "d", "*"]), 0..3)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let set = || prop::collection::btree_map(prop::sample::select(NAMES.to_vec()), 0u8..3, 0..4);
+    prop_oneof![
+        (set(), set()).prop_map(|(a, b)| Op::Snapshot([a, b])),
+        (0..2usize, names()).prop_map(|(t, n)| Op::Subscribe(t, n)),
+        (0..2usize, names()).prop_map(|(t, n)| Op::Unsubscribe(t, n)),
+    ]
+}
+
+fn snapshot(sets: &[BTreeMap<&'static str, u8>; 2]) -> Snapshot {
+    Snapshot::from_resources(
+        TYPES.iter().zip(sets).flat_map(|(t, m)| m.iter().map(|(n, c)| res(t, n, &c.to_string()))),
+    )
+    .unwrap()
+}
+
+/// What a client subscribed to `names` (with `wildcard`) must hold: name -> version.
+fn entitled(snap: &Snapshot, type_url: &str, wildcard: bool, explicit: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let Some(set) = snap.get(type_url) else { return BTreeMap::new() };
+    set.resources()
+        .filter(|r| wildcard || explicit.contains(r.name().as_ref()))
+        .map(|r| (r.name().to_string(), r.version().to_string()))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn delta_client_converges_to_its_subscription(ops in prop::collection::vec(op(), 1..25)) {
+        let mut s = DeltaStream::new(Scope::Aggregated);
+        let mut snap = Snapshot::default();
+        // Per type: wildcard, explicit names, what the client holds.
+        let mut wildcard = [false; 2];
+        let mut explicit: [BTreeSet<String>; 2] = Default::default();
+        let mut held: [BTreeMap<String, String>; 2] = Default::default();
+        let mut started = [false; 2];
+        for op in ops {
+            match op {
+                Op::Snapshot(sets) => { snap = snapshot(&sets); s.snapshot_changed(); }
+                Op::Subscribe(t, names) => {
+                    let mut req = DeltaDiscoveryRequest { type_url: TYPES[t].into(), node: node(), ..Default::default() };
+                    req.resource_names_subscribe = names.iter().map(|n| n.to_string()).collect();
+                    if !started[t] && names.is_empty() && types::is_full_state(TYPES[t]) { wildcard[t] = true; }
+                    started[t] = true;
+                    for n in &names { if *n == "*" { wildcard[t] = true } else { explicit[t].insert(n.to_string()); } }
+                    s.handle_request(&req, SystemTime::now()).unwrap();
+                }
+                Op::Unsubscribe(t, names) => {
+                    if !started[t] { continue; }
+                    let mut req = DeltaDiscoveryRequest { type_url: TYPES[t].into(), node: node(), ..Default::default() };
+                    req.resource_names_unsubscribe = names.iter().map(|n| n.to_string()).collect();
+                    for n in &names {
+                        if *n == "*" {
+                            wildcard[t] = false;
+                            let keep = explicit[t].clone();
+                            held[t].retain(|k, _| keep.contains(k));
+                        } else {
+                            explicit[t].remove(*n);
+                            held[t].remove(*n); // the client drops what it unsubscribed
+                        }
+                    }
+                    s.handle_request(&req, SystemTime::now()).unwrap();
+                }
+            }
+            // Quiesce: apply and ACK until the server has nothing more to send.
+            for _ in 0..10 {
+                let out = s.poll(&snap);
+                if out.is_empty() { break; }
+                for r in out {
+                    let t = TYPES.iter().position(|t| **t == *r.type_url).unwrap();
+                    let names: Vec<_> = r.resources.iter().map(|x| x.name().to_string()).collect();
+                    let uniq: BTreeSet<_> = names.iter().collect();
+                    prop_assert_eq!(uniq.len(), names.len(), "a response names a resource twice");
+                    for x in &r.resources { held[t].insert(x.name().to_string(), x.version().to_string()); }
+                    for n in &r.removed { held[t].remove(n.as_ref()); }
+                    let ack = DeltaDiscoveryRequest { type_url: r.type_url.to_string(), response_nonce: r.nonce.to_string(), ..Default::default() };
+                    s.handle_request(&ack, SystemTime::now()).unwrap();
+                }
+            }
+            prop_assert!(s.poll(&snap).is_empty(), "the server keeps sending");
+            for t in 0..2 {
+                prop_assert_eq!(&held[t], &entitled(&snap, TYPES[t], wildcard[t], &explicit[t]), "type {}", TYPES[t]);
+            }
+        }
+    }
+
+    #[test]
+    fn sotw_client_converges_to_its_subscription(ops in prop::collection::vec(op(), 1..25)) {
+        let mut s = SotwStream::new(Scope::Aggregated);
+        let mut snap = Snapshot::default();
+        let mut subs: [Option<Vec<String>>; 2] = Default::default();
+        let mut named_ever = [false; 2];
+        let mut held: [BTreeMap<String, String>; 2] = Default::default();
+        let mut last: [Option<(String, String)>; 2] = Default::default(); // (version, nonce)
+        for op in ops {
+            match op {
+                Op::Snapshot(sets) => { snap = snapshot(&sets); s.snapshot_changed(); }
+                Op::Subscribe(t, names) | Op::Unsubscribe(t, names) => {
+                    // SotW has no unsubscribe: every request states the whole subscription.
+                    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+                    if names.iter().any(|n| n != "*") { named_ever[t] = true; }
+                    let (version_info, response_nonce) = last[t].clone().unwrap_or_default();
+                    let req = DiscoveryRequest { type_url: TYPES[t].into(), node: node(), resource_names: names.clone(), version_info, response_nonce, ..Default::default() };
+                    // The client forgets what it no longer asks for (Envoy drops it).
+                    if !types::is_full_state(TYPES[t]) && !names.iter().any(|n| n == "*") {
+                        held[t].retain(|k, _| names.contains(k));
+                    }
+                    subs[t] = Some(names);
+                    s.handle_request(&req, SystemTime::now()).unwrap();
+                }
+            }
+            for _ in 0..10 {
+                let out = s.poll(&snap);
+                if out.is_empty() { break; }
+                for r in out {
+                    let t = TYPES.iter().position(|t| **t == *r.type_url).unwrap();
+                    let got: BTreeMap<String, String> = r.resources.iter().map(|x| (x.name().to_string(), x.version().to_string())).collect();
+                    prop_assert_eq!(got.len(), r.resources.len());
+                    if types::is_full_state(TYPES[t]) {
+                        held[t] = got; // SOTW-8: the full state
+                    } else {
+                        held[t].extend(got); // SOTW-9: merged
+                    }
+                    last[t] = Some((r.version.to_string(), r.nonce.to_string()));
+                    let ack = DiscoveryRequest { type_url: TYPES[t].into(), resource_names: subs[t].clone().unwrap(), version_info: r.version.to_string(), response_nonce: r.nonce.to_string(), ..Default::default() };
+                    s.handle_request(&ack, SystemTime::now()).unwrap();
+                }
+            }
+            prop_assert!(s.poll(&snap).is_empty(), "the server keeps sending");
+            for t in 0..2 {
+                let Some(names) = &subs[t] else { continue };
+                let star = names.iter().any(|n| n == "*") || (names.is_empty() && !named_ever[t] && types::is_full_state(TYPES[t]));
+                let explicit: BTreeSet<String> = names.iter().filter(|n| *n != "*").cloned().collect();
+                let want = entitled(&snap, TYPES[t], star, &explicit);
+                if types::is_full_state(TYPES[t]) {
+                    prop_assert_eq!(&held[t], &want, "full state of {}", TYPES[t]);
+                } else {
+                    // Subscribed resources that exist are current; others may linger (SOTW-9).
+                    for (n, v) in &want { prop_assert_eq!(held[t].get(n), Some(v), "{} {}", TYPES[t], n); }
+                }
+            }
+        }
+    }
+}
