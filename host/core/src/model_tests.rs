@@ -176,3 +176,86 @@ proptest! {
         }
     }
 }
+
+/// Arbitrary requests, well-formed or not, in any order: the machines never panic, every
+/// response is well-formed (SOTW-2, SOTW-11, DELTA-1), and errors are only ever returned
+/// for the protocol errors they name.
+mod arbitrary {
+    use super::*;
+    use envoy_types::pb::google::rpc::Status;
+
+    fn type_url() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![CLUSTER, ENDPOINT, types::LISTENER, types::ROUTE, "", "garbage", "type.googleapis.com/x.Y"])
+            .prop_map(str::to_owned)
+    }
+    fn name_list() -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "*", "", "zz"]).prop_map(str::to_owned), 0..4)
+    }
+    fn nonce() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", "1", "2", "3", "7", "junk"]).prop_map(str::to_owned)
+    }
+
+    fn snap() -> Snapshot {
+        snapshot(&[[("a", 0u8), ("b", 1)].into_iter().collect(), [("a", 2u8)].into_iter().collect()])
+    }
+
+    proptest! {
+        #[test]
+        fn sotw_never_panics_and_responses_are_well_formed(
+            reqs in prop::collection::vec((type_url(), name_list(), nonce(), any::<bool>(), any::<bool>(), any::<bool>()), 1..30)
+        ) {
+            let mut s = SotwStream::new(Scope::Aggregated);
+            let snap = snap();
+            let mut nonces = BTreeSet::new();
+            for (i, (t, names, nonce, with_node, nack, change)) in reqs.into_iter().enumerate() {
+                let req = DiscoveryRequest {
+                    type_url: t, resource_names: names, response_nonce: nonce, version_info: "v".into(),
+                    node: (with_node || i == 0).then(node).flatten(),
+                    error_detail: nack.then(|| Status { code: 3, message: "x".into(), details: vec![] }),
+                    ..Default::default()
+                };
+                if s.handle_request(&req, SystemTime::now()).is_err() { continue; }
+                if change { s.snapshot_changed(); }
+                for r in s.poll(&snap) {
+                    prop_assert!(nonces.insert(r.nonce.to_string()), "nonce reused");
+                    let mut seen = BTreeSet::new();
+                    for x in r.resources.iter() {
+                        prop_assert_eq!(x.type_url(), &r.type_url);
+                        prop_assert!(seen.insert(x.name().clone()), "duplicate resource");
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn delta_never_panics_and_responses_are_well_formed(
+            reqs in prop::collection::vec((type_url(), name_list(), name_list(), nonce(), any::<bool>(), any::<bool>()), 1..30)
+        ) {
+            let mut s = DeltaStream::new(Scope::Aggregated);
+            let snap = snap();
+            let mut nonces = BTreeSet::new();
+            for (i, (t, sub, unsub, nonce, with_node, nack)) in reqs.into_iter().enumerate() {
+                let req = DeltaDiscoveryRequest {
+                    type_url: t, resource_names_subscribe: sub, resource_names_unsubscribe: unsub, response_nonce: nonce,
+                    node: (with_node || i == 0).then(node).flatten(),
+                    error_detail: nack.then(|| Status { code: 3, message: "x".into(), details: vec![] }),
+                    initial_resource_versions: [("a".to_string(), "old".to_string())].into_iter().collect(),
+                    ..Default::default()
+                };
+                if s.handle_request(&req, SystemTime::now()).is_err() { continue; }
+                s.snapshot_changed();
+                for r in s.poll(&snap) {
+                    prop_assert!(nonces.insert(r.nonce.to_string()), "nonce reused");
+                    let mut seen = BTreeSet::new();
+                    for x in &r.resources {
+                        prop_assert_eq!(x.type_url(), &r.type_url);
+                        prop_assert!(seen.insert(x.name().clone()), "duplicate resource");
+                    }
+                    for n in &r.removed {
+                        prop_assert!(!seen.contains(n), "a name both sent and removed");
+                    }
+                }
+            }
+        }
+    }
+}
