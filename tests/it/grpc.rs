@@ -531,3 +531,20 @@ async fn shutdown_ends_streams_with_unavailable() {
     assert_eq!(s.closed_with().await.code(), tonic::Code::Unavailable);
     stopping.await.unwrap();
 }
+
+#[tokio::test]
+async fn any_type_in_the_cache_is_served_over_ads() {
+    let dir = basic_dir(10000, 8080);
+    write(
+        dir.path(),
+        "secret.yaml",
+        "\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: cert\ngeneric_secret: {secret: {inline_string: hunter2}}\n",
+    );
+    let server = start_in_process(Some(dir.path())).await.unwrap();
+    let mut s = delta_ads(server.xds_addr).await;
+    s.send(delta_req(xdst_core::types::SECRET, &["cert"], &[])).await;
+    let r = s.recv().await;
+    assert_eq!(delta_names(&r), ["cert"]);
+    assert_eq!(r.resources[0].resource.as_ref().unwrap().type_url, xdst_core::types::SECRET);
+    server.shutdown().await;
+}
