@@ -1,1 +1,278 @@
-// placeholder
+//! Must-show 4 of issue 2: proxyless gRPC clients (Python `grpcio`, Node
+//! `@grpc/grpc-js-xds`) resolve `xds:///echo` through xdst and complete RPCs to a local gRPC
+//! server (`tests/clients/echo_server.py`).
+//!
+//! Each test starts xdst in-process on an empty resources directory, then the client: it
+//! subscribes to Listener `echo` by name (SotW ADS), which does not exist yet, so it waits.
+//! While it waits, `/debug/nodes` must list its node id (the client is still connected).
+//! Then the resources are written: Listener `echo` (an `api_listener` HttpConnectionManager
+//! with RDS over ADS and the router filter), RouteConfiguration `echo-routes` (virtual host
+//! for domain `echo`), EDS Cluster `echo-cluster` and its ClusterLoadAssignment (locality
+//! and `load_balancing_weight`, both required by gRPC). xdst delivers the name it was asked
+//! for as soon as it appears (SOTW-10), the client follows the chain LDS -> RDS -> CDS -> EDS
+//! (SOTW-9: each newly requested name is sent) and every call reaches the echo server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use xdst_tests::fixtures;
+use xdst_tests::upstream::http_get;
+
+const CALLS: usize = 5;
+/// The clients' own overall deadline (`--timeout`); the test waits a little longer.
+const CLIENT_TIMEOUT_S: u64 = 30;
+const WAIT: Duration = Duration::from_secs(20);
+const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpcio_resolves_xds_target_through_xdst() -> anyhow::Result<()> {
+    resolve_echo(Client::Python).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_grpc_js_xds_resolves_xds_target_through_xdst() -> anyhow::Result<()> {
+    resolve_echo(Client::Node).await
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    Python,
+    Node,
+}
+
+impl Client {
+    fn name(self) -> &'static str {
+        match self {
+            Client::Python => "py",
+            Client::Node => "node",
+        }
+    }
+
+    fn command(self) -> tokio::process::Command {
+        let clients = xdst_tests::repo_root().join("tests/clients");
+        match self {
+            Client::Python => {
+                let mut cmd = tokio::process::Command::new(python());
+                cmd.arg(clients.join("xds_client.py"));
+                cmd
+            }
+            Client::Node => {
+                let mut cmd = tokio::process::Command::new("node");
+                cmd.arg(clients.join("xds_client.mjs")).arg("--node-path").arg(node_path());
+                cmd
+            }
+        }
+    }
+}
+
+async fn resolve_echo(client: Client) -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let started = Instant::now();
+    let echo = EchoServer::start("a").await?;
+    let res = tempfile::Builder::new().prefix("xdst-clients-res-").tempdir()?;
+    let xdst = xdst_tests::server::start_in_process(Some(res.path())).await?;
+    let node_id = format!("grpc-{}-{}", client.name(), std::process::id());
+    let bootstrap = json!({
+        "xds_servers": [{"server_uri": xdst.xds_addr.to_string(), "channel_creds": [{"type": "insecure"}]}],
+        // grpc-js-xds needs a locality to pick an endpoint.
+        "node": {"id": node_id, "cluster": "grpc-test", "locality": {"zone": "z1"}},
+    });
+    let mut child = client
+        .command()
+        .args(["--target", "xds:///echo", "--count", &CALLS.to_string(), "--timeout", &CLIENT_TIMEOUT_S.to_string()])
+        .env("GRPC_XDS_BOOTSTRAP_CONFIG", bootstrap.to_string())
+        .env_remove("GRPC_XDS_BOOTSTRAP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting the {client:?} client"))?;
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out_task = tokio::spawn(read_all(stdout));
+    let err_task = tokio::spawn(read_all(stderr));
+
+    // The client asks for Listener `echo` by name (not wildcard) and waits for it.
+    let node =
+        wait_for_node(xdst.admin_addr, &node_id, |n| {
+            n["streams"].as_array().into_iter().flatten().any(|s| {
+                s["types"].as_array().into_iter().flatten().any(|t| {
+                    t["type_url"] == LDS && t["wildcard"] == false && t["subscribed_names"].as_u64() >= Some(1)
+                })
+            })
+        })
+        .await;
+    let node = match node {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = child.start_kill();
+            bail!("{e:#}\nclient stderr:\n{}", err_task.await?);
+        }
+    };
+    ensure!(node["cluster"] == "grpc-test", "/debug/nodes has the wrong cluster for {node_id}: {node:#}");
+    eprintln!("[{node_id}] subscribed to Listener echo after {:?}", started.elapsed());
+
+    write_echo_resources(res.path(), echo.port);
+
+    let status = tokio::time::timeout(Duration::from_secs(CLIENT_TIMEOUT_S + 10), child.wait()).await;
+    if status.is_err() {
+        child.kill().await?;
+    }
+    let stdout = out_task.await?;
+    let stderr = err_task.await?;
+    let status = match status {
+        Ok(s) => s?,
+        Err(_) => bail!(
+            "the {client:?} client did not exit within {}s\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            CLIENT_TIMEOUT_S + 10
+        ),
+    };
+    let line = stdout.lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(line).with_context(|| {
+        format!("the {client:?} client's last line is not JSON\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    })?;
+    let want: Vec<String> = (0..CALLS).map(|i| format!("a:hello-{i}")).collect();
+    ensure!(
+        result["ok"] == true && result["replies"] == json!(want) && status.success(),
+        "the {client:?} client failed ({status}): {result}\nwant replies {want:?}\nstderr:\n{stderr}"
+    );
+    eprintln!("[{node_id}] {CALLS} RPCs through xds:///echo after {:?}", started.elapsed());
+
+    xdst.shutdown().await;
+    echo.stop().await?;
+    Ok(())
+}
+
+/// Listener `echo` (api_listener, RDS over ADS), route `echo-routes` for domain `echo`, EDS
+/// cluster `echo-cluster` with one endpoint in locality z1, weight 1.
+fn write_echo_resources(dir: &Path, port: u16) {
+    fixtures::write(
+        dir,
+        "echo-listener.yaml",
+        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: echo
+api_listener:
+  api_listener:
+    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+    stat_prefix: echo
+    rds:
+      route_config_name: echo-routes
+      config_source: {ads: {}, resource_api_version: V3}
+    http_filters:
+    - name: router
+      typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+"#,
+    );
+    fixtures::write(
+        dir,
+        "echo-routes.yaml",
+        r#""@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
+name: echo-routes
+virtual_hosts:
+- name: echo
+  domains: [echo]
+  routes:
+  - match: {prefix: ""}
+    route: {cluster: echo-cluster}
+"#,
+    );
+    // An EDS cluster and its ClusterLoadAssignment (locality z1, load_balancing_weight 1).
+    let cluster = fixtures::cluster("echo-cluster", port);
+    assert!(cluster.contains("load_balancing_weight: 1") && cluster.contains("locality"), "{cluster}");
+    fixtures::write(dir, "echo-cluster.yaml", &cluster);
+}
+
+/// Polls xdst's `/debug/nodes` until `node_id` is there and `ready` holds for it.
+async fn wait_for_node(admin: SocketAddr, node_id: &str, ready: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (status, body) = http_get(admin, "/debug/nodes").await?;
+        ensure!(status == 200, "xdst /debug/nodes: status {status}: {body}");
+        let nodes: Value = serde_json::from_str(&body)?;
+        if let Some(n) = nodes.as_array().into_iter().flatten().find(|n| n["id"] == node_id)
+            && ready(n)
+        {
+            return Ok(n.clone());
+        }
+        if Instant::now() > deadline {
+            bail!("xdst /debug/nodes: no node {node_id} subscribed to Listener echo within {WAIT:?}:\n{nodes:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn read_all(r: impl tokio::io::AsyncRead + Unpin) -> String {
+    let mut lines = BufReader::new(r).lines();
+    let mut out = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `tests/clients/echo_server.py` on 127.0.0.1, a port it picked; killed on drop.
+struct EchoServer {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl EchoServer {
+    async fn start(name: &str) -> anyhow::Result<EchoServer> {
+        let script = xdst_tests::repo_root().join("tests/clients/echo_server.py");
+        let mut child = tokio::process::Command::new(python())
+            .arg(&script)
+            .args(["--port", "0", "--name", name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", script.display()))?;
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // It prints "ready <port>" once serving.
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .context("echo_server.py did not print \"ready <port>\" within 20s")??
+            .context("echo_server.py exited before it was ready")?;
+        let port = line
+            .strip_prefix("ready ")
+            .and_then(|p| p.trim().parse().ok())
+            .with_context(|| format!("echo_server.py printed {line:?}, not \"ready <port>\""))?;
+        Ok(EchoServer { child, port })
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+}
+
+/// `$XDST_PYTHON`, else the venv `tests/setup.sh` creates.
+fn python() -> PathBuf {
+    tool("XDST_PYTHON", "venv/bin/python")
+}
+
+/// `$XDST_NODE_PATH`, else the node_modules `tests/setup.sh` installs.
+fn node_path() -> PathBuf {
+    tool("XDST_NODE_PATH", "node/node_modules")
+}
+
+fn tool(var: &str, under_cache: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let p = xdst_tests::cache_dir().join(under_cache);
+    assert!(
+        p.exists(),
+        "{var} is unset and {} does not exist; run tests/setup.sh, then `. ~/.cache/xdst/env.sh`",
+        p.display()
+    );
+    p
+}

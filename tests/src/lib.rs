@@ -5,8 +5,10 @@
 //! Tools (Envoy, Python grpcio, Node grpc-js-xds) are installed by `tests/setup.sh`, which
 //! the README test command runs first; a test that cannot find one fails and says so.
 
+pub mod envoy;
 pub mod fixtures;
 pub mod server;
+pub mod upstream;
 pub mod xds;
 
 use std::path::PathBuf;

@@ -59,6 +59,7 @@ impl Process {
             .args(["--xds-addr", xds_addr, "--admin-addr", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args(extra)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

@@ -222,14 +222,19 @@ impl DeltaStream {
             }
             t.synced = if only_wildcard { set.map(|s| s.version().clone()) } else { None };
 
-            let answer_empty = std::mem::take(&mut t.answer_empty);
-            if resources.is_empty() && removed.is_empty() && !answer_empty {
-                continue;
-            }
             let system_version: Arc<str> = match (only_wildcard, set) {
                 (true, Some(s)) => s.version().clone(),
                 _ => set_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
             };
+            let answer_empty = std::mem::take(&mut t.answer_empty);
+            if resources.is_empty() && removed.is_empty() && !answer_empty {
+                if t.version_acked.is_none() && t.nonce_sent.is_none() && !t.known.is_empty() {
+                    // DELTA-3: a reconnecting client already held all of this; it is as good
+                    // as acknowledged, and /debug/nodes should say so.
+                    t.version_acked = Some(system_version.to_string());
+                }
+                continue;
+            }
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();
             t.nonce_sent = Some(nonce.clone());

@@ -91,6 +91,7 @@ fn delta_3_initial_resource_versions_are_not_resent() {
     r.initial_resource_versions = [("c1".to_string(), snapshot.resource(ENDPOINT, "c1").unwrap().version().to_string())].into_iter().collect();
     let mut s = ads();
     assert!(send(&mut s, r, &snapshot).is_empty());
+    assert!(s.status()[0].version_acked.is_some(), "what the client holds counts as acknowledged");
 }
 
 #[test]
