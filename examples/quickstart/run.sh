@@ -86,7 +86,15 @@ curl -s localhost:19000/debug/resources | "$XDST_PYTHON" -c 'import json,sys; pr
 curl -s localhost:10000/
 
 say "connected nodes (xdst admin: localhost:19000/debug/nodes)"
-curl -s localhost:19000/debug/nodes | "$XDST_PYTHON" -m json.tool | head -30
+curl -s localhost:19000/debug/nodes | "$XDST_PYTHON" -c '
+import json, sys
+for n in json.load(sys.stdin):
+    print("  node %s (%s), group %r" % (n["id"], n["user_agent"], n["group"]))
+    for s in n["streams"]:
+        for t in s["types"]:
+            kind = t["type_url"].rsplit(".", 1)[-1]
+            print("    %s %-22s sent %s  acked %s" % (s["api"], kind, t["version_sent"], t["version_acked"]))
+'
 
 if $once; then
   say "quickstart ok"
