@@ -175,6 +175,25 @@ fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
     Some(out)
 }
 
+/// However busy the directory, a change is applied at most this long after it was seen.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(1);
+
+/// After a first event: waits until `quiet` passes without another one, or until `max`
+/// after the first, merging the burst into one reload. False if the channel closed.
+async fn debounce(rx: &mut mpsc::UnboundedReceiver<()>, quiet: Duration, max: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + max;
+    loop {
+        let wait = quiet.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        tokio::select! {
+            more = rx.recv() => if more.is_none() { return false },
+            _ = tokio::time::sleep(wait) => return true,
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return true;
+        }
+    }
+}
+
 /// Watches the directory and reloads after each burst of changes. Also rescans every
 /// `resync` interval, which recovers from lost watches (a directory deleted and created
 /// again, filesystems without inotify).
@@ -203,16 +222,8 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
     loop {
         tokio::select! {
             ev = rx.recv() => {
-                if ev.is_none() { return; }
-                // Debounce: wait for a quiet window, but never longer than 1 s in all.
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-                loop {
-                    let quiet = tokio::time::sleep(ctx.debounce);
-                    tokio::select! {
-                        more = rx.recv() => { if more.is_none() { return; } }
-                        _ = quiet => break,
-                    }
-                    if tokio::time::Instant::now() >= deadline { break; }
+                if ev.is_none() || !debounce(&mut rx, ctx.debounce, MAX_DEBOUNCE).await {
+                    return;
                 }
             }
             _ = tick.tick() => {}
@@ -244,5 +255,61 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
             }
         }
         last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_merged_until_a_quiet_window() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                tx.send(()).unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        assert!(debounce(&mut rx, Duration::from_millis(10), MAX_DEBOUNCE).await);
+        // Events at 5, 10 and 15 ms; quiet from 15 ms to 25 ms.
+        assert_eq!(start.elapsed(), Duration::from_millis(25));
+        assert!(rx.try_recv().is_err(), "the burst was consumed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_never_ending_burst_still_applies_within_the_maximum() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        assert!(debounce(&mut rx, Duration::from_millis(10), Duration::from_secs(1)).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_channel_stops_the_watcher() {
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        drop(tx);
+        assert!(!debounce(&mut rx, Duration::from_millis(10), MAX_DEBOUNCE).await);
+    }
+
+    #[test]
+    fn resource_files_and_the_rest() {
+        for ok in ["a.yaml", "b.yml", "c.json"] {
+            assert!(is_resource_file(Path::new(ok)), "{ok}");
+        }
+        for skip in [".a.yaml.swp", ".hidden.yaml", "a.yaml~", "notes.txt", "a.yaml.tmp"] {
+            assert!(!is_resource_file(Path::new(skip)), "{skip}");
+        }
     }
 }
