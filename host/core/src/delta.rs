@@ -34,8 +34,8 @@ struct TypeState {
     /// What the client holds: `Some(version)`, or `None` when it was told the name does
     /// not exist. Names absent here are unknown to the client.
     known: BTreeMap<Arc<str>, Option<Arc<str>>>,
-    /// The type-set version `known` was last synced to, while only the wildcard is
-    /// subscribed: lets an unchanged type be skipped without walking it.
+    /// The type-set version `known` was last synced to, since the subscription last
+    /// changed: lets an unchanged type be skipped without walking it.
     synced: Option<Arc<str>>,
     pending: bool,
     /// Answer the first request even when there is nothing to send, so the client's
@@ -180,7 +180,7 @@ impl DeltaStream {
             t.pending = false;
             let set = snapshot.get(type_url.as_ref());
             let only_wildcard = t.wildcard && t.explicit.is_empty();
-            if only_wildcard && t.synced.is_some() && t.synced.as_ref() == set.map(|s| s.version()) {
+            if t.synced.is_some() && t.synced.as_ref() == set.map(|s| s.version()) {
                 continue;
             }
 
@@ -220,21 +220,25 @@ impl DeltaStream {
                     removed.push(name);
                 }
             }
-            t.synced = if only_wildcard { set.map(|s| s.version().clone()) } else { None };
+            t.synced = set.map(|s| s.version().clone());
 
-            let system_version: Arc<str> = match (only_wildcard, set) {
-                (true, Some(s)) => s.version().clone(),
-                _ => set_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
+            // Hashing what the client holds costs a SHA-256 per type per stream: only when needed.
+            let system_version = |t: &TypeState| -> Arc<str> {
+                match (only_wildcard, set) {
+                    (true, Some(s)) => s.version().clone(),
+                    _ => set_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
+                }
             };
             let answer_empty = std::mem::take(&mut t.answer_empty);
             if resources.is_empty() && removed.is_empty() && !answer_empty {
                 if t.version_acked.is_none() && t.nonce_sent.is_none() && !t.known.is_empty() {
                     // DELTA-3: a reconnecting client already held all of this; it is as good
                     // as acknowledged, and /debug/nodes should say so.
-                    t.version_acked = Some(system_version.to_string());
+                    t.version_acked = Some(system_version(t).to_string());
                 }
                 continue;
             }
+            let system_version = system_version(t);
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();
             t.nonce_sent = Some(nonce.clone());

@@ -33,15 +33,20 @@ pub fn message_name(type_url: &str) -> Option<&str> {
 
 /// A short label for logs and metrics: `lds`, `rds`, `cds`, `eds`, or the message name.
 pub fn short_name(type_url: &str) -> &str {
-    match type_url {
+    known_short_name(type_url).unwrap_or_else(|| message_name(type_url).unwrap_or(type_url))
+}
+
+/// The short label of a well-known type, without borrowing the type URL.
+pub fn known_short_name(type_url: &str) -> Option<&'static str> {
+    Some(match type_url {
         LISTENER => "lds",
         ROUTE => "rds",
         CLUSTER => "cds",
         ENDPOINT => "eds",
         SECRET => "sds",
         RUNTIME => "rtds",
-        other => message_name(other).unwrap_or(other),
-    }
+        _ => return None,
+    })
 }
 
 /// The type URL for one of the short labels, for REST paths and CLI flags.

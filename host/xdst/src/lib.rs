@@ -102,8 +102,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some(dir) = &config.resources {
         source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
     }
-    let xds_listener =
-        TcpListener::bind(config.xds_addr).await.with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
+    let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
     let admin_listener =
         TcpListener::bind(config.admin_addr).await.with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
     let xds_addr = xds_listener.local_addr()?;
@@ -120,6 +119,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
     }
     Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+}
+
+/// A listener with a deep accept queue: a fleet reconnecting at once (after a restart) must
+/// not overflow it while the workers are busy, or clients wait for SYN retransmits (1 s, 3 s).
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096) // capped by net.core.somaxconn
 }
 
 /// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.

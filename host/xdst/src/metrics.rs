@@ -7,8 +7,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels2 = [(&'static str, String); 2];
-type Labels1 = [(&'static str, String); 1];
+use std::borrow::Cow;
+
+// Label values borrow static strings where they can: metrics are touched on every response
+// and ACK of every stream.
+type Labels2 = [(&'static str, Cow<'static, str>); 2];
+type Labels1 = [(&'static str, Cow<'static, str>); 1];
 
 pub struct Metrics {
     registry: Registry,
@@ -82,11 +86,28 @@ impl Metrics {
     }
 }
 
+fn type_label(type_url: &str) -> Cow<'static, str> {
+    match xdst_core::types::known_short_name(type_url) {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(xdst_core::types::short_name(type_url).to_owned()),
+    }
+}
+
 /// `[("type", "cds")]`
 pub fn by_type(type_url: &str) -> Labels1 {
-    [("type", xdst_core::types::short_name(type_url).to_owned())]
+    [("type", type_label(type_url))]
 }
 
 pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {
-    [("api", api.to_owned()), ("type", xdst_core::types::short_name(type_url).to_owned())]
+    [("api", Cow::Borrowed(api)), ("type", type_label(type_url))]
+}
+
+/// `[("api", "sotw"), ("service", "ads")]`
+pub fn by_api_service(api: &'static str, service: &'static str) -> Labels2 {
+    [("api", Cow::Borrowed(api)), ("service", Cow::Borrowed(service))]
+}
+
+/// `[(key, value)]` for a static value.
+pub fn label(key: &'static str, value: &'static str) -> Labels1 {
+    [(key, Cow::Borrowed(value))]
 }

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use axum::Extension;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -36,6 +35,11 @@ pub async fn serve(name: &'static str, listener: TcpListener, router: Router, h2
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(h2.max_concurrent_streams)
+        // h2 allows half the connection window in unread small DATA frames before it
+        // answers GOAWAY ENHANCE_YOUR_CALM ("too_many_data_frames"); with hyper's 1 MiB
+        // default that is ~3,000 pending ACKs, fewer than a connection carrying thousands
+        // of ADS streams sends at once.
+        .initial_connection_window_size(64 << 20)
         .keep_alive_interval(h2.keepalive)
         .keep_alive_timeout(Duration::from_secs(20));
     let graceful = GracefulShutdown::new();
@@ -53,7 +57,12 @@ pub async fn serve(name: &'static str, listener: TcpListener, router: Router, h2
                 };
                 let _ = stream.set_nodelay(true);
                 debug!(server = name, %peer, "connection accepted");
-                let service = TowerToHyperService::new(router.clone().layer(Extension(PeerAddr(peer))));
+                // Tag requests with the peer without re-layering the router per connection.
+                let router = router.clone();
+                let service = TowerToHyperService::new(tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(PeerAddr(peer));
+                    tower::ServiceExt::oneshot(router.clone(), req)
+                }));
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {

@@ -22,7 +22,7 @@ use xdst_core::decode::{DecodeError, decode_file};
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
 
 use crate::context::Ctx;
-use crate::metrics::by_type;
+use crate::metrics::{by_type, label};
 
 /// Why a load failed.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,7 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
             st.last_error = None;
             st.files = files;
             st.resources = resources;
-            ctx.metrics.loads.get_or_create(&[("result", "ok".into())]).inc();
+            ctx.metrics.loads.get_or_create(&label("result", "ok")).inc();
             for (t, n) in counts {
                 ctx.metrics.resources.get_or_create(&by_type(&t)).set(n as i64);
             }
@@ -146,7 +146,7 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
         Err(e) => {
             st.loads_refused += 1;
             st.last_error = Some(e.to_string());
-            ctx.metrics.loads.get_or_create(&[("result", "refused".into())]).inc();
+            ctx.metrics.loads.get_or_create(&label("result", "refused")).inc();
             error!(dir = %dir.display(), error = %e, "resources refused; the last good set keeps serving");
             Err(e)
         }
@@ -202,7 +202,9 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
     let make_watcher = |dir: &Path| -> Option<notify::RecommendedWatcher> {
         let tx = tx.clone();
         let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if ev.is_ok() {
+            // Opening a file or the directory (as our own rescan does) is not a change;
+            // counting it would rescan forever.
+            if ev.is_ok_and(|ev| !matches!(ev.kind, notify::EventKind::Access(_))) {
                 let _ = tx.send(());
             }
         })

@@ -25,7 +25,7 @@ use xdst_core::types::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use crate::codec::XdsCodec;
 use crate::context::Ctx;
 use crate::machine::{Machine, Sent};
-use crate::metrics::{by_api_type, by_type};
+use crate::metrics::{by_api_service, by_api_type, by_type, label};
 use crate::nodes::StreamEntry;
 
 /// The peer of a connection, put in each request's extensions by the accept loop.
@@ -141,7 +141,7 @@ enum Wake<R> {
 
 impl<M: Machine> Driver<M> {
     fn new(ctx: Ctx, scope: Scope, label: &'static str, peer: Option<std::net::SocketAddr>, requests: Streaming<M::Request>) -> Self {
-        ctx.metrics.streams.get_or_create(&[("api", M::API.to_owned()), ("service", label.to_owned())]).inc();
+        ctx.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
         let shutdown = ctx.shutdown.clone();
         Driver {
             machine: Arc::new(Mutex::new(M::new(scope))),
@@ -230,8 +230,8 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    fn stream_error(&self, reason: &str, status: &Status) {
-        self.ctx.metrics.stream_errors.get_or_create(&[("reason", reason.to_owned())]).inc();
+    fn stream_error(&self, reason: &'static str, status: &Status) {
+        self.ctx.metrics.stream_errors.get_or_create(&label("reason", reason)).inc();
         warn!(node = %self.node_id, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "closing stream");
     }
 
@@ -305,7 +305,7 @@ impl<M: Machine> Driver<M> {
 
 impl<M: Machine> Drop for Driver<M> {
     fn drop(&mut self) {
-        self.ctx.metrics.streams.get_or_create(&[("api", M::API.to_owned()), ("service", self.label.to_owned())]).dec();
+        self.ctx.metrics.streams.get_or_create(&by_api_service(M::API, self.label)).dec();
         if let Some(id) = self.registered {
             self.ctx.nodes.remove(id);
             debug!(node = %self.node_id, api = M::API, service = self.label, "stream closed");

@@ -1,1 +1,1023 @@
-fn main() {}
+//! `xdst-loadgen`: an xDS load generator for benchmarking xdst (or any ADS server).
+//!
+//! It opens N aggregated (ADS) streams as distinct Envoy-like nodes (unique `node.id`, one
+//! shared `node.cluster`), SotW or Delta, multiplexed over C HTTP/2 connections (C = N: one
+//! connection per stream). Each stream behaves like Envoy: it subscribes CDS and LDS by
+//! wildcard, then EDS and RDS by the names the clusters and listeners it received refer to,
+//! and ACKs every response. It measures:
+//!
+//! 1. initial convergence: from the start until every stream has received and ACKed all four
+//!    types;
+//! 2. the server's memory per idle stream: `VmRSS` of `--server-pid` before the streams open
+//!    and once they are idle;
+//! 3. change convergence: it rewrites a file in the server's `--resources` directory
+//!    (atomically, write + rename) and measures, per stream, the time from the write until
+//!    the stream received the changed resources and ACKed them; `--changes` times.
+//!
+//! It does not do TLS, per-type services, NACKs or reconnects: a stream that fails is
+//! counted as failed. Timestamps are taken right after the ACK is queued on the stream.
+//!
+//! ```text
+//! xdst-loadgen --addr 127.0.0.1:18000 --n 10000 --api delta --connections 10 \
+//!     --server-pid "$(pidof xdst)" --resources /tmp/res --changes 5 --json
+//! ```
+//! `tests/bench/run.sh` runs it against a fresh server; results are in docs/PERFORMANCE.md.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use prost::Message;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::{Service, http};
+use tonic::transport::{Channel, Endpoint};
+use xdst_core::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+/// The four types every stream converges on, in the order Envoy asks for them.
+const TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+const CDS: usize = 0;
+const EDS: usize = 1;
+const LDS: usize = 2;
+const RDS: usize = 3;
+
+#[derive(Parser, Debug)]
+#[command(name = "xdst-loadgen", about = "Opens N Envoy-like ADS streams against an xDS server and measures convergence and memory")]
+struct Args {
+    /// The server's xDS address.
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    addr: String,
+    /// Number of streams (each a distinct node).
+    #[arg(long, default_value_t = 1000)]
+    n: usize,
+    /// SotW (StreamAggregatedResources) or Delta (DeltaAggregatedResources).
+    #[arg(long, value_enum, default_value_t = Api::Delta)]
+    api: Api,
+    /// HTTP/2 connections the streams are spread over (round robin); N means one per stream.
+    #[arg(long, default_value_t = 10)]
+    connections: usize,
+    /// Connections being established at once (keeps the server's accept backlog from
+    /// overflowing into SYN retransmits, which would measure the kernel, not the server).
+    #[arg(long, default_value_t = 256)]
+    connect_concurrency: usize,
+    /// PID of the server, for its memory (VmRSS) and CPU time.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// The server's resources directory; needed for --changes.
+    #[arg(long, value_name = "DIR")]
+    resources: Option<PathBuf>,
+    /// How many changes to make after the initial convergence.
+    #[arg(long, default_value_t = 5)]
+    changes: usize,
+    /// What each change rewrites: `cluster` (one cluster's connect_timeout: CDS),
+    /// `endpoint` (one endpoint's port: EDS), `all` (a field of each of the four types).
+    #[arg(long, value_enum, default_value_t = Change::Cluster)]
+    change: Change,
+    /// node.cluster of every stream.
+    #[arg(long, default_value = "bench")]
+    node_cluster: String,
+    /// Pause after the initial convergence before memory is read, and between changes.
+    #[arg(long, default_value_t = 2000)]
+    settle_ms: u64,
+    /// Give up on a phase after this long.
+    #[arg(long, default_value_t = 120)]
+    timeout_secs: u64,
+    /// Tokio worker threads of the load generator.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Also print the results as one JSON line (prefixed `RESULT `).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Api {
+    Sotw,
+    Delta,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Change {
+    Cluster,
+    Endpoint,
+    All,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Sotw => "sotw",
+            Api::Delta => "delta",
+        }
+    }
+}
+
+impl Change {
+    fn name(self) -> &'static str {
+        match self {
+            Change::Cluster => "cluster",
+            Change::Endpoint => "endpoint",
+            Change::All => "all",
+        }
+    }
+    /// The types whose content each change alters.
+    fn types(self) -> &'static [usize] {
+        match self {
+            Change::Cluster => &[CDS],
+            Change::Endpoint => &[EDS],
+            Change::All => &[CDS, EDS, LDS, RDS],
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.n == 0 {
+        bail!("--n must be at least 1");
+    }
+    raise_fd_limit(args.n.min(args.connections) + 256);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads.max(1)).enable_all().build()?;
+    // The coordinator runs on the workers too: the main thread only waits.
+    let result = rt.block_on(async { tokio::spawn(run(args)).await })?;
+    // Tearing down tens of thousands of streams one by one is slow and measures nothing.
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("xdst-loadgen: {e:#}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// Raises the soft open-files limit to the hard limit; says so if that is not enough.
+fn raise_fd_limit(needed: usize) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    if lim.rlim_cur < needed as libc::rlim_t {
+        eprintln!("xdst-loadgen: warning: open-files limit {} is below the {needed} needed; raise it (ulimit -n) first", lim.rlim_cur);
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let n = args.n;
+    let conns = args.connections.clamp(1, n);
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let settle = Duration::from_millis(args.settle_ms);
+    let mut changer = match &args.resources {
+        Some(dir) => Some(Changer::new(dir, args.change)?),
+        None if args.changes > 0 => bail!("--changes needs --resources DIR (the server's resources directory)"),
+        None => None,
+    };
+    let server = args.server_pid.map(Proc);
+    let rss_before = server.as_ref().map(Proc::rss_kb).transpose()?;
+    let addr: std::net::SocketAddr = args.addr.parse().with_context(|| format!("--addr {:?}: expected IP:PORT", args.addr))?;
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(30))
+        // Envoy's defaults are larger still (256 MiB); flow control is not what is measured.
+        .initial_connection_window_size(16 << 20)
+        .initial_stream_window_size(1 << 20)
+        .buffer_size(n.div_ceil(conns).max(64));
+
+    let progress = Arc::new(Progress::new(n));
+    let cpu0 = Cpu::now(server.as_ref());
+    let t0 = progress.start(&[CDS, EDS, LDS, RDS]);
+
+    // Open: C connection tasks, each connects (at most connect_concurrency at once) and then
+    // starts its share of the streams.
+    let gate = Arc::new(Semaphore::new(args.connect_concurrency.max(1)));
+    let connected = Arc::new(Mutex::new(Vec::<Instant>::with_capacity(conns)));
+    for c in 0..conns {
+        let endpoint = endpoint.clone();
+        let gate = gate.clone();
+        let progress = progress.clone();
+        let connected = connected.clone();
+        let api = args.api;
+        let node_cluster = args.node_cluster.clone();
+        tokio::spawn(async move {
+            let streams = (c..n).step_by(conns);
+            let channel = {
+                let _permit = gate.acquire().await;
+                endpoint.connect_with_connector(Connector(addr)).await
+            };
+            let channel = match channel {
+                Ok(ch) => ch,
+                Err(e) => {
+                    let error = format!("connect: {e:?}");
+                    for s in streams {
+                        progress.failed(s, &error);
+                    }
+                    return;
+                }
+            };
+            connected.lock().unwrap().push(Instant::now());
+            for s in streams {
+                let node = node(s, &node_cluster);
+                let ch = channel.clone();
+                let progress = progress.clone();
+                tokio::spawn(async move {
+                    let result = match api {
+                        Api::Sotw => sotw_stream(s, ch, node, &progress).await,
+                        Api::Delta => delta_stream(s, ch, node, &progress).await,
+                    };
+                    let error = match result {
+                        Ok(()) => "server closed the stream".to_owned(),
+                        Err(e) => format!("{e:#}"),
+                    };
+                    progress.failed(s, &error);
+                });
+            }
+        });
+    }
+
+    let initial_ok = progress.wait(timeout).await;
+    let cpu1 = Cpu::now(server.as_ref());
+    let connect_ms = connected.lock().unwrap().iter().max().map(|t| ms(*t - t0));
+    let (since_start, since_open) = progress.latencies();
+    let initial = Phase {
+        converged: since_start.len(),
+        failed: progress.failed.load(Ordering::Acquire),
+        unexpected: 0,
+        lat: Stats::of(since_start),
+        cpu: cpu0.spent(&cpu1),
+    };
+    let per_stream_open = Stats::of(since_open);
+    if !initial_ok {
+        eprintln!("xdst-loadgen: initial convergence timed out: {} of {n} converged, {} failed", initial.converged, initial.failed);
+    }
+    progress.print_errors();
+
+    // Idle: nothing is in flight; let the server's allocator and buffers settle.
+    let idle = progress.idle(settle).await;
+    let rss_idle = server.as_ref().map(Proc::rss_kb).transpose()?;
+
+    let mut report = Report {
+        api: args.api,
+        n,
+        conns,
+        change: args.change,
+        connect_ms,
+        initial,
+        per_stream_open,
+        idle_updates: idle,
+        rss_before,
+        rss_idle,
+        rss_after: None,
+        changes: Vec::new(),
+        threads: args.threads,
+    };
+    report.print_head();
+
+    if let Some(changer) = changer.as_mut() {
+        for k in 0..args.changes {
+            let cpu0 = Cpu::now(server.as_ref());
+            progress.start(args.change.types());
+            changer.apply(k).with_context(|| format!("change {}", k + 1))?;
+            let ok = progress.wait(timeout).await;
+            let cpu1 = Cpu::now(server.as_ref());
+            let (lat, _) = progress.latencies();
+            if !ok {
+                eprintln!("xdst-loadgen: change {} timed out: {} of {n} converged", k + 1, lat.len());
+            }
+            report.changes.push(Phase {
+                converged: lat.len(),
+                failed: progress.failed.load(Ordering::Acquire),
+                unexpected: progress.unexpected.load(Ordering::Acquire),
+                lat: Stats::of(lat),
+                cpu: cpu0.spent(&cpu1),
+            });
+            report.print_change(k);
+            progress.print_errors();
+            progress.idle(settle).await;
+        }
+    }
+    report.rss_after = server.as_ref().map(Proc::rss_kb).transpose()?;
+    if let Some(after) = report.rss_after {
+        println!("  memory    : server RSS {:.1} MiB after the changes", after as f64 / 1024.0);
+    }
+    if args.json {
+        println!("RESULT {}", report.json());
+    }
+    Ok(())
+}
+
+/// Connects straight to the socket address: tonic's default connector resolves even an IP
+/// literal through getaddrinfo on a blocking thread, a measurable cost per connection.
+#[derive(Clone, Copy)]
+struct Connector(std::net::SocketAddr);
+
+impl Service<http::Uri> for Connector {
+    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<Box<dyn Future<Output = std::io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let addr = self.0;
+        Box::pin(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            Ok(hyper_util::rt::TokioIo::new(stream))
+        })
+    }
+}
+
+fn node(i: usize, cluster: &str) -> Node {
+    Node {
+        id: format!("loadgen-{i}"),
+        cluster: cluster.to_owned(),
+        user_agent_name: "envoy".into(),
+        user_agent_version_type: Some(UserAgentVersionType::UserAgentVersion("1.34.0/xdst-loadgen".into())),
+        ..Default::default()
+    }
+}
+
+fn type_index(type_url: &str) -> Option<usize> {
+    TYPES.iter().position(|t| *t == type_url)
+}
+
+/// The EDS name an EDS cluster asks for, or `None` for other clusters.
+fn eds_name(body: &[u8]) -> Option<String> {
+    let c = Cluster::decode(body).ok()?;
+    let eds = matches!(c.cluster_discovery_type, Some(ClusterDiscoveryType::Type(t)) if t == DiscoveryType::Eds as i32);
+    if !eds {
+        return None;
+    }
+    let service = c.eds_cluster_config.map(|e| e.service_name).filter(|s| !s.is_empty());
+    Some(service.unwrap_or(c.name))
+}
+
+/// The RDS route configuration names a listener's HTTP connection managers ask for.
+fn rds_names(body: &[u8], out: &mut BTreeSet<String>) {
+    let Ok(l) = Listener::decode(body) else { return };
+    for chain in l.filter_chains.iter().chain(l.default_filter_chain.iter()) {
+        for f in &chain.filters {
+            let Some(ConfigType::TypedConfig(any)) = &f.config_type else { continue };
+            if !any.type_url.ends_with(".HttpConnectionManager") {
+                continue;
+            }
+            if let Ok(hcm) = HttpConnectionManager::decode(any.value.as_slice())
+                && let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier
+            {
+                out.insert(rds.route_config_name);
+            }
+        }
+    }
+}
+
+/// One SotW ADS stream acting like Envoy.
+async fn sotw_stream(id: usize, channel: Channel, node: Node, progress: &Progress) -> anyhow::Result<()> {
+    #[derive(Default)]
+    struct Sub {
+        version: String,
+        nonce: String,
+        names: Vec<String>,
+    }
+    let (tx, rx) = mpsc::channel::<DiscoveryRequest>(8);
+    let mut subs: [Sub; 4] = Default::default();
+    tx.send(DiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() }).await?;
+    tx.send(DiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    progress.opened(id);
+    let mut inbound = client.stream_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
+    while let Some(resp) = inbound.message().await? {
+        let Some(ty) = type_index(&resp.type_url) else {
+            // Not one of ours: ACK it and move on.
+            tx.send(DiscoveryRequest {
+                version_info: resp.version_info,
+                response_nonce: resp.nonce,
+                type_url: resp.type_url,
+                ..Default::default()
+            })
+            .await?;
+            continue;
+        };
+        // The dependent subscription, as Envoy derives it: EDS from clusters, RDS from listeners.
+        let dependent = match ty {
+            CDS => Some((EDS, resp.resources.iter().filter_map(|a| eds_name(&a.value)).collect::<BTreeSet<_>>())),
+            LDS => Some((
+                RDS,
+                resp.resources.iter().fold(BTreeSet::new(), |mut s, a| {
+                    rds_names(&a.value, &mut s);
+                    s
+                }),
+            )),
+            _ => None,
+        };
+        if let Some((d, names)) = dependent {
+            let names: Vec<String> = names.into_iter().collect();
+            if names != subs[d].names {
+                subs[d].names = names;
+                let sub = &subs[d];
+                tx.send(DiscoveryRequest {
+                    version_info: sub.version.clone(),
+                    response_nonce: sub.nonce.clone(),
+                    type_url: TYPES[d].into(),
+                    resource_names: sub.names.clone(),
+                    ..Default::default()
+                })
+                .await?;
+            }
+        }
+        let changed = resp.version_info != subs[ty].version;
+        let sub = &mut subs[ty];
+        sub.version = resp.version_info;
+        sub.nonce = resp.nonce;
+        tx.send(DiscoveryRequest {
+            version_info: sub.version.clone(),
+            response_nonce: sub.nonce.clone(),
+            type_url: resp.type_url,
+            resource_names: sub.names.clone(),
+            ..Default::default()
+        })
+        .await?;
+        if changed {
+            progress.updated(id, ty);
+        }
+    }
+    Ok(())
+}
+
+/// One Delta ADS stream acting like Envoy.
+async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progress) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::channel::<DeltaDiscoveryRequest>(8);
+    // Per type: name -> version held.
+    let mut held: [HashMap<String, String>; 4] = Default::default();
+    let mut answered = [false; 4];
+    // What each cluster / listener asks for, and what is subscribed because of it.
+    let mut cluster_eds: HashMap<String, String> = HashMap::new();
+    let mut listener_rds: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut subscribed: [BTreeSet<String>; 4] = Default::default();
+    tx.send(DeltaDiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() }).await?;
+    tx.send(DeltaDiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    progress.opened(id);
+    let mut inbound = client.delta_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
+    while let Some(resp) = inbound.message().await? {
+        let Some(ty) = type_index(&resp.type_url) else {
+            tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() }).await?;
+            continue;
+        };
+        let mut changed = !std::mem::replace(&mut answered[ty], true);
+        for r in &resp.resources {
+            if held[ty].get(&r.name) != Some(&r.version) {
+                changed = true;
+                held[ty].insert(r.name.clone(), r.version.clone());
+            }
+            let body = r.resource.as_ref().map(|a| a.value.as_slice()).unwrap_or_default();
+            match ty {
+                CDS => match eds_name(body) {
+                    Some(e) => {
+                        cluster_eds.insert(r.name.clone(), e);
+                    }
+                    None => {
+                        cluster_eds.remove(&r.name);
+                    }
+                },
+                LDS => {
+                    let mut names = BTreeSet::new();
+                    rds_names(body, &mut names);
+                    listener_rds.insert(r.name.clone(), names);
+                }
+                _ => {}
+            }
+        }
+        for name in &resp.removed_resources {
+            changed |= held[ty].remove(name).is_some();
+            cluster_eds.remove(name);
+            listener_rds.remove(name);
+        }
+        let dependent = match ty {
+            CDS => Some((EDS, cluster_eds.values().cloned().collect::<BTreeSet<_>>())),
+            LDS => Some((RDS, listener_rds.values().flatten().cloned().collect::<BTreeSet<_>>())),
+            _ => None,
+        };
+        if let Some((d, want)) = dependent
+            && want != subscribed[d]
+        {
+            let subscribe: Vec<String> = want.difference(&subscribed[d]).cloned().collect();
+            let unsubscribe: Vec<String> = subscribed[d].difference(&want).cloned().collect();
+            for n in &unsubscribe {
+                held[d].remove(n);
+            }
+            subscribed[d] = want;
+            tx.send(DeltaDiscoveryRequest {
+                type_url: TYPES[d].into(),
+                resource_names_subscribe: subscribe,
+                resource_names_unsubscribe: unsubscribe,
+                ..Default::default()
+            })
+            .await?;
+        }
+        tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() }).await?;
+        if changed {
+            progress.updated(id, ty);
+        }
+    }
+    Ok(())
+}
+
+/// Per-stream progress through one phase (the initial convergence, or one change), shared
+/// by the streams and the coordinator without messages: each stream records its own times
+/// and counts itself done; the last one wakes the coordinator. Phases start while idle.
+struct Progress {
+    base: Instant,
+    n: usize,
+    phase: AtomicU32,
+    /// Bit t: type t must be updated for the phase to be done.
+    expected: AtomicU8,
+    /// Phase start, in nanoseconds since `base` (all times here are +1 so 0 means never).
+    since: AtomicU64,
+    done: AtomicUsize,
+    failed: AtomicUsize,
+    unexpected: AtomicUsize,
+    slots: Box<[Slot]>,
+    all_done: Notify,
+    errors: Mutex<BTreeMap<String, usize>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    opened: AtomicU64,
+    /// When each type last got new content (ACKed).
+    updated: [AtomicU64; 4],
+    done_phase: AtomicU32,
+    done_at: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Progress {
+    fn new(n: usize) -> Self {
+        Progress {
+            base: Instant::now(),
+            n,
+            phase: AtomicU32::new(0),
+            expected: AtomicU8::new(0),
+            since: AtomicU64::new(u64::MAX),
+            done: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+            unexpected: AtomicUsize::new(0),
+            slots: (0..n).map(|_| Slot::default()).collect(),
+            all_done: Notify::new(),
+            errors: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64 + 1
+    }
+
+    fn instant(&self, t: u64) -> Instant {
+        self.base + Duration::from_nanos(t - 1)
+    }
+
+    /// Starts a phase that is done for a stream once each of `types` got new content.
+    fn start(&self, types: &[usize]) -> Instant {
+        let now = self.now();
+        self.expected.store(types.iter().fold(0, |m, t| m | 1 << t), Ordering::Relaxed);
+        self.since.store(now, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+        self.unexpected.store(0, Ordering::Relaxed);
+        self.phase.fetch_add(1, Ordering::Release);
+        self.instant(now)
+    }
+
+    fn opened(&self, s: usize) {
+        self.slots[s].opened.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// Stream `s` received new content for type `ty` and ACKed it.
+    fn updated(&self, s: usize, ty: usize) {
+        let now = self.now();
+        let slot = &self.slots[s];
+        slot.updated[ty].store(now, Ordering::Relaxed);
+        let phase = self.phase.load(Ordering::Acquire);
+        let (mask, since) = (self.expected.load(Ordering::Relaxed), self.since.load(Ordering::Relaxed));
+        if now < since {
+            return;
+        }
+        if mask & 1 << ty == 0 {
+            self.unexpected.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if slot.done_phase.load(Ordering::Relaxed) == phase {
+            return;
+        }
+        let mut last = 0;
+        for t in (0..4).filter(|t| mask & 1 << t != 0) {
+            let u = slot.updated[t].load(Ordering::Relaxed);
+            if u < since {
+                return;
+            }
+            last = last.max(u);
+        }
+        slot.done_at.store(last, Ordering::Relaxed);
+        slot.done_phase.store(phase, Ordering::Release);
+        if self.done.fetch_add(1, Ordering::AcqRel) + 1 + self.failed.load(Ordering::Acquire) >= self.n {
+            self.all_done.notify_one();
+        }
+    }
+
+    fn failed(&self, s: usize, error: &str) {
+        let slot = &self.slots[s];
+        if slot.failed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        *self.errors.lock().unwrap().entry(error.to_owned()).or_default() += 1;
+        if slot.done_phase.load(Ordering::Acquire) == self.phase.load(Ordering::Acquire) {
+            self.done.fetch_sub(1, Ordering::AcqRel);
+        }
+        if self.done.load(Ordering::Acquire) + self.failed.fetch_add(1, Ordering::AcqRel) + 1 >= self.n {
+            self.all_done.notify_one();
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.n.saturating_sub(self.done.load(Ordering::Acquire) + self.failed.load(Ordering::Acquire))
+    }
+
+    /// Until every live stream is done with the phase, or `timeout`. True if all did.
+    async fn wait(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.remaining() > 0 {
+            // A wake-up sent before we wait is kept (notify_one stores a permit).
+            if tokio::time::timeout_at(deadline, self.all_done.notified()).await.is_err() {
+                return self.remaining() == 0;
+            }
+        }
+        true
+    }
+
+    /// Waits `d`; returns how many updates arrived meanwhile (there should be none).
+    async fn idle(&self, d: Duration) -> usize {
+        let before = self.unexpected.load(Ordering::Acquire);
+        let mask = self.expected.swap(0, Ordering::AcqRel); // every update is now unexpected
+        tokio::time::sleep(d).await;
+        self.expected.store(mask, Ordering::Release);
+        self.unexpected.swap(before, Ordering::AcqRel) - before
+    }
+
+    /// For the streams done with the current phase: time from the phase start, and from
+    /// the stream's own opening.
+    fn latencies(&self) -> (Vec<Duration>, Vec<Duration>) {
+        let phase = self.phase.load(Ordering::Acquire);
+        let since = self.instant(self.since.load(Ordering::Acquire));
+        let mut from_start = Vec::with_capacity(self.n);
+        let mut from_open = Vec::with_capacity(self.n);
+        for slot in self.slots.iter() {
+            if slot.done_phase.load(Ordering::Acquire) != phase || slot.failed.load(Ordering::Acquire) {
+                continue;
+            }
+            let done = self.instant(slot.done_at.load(Ordering::Relaxed));
+            from_start.push(done - since);
+            let opened = slot.opened.load(Ordering::Relaxed);
+            if opened != 0 {
+                from_open.push(done.saturating_duration_since(self.instant(opened)));
+            }
+        }
+        (from_start, from_open)
+    }
+
+    fn print_errors(&self) {
+        for (e, count) in std::mem::take(&mut *self.errors.lock().unwrap()) {
+            eprintln!("xdst-loadgen: {count} stream(s) failed: {e}");
+        }
+    }
+}
+
+/// Rewrites a file of the resources directory for each change, atomically (write a hidden
+/// temporary file, rename it over the original), as a deployment tool would.
+struct Changer {
+    dir: PathBuf,
+    kind: Change,
+    originals: BTreeMap<&'static str, String>,
+}
+
+impl Changer {
+    /// The quickstart example's files and the fields each change edits.
+    const FILES: [&'static str; 3] = ["backend.yaml", "listener.yaml", "routes.yaml"];
+
+    fn new(dir: &Path, kind: Change) -> anyhow::Result<Self> {
+        let mut originals = BTreeMap::new();
+        for f in Self::FILES {
+            let path = dir.join(f);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("{}: --change edits the files of examples/quickstart/resources", path.display()))?;
+            originals.insert(f, text);
+        }
+        let c = Changer { dir: dir.to_owned(), kind, originals };
+        c.edits(0)?; // fail before opening any stream if a field is missing
+        Ok(c)
+    }
+
+    /// The files change `k` writes; every change gives each edited field a new value.
+    fn edits(&self, k: usize) -> anyhow::Result<Vec<(&'static str, String)>> {
+        let backend = &self.originals["backend.yaml"];
+        let cluster = |t: &str| set_field(t, "connect_timeout", &format!("{}s", 2 + k));
+        let endpoint = |t: &str| set_field(t, "port_value", &(8081 + k).to_string());
+        Ok(match self.kind {
+            Change::Cluster => vec![("backend.yaml", cluster(backend)?)],
+            Change::Endpoint => vec![("backend.yaml", endpoint(backend)?)],
+            Change::All => vec![
+                ("backend.yaml", endpoint(&cluster(backend)?)?),
+                ("listener.yaml", set_field(&self.originals["listener.yaml"], "stat_prefix", &format!("ingress_{k}"))?),
+                ("routes.yaml", set_field(&self.originals["routes.yaml"], "timeout", &format!("{}s", 6 + k))?),
+            ],
+        })
+    }
+
+    fn apply(&mut self, k: usize) -> anyhow::Result<()> {
+        for (f, text) in self.edits(k)? {
+            let tmp = self.dir.join(format!(".{f}.loadgen"));
+            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, self.dir.join(f)).with_context(|| format!("renaming over {f}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Replaces the value of every `key:` in YAML text (block or flow style).
+fn set_field(text: &str, key: &str, value: &str) -> anyhow::Result<String> {
+    let pat = format!("{key}:");
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    let mut found = false;
+    while let Some(i) = rest.find(&pat) {
+        let boundary = rest[..i].chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let after = i + pat.len();
+        out.push_str(&rest[..after]);
+        rest = &rest[after..];
+        if !boundary {
+            continue;
+        }
+        let end = rest.find([',', '}', '\n']).unwrap_or(rest.len());
+        out.push(' ');
+        out.push_str(value);
+        rest = &rest[end..];
+        found = true;
+    }
+    out.push_str(rest);
+    if !found {
+        bail!("no {key:?} field to change");
+    }
+    Ok(out)
+}
+
+/// A process whose memory and CPU time are read from /proc.
+struct Proc(u32);
+
+impl Proc {
+    fn rss_kb(&self) -> anyhow::Result<u64> {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0)).with_context(|| format!("reading /proc/{}/status", self.0))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("no VmRSS in /proc/PID/status")
+    }
+
+    /// User + system CPU time in milliseconds.
+    fn cpu_ms(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0)).ok()?;
+        // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Some(ticks * 1000.0 / hz)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Cpu {
+    server_ms: f64,
+    self_ms: f64,
+    /// Busy time of the whole machine (every core), to tell how much else was running.
+    machine_ms: f64,
+}
+
+impl Cpu {
+    fn now(server: Option<&Proc>) -> Cpu {
+        let server_ms = server.and_then(Proc::cpu_ms).unwrap_or(0.0);
+        Cpu { server_ms, self_ms: Proc(std::process::id()).cpu_ms().unwrap_or(0.0), machine_ms: machine_busy_ms().unwrap_or(0.0) }
+    }
+
+    /// CPU time spent between `self` and `later`: (server, load generator, everything else).
+    fn spent(&self, later: &Cpu) -> (f64, f64, f64) {
+        let server = later.server_ms - self.server_ms;
+        let me = later.self_ms - self.self_ms;
+        (server, me, (later.machine_ms - self.machine_ms - server - me).max(0.0))
+    }
+}
+
+/// user + nice + system + irq + softirq + steal of all cores, from /proc/stat.
+fn machine_busy_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<f64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let busy = f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)? + f.get(7).unwrap_or(&0.0);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(busy * 1000.0 / hz)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[derive(Default)]
+struct Stats {
+    count: usize,
+    min: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(mut v: Vec<Duration>) -> Stats {
+        if v.is_empty() {
+            return Stats::default();
+        }
+        v.sort_unstable();
+        // Nearest rank.
+        let rank = |p: f64| ms(v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
+        Stats { count: v.len(), min: ms(v[0]), p50: rank(50.0), p99: rank(99.0), max: ms(v[v.len() - 1]) }
+    }
+    fn json(&self) -> String {
+        format!(
+            r#"{{"count":{},"min_ms":{:.1},"p50_ms":{:.1},"p99_ms":{:.1},"max_ms":{:.1}}}"#,
+            self.count, self.min, self.p50, self.p99, self.max
+        )
+    }
+}
+
+struct Phase {
+    converged: usize,
+    failed: usize,
+    unexpected: usize,
+    lat: Stats,
+    /// CPU milliseconds during the phase: server, load generator, other processes.
+    cpu: (f64, f64, f64),
+}
+
+impl Phase {
+    fn json(&self) -> String {
+        format!(
+            r#"{{"converged":{},"failed":{},"unexpected_updates":{},"latency":{},"server_cpu_ms":{:.0},"loadgen_cpu_ms":{:.0},"other_cpu_ms":{:.0}}}"#,
+            self.converged,
+            self.failed,
+            self.unexpected,
+            self.lat.json(),
+            self.cpu.0,
+            self.cpu.1,
+            self.cpu.2
+        )
+    }
+}
+
+struct Report {
+    api: Api,
+    n: usize,
+    conns: usize,
+    change: Change,
+    connect_ms: Option<f64>,
+    initial: Phase,
+    per_stream_open: Stats,
+    idle_updates: usize,
+    rss_before: Option<u64>,
+    rss_idle: Option<u64>,
+    rss_after: Option<u64>,
+    changes: Vec<Phase>,
+    threads: usize,
+}
+
+impl Report {
+    fn per_stream_bytes(&self) -> Option<f64> {
+        Some((self.rss_idle? as f64 - self.rss_before? as f64) * 1024.0 / self.n as f64)
+    }
+
+    fn print_head(&self) {
+        let i = &self.initial;
+        println!(
+            "xdst-loadgen: {} streams, {}, {} connection(s), change: {}, loadgen threads: {}",
+            self.n,
+            self.api.name(),
+            self.conns,
+            self.change.name(),
+            self.threads
+        );
+        println!(
+            "  initial   : {}/{} converged ({} failed) in {:.0} ms; per stream since start p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; since its own open p50 {:.0} ms, p99 {:.0} ms",
+            i.converged, self.n, i.failed, i.lat.max, i.lat.p50, i.lat.p99, i.lat.max, self.per_stream_open.p50, self.per_stream_open.p99
+        );
+        println!(
+            "              connections up after {:.0} ms; CPU: server {:.0} ms, loadgen {:.0} ms, other processes {:.0} ms",
+            self.connect_ms.unwrap_or(f64::NAN),
+            i.cpu.0,
+            i.cpu.1,
+            i.cpu.2
+        );
+        if self.idle_updates > 0 {
+            println!("  warning   : {} updates arrived while idle", self.idle_updates);
+        }
+        if let (Some(b), Some(idle)) = (self.rss_before, self.rss_idle) {
+            println!(
+                "  memory    : server RSS {:.1} MiB before, {:.1} MiB idle with {} streams: {:.1} KB per idle stream",
+                b as f64 / 1024.0,
+                idle as f64 / 1024.0,
+                self.n,
+                self.per_stream_bytes().unwrap_or(0.0) / 1000.0
+            );
+        }
+    }
+
+    fn print_change(&self, k: usize) {
+        let c = &self.changes[k];
+        println!(
+            "  change {:<2} : {}/{} converged; p50 {:.0} ms, p99 {:.0} ms, all {:.0} ms (first {:.0} ms); CPU: server {:.0} ms, loadgen {:.0} ms, other {:.0} ms{}",
+            k + 1,
+            c.converged,
+            self.n,
+            c.lat.p50,
+            c.lat.p99,
+            c.lat.max,
+            c.lat.min,
+            c.cpu.0,
+            c.cpu.1,
+            c.cpu.2,
+            if c.unexpected > 0 { format!("; {} unexpected updates", c.unexpected) } else { String::new() }
+        );
+    }
+
+    fn json(&self) -> String {
+        let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
+        format!(
+            r#"{{"api":"{}","n":{},"connections":{},"change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}]}}"#,
+            self.api.name(),
+            self.n,
+            self.conns,
+            self.change.name(),
+            self.threads,
+            self.connect_ms.map_or("null".to_owned(), |v| format!("{v:.1}")),
+            self.initial.json(),
+            self.per_stream_open.json(),
+            self.idle_updates,
+            opt(self.rss_before),
+            opt(self.rss_idle),
+            opt(self.rss_after),
+            self.per_stream_bytes().map_or("null".to_owned(), |v| format!("{v:.0}")),
+            self.changes.iter().map(Phase::json).collect::<Vec<_>>().join(",")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_field_edits_block_and_flow_yaml() {
+        let t = "name: a\nconnect_timeout: 1s\nroute: {cluster: backend, timeout: 5s}\n";
+        assert_eq!(
+            set_field(t, "connect_timeout", "3s").unwrap(),
+            "name: a\nconnect_timeout: 3s\nroute: {cluster: backend, timeout: 5s}\n"
+        );
+        assert_eq!(set_field(t, "timeout", "9s").unwrap(), "name: a\nconnect_timeout: 1s\nroute: {cluster: backend, timeout: 9s}\n");
+        assert!(set_field(t, "port_value", "1").is_err());
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let s = Stats::of((1..=100).map(Duration::from_millis).collect());
+        assert_eq!((s.p50, s.p99, s.max, s.min), (50.0, 99.0, 100.0, 1.0));
+    }
+}

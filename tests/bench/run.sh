@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The xdst benchmark (issue 2, "Must show" 5; results in docs/PERFORMANCE.md).
+#
+# Builds xdst and xdst-loadgen in release, and for each selected combination of stream
+# count, API and connection mode starts a fresh `xdst serve` (RUST_LOG=warn) on free
+# loopback ports over a copy of examples/quickstart/resources, runs the load generator
+# against it (initial convergence, memory per idle stream, then --changes one-cluster
+# changes), and stops the server. Prints every result and a summary table at the end.
+#
+#   tests/bench/run.sh                          # everything: N=1000,10000 x sotw,delta x mux,each
+#   tests/bench/run.sh --n 1000 --api delta     # a subset
+#   tests/bench/run.sh --n 10000 --api sotw --mode mux --change all
+#
+# Options (lists are space- or comma-separated):
+#   --n LIST          stream counts (default "1000 10000")
+#   --api LIST        sotw, delta (default both)
+#   --mode LIST       mux: streams multiplexed over --mux connections; each: one connection
+#                     per stream (default both)
+#   --mux C           connections in mux mode (default 10: see docs/PERFORMANCE.md)
+#   --changes K       changes per run (default 5)
+#   --change KIND     cluster (default), endpoint, or all (one field of each of the four types)
+#   --repeat R        run each combination R times (default 1)
+#   --out FILE        also append the JSON result lines to FILE
+#   --no-build        use the binaries already built
+#   --loadgen-args S  extra arguments for xdst-loadgen (e.g. "--settle-ms 5000")
+#
+# Needs 2 x N file descriptors for N one-connection-per-stream streams (the server and the
+# load generator each hold N): the script raises its soft limit to the hard one; if that is
+# still too low, raise the hard limit (ulimit -Hn) first.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/xdst/target}
+
+ns="1000 10000"
+apis="sotw delta"
+modes="mux each"
+mux=10
+changes=5
+change=cluster
+repeat=1
+out=""
+build=1
+loadgen_args=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --n) ns=${2//,/ }; shift 2 ;;
+        --api) apis=${2//,/ }; shift 2 ;;
+        --mode) modes=${2//,/ }; shift 2 ;;
+        --mux) mux=$2; shift 2 ;;
+        --changes) changes=$2; shift 2 ;;
+        --change) change=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --no-build) build=0; shift ;;
+        --loadgen-args) loadgen_args=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+if [ "$build" = 1 ]; then
+    (cd "$root" && cargo build --release -p xdst -p xdst-tests --bin xdst --bin xdst-loadgen)
+fi
+xdst=$CARGO_TARGET_DIR/release/xdst
+loadgen=$CARGO_TARGET_DIR/release/xdst-loadgen
+[ -x "$xdst" ] && [ -x "$loadgen" ] || { echo "run.sh: $xdst or $loadgen missing (drop --no-build)" >&2; exit 1; }
+
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/xdst-bench.XXXXXX")
+server_pid=""
+cleanup() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+results=$work/results.jsonl
+: > "$results"
+
+echo "== machine"
+echo "date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+if commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$root" diff --quiet HEAD -- host || commit="$commit (host/ modified)"
+else
+    commit=unknown
+fi
+echo "commit:   $commit"
+echo "nproc:    $(nproc)"
+echo "cpu:      $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "memory:   $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}')"
+echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+echo "fd limit: $(ulimit -n)"
+
+start_server() { # $1: resources dir
+    local ready=$work/ready.json
+    rm -f "$ready"
+    RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
+        --resources "$1" --ready-file "$ready" --debounce 10ms &
+    server_pid=$!
+    for _ in $(seq 200); do
+        [ -s "$ready" ] && break
+        kill -0 "$server_pid" 2>/dev/null || { echo "run.sh: xdst exited before it was ready" >&2; exit 1; }
+        sleep 0.05
+    done
+    [ -s "$ready" ] || { echo "run.sh: xdst not ready after 10 s" >&2; exit 1; }
+    xds_addr=$(sed -n 's/.*"xds_addr":"\([^"]*\)".*/\1/p' "$ready")
+}
+
+stop_server() {
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+}
+
+for n in $ns; do
+    for api in $apis; do
+        for mode in $modes; do
+            case "$mode" in
+                mux) conns=$mux ;;
+                each) conns=$n ;;
+                *) echo "run.sh: --mode is mux or each, not $mode" >&2; exit 2 ;;
+            esac
+            for r in $(seq "$repeat"); do
+                res=$work/resources-$n-$api-$mode-$r
+                mkdir -p "$res"
+                cp -r "$root"/examples/quickstart/resources/. "$res"/
+                echo
+                echo "== N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
+                start_server "$res"
+                # shellcheck disable=SC2086 # loadgen_args is a list of words
+                "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" \
+                    --server-pid "$server_pid" --resources "$res" --changes "$changes" \
+                    --change "$change" --json $loadgen_args | tee "$work/out.txt"
+                grep '^RESULT ' "$work/out.txt" | sed "s/^RESULT {/{\"mode\":\"$mode\",/" >> "$results" || true
+                stop_server
+                sleep 1 # let closed connections drain before the next server starts
+            done
+        done
+    done
+done
+
+if [ -n "$out" ]; then cat "$results" >> "$out"; fi
+
+echo
+echo "== summary (ms; KB = 1000 bytes)"
+if command -v python3 > /dev/null; then
+    python3 - "$results" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'N':>6} {'api':<5} {'mode':<4} {'conns':>5} | {'initial all':>11} {'p50':>6} {'p99':>6} | "
+      f"{'KB/stream':>9} | change p50 / p99 / all, each change")
+for r in rows:
+    i = r["initial"]["latency"]
+    ch = "  ".join(f"{c['latency']['p50_ms']:.0f}/{c['latency']['p99_ms']:.0f}/{c['latency']['max_ms']:.0f}"
+                   + ("" if c["converged"] == r["n"] else f" ({c['converged']} of {r['n']})")
+                   for c in r["changes"])
+    kb = r["bytes_per_idle_stream"]
+    kb = f"{kb / 1000:.1f}" if kb is not None else "-"
+    conv = "" if r["initial"]["converged"] == r["n"] else f" ({r['initial']['converged']} of {r['n']})"
+    print(f"{r['n']:>6} {r['api']:<5} {r['mode']:<4} {r['connections']:>5} | {i['max_ms']:>11.0f} {i['p50_ms']:>6.0f} "
+          f"{i['p99_ms']:>6.0f} | {kb:>9} | {ch}{conv}")
+EOF
+else
+    cat "$results"
+fi
