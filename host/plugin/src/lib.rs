@@ -1,0 +1,35 @@
+//! The plugin host: loads WebAssembly components that implement the `xdst:plugin@0.1.0`
+//! world (`proto/wit`) and calls them in a sandbox.
+//!
+//! - No ambient authority: the only import a plugin gets is `log`. A component that imports
+//!   anything else (WASI files, sockets, clocks) is refused at load, naming the import.
+//! - Every call runs in a fresh store from a pre-instantiated component, under a wall-clock
+//!   deadline (epoch interruption), a memory cap and an output size cap; fuel is optional.
+//! - Components are compiled once per SHA-256 and the compiled artifact is cached on disk.
+//! - Failures keep the plugin's own errors ([`Failure::Reported`]) apart from traps and
+//!   limits, and every one names the plugin, its digest and whose fault it is.
+//!
+//! It does not know about Envoy: validating what a plugin returns is the pipeline's job.
+//!
+//! ```no_run
+//! use xdst_plugin::{Limits, Runtime};
+//! let runtime = Runtime::new(Default::default())?;
+//! let plugin = runtime.load("gateway.wasm", &std::fs::read("gateway.wasm")?, Limits::default())?;
+//! println!("{} {} translates {:?}", plugin.info().name, plugin.info().version, plugin.info().kinds);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod runtime;
+
+pub use error::{Failure, Fault, PluginError};
+pub use runtime::{Limits, Plugin, Runtime, RuntimeConfig};
+
+/// The types of the WIT contract, as generated for the host.
+pub mod wit {
+    wasmtime::component::bindgen!({
+        path: "../../proto/wit/xdst-plugin-0.1.0",
+        world: "plugin",
+    });
+    pub use self::xdst::plugin::types::*;
+}

@@ -1,0 +1,169 @@
+//! The sandbox against a real plugin built from source (`tests/plugins/adversarial`, Rust,
+//! compiled to wasm32 and made a component here) and hand-written WAT components: every
+//! misbehaviour is stopped, reported with the plugin's name and digest, and attributed.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use xdst_plugin::wit::{IntentDocument, TranslateRequest};
+use xdst_plugin::{Failure, Fault, Limits, Plugin, Runtime, RuntimeConfig};
+
+/// Builds the adversarial plugin for wasm32 and wraps it into a component (once per run).
+fn adversary_component() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-q", "--release", "--target", "wasm32-unknown-unknown", "-p", "xdst-test-plugin-adversarial"])
+            .current_dir(&root)
+            .status()
+            .expect("running cargo");
+        assert!(status.success(), "building the adversarial plugin failed (is the wasm32-unknown-unknown target installed? tests/setup.sh adds it)");
+        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        let module = std::fs::read(target.join("wasm32-unknown-unknown/release/xdst_test_plugin_adversarial.wasm")).unwrap();
+        wit_component::ComponentEncoder::default().module(&module).unwrap().validate(true).encode().unwrap()
+    })
+}
+
+/// One runtime for the tests, with a compile cache so the plugin is compiled once.
+fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let cache = std::env::temp_dir().join("xdst-sandbox-tests");
+        Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false }).unwrap()
+    })
+}
+
+fn load(limits: Limits) -> Plugin {
+    runtime().load("adversary.wasm", adversary_component(), limits).unwrap()
+}
+
+fn request(mode: &str) -> TranslateRequest {
+    TranslateRequest {
+        node_group: String::new(),
+        documents: vec![IntentDocument {
+            kind: "Adversary".into(),
+            name: "one".into(),
+            origin: "intent.yaml#1".into(),
+            json: r#"{"kind": "Adversary", "metadata": {"name": "one"}, "spec": {}}"#.into(),
+        }],
+        resources: vec![],
+        config: format!("{mode:?}"),
+    }
+}
+
+#[test]
+fn describe_and_translate() {
+    let p = load(Limits::default());
+    assert_eq!(p.info().name, "adversary");
+    assert_eq!(p.info().kinds, ["Adversary"]);
+    assert!(p.digest().starts_with("sha256:") && p.digest().len() == 71);
+    let out = p.translate(&request("ok")).unwrap();
+    assert_eq!(out.resources.len(), 1);
+    assert_eq!(out.resources[0].name, "c1");
+    assert_eq!(out.resources[0].document.as_deref(), Some("Adversary/one"));
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_the_deadline() {
+    let p = load(Limits { deadline: Duration::from_millis(100), ..Limits::default() });
+    let start = Instant::now();
+    let e = p.translate(&request("loop")).unwrap_err();
+    assert_eq!(e.failure, Failure::Deadline { limit_ms: 100 });
+    assert!(start.elapsed() < Duration::from_secs(2), "stopped in {:?}", start.elapsed());
+    assert_eq!(e.fault(), Fault::Guest);
+    let msg = e.to_string();
+    assert!(msg.starts_with("plugin \"adversary\" (sha256:") && msg.contains("100 ms deadline"), "{msg}");
+    // The plugin is still usable: every call has a fresh store.
+    assert!(p.translate(&request("ok")).is_ok());
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_at_the_cap() {
+    let p = load(Limits { memory_bytes: 32 << 20, ..Limits::default() });
+    let e = p.translate(&request("bomb")).unwrap_err();
+    assert_eq!(e.failure, Failure::Memory { limit_bytes: 32 << 20 }, "{e}");
+    assert!(e.to_string().contains("memory cap of 32 MiB"));
+    assert!(p.translate(&request("ok")).is_ok());
+}
+
+#[test]
+fn an_oversized_output_is_refused() {
+    let p = load(Limits { output_bytes: 1 << 20, ..Limits::default() });
+    let e = p.translate(&request("big")).unwrap_err();
+    assert!(matches!(e.failure, Failure::OutputTooLarge { limit_bytes, bytes } if limit_bytes == 1 << 20 && bytes > 4 << 20), "{e}");
+}
+
+#[test]
+fn a_panic_is_a_trap_naming_the_plugin() {
+    let e = load(Limits::default()).translate(&request("panic")).unwrap_err();
+    assert!(matches!(e.failure, Failure::Trap(_)), "{e}");
+    assert!(e.to_string().contains("plugin \"adversary\""), "{e}");
+}
+
+#[test]
+fn a_reported_error_is_kept_apart_from_traps_and_names_document_and_field() {
+    let e = load(Limits::default()).translate(&request("error")).unwrap_err();
+    assert_eq!(
+        e.failure,
+        Failure::Reported {
+            message: "spec.port must be a number".into(),
+            document: Some("Adversary/one".into()),
+            field: Some("spec.port".into())
+        }
+    );
+    assert!(e.to_string().ends_with("Adversary/one field spec.port: spec.port must be a number"), "{e}");
+}
+
+#[test]
+fn a_chatty_plugin_is_rate_limited_not_failed() {
+    assert!(load(Limits::default()).translate(&request("chatty")).is_ok());
+}
+
+#[test]
+fn ungranted_wasi_imports_are_refused_at_load() {
+    let wat = r#"(component
+        (import "wasi:filesystem/preopens@0.2.0" (instance
+            (export "get-directories" (func (result (list u32))))))
+    )"#;
+    let bytes = wat::parse_str(wat).unwrap();
+    let e = runtime().load("sneaky.wasm", &bytes, Limits::default()).unwrap_err();
+    assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
+    assert!(e.to_string().contains("imports wasi:filesystem/preopens@0.2.0, which is not granted"), "{e}");
+}
+
+#[test]
+fn garbage_and_non_plugins_are_refused_with_the_file_name() {
+    let e = runtime().load("garbage.wasm", b"not wasm at all", Limits::default()).unwrap_err();
+    assert!(matches!(e.failure, Failure::Compile(_)));
+    assert!(e.to_string().starts_with("plugin \"garbage.wasm\""), "{e}");
+    let empty = wat::parse_str("(component)").unwrap();
+    let e = runtime().load("empty.wasm", &empty, Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("does not implement the xdst:plugin@0.1.0 world"), "{e}");
+}
+
+#[test]
+fn compiled_components_are_cached_by_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let p = rt.load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
+    let hex = p.digest().trim_start_matches("sha256:").to_owned();
+    let cached: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(cached.len(), 1);
+    assert!(cached[0].starts_with(&hex) && cached[0].ends_with(".cwasm"), "{cached:?}");
+    // A second runtime loads from the cache and behaves the same.
+    let rt2 = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let p2 = rt2.load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
+    assert_eq!(p2.digest(), p.digest());
+    assert_eq!(p2.translate(&request("ok")).unwrap().resources[0].name, "c1");
+}
+
+#[test]
+fn fuel_limits_the_work_of_a_call() {
+    let rt = Runtime::new(RuntimeConfig { cache_dir: None, fuel: true }).unwrap();
+    let p = rt.load("adversary.wasm", adversary_component(), Limits { fuel: Some(10_000_000), ..Limits::default() }).unwrap();
+    let e = p.translate(&request("loop")).unwrap_err();
+    assert_eq!(e.failure, Failure::Fuel { limit: 10_000_000 });
+}
