@@ -28,6 +28,7 @@ pub mod consistency;
 pub mod decode;
 pub mod delta;
 pub mod descriptors;
+pub mod intent;
 pub mod node;
 pub mod resource;
 pub mod snapshot;
