@@ -133,6 +133,79 @@ pub fn decode_message(desc: MessageDescriptor, value: serde_json::Value) -> Resu
     })
 }
 
+/// A resource's message as a plugin returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Envoy's canonical proto3 JSON; an `@type`, if present, must match the type URL.
+    Json(&'a str),
+    /// Protobuf bytes.
+    Proto(&'a [u8]),
+}
+
+/// Decodes a resource a plugin returned as (type URL, name, body) into its typed Envoy message
+/// and re-encodes it canonically, so equal content gives equal bytes whichever language or
+/// form produced it. Unknown fields, wrong types and a name that disagrees with the message's
+/// own name are errors, with the field path.
+pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resource, (Option<String>, String)> {
+    let desc = descriptors::message_for_type_url(type_url)
+        .ok_or_else(|| (Some("type_url".to_owned()), format!("unknown type {type_url:?}")))?;
+    let msg = match body {
+        Body::Json(text) => {
+            let mut value: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| (None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
+            if let serde_json::Value::Object(map) = &mut value {
+                match map.remove("@type") {
+                    Some(serde_json::Value::String(t)) if t == type_url => {}
+                    Some(other) => return Err((Some("@type".into()), format!("{other} does not match the resource's type {type_url:?}"))),
+                    None => {}
+                }
+            }
+            decode_message(desc, value)?
+        }
+        Body::Proto(bytes) => {
+            let msg = DynamicMessage::decode(desc, bytes).map_err(|e| (None, format!("invalid protobuf: {e}")))?;
+            if let Some(field) = first_unknown_field(&msg, "") {
+                return Err((Some(field), "unknown field (is the plugin built against a newer Envoy API?)".into()));
+            }
+            msg
+        }
+    };
+    match resource_name(&msg) {
+        Some(n) if n == name => {}
+        Some(n) => return Err((Some(name_field(type_url).into()), format!("is {n:?} but the resource is declared as {name:?}"))),
+        None => return Err((Some(name_field(type_url).into()), format!("missing (the resource is declared as {name:?})"))),
+    }
+    let body = canonical::encode(&msg).map_err(|e| (None, e.to_string()))?;
+    Ok(Resource::new(type_url, name, &body))
+}
+
+/// The path of the first field, anywhere in `msg`, that its descriptor does not know.
+fn first_unknown_field(msg: &DynamicMessage, path: &str) -> Option<String> {
+    let join = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
+    if let Some(u) = msg.unknown_fields().next() {
+        return Some(join(&format!("#{}", u.number())));
+    }
+    for (field, value) in msg.fields() {
+        let at = join(field.name());
+        let found = match value {
+            prost_reflect::Value::Message(m) => first_unknown_field(m, &at),
+            prost_reflect::Value::List(items) => items.iter().enumerate().find_map(|(i, v)| match v {
+                prost_reflect::Value::Message(m) => first_unknown_field(m, &format!("{at}[{i}]")),
+                _ => None,
+            }),
+            prost_reflect::Value::Map(entries) => entries.values().find_map(|v| match v {
+                prost_reflect::Value::Message(m) => first_unknown_field(m, &at),
+                _ => None,
+            }),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
 fn name_field(type_url: &str) -> &'static str {
     if type_url == crate::types::ENDPOINT { "cluster_name" } else { "name" }
 }
@@ -231,6 +304,40 @@ filter_chains:
         assert!(e.message.contains("invalid JSON"), "{e}");
         let e = decode_file("x.yaml", "- 1\n- 2\n").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("[0]"));
+    }
+
+    #[test]
+    fn plugin_bodies_json_and_proto_give_identical_resources() {
+        use prost::Message;
+        let json = r#"{"name": "web", "type": "EDS", "connect_timeout": "0.25s", "eds_cluster_config": {"eds_config": {"ads": {}}}}"#;
+        let a = decode_body(types::CLUSTER, "web", Body::Json(json)).unwrap();
+        let typed = envoy_types::pb::envoy::config::cluster::v3::Cluster::decode(a.body().clone()).unwrap();
+        let b = decode_body(types::CLUSTER, "web", Body::Proto(&typed.encode_to_vec())).unwrap();
+        assert_eq!(a.body(), b.body());
+        assert_eq!(a.version(), b.version());
+        let with_type = format!(r#"{{"@type": "{}", {}"#, types::CLUSTER, &json[1..]);
+        assert_eq!(decode_body(types::CLUSTER, "web", Body::Json(&with_type)).unwrap().version(), a.version());
+    }
+
+    #[test]
+    fn plugin_body_errors_name_the_field() {
+        let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"name": "web", "connect_timeout": 5}"#)).unwrap_err();
+        assert_eq!(e.0.as_deref(), Some("connect_timeout"), "{e:?}");
+        let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"name": "web", "colour": "red"}"#)).unwrap_err();
+        assert!(e.1.contains("colour"), "{e:?}");
+        let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"name": "api"}"#)).unwrap_err();
+        assert_eq!(e.0.as_deref(), Some("name"));
+        let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "web"}"#)).unwrap_err();
+        assert_eq!(e.0.as_deref(), Some("@type"));
+        let e = decode_body("type.googleapis.com/nope.Nope", "web", Body::Json("{}")).unwrap_err();
+        assert_eq!(e.0.as_deref(), Some("type_url"));
+        // Protobuf with a field Envoy's Cluster does not have (number 999, a varint), nested
+        // inside eds_cluster_config (field 3).
+        let mut bytes = vec![0x0a, 0x03, b'w', b'e', b'b', 0x1a, 0x03, 0xb8, 0x3e, 0x01];
+        let e = decode_body(types::CLUSTER, "web", Body::Proto(&bytes)).unwrap_err();
+        assert_eq!(e.0.as_deref(), Some("eds_cluster_config.#999"), "{e:?}");
+        bytes.truncate(4);
+        assert!(decode_body(types::CLUSTER, "web", Body::Proto(&bytes)).unwrap_err().1.contains("invalid protobuf"));
     }
 
     #[test]
