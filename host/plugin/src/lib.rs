@@ -20,6 +20,7 @@
 //! ```
 
 mod error;
+pub mod pipeline;
 mod runtime;
 
 pub use error::{Failure, Fault, PluginError};

@@ -1,6 +1,6 @@
 //! Does what the request's `config` says: `"ok"` returns one cluster, and the rest misbehave
 //! the ways the sandbox must survive: `"loop"`, `"bomb"`, `"big"`, `"panic"`, `"error"`,
-//! `"chatty"`.
+//! `"chatty"`, and `"badjson"` returns a resource with a wrongly typed field.
 
 use xdst_guest::*;
 
@@ -38,6 +38,12 @@ impl Translator for Adversary {
                 name: "big".into(),
                 body: Body::Json("x".repeat(4 << 20)),
                 document: None,
+            }]),
+            "badjson" => ok(vec![XdsResource {
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                name: "c1".into(),
+                body: Body::Json(r#"{"name": "c1", "connect_timeout": 5}"#.into()),
+                document: Some("Adversary/one".into()),
             }]),
             "panic" => panic!("the adversary panics"),
             "error" => Err(PluginError {
