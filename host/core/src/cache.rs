@@ -76,7 +76,7 @@ impl Cache {
         let mut inner = self.inner.lock().unwrap();
         let mut report = PublishReport::default();
         let default = Arc::new(p.default);
-        if *inner.default != *default {
+        if !inner.default.same_content(&default) {
             report.changed_groups.push(String::new());
         }
         inner.default = default.clone();
@@ -93,7 +93,7 @@ impl Cache {
             group.own = own.remove(name);
             let next = group.own.clone().unwrap_or_else(|| default.clone());
             let changed = group.tx.send_if_modified(|cur| {
-                if **cur == *next {
+                if cur.same_content(&next) {
                     false
                 } else {
                     *cur = next;

@@ -79,6 +79,13 @@ impl Snapshot {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Whether two snapshots serve the same content: the same types with the same versions.
+    /// Versions are content hashes, so this compares a few strings instead of every byte.
+    pub fn same_content(&self, other: &Snapshot) -> bool {
+        self.types.len() == other.types.len()
+            && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| ta == tb && a.version() == b.version())
+    }
+
     /// A version over every type, for logs.
     pub fn version(&self) -> String {
         set_version(self.types.iter().map(|(t, s)| (t.as_ref(), s.version().as_ref())))
@@ -120,6 +127,16 @@ mod tests {
         let b = Resource::new(CLUSTER, "c", b"2").with_origin("b.yaml#3");
         let e = Snapshot::from_resources([a, b]).unwrap_err();
         assert_eq!(e.to_string(), "duplicate cds \"c\": defined in a.yaml#1 and again in b.yaml#3");
+    }
+
+    #[test]
+    fn same_content_compares_versions() {
+        let a = Snapshot::from_resources([Resource::new(CLUSTER, "a", b"1")]).unwrap();
+        let b = Snapshot::from_resources([Resource::new(CLUSTER, "a", b"1")]).unwrap();
+        let c = Snapshot::from_resources([Resource::new(CLUSTER, "a", b"2")]).unwrap();
+        assert!(a.same_content(&b));
+        assert!(!a.same_content(&c));
+        assert!(!a.same_content(&Snapshot::default()));
     }
 
     #[test]
