@@ -8,17 +8,31 @@ struct Adversary;
 
 impl Translator for Adversary {
     fn describe() -> PluginInfo {
-        PluginInfo { name: "adversary".into(), version: "0.1.0".into(), kinds: vec!["Adversary".into()], phase: Phase::Translate }
+        PluginInfo {
+            name: "adversary".into(),
+            version: "0.1.0".into(),
+            kinds: vec!["Adversary".into()],
+            phase: Phase::Translate,
+            granularity: Granularity::WholeSet,
+        }
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![] });
-        match request.config.trim_matches('"') {
+        let ok = |resources| {
+            Ok(TranslateResponse {
+                resources,
+                diagnostics: vec![],
+            })
+        };
+        match request.config.trim().trim_matches('"') {
             "ok" => ok(vec![XdsResource {
                 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
                 name: "c1".into(),
                 body: Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()),
-                document: request.documents.first().map(|d| format!("{}/{}", d.kind, d.name)),
+                document: request
+                    .documents
+                    .first()
+                    .map(|d| format!("{}/{}", d.kind, d.name)),
             }]),
             "loop" => {
                 let mut x: u64 = 0;
@@ -57,7 +71,11 @@ impl Translator for Adversary {
                 }
                 ok(vec![])
             }
-            other => Err(PluginError { message: format!("unknown mode {other:?}"), document: None, field: None }),
+            other => Err(PluginError {
+                message: format!("unknown mode {other:?}"),
+                document: None,
+                field: None,
+            }),
         }
     }
 }
