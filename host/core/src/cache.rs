@@ -69,7 +69,8 @@ impl Cache {
 
     /// Checks and publishes a complete state. Unchanged groups are not woken.
     pub fn publish(&self, p: Publication) -> Result<PublishReport, PublishError> {
-        consistency::check(&p.default).map_err(|errors| PublishError { group: None, errors })?;
+        let previous = self.inner.lock().unwrap().default.clone();
+        consistency::check_since(&p.default, &previous).map_err(|errors| PublishError { group: None, errors })?;
         for (g, s) in &p.groups {
             consistency::check(s).map_err(|errors| PublishError { group: Some(g.clone()), errors })?;
         }

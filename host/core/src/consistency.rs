@@ -13,6 +13,9 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpPro
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
+use std::sync::Arc;
+
+use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, short_name};
 
@@ -51,56 +54,123 @@ fn kind(type_url: &str) -> &'static str {
     }
 }
 
-/// Checks every reference in `snapshot`; returns all dangling ones (empty when consistent).
-pub fn check(snapshot: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
-    let mut errors = Vec::new();
-    let has = |t: &str, n: &str| snapshot.resource(t, n).is_some();
-    let mut dangling = |from_type, from: &str, field: String, missing_type, missing: &str| {
-        errors.push(ConsistencyError::Dangling(DanglingReference {
-            from_type,
-            from: from.to_owned(),
-            field,
-            missing_type,
-            missing: missing.to_owned(),
-        }))
-    };
-    let mut undecodable = Vec::new();
+/// What one resource names: `(field, type, name)` triples, or why it does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct References(Result<Vec<(String, &'static str, String)>, String>);
 
-    for (type_url, set) in snapshot.types() {
-        for r in set.resources() {
-            let name = r.name().as_ref();
-            let result = match type_url.as_ref() {
-                LISTENER => Listener::decode(r.body().clone()).map(|l| {
-                    for (field, refs) in listener_refs(&l) {
-                        match refs {
-                            Ref::Route(n) if !has(ROUTE, &n) => dangling(LISTENER, name, field, ROUTE, &n),
-                            Ref::Cluster(n) if !has(CLUSTER, &n) => dangling(LISTENER, name, field, CLUSTER, &n),
-                            _ => {}
+impl References {
+    /// Decodes `r` and collects the names it refers to.
+    pub fn of(r: &Resource) -> References {
+        let body = r.body().clone();
+        let refs = match r.type_url().as_ref() {
+            LISTENER => Listener::decode(body).map(|l| {
+                listener_refs(&l)
+                    .into_iter()
+                    .map(|(field, rf)| match rf {
+                        Ref::Route(n) => (field, ROUTE, n),
+                        Ref::Cluster(n) => (field, CLUSTER, n),
+                    })
+                    .collect()
+            }),
+            ROUTE => RouteConfiguration::decode(body)
+                .map(|rc| route_clusters(&rc, "").into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()),
+            CLUSTER => Cluster::decode(body).map(|c| {
+                eds_service_name(&c)
+                    .map(|s| vec![("eds_cluster_config.service_name".to_owned(), ENDPOINT, s)])
+                    .unwrap_or_default()
+            }),
+            _ => Ok(Vec::new()),
+        };
+        References(refs.map_err(|e| e.to_string()))
+    }
+}
+
+/// Checks `snapshot`, knowing that `previous` passed: only resources that are not the very
+/// ones `previous` had are looked at, unless something was removed (a removal can leave any
+/// reference dangling), in which case everything is.
+pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
+    let mut changed: Vec<&Arc<Resource>> = Vec::new();
+    for (t, _) in previous.types() {
+        if snapshot.get(t).is_none() {
+            return check(snapshot);
+        }
+    }
+    for (t, new) in snapshot.types() {
+        let Some(old) = previous.get(t) else {
+            changed.extend(new.resources());
+            continue;
+        };
+        if Arc::ptr_eq(new, old) {
+            continue;
+        }
+        // Both sets are ordered by name: walk them together.
+        let mut olds = old.resources().peekable();
+        for r in new.resources() {
+            let mut same = false;
+            while let Some(o) = olds.peek() {
+                if Arc::ptr_eq(o.name(), r.name()) || o.name() == r.name() {
+                    same = Arc::ptr_eq(o, r);
+                    olds.next();
+                    break;
+                } else if o.name() < r.name() {
+                    // In the old set, not in the new one: removed.
+                    return check(snapshot);
+                } else {
+                    break;
+                }
+            }
+            if !same {
+                changed.push(r);
+            }
+        }
+        if olds.next().is_some() {
+            return check(snapshot);
+        }
+    }
+    check_resources(snapshot, changed.into_iter().filter(|r| matches!(r.type_url().as_ref(), LISTENER | ROUTE | CLUSTER)))
+}
+
+/// Checks every reference in `snapshot`; returns all dangling ones (empty when consistent).
+/// Each resource is decoded once in its life (see [`Resource::references`]), so checking a
+/// large set again after a small change costs lookups, not decoding.
+pub fn check(snapshot: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
+    let all = snapshot
+        .types()
+        .filter(|(t, _)| matches!(t.as_ref(), LISTENER | ROUTE | CLUSTER))
+        .flat_map(|(_, set)| set.resources());
+    check_resources(snapshot, all)
+}
+
+fn check_resources<'a>(snapshot: &Snapshot, resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> Result<(), Vec<ConsistencyError>> {
+    let mut errors = Vec::new();
+    let mut undecodable = Vec::new();
+    for r in resources {
+        let from_type = match r.type_url().as_ref() {
+            LISTENER => LISTENER,
+            ROUTE => ROUTE,
+            _ => CLUSTER,
+        };
+        let type_url = r.type_url();
+        {
+            match &r.references().0 {
+                Ok(refs) => {
+                    for (field, missing_type, missing) in refs {
+                        if snapshot.resource(missing_type, missing).is_none() {
+                            errors.push(ConsistencyError::Dangling(DanglingReference {
+                                from_type,
+                                from: r.name().to_string(),
+                                field: field.clone(),
+                                missing_type,
+                                missing: missing.clone(),
+                            }));
                         }
                     }
-                }),
-                ROUTE => RouteConfiguration::decode(r.body().clone()).map(|rc| {
-                    for (field, n) in route_clusters(&rc, "") {
-                        if !has(CLUSTER, &n) {
-                            dangling(ROUTE, name, field, CLUSTER, &n);
-                        }
-                    }
-                }),
-                CLUSTER => Cluster::decode(r.body().clone()).map(|c| {
-                    if let Some(service) = eds_service_name(&c) {
-                        if !has(ENDPOINT, &service) {
-                            dangling(CLUSTER, name, "eds_cluster_config.service_name".into(), ENDPOINT, &service);
-                        }
-                    }
-                }),
-                _ => Ok(()),
-            };
-            if let Err(e) = result {
-                undecodable.push(ConsistencyError::Undecodable {
+                }
+                Err(reason) => undecodable.push(ConsistencyError::Undecodable {
                     type_url: type_url.to_string(),
-                    name: name.to_owned(),
-                    reason: e.to_string(),
-                });
+                    name: r.name().to_string(),
+                    reason: reason.clone(),
+                }),
             }
         }
     }
@@ -253,6 +323,35 @@ cluster_name: api-v2
         let errs = check(&snapshot_without(skip)).unwrap_err();
         assert_eq!(errs.len(), 1, "{errs:?}");
         errs[0].to_string()
+    }
+
+    /// `check_since` finds what `check` finds, looking only at what changed.
+    #[test]
+    fn incremental_check_matches_the_full_one() {
+        let good = snapshot_without("");
+        check_since(&good, &Snapshot::default()).unwrap();
+        check_since(&good, &good).unwrap();
+        // Removing the cluster an unchanged route names: caught.
+        let gone = good.apply([(Arc::from(CLUSTER), Arc::from("api"))], []).unwrap();
+        let errs = check_since(&gone, &good).unwrap_err();
+        assert!(errs[0].to_string().contains("names cluster \"api\", which does not exist"), "{errs:?}");
+        // A changed route naming a missing cluster: caught; the same route unchanged is fine.
+        let bad_route = decode_file(
+            "r.yaml",
+            "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: routes\nvirtual_hosts: [{name: a, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: ghost}}]}]\n",
+        )
+        .unwrap();
+        let changed = good.apply([(Arc::from(ROUTE), Arc::from("routes"))], bad_route).unwrap();
+        assert!(check_since(&changed, &good).is_err());
+        // An added cluster with nothing referring to it is fine, and only it is looked at.
+        let extra = decode_file(
+            "c.yaml",
+            "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: extra\nconnect_timeout: 1s\n",
+        )
+        .unwrap();
+        let more = good.apply([], extra).unwrap();
+        check_since(&more, &good).unwrap();
+        assert!(Arc::ptr_eq(more.get(ROUTE).unwrap(), good.get(ROUTE).unwrap()), "untouched types are shared");
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct Resource {
     /// The message inside `any`.
     body: Bytes,
     origin: Option<Arc<str>>,
+    /// What this resource names (for the consistency check), worked out once and shared by
+    /// every clone: a resource that did not change is not decoded again.
+    refs: Arc<std::sync::OnceLock<crate::consistency::References>>,
 }
 
 impl Resource {
@@ -71,6 +74,7 @@ impl Resource {
             name,
             version,
             origin: None,
+            refs: Arc::default(),
         }
     }
 
@@ -104,6 +108,10 @@ impl Resource {
     }
     pub fn origin(&self) -> Option<&str> {
         self.origin.as_deref()
+    }
+    /// The other resources this one names; decoded on first use, then cached.
+    pub fn references(&self) -> &crate::consistency::References {
+        self.refs.get_or_init(|| crate::consistency::References::of(self))
     }
 }
 

@@ -86,6 +86,46 @@ impl Snapshot {
             && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| ta == tb && a.version() == b.version())
     }
 
+    /// This snapshot with `remove` taken out and `add` put in. Types nothing touches keep
+    /// their sets (and versions) as they are, and every untouched resource stays the same
+    /// `Arc`, so a small change to a large set costs little, here and in the consistency
+    /// check. A resource added under a name still present is a duplicate.
+    pub fn apply(
+        &self,
+        remove: impl IntoIterator<Item = (Arc<str>, Arc<str>)>,
+        add: impl IntoIterator<Item = Resource>,
+    ) -> Result<Snapshot, DuplicateResource> {
+        type Map = BTreeMap<Arc<str>, Arc<Resource>>;
+        fn open<'a>(touched: &'a mut BTreeMap<Arc<str>, Map>, types: &BTreeMap<Arc<str>, Arc<TypeSet>>, t: &Arc<str>) -> &'a mut Map {
+            touched.entry(t.clone()).or_insert_with(|| types.get(t).map(|s| s.resources.clone()).unwrap_or_default())
+        }
+        let mut touched: BTreeMap<Arc<str>, Map> = BTreeMap::new();
+        for (t, name) in remove {
+            open(&mut touched, &self.types, &t).remove(&name);
+        }
+        for r in add {
+            let map = open(&mut touched, &self.types, r.type_url());
+            if let Some(prev) = map.get(r.name().as_ref()) {
+                return Err(DuplicateResource {
+                    type_url: r.type_url().to_string(),
+                    name: r.name().to_string(),
+                    first: prev.origin().unwrap_or("(unknown)").to_owned(),
+                    second: r.origin().unwrap_or("(unknown)").to_owned(),
+                });
+            }
+            map.insert(r.name().clone(), Arc::new(r));
+        }
+        let mut types = self.types.clone();
+        for (t, map) in touched {
+            if map.is_empty() {
+                types.remove(&t);
+            } else {
+                types.insert(t, Arc::new(TypeSet::new(map)));
+            }
+        }
+        Ok(Snapshot { types })
+    }
+
     /// A version over every type, for logs.
     pub fn version(&self) -> String {
         set_version(self.types.iter().map(|(t, s)| (t.as_ref(), s.version().as_ref())))

@@ -19,6 +19,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod dir;
 mod error;
 pub mod pipeline;
 mod runtime;

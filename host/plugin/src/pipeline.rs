@@ -1,11 +1,16 @@
-//! Intent + plugins -> validated, canonical resources for one node group.
+//! Intent + plugins -> a validated, canonical resource set for one node group.
 //!
 //! Each `translate` plugin gets the documents of the kinds it declared; every resource it
 //! returns is decoded into its typed Envoy message (unknown fields and wrong types are errors
 //! naming the field), re-encoded canonically and attributed to the plugin and intent document
 //! that produced it. Two plugins producing one resource, two plugins claiming one kind, and a
 //! document no plugin claims are errors that name both sides. The consistency check runs when
-//! the result is published to the cache.
+//! the result is published to the cache (or by `xdst translate`).
+//!
+//! A [`Pipeline`] remembers what it translated last time, so a generation re-runs only what
+//! changed: a plugin whose documents, configuration and code are unchanged is not called; a
+//! `per-document` plugin is called with the changed documents only. A failed generation
+//! leaves the remembered state as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,29 +18,57 @@ use std::sync::Arc;
 use xdst_core::decode::{Body, decode_body};
 use xdst_core::intent::{IntentSet, UnclaimedKind};
 use xdst_core::resource::Resource;
+use xdst_core::snapshot::{DuplicateResource, Snapshot};
 
-use crate::wit;
+use crate::wit::{self, Granularity, Phase, PluginInfo};
 use crate::{Plugin, PluginError};
+
+/// Something that translates: a sandboxed [`Plugin`], or (for benchmarks and tests) the same
+/// translator compiled natively.
+pub trait Translate: Send + Sync {
+    fn info(&self) -> &PluginInfo;
+    /// `sha256:<hex>` of the code, so a changed plugin is re-run.
+    fn digest(&self) -> &str;
+    fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError>;
+}
+
+impl Translate for Plugin {
+    fn info(&self) -> &PluginInfo {
+        Plugin::info(self)
+    }
+    fn digest(&self) -> &str {
+        Plugin::digest(self)
+    }
+    fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
+        Plugin::translate(self, request)
+    }
+}
 
 /// A loaded plugin and the operator's configuration for it (JSON).
 #[derive(Clone)]
 pub struct Configured {
-    pub plugin: Arc<Plugin>,
+    pub plugin: Arc<dyn Translate>,
     pub config: String,
 }
 
-/// What one translation produced.
+/// What one generation produced.
 #[derive(Debug, Default)]
 pub struct Translation {
-    pub resources: Vec<Resource>,
+    pub snapshot: Snapshot,
     /// (plugin, diagnostic) pairs to show the operator.
     pub diagnostics: Vec<(String, wit::Diagnostic)>,
+    /// Plugins called this generation, and how many documents they were given.
+    pub calls: Vec<(String, usize)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PipelineError {
-    #[error(transparent)]
-    Plugin(#[from] PluginError),
+    #[error("{error}{}", origin.as_ref().map(|o| format!(" (in {o})")).unwrap_or_default())]
+    Plugin {
+        error: PluginError,
+        /// The file and document the plugin blamed, where it named one.
+        origin: Option<String>,
+    },
     #[error(transparent)]
     Unclaimed(#[from] UnclaimedKind),
     #[error("kind {kind:?} is claimed by plugin {first:?} and by plugin {second:?}")]
@@ -50,47 +83,245 @@ pub enum PipelineError {
         field: Option<String>,
         message: String,
     },
-    #[error("{} {name:?} is produced by plugin {first:?} and again by plugin {second:?}", xdst_core::types::short_name(type_url))]
+    #[error("{} {name:?} is produced by {first} and again by {second}", xdst_core::types::short_name(type_url))]
     Conflict { type_url: String, name: String, first: String, second: String },
+}
+
+impl From<PluginError> for PipelineError {
+    fn from(error: PluginError) -> Self {
+        PipelineError::Plugin { error, origin: None }
+    }
+}
+
+impl From<DuplicateResource> for PipelineError {
+    fn from(d: DuplicateResource) -> Self {
+        PipelineError::Conflict { type_url: d.type_url, name: d.name, first: d.first, second: d.second }
+    }
+}
+
+impl PipelineError {
+    /// The plugin at fault, if one is.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            PipelineError::Plugin { error, .. } => Some(&error.plugin),
+            PipelineError::InvalidResource { plugin, .. } => Some(plugin),
+            _ => None,
+        }
+    }
 }
 
 fn short(digest: &str) -> &str {
     digest.get(..19).unwrap_or(digest)
 }
 
-/// Translates `intent` for `node_group` with `plugins` (translate phase, in name order).
+/// Translates `intent` for `node_group` from scratch.
 pub fn translate(plugins: &[Configured], intent: &IntentSet, node_group: &str) -> Result<Translation, PipelineError> {
-    let mut plugins: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == wit::Phase::Translate).collect();
-    plugins.sort_by(|a, b| a.plugin.info().name.cmp(&b.plugin.info().name));
+    Pipeline::new(node_group).run(plugins, intent)
+}
 
-    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-    for p in &plugins {
-        for kind in &p.plugin.info().kinds {
-            if let Some(first) = owner.insert(kind, &p.plugin.info().name) {
-                return Err(PipelineError::KindClaimedTwice { kind: kind.clone(), first: first.to_owned(), second: p.plugin.info().name.clone() });
+/// The translated state of one node group, kept between generations.
+#[derive(Clone, Default)]
+pub struct Pipeline {
+    node_group: String,
+    plugins: BTreeMap<String, Arc<PluginState>>,
+    /// The last generation's result: the next one is this with what changed applied.
+    snapshot: Option<Snapshot>,
+}
+
+/// What one plugin was given and returned last time.
+#[derive(Default)]
+struct PluginState {
+    digest: String,
+    config: String,
+    granularity: Option<Granularity>,
+    /// `Kind/name` -> the document's JSON.
+    inputs: BTreeMap<Arc<str>, Arc<str>>,
+    /// Per document (`per-document`), or everything under `""` (`whole-set`).
+    outputs: BTreeMap<Arc<str>, Arc<[Resource]>>,
+    diagnostics: Arc<[wit::Diagnostic]>,
+}
+
+impl Pipeline {
+    pub fn new(node_group: &str) -> Self {
+        Pipeline { node_group: node_group.to_owned(), plugins: BTreeMap::new(), snapshot: None }
+    }
+
+    pub fn node_group(&self) -> &str {
+        &self.node_group
+    }
+
+    /// Runs one generation. On success the pipeline remembers it; on failure nothing changes.
+    pub fn run(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
+        let mut plugins: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Translate).collect();
+        plugins.sort_by(|a, b| a.plugin.info().name.cmp(&b.plugin.info().name));
+
+        let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+        for p in &plugins {
+            for kind in &p.plugin.info().kinds {
+                if let Some(first) = owner.insert(kind, &p.plugin.info().name) {
+                    return Err(PipelineError::KindClaimedTwice {
+                        kind: kind.clone(),
+                        first: first.to_owned(),
+                        second: p.plugin.info().name.clone(),
+                    });
+                }
             }
         }
-    }
-    intent.check_claimed(&owner.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>())?;
+        intent.check_claimed(&owner.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>())?;
 
-    let mut out = Translation::default();
-    let mut produced: BTreeMap<(String, String), String> = BTreeMap::new();
-    for p in plugins {
+        let mut next: BTreeMap<String, Arc<PluginState>> = BTreeMap::new();
+        let mut calls = Vec::new();
+        for p in plugins {
+            let info = p.plugin.info();
+            let prev = self.plugins.get(&info.name).filter(|s| {
+                s.digest == p.plugin.digest() && s.config == p.config && s.granularity == Some(info.granularity)
+            });
+            let state = self.run_plugin(p, intent, prev.map(Arc::as_ref), &mut calls)?;
+            next.insert(info.name.clone(), state.map(Arc::new).unwrap_or_else(|| prev.unwrap().clone()));
+        }
+
+        let mut diagnostics = Vec::new();
+        for (name, state) in &next {
+            diagnostics.extend(state.diagnostics.iter().map(|d| (name.clone(), d.clone())));
+        }
+        let snapshot = match &self.snapshot {
+            // Apply only what changed, so untouched resources stay the same `Arc`s.
+            Some(previous) => {
+                let mut remove = Vec::new();
+                let mut add = Vec::new();
+                let empty = BTreeMap::new();
+                for (name, old) in &self.plugins {
+                    if !next.contains_key(name) {
+                        diff_outputs(&old.outputs, &empty, &mut remove, &mut add);
+                    }
+                }
+                for (name, new) in &next {
+                    match self.plugins.get(name) {
+                        Some(old) if Arc::ptr_eq(old, new) => {}
+                        Some(old) => diff_outputs(&old.outputs, &new.outputs, &mut remove, &mut add),
+                        None => diff_outputs(&empty, &new.outputs, &mut remove, &mut add),
+                    }
+                }
+                previous.apply(remove, add)?
+            }
+            None => {
+                let mut builder = Snapshot::builder();
+                for state in next.values() {
+                    for resources in state.outputs.values() {
+                        for r in resources.iter() {
+                            builder.add(r.clone())?;
+                        }
+                    }
+                }
+                builder.build()
+            }
+        };
+        self.plugins = next;
+        self.snapshot = Some(snapshot.clone());
+        Ok(Translation { snapshot, diagnostics, calls })
+    }
+
+    /// Translates what changed for one plugin; `None` when nothing did.
+    fn run_plugin(
+        &self,
+        p: &Configured,
+        intent: &IntentSet,
+        prev: Option<&PluginState>,
+        calls: &mut Vec<(String, usize)>,
+    ) -> Result<Option<PluginState>, PipelineError> {
         let info = p.plugin.info();
         let mut kinds: Vec<&String> = info.kinds.iter().collect();
         kinds.sort();
-        let documents = kinds
-            .into_iter()
-            .flat_map(|k| intent.of_kind(k))
-            .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.json.to_string() })
-            .collect();
-        let request = wit::TranslateRequest { node_group: node_group.to_owned(), documents, resources: vec![], config: p.config.clone() };
-        let response = p.plugin.translate(&request)?;
-        for r in response.resources {
-            let body = match &r.body {
-                wit::Body::Json(s) => Body::Json(s),
-                wit::Body::Proto(b) => Body::Proto(b),
+        let docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
+        let inputs: BTreeMap<Arc<str>, Arc<str>> = docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect();
+        let per_document = info.granularity == Granularity::PerDocument;
+
+        // What changed since last time: both sides are ordered by id, walk them together.
+        let mut changed_ids: BTreeSet<Arc<str>> = BTreeSet::new();
+        let mut removed_ids: Vec<Arc<str>> = Vec::new();
+        match prev {
+            Some(prev) => {
+                let mut olds = prev.inputs.iter().peekable();
+                for (id, text) in &inputs {
+                    loop {
+                        match olds.peek() {
+                            Some((oid, _)) if oid < &id => {
+                                removed_ids.push((*oid).clone());
+                                olds.next();
+                            }
+                            Some((oid, otext)) if oid == &id => {
+                                if !(Arc::ptr_eq(otext, text) || otext == &text) {
+                                    changed_ids.insert(id.clone());
+                                }
+                                olds.next();
+                                break;
+                            }
+                            _ => {
+                                changed_ids.insert(id.clone());
+                                break;
+                            }
+                        }
+                    }
+                }
+                removed_ids.extend(olds.map(|(id, _)| id.clone()));
+            }
+            None => changed_ids.extend(inputs.keys().cloned()),
+        }
+        if prev.is_some() && changed_ids.is_empty() && removed_ids.is_empty() {
+            return Ok(None);
+        }
+        if !per_document {
+            changed_ids = inputs.keys().cloned().collect();
+        }
+        let changed: Vec<_> = docs.iter().filter(|d| changed_ids.contains(d.id())).collect();
+        let mut outputs: BTreeMap<Arc<str>, Arc<[Resource]>> = match prev {
+            Some(prev) if per_document => {
+                let mut o = prev.outputs.clone();
+                for id in &removed_ids {
+                    o.remove(id);
+                }
+                o
+            }
+            _ => BTreeMap::new(),
+        };
+        if changed.is_empty() {
+            // Only removals.
+            let diagnostics = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
+            let diagnostics = keep_diagnostics(&diagnostics, |d| d.is_none_or(|d| inputs.contains_key(d)));
+            return Ok(Some(PluginState {
+                digest: p.plugin.digest().to_owned(),
+                config: p.config.clone(),
+                granularity: Some(info.granularity),
+                inputs,
+                outputs,
+                diagnostics,
+            }));
+        }
+
+        let request = wit::TranslateRequest {
+            node_group: self.node_group.clone(),
+            documents: changed
+                .iter()
+                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
+                .collect(),
+            resources: vec![],
+            config: p.config.clone(),
+        };
+        calls.push((info.name.clone(), changed.len()));
+        let response = p.plugin.translate(&request).map_err(|error| {
+            let origin = match &error.failure {
+                crate::Failure::Reported { document: Some(doc), .. } => docs.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
+                _ => None,
             };
+            PipelineError::Plugin { error, origin }
+        })?;
+
+        let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = changed_ids.iter().map(|id| (id.clone(), Vec::new())).collect();
+        if !per_document {
+            fresh.clear();
+            fresh.insert(Arc::from(""), Vec::new());
+        }
+        for r in response.resources {
             let invalid = |field: Option<String>, message: String| PipelineError::InvalidResource {
                 plugin: info.name.clone(),
                 digest: p.plugin.digest().to_owned(),
@@ -100,22 +331,86 @@ pub fn translate(plugins: &[Configured], intent: &IntentSet, node_group: &str) -
                 field,
                 message,
             };
-            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
-            let key = (r.type_url.clone(), r.name.clone());
-            if let Some(first) = produced.get(&key) {
-                if *first == info.name {
-                    return Err(invalid(None, "returned twice".into()));
+            let slot = if per_document {
+                match &r.document {
+                    Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
+                    Some(d) => {
+                        return Err(invalid(None, format!("names document {d:?}, which was not in this request (a per-document plugin must attribute each resource to one of the documents it was given)")));
+                    }
+                    None => {
+                        return Err(invalid(None, "names no document (a per-document plugin must attribute each resource to the document it came from)".into()));
+                    }
                 }
-                return Err(PipelineError::Conflict { type_url: r.type_url, name: r.name, first: first.clone(), second: info.name.clone() });
-            }
-            produced.insert(key, info.name.clone());
+            } else {
+                Arc::from("")
+            };
+            let body = match &r.body {
+                wit::Body::Json(s) => Body::Json(s),
+                wit::Body::Proto(b) => Body::Proto(b),
+            };
+            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
             let origin = match &r.document {
                 Some(d) => format!("plugin {} from {d}", info.name),
                 None => format!("plugin {}", info.name),
             };
-            out.resources.push(resource.with_origin(origin));
+            fresh.get_mut(&slot).expect("slot exists").push(resource.with_origin(origin));
         }
-        out.diagnostics.extend(response.diagnostics.into_iter().map(|d| (info.name.clone(), d)));
+        for (id, resources) in fresh {
+            outputs.insert(id, resources.into());
+        }
+
+        let old = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
+        let mut diagnostics: Vec<wit::Diagnostic> = if per_document {
+            keep_diagnostics(&old, |d| d.is_none_or(|d| inputs.contains_key(d) && !changed_ids.contains(d))).to_vec()
+        } else {
+            Vec::new()
+        };
+        diagnostics.extend(response.diagnostics);
+        Ok(Some(PluginState {
+            digest: p.plugin.digest().to_owned(),
+            config: p.config.clone(),
+            granularity: Some(info.granularity),
+            inputs,
+            outputs,
+            diagnostics: diagnostics.into(),
+        }))
     }
-    Ok(out)
+}
+
+/// Adds to `remove` and `add` what differs between two plugin outputs (by document).
+fn diff_outputs(
+    old: &BTreeMap<Arc<str>, Arc<[Resource]>>,
+    new: &BTreeMap<Arc<str>, Arc<[Resource]>>,
+    remove: &mut Vec<(Arc<str>, Arc<str>)>,
+    add: &mut Vec<Resource>,
+) {
+    let mut news = new.iter().peekable();
+    let mut take_old = |rs: &Arc<[Resource]>| remove.extend(rs.iter().map(|r| (r.type_url().clone(), r.name().clone())));
+    for (id, rs) in old {
+        while let Some((nid, nrs)) = news.peek() {
+            if *nid < id {
+                add.extend(nrs.iter().cloned());
+                news.next();
+            } else {
+                break;
+            }
+        }
+        match news.peek() {
+            Some((nid, nrs)) if *nid == id => {
+                if !Arc::ptr_eq(nrs, rs) {
+                    take_old(rs);
+                    add.extend(nrs.iter().cloned());
+                }
+                news.next();
+            }
+            _ => take_old(rs),
+        }
+    }
+    for (_, nrs) in news {
+        add.extend(nrs.iter().cloned());
+    }
+}
+
+fn keep_diagnostics(all: &Arc<[wit::Diagnostic]>, keep: impl Fn(Option<&str>) -> bool) -> Arc<[wit::Diagnostic]> {
+    all.iter().filter(|d| keep(d.document.as_deref())).cloned().collect()
 }

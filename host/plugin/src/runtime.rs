@@ -38,7 +38,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { deadline: Duration::from_secs(2), memory_bytes: 256 << 20, output_bytes: 64 << 20, fuel: None }
+        Limits {
+            deadline: Duration::from_secs(2),
+            memory_bytes: 256 << 20,
+            output_bytes: 64 << 20,
+            fuel: None,
+        }
     }
 }
 
@@ -70,9 +75,15 @@ impl Drop for Ticker {
 
 impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Self, PluginError> {
-        let host = |e: wasmtime::Error| PluginError { plugin: "(runtime)".into(), digest: String::new(), failure: Failure::Host(e.to_string()) };
+        let host = |e: wasmtime::Error| PluginError {
+            plugin: "(runtime)".into(),
+            digest: String::new(),
+            failure: Failure::Host(e.to_string()),
+        };
         let mut c = Config::new();
-        c.wasm_component_model(true).epoch_interruption(true).consume_fuel(config.fuel);
+        c.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(config.fuel);
         let engine = Engine::new(&c).map_err(host)?;
         let stop = Arc::new(AtomicBool::new(false));
         {
@@ -90,14 +101,48 @@ impl Runtime {
         }
         let mut linker = Linker::new(&engine);
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
-        Ok(Runtime { engine, config, linker: Arc::new(linker), _ticker: Arc::new(Ticker(stop)) })
+        Ok(Runtime {
+            engine,
+            config,
+            linker: Arc::new(linker),
+            _ticker: Arc::new(Ticker(stop)),
+        })
+    }
+
+    /// Like [`Runtime::load`], but also takes the core module a guest toolchain produced
+    /// (`cargo build --target wasm32-unknown-unknown`, with the WIT embedded by the bindings
+    /// generator) and wraps it into a component first. The digest is that of `bytes` as given.
+    pub fn load_any(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
+        if bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
+            let component = wit_component::ComponentEncoder::default()
+                .module(bytes)
+                .and_then(|e| e.validate(true).encode())
+                .map_err(|e| PluginError {
+                    plugin: label.to_owned(),
+                    digest: digest(bytes),
+                    failure: Failure::Incompatible(format!(
+                        "a core module that cannot be made into an xdst:plugin component (was it built with an xdst SDK?): {e:#}"
+                    )),
+                })?;
+            let mut plugin = self.load(label, &component, limits).map_err(|mut e| {
+                e.digest = digest(bytes);
+                e
+            })?;
+            plugin.digest = digest(bytes);
+            return Ok(plugin);
+        }
+        self.load(label, bytes, limits)
     }
 
     /// Compiles (or loads from the cache), links and describes a plugin. `label` names it in
     /// errors until `describe` has told its name.
     pub fn load(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
-        let digest = format!("sha256:{}", hex(&Sha256::digest(bytes)));
-        let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
+        let digest = digest(bytes);
+        let err = |failure| PluginError {
+            plugin: label.to_owned(),
+            digest: digest.clone(),
+            failure,
+        };
         let component = self.compile(bytes, &digest).map_err(|f| err(f))?;
         // Every import must be one we provide: anything else (WASI) was not granted.
         let ty = component.component_type();
@@ -109,13 +154,25 @@ impl Runtime {
                 ))));
             }
         }
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
-        let pre = wit::PluginPre::new(pre)
-            .map_err(|e| err(Failure::Incompatible(format!("does not implement the xdst:plugin@0.1.0 world: {e:#}"))))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
+        let pre = wit::PluginPre::new(pre).map_err(|e| {
+            err(Failure::Incompatible(format!(
+                "does not implement the xdst:plugin@0.1.0 world: {e:#}"
+            )))
+        })?;
         let mut plugin = Plugin {
             name: label.to_owned(),
             digest,
-            info: PluginInfo { name: label.to_owned(), version: String::new(), kinds: vec![], phase: wit::Phase::Translate },
+            info: PluginInfo {
+                name: label.to_owned(),
+                version: String::new(),
+                kinds: vec![],
+                phase: wit::Phase::Translate,
+                granularity: wit::Granularity::WholeSet,
+            },
             pre,
             engine: self.engine.clone(),
             limits,
@@ -130,7 +187,8 @@ impl Runtime {
 
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, Failure> {
         let Some(dir) = &self.config.cache_dir else {
-            return Component::new(&self.engine, bytes).map_err(|e| Failure::Compile(format!("{e:#}")));
+            return Component::new(&self.engine, bytes)
+                .map_err(|e| Failure::Compile(format!("{e:#}")));
         };
         let compat = {
             use std::hash::{Hash, Hasher};
@@ -138,7 +196,10 @@ impl Runtime {
             self.engine.precompile_compatibility_hash().hash(&mut h);
             h.finish()
         };
-        let path = dir.join(format!("{}-{compat:016x}.cwasm", digest.trim_start_matches("sha256:")));
+        let path = dir.join(format!(
+            "{}-{compat:016x}.cwasm",
+            digest.trim_start_matches("sha256:")
+        ));
         if path.exists() {
             // SAFETY: the file was written by `Component::serialize` of this engine
             // configuration (its compatibility hash is in the name) into our own cache dir.
@@ -150,7 +211,8 @@ impl Runtime {
                 Err(e) => warn!(%digest, error = %e, "cached artifact unusable; recompiling"),
             }
         }
-        let component = Component::new(&self.engine, bytes).map_err(|e| Failure::Compile(format!("{e:#}")))?;
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| Failure::Compile(format!("{e:#}")))?;
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(dir)?;
             let data = component.serialize().map_err(std::io::Error::other)?;
@@ -179,7 +241,11 @@ pub struct Plugin {
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("name", &self.name).field("digest", &self.digest).field("limits", &self.limits).finish()
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("limits", &self.limits)
+            .finish()
     }
 }
 
@@ -198,30 +264,58 @@ impl Plugin {
     /// Translates under the plugin's limits.
     pub fn translate(&self, request: &TranslateRequest) -> Result<TranslateResponse, PluginError> {
         let result = self.call(|p, store| p.call_translate(store, request))?;
-        let response = result.map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
+        let response = result.map_err(|e| {
+            self.error(Failure::Reported {
+                message: e.message,
+                document: e.document,
+                field: e.field,
+            })
+        })?;
         let bytes = output_size(&response);
         if bytes > self.limits.output_bytes {
-            return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }));
+            return Err(self.error(Failure::OutputTooLarge {
+                bytes,
+                limit_bytes: self.limits.output_bytes,
+            }));
         }
         Ok(response)
     }
 
     fn error(&self, failure: Failure) -> PluginError {
-        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure }
+        PluginError {
+            plugin: self.name.clone(),
+            digest: self.digest.clone(),
+            failure,
+        }
     }
 
-    fn call<T>(&self, f: impl FnOnce(&wit::Plugin, &mut Store<CallState>) -> wasmtime::Result<T>) -> Result<T, PluginError> {
+    fn call<T>(
+        &self,
+        f: impl FnOnce(&wit::Plugin, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, PluginError> {
         let mut store = Store::new(
             &self.engine,
-            CallState { plugin: self.name.clone(), memory_cap: self.limits.memory_bytes, memory_hit: false, logs: 0 },
+            CallState {
+                plugin: self.name.clone(),
+                memory_cap: self.limits.memory_bytes,
+                memory_hit: false,
+                logs: 0,
+            },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
-        let ticks = self.limits.deadline.as_micros().div_ceil(TICK.as_micros()).max(1) as u64;
+        let ticks = self
+            .limits
+            .deadline
+            .as_micros()
+            .div_ceil(TICK.as_micros())
+            .max(1) as u64;
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
         if self.fuel_enabled {
             let fuel = self.limits.fuel.unwrap_or(u64::MAX);
-            store.set_fuel(fuel).map_err(|e| self.error(Failure::Host(e.to_string())))?;
+            store
+                .set_fuel(fuel)
+                .map_err(|e| self.error(Failure::Host(e.to_string())))?;
         }
         let outcome = self
             .pre
@@ -232,9 +326,15 @@ impl Plugin {
 
     fn classify(&self, e: wasmtime::Error, store: &Store<CallState>) -> PluginError {
         let failure = match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => Failure::Deadline { limit_ms: self.limits.deadline.as_millis() as u64 },
-            Some(Trap::OutOfFuel) => Failure::Fuel { limit: self.limits.fuel.unwrap_or(0) },
-            _ if store.data().memory_hit => Failure::Memory { limit_bytes: self.limits.memory_bytes },
+            Some(Trap::Interrupt) => Failure::Deadline {
+                limit_ms: self.limits.deadline.as_millis() as u64,
+            },
+            Some(Trap::OutOfFuel) => Failure::Fuel {
+                limit: self.limits.fuel.unwrap_or(0),
+            },
+            _ if store.data().memory_hit => Failure::Memory {
+                limit_bytes: self.limits.memory_bytes,
+            },
             Some(trap) => Failure::Trap(format!("{trap}: {e:#}")),
             None => Failure::Trap(format!("{e:#}")),
         };
@@ -258,7 +358,11 @@ fn output_size(r: &TranslateResponse) -> usize {
                 }
         })
         .sum();
-    let diag: usize = r.diagnostics.iter().map(|d| d.message.len() + opt(&d.document) + opt(&d.field)).sum();
+    let diag: usize = r
+        .diagnostics
+        .iter()
+        .map(|d| d.message.len() + opt(&d.document) + opt(&d.field))
+        .sum();
     res + diag
 }
 
@@ -271,14 +375,24 @@ pub struct CallState {
 }
 
 impl ResourceLimiter for CallState {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.memory_cap {
             self.memory_hit = true;
             return Ok(false);
         }
         Ok(true)
     }
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
     fn instances(&self) -> usize {
@@ -318,6 +432,11 @@ impl wit::xdst::plugin::log::Host for CallState {
             Level::Error => tracing::error!(plugin = %self.plugin, "{message}"),
         }
     }
+}
+
+/// `sha256:<hex>` of a plugin file.
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
 }
 
 fn hex(bytes: &[u8]) -> String {

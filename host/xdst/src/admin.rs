@@ -6,6 +6,9 @@
 //!   sent and acknowledged and the last NACK.
 //! - `GET /debug/resources`: what each node group is served (`?bodies=true` adds each
 //!   resource as proto3 JSON), and the state of the resources directory.
+//! - `GET /debug/plugins`: with `--intent`/`--plugins`, the loaded plugins (name, version,
+//!   file, digest, kinds, limits) and the last generation (result, error naming the plugin,
+//!   calls made, diagnostics).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use xdst_core::snapshot::Snapshot;
 use crate::context::Ctx;
 
 pub fn routes(ctx: &Ctx) -> Router {
-    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     Router::new()
         .route("/", get(|| async { INDEX }))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -36,9 +39,19 @@ pub fn routes(ctx: &Ctx) -> Router {
         )
         .route("/debug/nodes", get(move || async move { Json(c2.nodes.report()) }))
         .route("/debug/resources", get(move |q: Query<ResourcesQuery>| async move { resources(&c3, q.bodies).into_response() }))
+        .route(
+            "/debug/plugins",
+            get(move || async move {
+                match &c4.intent {
+                    Some(s) => Json(s.status()).into_response(),
+                    None => (http::StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n").into_response(),
+                }
+            }),
+        )
 }
 
-const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n";
+const INDEX: &str =
+    "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n";
 
 #[derive(Deserialize)]
 struct ResourcesQuery {
@@ -75,7 +88,10 @@ fn resources(ctx: &Ctx, bodies: bool) -> Json<ResourcesReport> {
     Json(ResourcesReport {
         source: ctx.source.get(),
         default: report(&default, bodies),
-        groups: groups.iter().map(|(g, s)| (g.clone(), report(s, bodies))).collect(),
+        groups: groups
+            .iter()
+            .map(|(g, s)| (g.clone(), report(s, bodies)))
+            .collect(),
     })
 }
 
@@ -94,7 +110,11 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
                 .collect();
             (
                 xdst_core::types::short_name(t).to_owned(),
-                TypeReport { type_url: t.to_string(), version: set.version().to_string(), resources },
+                TypeReport {
+                    type_url: t.to_string(),
+                    version: set.version().to_string(),
+                    resources,
+                },
             )
         })
         .collect()
@@ -103,5 +123,9 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
 fn body_json(type_url: &str, body: &[u8]) -> Option<serde_json::Value> {
     let desc = descriptors::message_for_type_url(type_url)?;
     let msg = DynamicMessage::decode(desc, body).ok()?;
-    msg.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new().use_proto_field_name(true)).ok()
+    msg.serialize_with_options(
+        serde_json::value::Serializer,
+        &SerializeOptions::new().use_proto_field_name(true),
+    )
+    .ok()
 }

@@ -20,6 +20,8 @@ pub struct Context {
     /// Flips to `true` when the server shuts down; every stream ends with UNAVAILABLE.
     pub shutdown: watch::Receiver<bool>,
     pub debounce: Duration,
+    /// The intent source, when serving `--intent` with `--plugins`.
+    pub intent: Option<Arc<crate::intent::IntentSource>>,
 }
 
 pub type Ctx = Arc<Context>;

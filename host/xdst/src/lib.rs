@@ -21,12 +21,14 @@
 pub mod admin;
 pub mod codec;
 pub mod context;
+pub mod intent;
 pub mod machine;
 pub mod metrics;
 pub mod nodes;
 pub mod rest;
 pub mod server;
 pub mod source;
+pub mod translate;
 pub mod xds;
 
 use std::net::SocketAddr;
@@ -47,6 +49,13 @@ pub struct Config {
     pub xds_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub resources: Option<PathBuf>,
+    /// Intent documents to translate with the plugins in `plugins` (both or neither).
+    pub intent: Option<PathBuf>,
+    pub plugins: Option<PathBuf>,
+    /// Where compiled plugins are cached (none: compile on every start).
+    pub plugin_cache: Option<PathBuf>,
+    /// Meter fuel, so plugins' `limits.fuel` applies.
+    pub fuel: bool,
     pub group_key: GroupKey,
     pub debounce: Duration,
     pub resync: Duration,
@@ -59,6 +68,10 @@ impl Default for Config {
             xds_addr: "127.0.0.1:18000".parse().unwrap(),
             admin_addr: "127.0.0.1:19000".parse().unwrap(),
             resources: None,
+            intent: None,
+            plugins: None,
+            plugin_cache: None,
+            fuel: false,
             group_key: GroupKey::Cluster,
             debounce: Duration::from_millis(10),
             resync: Duration::from_secs(2),
@@ -90,6 +103,18 @@ impl Running {
 /// to yet), binds both ports and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let intent_source = match (&config.intent, &config.plugins) {
+        (Some(i), Some(p)) => {
+            if config.resources.is_some() {
+                anyhow::bail!("--resources cannot be combined with --intent/--plugins: serve one source");
+            }
+            let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig { cache_dir: config.plugin_cache.clone(), fuel: config.fuel })?;
+            Some(Arc::new(intent::IntentSource::new(i.clone(), p.clone(), xdst_plugin::dir::DirLoader::new(runtime))))
+        }
+        (Some(_), None) => anyhow::bail!("--intent needs --plugins: the plugins that translate it"),
+        (None, Some(_)) => anyhow::bail!("--plugins needs --intent: the documents to translate"),
+        (None, None) => None,
+    };
     let ctx = Arc::new(context::Context {
         cache: Cache::new(),
         group_key: config.group_key.clone(),
@@ -98,33 +123,70 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         source: source::SourceStatus::default(),
         shutdown: shutdown_rx.clone(),
         debounce: config.debounce,
+        intent: intent_source.clone(),
     });
     if let Some(dir) = &config.resources {
         source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
     }
-    let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
-    let admin_listener =
-        TcpListener::bind(config.admin_addr).await.with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
+    if let Some(s) = &intent_source {
+        // A bad first generation is an error: there is nothing to fall back to yet.
+        let (c, s2) = (ctx.clone(), s.clone());
+        tokio::task::spawn_blocking(move || s2.generate(&c)).await?.context("translating intent")?;
+    }
+    let xds_listener =
+        bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
+    let admin_listener = TcpListener::bind(config.admin_addr)
+        .await
+        .with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     info!(%xds_addr, %admin_addr, group_key = %config.group_key, "xdst serving");
 
-    let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
+    let xds_router = xds::routes(&ctx)
+        .merge(rest::routes(&ctx))
+        .fallback(unknown_path);
     let admin_router = admin::routes(&ctx);
     let mut tasks = vec![
-        tokio::spawn(server::serve("xds", xds_listener, xds_router, server::H2::default(), shutdown_rx.clone(), config.shutdown_grace)),
-        tokio::spawn(server::serve("admin", admin_listener, admin_router, server::H2::default(), shutdown_rx.clone(), config.shutdown_grace)),
+        tokio::spawn(server::serve(
+            "xds",
+            xds_listener,
+            xds_router,
+            server::H2::default(),
+            shutdown_rx.clone(),
+            config.shutdown_grace,
+        )),
+        tokio::spawn(server::serve(
+            "admin",
+            admin_listener,
+            admin_router,
+            server::H2::default(),
+            shutdown_rx.clone(),
+            config.shutdown_grace,
+        )),
     ];
     if let Some(dir) = config.resources.clone() {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
     }
-    Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+    if let Some(s) = intent_source {
+        tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));
+    }
+    Ok(Running {
+        xds_addr,
+        admin_addr,
+        ctx,
+        shutdown: shutdown_tx,
+        tasks,
+    })
 }
 
 /// A listener with a deep accept queue: a fleet reconnecting at once (after a restart) must
 /// not overflow it while the workers are busy, or clients wait for SYN retransmits (1 s, 3 s).
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(4096) // capped by net.core.somaxconn
@@ -143,6 +205,10 @@ async fn unknown_path(req: axum::extract::Request) -> axum::response::Response {
             .into_http::<axum::body::Body>()
             .into_response()
     } else {
-        (http::StatusCode::NOT_FOUND, format!("no such path: {}\n", req.uri().path())).into_response()
+        (
+            http::StatusCode::NOT_FOUND,
+            format!("no such path: {}\n", req.uri().path()),
+        )
+            .into_response()
     }
 }

@@ -20,8 +20,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve xDS (SotW and Delta; ADS and per-type LDS/RDS/CDS/EDS; REST fetch) from a
-    /// directory of Envoy resources, with an admin port for health, metrics and debugging.
+    /// Serve xDS (SotW and Delta; ADS and per-type LDS/RDS/CDS/EDS; REST fetch) from intent
+    /// translated by wasm plugins, or from a directory of Envoy resources, with an admin port
+    /// for health, metrics and debugging.
     #[command(after_help = SERVE_HELP)]
     Serve(ServeArgs),
     /// Load a resources directory exactly as `serve` would, report the first problem
@@ -31,10 +32,81 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         resources: PathBuf,
     },
+    /// Translate intent with plugins exactly as `serve` would and print the resources a node
+    /// group would be served (or the first error, naming file, document, field or plugin).
+    /// With --out-dir, write Envoy filesystem-subscription files instead.
+    #[command(after_help = TRANSLATE_HELP)]
+    Translate(TranslateArgs),
+}
+
+const TRANSLATE_HELP: &str = "\
+Output:
+  --format json prints {\"resources\": [...]}, --format yaml one document per resource; both
+  are canonical proto3 with an \"@type\" and can be served as they are with --resources.
+
+Filesystem subscription (--out-dir DIR):
+  Writes DiscoveryResponse files (JSON), each replaced by an atomic rename so Envoy never
+  reads a half-written file: DIR/cds.json and DIR/lds.json with every cluster and listener,
+  and DIR/eds/<cluster>.json and DIR/rds/<route config>.json with one resource each (what
+  Envoy's file-based EDS and RDS expect). Config sources that say `ads: {}` are pointed at
+  those files, so Envoy runs with no gRPC at all:
+    dynamic_resources:
+      cds_config: {path_config_source: {path: DIR/cds.json, watched_directory: {path: DIR}}, resource_api_version: V3}
+      lds_config: {path_config_source: {path: DIR/lds.json, watched_directory: {path: DIR}}, resource_api_version: V3}
+  Run it again after an edit and Envoy picks up the new files (there is no ACK or NACK on
+  this path: check Envoy's update_rejected stats).";
+
+#[derive(clap::Args)]
+struct TranslateArgs {
+    /// Directory of intent documents (YAML or JSON; subdirectories included).
+    #[arg(long, value_name = "DIR")]
+    intent: PathBuf,
+    /// Directory of plugins (*.wasm, with optional NAME.yaml settings).
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+    /// The node group to translate for, as plugins see it ("" is the default group).
+    #[arg(long, value_name = "GROUP", default_value = "")]
+    node_group: String,
+    /// How to print the resources.
+    #[arg(long, value_enum, default_value = "yaml")]
+    format: Format,
+    /// Write filesystem-subscription files into DIR instead of printing.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Where compiled plugins are cached.
+    #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+    plugin_cache: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+/// `$XDG_CACHE_HOME/xdst/plugins`, or `~/.cache/xdst/plugins`.
+fn default_plugin_cache() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("xdst/plugins"))
 }
 
 const SERVE_HELP: &str = "\
-Resources directory:
+Intent and plugins (--intent DIR --plugins DIR):
+  Intent documents are YAML (--- between documents) or JSON, each
+      kind: Service
+      metadata: {name: echo}
+      spec: {...}
+  and each kind is translated by the plugin that declares it (a *.wasm file in the plugins
+  directory; see `xdst translate --help` to try them without serving). Both directories are
+  watched: an edit re-translates what changed and pushes it; a bad edit or a plugin that
+  fails is logged, counted in /metrics and shown in /debug/plugins, and changes nothing
+  that was serving. Plugin settings go in NAME.yaml beside NAME.wasm:
+      config: {...}        # handed to the plugin
+      limits: {deadlineMs: 2000, memoryMiB: 256, outputMiB: 64, fuel: null}
+
+Resources directory (--resources DIR), instead of intent:
   Every *.yaml, *.yml and *.json file directly in DIR is served to every node. A file holds
   one or more Envoy resources (YAML documents separated by ---, or a JSON object, array, or
   {\"resources\": [...]}) in canonical proto3 form with an \"@type\", as in Envoy's own config:
@@ -56,15 +128,39 @@ Logging: RUST_LOG (default info), e.g. RUST_LOG=xdst=debug.";
 #[derive(clap::Args)]
 struct ServeArgs {
     /// Address for xDS: gRPC (ADS, per-type services) and REST (POST /v3/discovery:*).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:18000", env = "XDST_XDS_ADDR")]
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:18000",
+        env = "XDST_XDS_ADDR"
+    )]
     xds_addr: SocketAddr,
-    /// Address for the admin HTTP server: /healthz, /metrics, /debug/nodes, /debug/resources.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:19000", env = "XDST_ADMIN_ADDR")]
+    /// Address for the admin HTTP server: /healthz, /metrics, /debug/nodes, /debug/resources,
+    /// /debug/plugins.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:19000",
+        env = "XDST_ADMIN_ADDR"
+    )]
     admin_addr: SocketAddr,
     /// Directory of Envoy resources to serve (watched for changes). Without it, xdst
     /// serves an empty set.
-    #[arg(long, value_name = "DIR", env = "XDST_RESOURCES")]
+    #[arg(long, value_name = "DIR", env = "XDST_RESOURCES", conflicts_with_all = ["intent", "plugins"])]
     resources: Option<PathBuf>,
+    /// Directory of intent documents to translate with --plugins (watched for changes).
+    #[arg(long, value_name = "DIR", env = "XDST_INTENT", requires = "plugins")]
+    intent: Option<PathBuf>,
+    /// Directory of plugins (*.wasm) that translate --intent (watched for changes: plugins
+    /// hot-reload without dropping streams).
+    #[arg(long, value_name = "DIR", env = "XDST_PLUGINS", requires = "intent")]
+    plugins: Option<PathBuf>,
+    /// Where compiled plugins are cached, by SHA-256 [default: ~/.cache/xdst/plugins].
+    #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+    plugin_cache: Option<PathBuf>,
+    /// Meter fuel so plugins' `limits.fuel` applies (deterministic budgets; slower).
+    #[arg(long)]
+    fuel: bool,
     /// How nodes are grouped; each group can be served its own set: `cluster` (node.cluster),
     /// `id` (node.id) or `metadata:<key>` (a string in node.metadata).
     #[arg(long, value_name = "KEY", default_value = "cluster")]
@@ -85,8 +181,13 @@ struct ServeArgs {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map(|i| s.split_at(i))
+        .unwrap_or((s, "s"));
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
@@ -98,22 +199,76 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
-        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args)),
+        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(serve(args)),
         Command::Validate { resources } => {
             let (p, files) = source::load(&resources)?;
             let cache = Cache::new();
             let total = p.default.len();
             let groups = p.groups.len();
             cache.publish(p)?;
-            println!("{}: {files} files, {total} resources, {groups} node groups: ok", resources.display());
+            println!(
+                "{}: {files} files, {total} resources, {groups} node groups: ok",
+                resources.display()
+            );
             Ok(())
         }
+        Command::Translate(args) => translate(args),
     }
+}
+
+fn translate(args: TranslateArgs) -> anyhow::Result<()> {
+    use xdst::translate as t;
+    let cache = args.plugin_cache.or_else(default_plugin_cache);
+    let (out, plugins, documents) = t::run(&args.intent, &args.plugins, &args.node_group, cache)?;
+    for (plugin, d) in &out.diagnostics {
+        eprintln!(
+            "{plugin}: {}{}{}",
+            d.document.as_ref().map(|x| format!("{x}: ")).unwrap_or_default(),
+            d.field.as_ref().map(|x| format!("field {x}: ")).unwrap_or_default(),
+            d.message
+        );
+    }
+    let counts: Vec<String> = out
+        .snapshot
+        .types()
+        .map(|(ty, s)| format!("{} {}", s.len(), xdst_core::types::short_name(ty)))
+        .collect();
+    let summary = format!(
+        "{documents} documents, {} plugins ({}): {} (version {})",
+        plugins.len(),
+        plugins.iter().map(|p| format!("{} {}", p.plugin.info().name, p.plugin.info().version)).collect::<Vec<_>>().join(", "),
+        if counts.is_empty() { "no resources".into() } else { counts.join(", ") },
+        out.snapshot.version()
+    );
+    match &args.out_dir {
+        Some(dir) => {
+            let files = t::write_out_dir(&out.snapshot, dir)?;
+            eprintln!("{summary}");
+            for f in files {
+                eprintln!("wrote {}", f.display());
+            }
+        }
+        None => {
+            eprintln!("{summary}");
+            let text = match args.format {
+                Format::Json => t::render_json(&out.snapshot),
+                Format::Yaml => t::render_yaml(&out.snapshot),
+            };
+            use std::io::Write;
+            std::io::stdout().lock().write_all(text.as_bytes())?;
+        }
+    }
+    Ok(())
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -121,6 +276,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         xds_addr: args.xds_addr,
         admin_addr: args.admin_addr,
         resources: args.resources,
+        intent: args.intent,
+        plugins: args.plugins,
+        plugin_cache: args.plugin_cache.or_else(default_plugin_cache),
+        fuel: args.fuel,
         group_key: args.node_group_key,
         debounce: args.debounce,
         resync: args.resync,
@@ -145,7 +304,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing SIGTERM handler");
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -32,10 +32,20 @@ pub struct Metrics {
     pub loads: Family<Labels1, Counter>,
     /// Resources served in the default group, by type.
     pub resources: Family<Labels1, Gauge>,
+    /// Intent generations by result (`ok`, `failed`).
+    pub generations: Family<Labels1, Counter>,
+    /// Seconds per generation (load, translate, validate, publish).
+    pub generation_seconds: Histogram,
+    /// Plugin calls by plugin.
+    pub plugin_calls: Family<Labels1, Counter>,
+    /// Generations failed by a plugin, by plugin.
+    pub plugin_failures: Family<Labels1, Counter>,
 }
 
 fn histogram() -> Histogram {
-    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+    Histogram::new([
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
 }
 
 impl Default for Metrics {
@@ -52,19 +62,64 @@ impl Metrics {
         let acks = Family::<Labels1, Counter>::default();
         let nacks = Family::<Labels1, Counter>::default();
         let stale_requests = Family::<Labels1, Counter>::default();
-        let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+        let push_ack_seconds =
+            Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let stream_errors = Family::<Labels1, Counter>::default();
         let loads = Family::<Labels1, Counter>::default();
         let resources = Family::<Labels1, Gauge>::default();
-        registry.register("streams", "Connected xDS streams by api and service", streams.clone());
-        registry.register("responses", "Discovery responses sent by api and type", responses.clone());
+        let generations = Family::<Labels1, Counter>::default();
+        let generation_seconds = histogram();
+        let plugin_calls = Family::<Labels1, Counter>::default();
+        let plugin_failures = Family::<Labels1, Counter>::default();
+        registry.register("generations", "Intent generations by result", generations.clone());
+        registry.register(
+            "generation_seconds",
+            "Time to load, translate, validate and publish intent",
+            generation_seconds.clone(),
+        );
+        registry.register("plugin_calls", "Plugin translate calls by plugin", plugin_calls.clone());
+        registry.register(
+            "plugin_failures",
+            "Generations failed by a plugin, by plugin",
+            plugin_failures.clone(),
+        );
+        registry.register(
+            "streams",
+            "Connected xDS streams by api and service",
+            streams.clone(),
+        );
+        registry.register(
+            "responses",
+            "Discovery responses sent by api and type",
+            responses.clone(),
+        );
         registry.register("acks", "Responses acknowledged by type", acks.clone());
         registry.register("nacks", "Responses rejected by type", nacks.clone());
-        registry.register("stale_requests", "Requests ignored for a stale nonce by type", stale_requests.clone());
-        registry.register("push_ack_seconds", "Time from sending a response to its ACK by type", push_ack_seconds.clone());
-        registry.register("stream_errors", "Streams closed for a protocol error by reason", stream_errors.clone());
-        registry.register("resource_loads", "Resource set loads by result", loads.clone());
-        registry.register("resources", "Resources in the default node group by type", resources.clone());
+        registry.register(
+            "stale_requests",
+            "Requests ignored for a stale nonce by type",
+            stale_requests.clone(),
+        );
+        registry.register(
+            "push_ack_seconds",
+            "Time from sending a response to its ACK by type",
+            push_ack_seconds.clone(),
+        );
+        registry.register(
+            "stream_errors",
+            "Streams closed for a protocol error by reason",
+            stream_errors.clone(),
+        );
+        registry.register(
+            "resource_loads",
+            "Resource set loads by result",
+            loads.clone(),
+        );
+        registry.register(
+            "resources",
+            "Resources in the default node group by type",
+            resources.clone(),
+        );
         Metrics {
             registry,
             streams,
@@ -76,6 +131,10 @@ impl Metrics {
             stream_errors,
             loads,
             resources,
+            generations,
+            generation_seconds,
+            plugin_calls,
+            plugin_failures,
         }
     }
 
@@ -104,7 +163,10 @@ pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {
 
 /// `[("api", "sotw"), ("service", "ads")]`
 pub fn by_api_service(api: &'static str, service: &'static str) -> Labels2 {
-    [("api", Cow::Borrowed(api)), ("service", Cow::Borrowed(service))]
+    [
+        ("api", Cow::Borrowed(api)),
+        ("service", Cow::Borrowed(service)),
+    ]
 }
 
 /// `[(key, value)]` for a static value.

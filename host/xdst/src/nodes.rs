@@ -37,22 +37,60 @@ pub struct StreamEntry {
 pub struct Registry {
     next: AtomicU64,
     streams: Mutex<HashMap<u64, Arc<StreamEntry>>>,
+    /// Streams per node group.
+    groups: Mutex<HashMap<String, usize>>,
+    /// Woken when a node group gains its first stream or loses its last, so intent can be
+    /// translated for exactly the groups that are connected.
+    pub groups_changed: tokio::sync::Notify,
 }
 
 impl Registry {
     pub fn add(&self, entry: StreamEntry) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let new_group = {
+            let mut groups = self.groups.lock().unwrap();
+            let n = groups.entry(entry.group.clone()).or_default();
+            *n += 1;
+            *n == 1
+        };
         self.streams.lock().unwrap().insert(id, Arc::new(entry));
+        if new_group {
+            self.groups_changed.notify_one();
+        }
         id
     }
     pub fn remove(&self, id: u64) {
-        self.streams.lock().unwrap().remove(&id);
+        let Some(gone) = self.streams.lock().unwrap().remove(&id) else { return };
+        let last = {
+            let mut groups = self.groups.lock().unwrap();
+            let n = groups.get_mut(&gone.group).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if n == Some(0) {
+                groups.remove(&gone.group);
+            }
+            n == Some(0)
+        };
+        if last {
+            self.groups_changed.notify_one();
+        }
+    }
+
+    /// The node groups with at least one connected stream.
+    pub fn groups(&self) -> std::collections::BTreeSet<String> {
+        self.groups.lock().unwrap().keys().cloned().collect()
     }
 
     /// Every connected node with its streams; the JSON of `/debug/nodes`.
     pub fn report(&self) -> Vec<NodeReport> {
-        let entries: Vec<(u64, Arc<StreamEntry>)> =
-            self.streams.lock().unwrap().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let entries: Vec<(u64, Arc<StreamEntry>)> = self
+            .streams
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
         let mut nodes: BTreeMap<String, NodeReport> = BTreeMap::new();
         for (id, e) in entries {
             let info = e.source.node().unwrap_or_default();
@@ -68,7 +106,11 @@ impl Registry {
                 api: e.api,
                 service: e.service,
                 peer: e.peer.map(|p| p.to_string()),
-                connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+                connected_at: e
+                    .connected_at
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
                 types: e.source.status(),
             });
         }

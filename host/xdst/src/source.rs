@@ -63,12 +63,17 @@ impl SourceStatus {
     }
 }
 
-fn is_resource_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+pub(crate) fn is_resource_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
     if name.starts_with('.') || name.ends_with('~') {
         return false;
     }
-    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
 }
 
 fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError> {
@@ -91,11 +96,18 @@ fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError>
     Ok((files, groups))
 }
 
-fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
+fn decode_files(
+    root: &Path,
+    files: &[PathBuf],
+) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| LoadError::Read(f.clone(), e))?;
-        let label = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
+        let label = f
+            .strip_prefix(root)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
         out.extend(decode_file(&label, &text)?);
     }
     Ok(out)
@@ -115,7 +127,13 @@ pub fn load(dir: &Path) -> Result<(Publication, usize), LoadError> {
         let snapshot = Snapshot::from_resources(shared.iter().cloned().chain(own))?;
         by_group.insert(name, snapshot);
     }
-    Ok((Publication { default, groups: by_group }, count))
+    Ok((
+        Publication {
+            default,
+            groups: by_group,
+        },
+        count,
+    ))
 }
 
 /// Loads and publishes once; on failure the previous set keeps serving.
@@ -123,7 +141,11 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
     let started = Instant::now();
     let result = load(dir).and_then(|(p, files)| {
         let resources = p.default.len();
-        let counts: Vec<(String, usize)> = p.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let counts: Vec<(String, usize)> = p
+            .default
+            .types()
+            .map(|(t, s)| (t.to_string(), s.len()))
+            .collect();
         let report = ctx.cache.publish(p)?;
         Ok((report, files, resources, counts))
     });
@@ -132,13 +154,22 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
     match result {
         Ok((report, files, resources, counts)) => {
             st.loads_ok += 1;
-            st.last_ok_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
+            st.last_ok_at = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs());
             st.last_error = None;
             st.files = files;
             st.resources = resources;
-            ctx.metrics.loads.get_or_create(&label("result", "ok")).inc();
+            ctx.metrics
+                .loads
+                .get_or_create(&label("result", "ok"))
+                .inc();
             for (t, n) in counts {
-                ctx.metrics.resources.get_or_create(&by_type(&t)).set(n as i64);
+                ctx.metrics
+                    .resources
+                    .get_or_create(&by_type(&t))
+                    .set(n as i64);
             }
             info!(dir = %dir.display(), files, resources, changed_groups = ?report.changed_groups, elapsed_ms = started.elapsed().as_millis() as u64, "resources loaded");
             Ok(())
@@ -146,15 +177,19 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
         Err(e) => {
             st.loads_refused += 1;
             st.last_error = Some(e.to_string());
-            ctx.metrics.loads.get_or_create(&label("result", "refused")).inc();
+            ctx.metrics
+                .loads
+                .get_or_create(&label("result", "refused"))
+                .inc();
             error!(dir = %dir.display(), error = %e, "resources refused; the last good set keeps serving");
             Err(e)
         }
     }
 }
 
-/// A cheap fingerprint of the directory tree: names, sizes and modification times.
-fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
+/// A cheap fingerprint of a directory tree: names, sizes and modification times of the
+/// files that matter (resources, intent, plugins and their settings). `None` if it is gone.
+pub fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -162,11 +197,11 @@ fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
             let path = entry.path();
             let Ok(meta) = entry.metadata() else { continue };
             if meta.is_dir() {
-                if d == dir {
+                if !entry.file_name().to_string_lossy().starts_with('.') {
                     stack.push(path.clone());
                 }
                 out.push((path, 0, None));
-            } else if is_resource_file(&path) {
+            } else if is_resource_file(&path) || path.extension().is_some_and(|e| e == "wasm") {
                 out.push((path, meta.len(), meta.modified().ok()));
             }
         }
@@ -198,8 +233,31 @@ async fn debounce(rx: &mut mpsc::UnboundedReceiver<()>, quiet: Duration, max: Du
 /// `resync` interval, which recovers from lost watches (a directory deleted and created
 /// again, filesystems without inotify).
 pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
+    let c = ctx.clone();
+    let d = dir.clone();
+    let missing = {
+        let ctx = ctx.clone();
+        move |gone: &Path| ctx.source.inner.lock().unwrap().last_error = Some(format!("resources directory {} disappeared", gone.display()))
+    };
+    watch_dirs(ctx, vec![dir], resync, None, std::sync::Arc::new(move || {
+        let _ = reload(&c, &d);
+    }), missing)
+    .await
+}
+
+/// Watches directories and calls `reload` (on a blocking thread) after each burst of changes
+/// to any of them, on every `resync` tick that finds a change, and whenever `wake` fires.
+/// While a directory is missing, `missing` is told once and nothing reloads.
+pub async fn watch_dirs(
+    ctx: Ctx,
+    dirs: Vec<PathBuf>,
+    resync: Duration,
+    wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+    reload: std::sync::Arc<dyn Fn() + Send + Sync>,
+    missing: impl Fn(&Path),
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-    let make_watcher = |dir: &Path| -> Option<notify::RecommendedWatcher> {
+    let make_watcher = || -> Option<notify::RecommendedWatcher> {
         let tx = tx.clone();
         let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             // Opening a file or the directory (as our own rescan does) is not a change;
@@ -209,19 +267,24 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
             }
         })
         .ok()?;
-        w.watch(dir, notify::RecursiveMode::Recursive).ok()?;
+        for dir in &dirs {
+            w.watch(dir, notify::RecursiveMode::Recursive).ok()?;
+        }
         Some(w)
     };
-    let mut watcher = make_watcher(&dir);
+    let fingerprints = || dirs.iter().map(|d| fingerprint(d)).collect::<Vec<_>>();
+    let mut watcher = make_watcher();
     if watcher.is_none() {
-        warn!(dir = %dir.display(), "cannot watch the resources directory; rescanning every {resync:?}");
+        warn!(dirs = ?dirs, "cannot watch the directories; rescanning every {resync:?}");
     }
-    let mut last = fingerprint(&dir);
+    let mut last = fingerprints();
     let mut missing_reported = false;
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = ctx.shutdown.clone();
+    let never = tokio::sync::Notify::new();
     loop {
+        let mut woken = false;
         tokio::select! {
             ev = rx.recv() => {
                 if ev.is_none() || !debounce(&mut rx, ctx.debounce, MAX_DEBOUNCE).await {
@@ -229,32 +292,29 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
                 }
             }
             _ = tick.tick() => {}
+            _ = wake.as_deref().unwrap_or(&never).notified() => woken = true,
             _ = shutdown.changed() => return,
         }
-        let now = fingerprint(&dir);
-        if now == last {
+        let now = fingerprints();
+        if now == last && !woken {
             continue;
         }
-        match &now {
-            None => {
-                if !missing_reported {
-                    error!(dir = %dir.display(), "resources directory disappeared; the last good set keeps serving");
-                    ctx.source.inner.lock().unwrap().last_error = Some(format!("resources directory {} disappeared", dir.display()));
-                    missing_reported = true;
-                }
-                watcher = None;
+        if let Some(i) = now.iter().position(Option::is_none) {
+            if !missing_reported {
+                error!(dir = %dirs[i].display(), "directory disappeared; the last good set keeps serving");
+                missing(&dirs[i]);
+                missing_reported = true;
             }
-            Some(_) => {
-                if missing_reported || watcher.is_none() {
-                    info!(dir = %dir.display(), "resources directory is back");
-                    watcher = make_watcher(&dir);
-                    missing_reported = false;
-                }
-                let ctx2 = ctx.clone();
-                let dir2 = dir.clone();
-                // Decoding a large directory is CPU work: keep it off the async workers.
-                let _ = tokio::task::spawn_blocking(move || reload(&ctx2, &dir2)).await;
+            watcher = None;
+        } else {
+            if missing_reported || watcher.is_none() {
+                info!(dirs = ?dirs, "watching again");
+                watcher = make_watcher();
+                missing_reported = false;
             }
+            let reload = reload.clone();
+            // Decoding and translating is CPU work: keep it off the async workers.
+            let _ = tokio::task::spawn_blocking(move || reload()).await;
         }
         last = now;
     }
@@ -310,7 +370,13 @@ mod tests {
         for ok in ["a.yaml", "b.yml", "c.json"] {
             assert!(is_resource_file(Path::new(ok)), "{ok}");
         }
-        for skip in [".a.yaml.swp", ".hidden.yaml", "a.yaml~", "notes.txt", "a.yaml.tmp"] {
+        for skip in [
+            ".a.yaml.swp",
+            ".hidden.yaml",
+            "a.yaml~",
+            "notes.txt",
+            "a.yaml.tmp",
+        ] {
             assert!(!is_resource_file(Path::new(skip)), "{skip}");
         }
     }

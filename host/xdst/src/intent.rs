@@ -1,0 +1,395 @@
+//! The intent source: `--intent DIR --plugins DIR`.
+//!
+//! Every `*.yaml`, `*.yml` and `*.json` file under the intent directory (subdirectories
+//! included) holds intent documents; every `*.wasm` file in the plugins directory is a plugin
+//! (see [`xdst_plugin::dir`]). A generation loads both, translates the intent for the default
+//! node group and for every node group with a connected node, and publishes the result.
+//! Translation is incremental: only plugins whose documents, configuration or code changed
+//! run again, and a `per-document` plugin only on the documents that changed.
+//!
+//! Any failure (a malformed document, a plugin that traps or runs out of time, an invalid
+//! resource, a dangling reference) fails that generation only: the last good resources keep
+//! serving, and the error is logged, counted in `/metrics` and shown by `/debug/plugins`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+use tracing::{error, info, warn};
+use xdst_core::cache::Publication;
+use xdst_core::decode::DecodeError;
+use xdst_core::intent::{DuplicateIntent, IntentSet, parse_file};
+use xdst_core::snapshot::Snapshot;
+use xdst_plugin::dir::{DirError, DirLoader, Loaded};
+use xdst_plugin::pipeline::{Configured, Pipeline, PipelineError, Translation};
+
+use crate::context::Ctx;
+use crate::metrics::label;
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    #[error("intent directory {0}: {1}")]
+    Dir(PathBuf, std::io::Error),
+    #[error("{0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateIntent),
+    #[error(transparent)]
+    Plugins(#[from] DirError),
+    #[error("{}{error}", group_prefix(group))]
+    Pipeline { group: String, error: PipelineError },
+    #[error("{0}")]
+    Publish(String),
+}
+
+fn group_prefix(group: &str) -> String {
+    if group.is_empty() { String::new() } else { format!("node group {group:?}: ") }
+}
+
+impl GenerationError {
+    /// The plugin at fault, if one is.
+    pub fn plugin(&self) -> Option<String> {
+        match self {
+            GenerationError::Pipeline { error, .. } => error.plugin().map(str::to_owned),
+            GenerationError::Plugins(DirError::Load { error, .. }) => Some(error.plugin.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Reads every intent document under `dir`, in path order. Labels are paths relative to `dir`.
+pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| GenerationError::Dir(d.clone(), e))? {
+            let entry = entry.map_err(|e| GenerationError::Dir(d.clone(), e))?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if crate::source::is_resource_file(&path) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut set = IntentSet::default();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
+        let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
+        for doc in parse_file(&label, &text)? {
+            set.add(doc)?;
+        }
+    }
+    Ok((set, files.len()))
+}
+
+/// Adds, to a publish error, which plugin and intent document produced each resource named.
+pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) -> String {
+    let mut parts = Vec::new();
+    for err in &e.errors {
+        let mut s = err.to_string();
+        if let xdst_core::consistency::ConsistencyError::Dangling(d) = err {
+            if let Some(origin) = snapshot.resource(d.from_type, &d.from).and_then(|r| r.origin().map(str::to_owned)) {
+                s.push_str(&format!(" ({origin})"));
+            }
+        }
+        parts.push(s);
+    }
+    let group = match &e.group {
+        Some(g) => format!("node group {g:?}: "),
+        None => String::new(),
+    };
+    format!("{group}refused by the consistency check: {}", parts.join("; "))
+}
+
+/// What `/debug/plugins` shows.
+#[derive(Default, Clone, Serialize)]
+pub struct Status {
+    pub intent_dir: String,
+    pub plugins_dir: String,
+    pub plugins: Vec<PluginReport>,
+    pub generations_ok: u64,
+    pub generations_failed: u64,
+    /// Unix seconds of the last good generation.
+    pub last_ok_at: Option<u64>,
+    pub last_ok_version: Option<String>,
+    pub last_error: Option<ErrorReport>,
+    pub last_generation: Option<GenerationReport>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct PluginReport {
+    pub name: String,
+    pub version: String,
+    pub file: String,
+    pub digest: String,
+    pub kinds: Vec<String>,
+    pub phase: &'static str,
+    pub granularity: &'static str,
+    pub limits: LimitsReport,
+    pub config: serde_json::Value,
+}
+
+#[derive(Clone, Serialize)]
+pub struct LimitsReport {
+    pub deadline_ms: u64,
+    pub memory_bytes: usize,
+    pub output_bytes: usize,
+    pub fuel: Option<u64>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct ErrorReport {
+    pub message: String,
+    pub plugin: Option<String>,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+#[derive(Clone, Serialize)]
+pub struct GenerationReport {
+    pub ok: bool,
+    pub elapsed_ms: f64,
+    pub documents: usize,
+    pub groups: Vec<String>,
+    /// Plugins called, with how many documents each was given (per group).
+    pub calls: BTreeMap<String, Vec<(String, usize)>>,
+    pub resources: usize,
+    pub diagnostics: Vec<DiagnosticReport>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct DiagnosticReport {
+    pub plugin: String,
+    pub severity: &'static str,
+    pub message: String,
+    pub document: Option<String>,
+    pub field: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The loaded plugins and one pipeline per node group.
+pub struct IntentSource {
+    intent_dir: PathBuf,
+    plugins_dir: PathBuf,
+    loader: DirLoader,
+    pipelines: Mutex<BTreeMap<String, Pipeline>>,
+    status: Mutex<Status>,
+}
+
+impl IntentSource {
+    pub fn new(intent_dir: PathBuf, plugins_dir: PathBuf, loader: DirLoader) -> Self {
+        let status = Status {
+            intent_dir: intent_dir.display().to_string(),
+            plugins_dir: plugins_dir.display().to_string(),
+            ..Default::default()
+        };
+        IntentSource { intent_dir, plugins_dir, loader, pipelines: Mutex::new(BTreeMap::new()), status: Mutex::new(status) }
+    }
+
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        vec![self.intent_dir.clone(), self.plugins_dir.clone()]
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.lock().unwrap().clone()
+    }
+
+    pub fn note_missing(&self, dir: &Path) {
+        self.status.lock().unwrap().last_error =
+            Some(ErrorReport { message: format!("directory {} disappeared", dir.display()), plugin: None, at: unix_now() });
+    }
+
+    /// Runs one generation and publishes it; on failure what was serving stays.
+    pub fn generate(&self, ctx: &Ctx) -> Result<(), GenerationError> {
+        let started = Instant::now();
+        let mut groups: Vec<String> = vec![String::new()];
+        groups.extend(ctx.nodes.groups().into_iter().filter(|g| !g.is_empty()));
+        let mut calls = BTreeMap::new();
+        let mut documents = 0;
+        let mut report_plugins = None;
+        let result = (|| -> Result<_, GenerationError> {
+            let plugins = self.loader.load(&self.plugins_dir)?;
+            report_plugins = Some(plugins.iter().map(plugin_report).collect::<Vec<_>>());
+            let configured: Vec<Configured> = plugins.iter().map(Loaded::configured).collect();
+            let (intent, _files) = read_intent(&self.intent_dir)?;
+            documents = intent.len();
+            // Pipelines are memos of past translations: keep them even if publishing fails.
+            let mut pipelines = self.pipelines.lock().unwrap();
+            let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
+            let mut kept = BTreeMap::new();
+            for g in &groups {
+                let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
+                let out = p.run(&configured, &intent);
+                kept.insert(g.clone(), p);
+                let out = out.map_err(|error| GenerationError::Pipeline { group: g.clone(), error })?;
+                calls.insert(g.clone(), out.calls.clone());
+                translations.insert(g.clone(), out);
+            }
+            *pipelines = kept;
+            drop(pipelines);
+            let default = translations.remove("").expect("the default group is always translated");
+            let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
+            for (g, t) in translations {
+                if !t.snapshot.same_content(&publication.default) {
+                    publication.groups.insert(g, t.snapshot);
+                }
+            }
+            let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+            let resources = publication.default.len();
+            let version = publication.default.version();
+            let check = publication.clone();
+            let report = ctx.cache.publish(publication).map_err(|e| {
+                let snap = match &e.group {
+                    Some(g) => check.groups.get(g).unwrap_or(&check.default),
+                    None => &check.default,
+                };
+                GenerationError::Publish(explain_publish(&e, snap))
+            })?;
+            Ok((report, counts, resources, version, default.diagnostics))
+        })();
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        ctx.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
+        let mut st = self.status.lock().unwrap();
+        if let Some(p) = report_plugins {
+            st.plugins = p;
+        }
+        for (g, cs) in &calls {
+            let _ = g;
+            for (plugin, _) in cs {
+                ctx.metrics.plugin_calls.get_or_create(&[("plugin", plugin.clone().into())]).inc();
+            }
+        }
+        match result {
+            Ok((report, counts, resources, version, diagnostics)) => {
+                st.generations_ok += 1;
+                st.last_ok_at = Some(unix_now());
+                st.last_ok_version = Some(version.clone());
+                st.last_error = None;
+                for (plugin, d) in &diagnostics {
+                    warn!(plugin, document = ?d.document, field = ?d.field, "{}", d.message);
+                }
+                st.last_generation = Some(GenerationReport {
+                    ok: true,
+                    elapsed_ms,
+                    documents,
+                    groups: groups.clone(),
+                    calls,
+                    resources,
+                    diagnostics: diagnostics.iter().map(diagnostic_report).collect(),
+                });
+                ctx.metrics.generations.get_or_create(&label("result", "ok")).inc();
+                for (t, n) in counts {
+                    ctx.metrics.resources.get_or_create(&crate::metrics::by_type(&t)).set(n as i64);
+                }
+                info!(documents, resources, version, changed_groups = ?report.changed_groups, elapsed_ms = elapsed_ms as u64, "intent translated and published");
+                Ok(())
+            }
+            Err(e) => {
+                let plugin = e.plugin();
+                st.generations_failed += 1;
+                st.last_error = Some(ErrorReport { message: e.to_string(), plugin: plugin.clone(), at: unix_now() });
+                st.last_generation = Some(GenerationReport {
+                    ok: false,
+                    elapsed_ms,
+                    documents,
+                    groups,
+                    calls,
+                    resources: 0,
+                    diagnostics: vec![],
+                });
+                ctx.metrics.generations.get_or_create(&label("result", "failed")).inc();
+                if let Some(p) = &plugin {
+                    ctx.metrics.plugin_failures.get_or_create(&[("plugin", p.clone().into())]).inc();
+                }
+                error!(error = %e, plugin = ?plugin, "generation refused; the last good resources keep serving");
+                Err(e)
+            }
+        }
+    }
+}
+
+fn plugin_report(l: &Loaded) -> PluginReport {
+    let info = l.plugin.info();
+    let limits = l.plugin.limits();
+    PluginReport {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        file: l.file.display().to_string(),
+        digest: l.plugin.digest().to_owned(),
+        kinds: info.kinds.clone(),
+        phase: match info.phase {
+            xdst_plugin::wit::Phase::Translate => "translate",
+            xdst_plugin::wit::Phase::Patch => "patch",
+        },
+        granularity: match info.granularity {
+            xdst_plugin::wit::Granularity::PerDocument => "per-document",
+            xdst_plugin::wit::Granularity::WholeSet => "whole-set",
+        },
+        limits: LimitsReport {
+            deadline_ms: limits.deadline.as_millis() as u64,
+            memory_bytes: limits.memory_bytes,
+            output_bytes: limits.output_bytes,
+            fuel: limits.fuel,
+        },
+        config: serde_json::from_str(&l.config).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn diagnostic_report((plugin, d): &(String, xdst_plugin::wit::Diagnostic)) -> DiagnosticReport {
+    DiagnosticReport {
+        plugin: plugin.clone(),
+        severity: match d.severity {
+            xdst_plugin::wit::Severity::Info => "info",
+            xdst_plugin::wit::Severity::Warning => "warning",
+        },
+        message: d.message.clone(),
+        document: d.document.clone(),
+        field: d.field.clone(),
+    }
+}
+
+/// Watches both directories and connected node groups, and runs a generation on each change.
+pub async fn watch(ctx: Ctx, source: Arc<IntentSource>, resync: std::time::Duration) {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    // Forward the registry's group changes (the registry lives in the context).
+    {
+        let ctx = ctx.clone();
+        let wake = wake.clone();
+        let mut shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = ctx.nodes.groups_changed.notified() => wake.notify_one(),
+                    _ = shutdown.changed() => return,
+                }
+            }
+        });
+    }
+    let c = ctx.clone();
+    let s = source.clone();
+    let s2 = source.clone();
+    crate::source::watch_dirs(
+        ctx,
+        source.dirs(),
+        resync,
+        Some(wake),
+        Arc::new(move || {
+            let _ = s.generate(&c);
+        }),
+        move |d| s2.note_missing(d),
+    )
+    .await
+}
