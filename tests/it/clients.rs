@@ -276,3 +276,62 @@ fn tool(var: &str, under_cache: &str) -> PathBuf {
     );
     p
 }
+
+/// Issue 3, must-show 3: a Python grpcio client reaches a gRPC service declared in intent
+/// (`GrpcService` + `Service`), translated by the reference plugin built from source and
+/// served by `xdst serve --intent --plugins` (in-process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpcio_reaches_a_grpc_service_declared_in_intent() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let echo = EchoServer::start("intent").await?;
+    let intent = tempfile::Builder::new().prefix("xdst-clients-intent-").tempdir()?;
+    let plugin_dir = tempfile::Builder::new().prefix("xdst-clients-plugins-").tempdir()?;
+    xdst_tests::plugins::install(plugin_dir.path(), &xdst_tests::plugins::reference()?, "reference.wasm", None)?;
+    std::fs::write(
+        intent.path().join("echo.yaml"),
+        format!(
+            "kind: GrpcService\nmetadata: {{name: echo}}\nspec:\n  backends: [{{service: echo-backend}}]\n  timeout: 10s\n\
+             ---\nkind: Service\nmetadata: {{name: echo-backend}}\nspec:\n  protocol: grpc\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n",
+            echo.port
+        ),
+    )?;
+    let xdst = xdst::start(xdst::Config {
+        xds_addr: "127.0.0.1:0".parse()?,
+        admin_addr: "127.0.0.1:0".parse()?,
+        intent: Some(intent.path().to_owned()),
+        plugins: Some(plugin_dir.path().to_owned()),
+        plugin_cache: Some(xdst_tests::cache_dir().join("test-plugin-cache")),
+        ..Default::default()
+    })
+    .await?;
+    let node_id = format!("grpc-py-intent-{}", std::process::id());
+    let bootstrap = json!({
+        "xds_servers": [{"server_uri": xdst.xds_addr.to_string(), "channel_creds": [{"type": "insecure"}]}],
+        "node": {"id": node_id, "cluster": "grpc-test", "locality": {"zone": "z1"}},
+    });
+    let child = Client::Python
+        .command()
+        .args(["--target", "xds:///echo", "--count", &CALLS.to_string(), "--timeout", &CLIENT_TIMEOUT_S.to_string()])
+        .env("GRPC_XDS_BOOTSTRAP_CONFIG", bootstrap.to_string())
+        .env_remove("GRPC_XDS_BOOTSTRAP")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(CLIENT_TIMEOUT_S + 10), child)
+        .await
+        .context("the Python client did not exit in time")??;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stdout.lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(line)
+        .with_context(|| format!("the client's last line is not JSON\nstdout:\n{stdout}\nstderr:\n{stderr}"))?;
+    let want: Vec<String> = (0..CALLS).map(|i| format!("intent:hello-{i}")).collect();
+    ensure!(
+        result["ok"] == true && result["replies"] == json!(want) && out.status.success(),
+        "the Python client failed ({}): {result}\nwant replies {want:?}\nstderr:\n{stderr}",
+        out.status
+    );
+    xdst.shutdown().await;
+    echo.stop().await?;
+    Ok(())
+}

@@ -40,7 +40,11 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn envoy_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("ENVOY_BIN").filter(|b| !b.is_empty()) {
         let bin = PathBuf::from(bin);
-        assert!(bin.is_file(), "ENVOY_BIN={} does not exist; run tests/setup.sh", bin.display());
+        assert!(
+            bin.is_file(),
+            "ENVOY_BIN={} does not exist; run tests/setup.sh",
+            bin.display()
+        );
         return bin;
     }
     let bin = crate::cache_dir().join("venv/bin/envoy");
@@ -78,16 +82,57 @@ pub struct Bootstrap {
     pub xds_addr: SocketAddr,
     pub node_id: String,
     pub node_cluster: String,
+    /// Run from filesystem-subscription files in this directory (`lds.json`, `cds.json`)
+    /// instead of xDS over gRPC.
+    pub files: Option<PathBuf>,
 }
 
 impl Bootstrap {
+    /// LDS and CDS from the files `xdst translate --out-dir DIR` writes; no gRPC at all.
+    pub fn files(dir: &std::path::Path, node_id: &str) -> Bootstrap {
+        Bootstrap {
+            api_type: ApiType::Sotw,
+            xds_addr: ([127, 0, 0, 1], 9).into(),
+            node_id: node_id.to_owned(),
+            node_cluster: "envoy-test".to_owned(),
+            files: Some(dir.to_owned()),
+        }
+    }
+
     /// Node cluster `envoy-test`.
     pub fn new(api_type: ApiType, xds_addr: SocketAddr, node_id: &str) -> Bootstrap {
-        Bootstrap { api_type, xds_addr, node_id: node_id.to_owned(), node_cluster: "envoy-test".to_owned() }
+        Bootstrap {
+            api_type,
+            xds_addr,
+            node_id: node_id.to_owned(),
+            node_cluster: "envoy-test".to_owned(),
+            files: None,
+        }
     }
 
     /// The bootstrap YAML: LDS and CDS over ADS, admin on 127.0.0.1 port 0.
     pub fn to_yaml(&self) -> String {
+        if let Some(dir) = &self.files {
+            let d = dir.display();
+            return format!(
+                r#"node:
+  id: {id:?}
+  cluster: {cluster:?}
+admin:
+  address:
+    socket_address: {{address: 127.0.0.1, port_value: 0}}
+dynamic_resources:
+  cds_config:
+    path_config_source: {{path: "{d}/cds.json", watched_directory: {{path: "{d}"}}}}
+    resource_api_version: V3
+  lds_config:
+    path_config_source: {{path: "{d}/lds.json", watched_directory: {{path: "{d}"}}}}
+    resource_api_version: V3
+"#,
+                id = self.node_id,
+                cluster = self.node_cluster,
+            );
+        }
         format!(
             r#"node:
   id: {id:?}
@@ -152,7 +197,13 @@ impl Envoy {
         let mut child = tokio::process::Command::new(envoy_bin())
             .arg("-c")
             .arg(&config)
-            .args(["--disable-hot-restart", "--concurrency", "1", "-l", "warning"])
+            .args([
+                "--disable-hot-restart",
+                "--concurrency",
+                "1",
+                "-l",
+                "warning",
+            ])
             .arg("--admin-address-path")
             .arg(&admin_path)
             .arg("--log-path")
@@ -173,14 +224,26 @@ impl Envoy {
                 break addr;
             }
             if let Some(status) = child.try_wait()? {
-                bail!("envoy exited before its admin port was up: {status}\n{}", tail(&log, 30));
+                bail!(
+                    "envoy exited before its admin port was up: {status}\n{}",
+                    tail(&log, 30)
+                );
             }
             if Instant::now() > deadline {
-                bail!("envoy's admin port was not up within 20s\n{}", tail(&log, 30));
+                bail!(
+                    "envoy's admin port was not up within 20s\n{}",
+                    tail(&log, 30)
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        Ok(Envoy { child, admin_addr, node_id: bootstrap.node_id.clone(), log, _dir: dir })
+        Ok(Envoy {
+            child,
+            admin_addr,
+            node_id: bootstrap.node_id.clone(),
+            log,
+            _dir: dir,
+        })
     }
 
     /// Every counter, gauge and text readout (`/stats?format=json`; histograms left out).
@@ -191,8 +254,9 @@ impl Envoy {
 
     /// `GET` an admin path; an error unless the status is 200.
     pub async fn admin_get(&self, path: &str) -> anyhow::Result<String> {
-        let (status, body) =
-            http_get(self.admin_addr, path).await.with_context(|| format!("envoy admin GET {path}"))?;
+        let (status, body) = http_get(self.admin_addr, path)
+            .await
+            .with_context(|| format!("envoy admin GET {path}"))?;
         if status != 200 {
             bail!("envoy admin GET {path}: status {status}: {body}");
         }
@@ -273,10 +337,15 @@ impl Envoy {
 }
 
 fn tail(path: &std::path::Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("(no log at {}: {e})", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| format!("(no log at {}: {e})", path.display()));
     let all: Vec<&str> = text.lines().collect();
     let start = all.len().saturating_sub(lines);
-    if all.is_empty() { "(empty)".to_owned() } else { all[start..].join("\n") }
+    if all.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        all[start..].join("\n")
+    }
 }
 
 /// One reading of Envoy's stats: name to value (a number, or a string for text readouts
@@ -286,9 +355,13 @@ pub struct Stats(pub BTreeMap<String, Value>);
 
 impl Stats {
     pub fn from_json(body: &str) -> anyhow::Result<Stats> {
-        let v: Value = serde_json::from_str(body).context("envoy /stats?format=json is not JSON")?;
+        let v: Value =
+            serde_json::from_str(body).context("envoy /stats?format=json is not JSON")?;
         let mut map = BTreeMap::new();
-        for s in v["stats"].as_array().context("envoy /stats?format=json has no \"stats\" array")? {
+        for s in v["stats"]
+            .as_array()
+            .context("envoy /stats?format=json has no \"stats\" array")?
+        {
             if let (Some(name), Some(value)) = (s["name"].as_str(), s.get("value")) {
                 map.insert(name.to_owned(), value.clone());
             }
@@ -308,6 +381,11 @@ impl Stats {
     /// A text readout such as `listener_manager.lds.version_text`; `None` when absent.
     pub fn text(&self, name: &str) -> Option<&str> {
         self.0.get(name).and_then(Value::as_str)
+    }
+
+    /// Every text readout (`*.version_text`, ...), by name.
+    pub fn all_text(&self) -> Vec<(String, String)> {
+        self.0.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()
     }
 
     /// The stats whose names contain any of `parts`, one `name: value` a line.
@@ -411,7 +489,10 @@ impl Expect {
     /// Each named text readout exactly as in `before`.
     pub fn same_text(mut self, before: &Stats, names: &[&str]) -> Expect {
         for n in names {
-            self.0.push(((*n).to_owned(), Want::Text(before.text(n).unwrap_or("<absent>").to_owned())));
+            self.0.push((
+                (*n).to_owned(),
+                Want::Text(before.text(n).unwrap_or("<absent>").to_owned()),
+            ));
         }
         self
     }
@@ -424,7 +505,10 @@ impl Expect {
     pub fn diff(&self, stats: &Stats) -> String {
         let mut out = String::new();
         for (name, want) in &self.0 {
-            let actual = stats.get(name).map(Value::to_string).unwrap_or_else(|| "<absent>".to_owned());
+            let actual = stats
+                .get(name)
+                .map(Value::to_string)
+                .unwrap_or_else(|| "<absent>".to_owned());
             if want.holds(stats, name) {
                 let _ = writeln!(out, "  {name}: {actual}");
             } else {
@@ -462,10 +546,15 @@ mod tests {
         assert!(!bad.holds(&stats));
         let diff = bad.diff(&stats);
         assert!(
-            diff.contains("- listener_manager.lds.update_success: 1\n+ listener_manager.lds.update_success: 2"),
+            diff.contains(
+                "- listener_manager.lds.update_success: 1\n+ listener_manager.lds.update_success: 2"
+            ),
             "{diff}"
         );
-        assert!(diff.contains("- listener_manager.lds.version_text: anything but \"abc\""), "{diff}");
+        assert!(
+            diff.contains("- listener_manager.lds.version_text: anything but \"abc\""),
+            "{diff}"
+        );
     }
 
     #[test]

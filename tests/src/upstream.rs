@@ -22,14 +22,21 @@ use tokio::task::JoinHandle;
 
 /// How long [`http_get`] waits for a whole response.
 pub const GET_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `/slow` requests wait before their answer.
+pub const SLOW: Duration = Duration::from_secs(3);
 
 /// An HTTP/1.1 server on 127.0.0.1 (a port the OS picked) answering every request with
 /// `200` and its name as the body. Connections are kept alive unless the client asks to
 /// close. Stops when dropped.
+///
+/// Two paths misbehave on purpose, for route timeout and retry tests: a path starting with
+/// `/slow` is answered after [`SLOW`]; a path starting with `/flaky` gets `503` on every other
+/// request (the first, third, ... of this upstream's `/flaky` requests).
 pub struct Upstream {
     pub name: String,
     pub addr: SocketAddr,
     requests: Arc<AtomicU64>,
+    flaky: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -40,21 +47,36 @@ impl Upstream {
         let requests = Arc::new(AtomicU64::new(0));
         let body: Arc<str> = name.into();
         let counter = requests.clone();
+        let flaky = Arc::new(AtomicU64::new(0));
+        let flaky2 = flaky.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((conn, _)) = listener.accept().await else { continue };
-                let (body, counter) = (body.clone(), counter.clone());
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (body, counter, flaky) = (body.clone(), counter.clone(), flaky2.clone());
                 tokio::spawn(async move {
-                    let _ = serve_connection(conn, &body, &counter).await;
+                    let _ = serve_connection(conn, &body, &counter, &flaky).await;
                 });
             }
         });
-        Ok(Upstream { name: name.to_owned(), addr, requests, task })
+        Ok(Upstream {
+            name: name.to_owned(),
+            addr,
+            requests,
+            flaky,
+            task,
+        })
     }
 
     /// Requests answered so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// `/flaky` requests received so far.
+    pub fn flaky_requests(&self) -> u64 {
+        self.flaky.load(Ordering::Relaxed)
     }
 }
 
@@ -64,16 +86,22 @@ impl Drop for Upstream {
     }
 }
 
-async fn serve_connection(conn: TcpStream, body: &str, counter: &AtomicU64) -> io::Result<()> {
+async fn serve_connection(conn: TcpStream, body: &str, counter: &AtomicU64, flaky: &AtomicU64) -> io::Result<()> {
     let (read, mut write) = conn.into_split();
     let mut read = BufReader::new(read);
     loop {
-        let Some(head) = read_head(&mut read).await? else { return Ok(()) };
+        let Some(head) = read_head(&mut read).await? else {
+            return Ok(());
+        };
         let mut close = false;
         let mut length = 0usize;
         for (name, value) in &head.headers {
             match name.as_str() {
-                "content-length" => length = value.parse().map_err(|_| bad(format!("bad content-length {value:?}")))?,
+                "content-length" => {
+                    length = value
+                        .parse()
+                        .map_err(|_| bad(format!("bad content-length {value:?}")))?
+                }
                 "connection" => close = value.eq_ignore_ascii_case("close"),
                 // Not needed by any test; refuse rather than misread the stream.
                 "transfer-encoding" => return Err(bad("chunked request bodies are not supported")),
@@ -83,8 +111,17 @@ async fn serve_connection(conn: TcpStream, body: &str, counter: &AtomicU64) -> i
         let mut discard = vec![0; length];
         read.read_exact(&mut discard).await?;
         counter.fetch_add(1, Ordering::Relaxed);
+        let path = head.first.split_whitespace().nth(1).unwrap_or("/");
+        if path.starts_with("/slow") {
+            tokio::time::sleep(SLOW).await;
+        }
+        let status = if path.starts_with("/flaky") && flaky.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            "503 Service Unavailable"
+        } else {
+            "200 OK"
+        };
         let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n{body}",
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n{body}",
             body.len(),
             if close { "connection: close\r\n" } else { "" },
         );
@@ -118,20 +155,45 @@ async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> io::Resu
         if line.is_empty() {
             break;
         }
-        let (name, value) = line.split_once(':').ok_or_else(|| bad(format!("bad header line {line:?}")))?;
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| bad(format!("bad header line {line:?}")))?;
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
     }
-    Ok(Some(Head { first: first.trim_end().to_owned(), headers }))
+    Ok(Some(Head {
+        first: first.trim_end().to_owned(),
+        headers,
+    }))
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
+/// A response: status, headers (names lowercased) and body.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
 /// `GET path` on a fresh connection (`connection: close`), within [`GET_TIMEOUT`].
 /// Returns the status code and the body (chunked and content-length bodies are decoded).
 pub async fn http_get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
-    match tokio::time::timeout(GET_TIMEOUT, get(addr, path)).await {
+    let r = http_request(addr, path, &[]).await?;
+    Ok((r.status, r.body))
+}
+
+/// `GET path` with extra request headers, within [`GET_TIMEOUT`].
+pub async fn http_request(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Result<Response> {
+    match tokio::time::timeout(GET_TIMEOUT, get(addr, path, headers)).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
@@ -140,26 +202,38 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)>
     }
 }
 
-async fn get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
+async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Result<Response> {
     let mut conn = TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nuser-agent: xdst-tests\r\nconnection: close\r\n\r\n");
+    let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.to_string()).unwrap_or_else(|| addr.to_string());
+    let extra: String = headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: xdst-tests\r\n{extra}connection: close\r\n\r\n"
+    );
     conn.write_all(request.as_bytes()).await?;
     let mut read = BufReader::new(conn);
-    let head = read_head(&mut read).await?.ok_or_else(|| bad("connection closed before a response"))?;
+    let head = read_head(&mut read)
+        .await?
+        .ok_or_else(|| bad("connection closed before a response"))?;
     let status = head
         .first
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .ok_or_else(|| bad(format!("bad status line {:?}", head.first)))?;
-    let header = |n: &str| head.headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    let header = |n: &str| {
+        head.headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    };
     let mut body = Vec::new();
     if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         loop {
             let mut size = String::new();
             read.read_line(&mut size).await?;
             let size = size.trim().split(';').next().unwrap_or("");
-            let size = usize::from_str_radix(size, 16).map_err(|_| bad(format!("bad chunk size {size:?}")))?;
+            let size = usize::from_str_radix(size, 16)
+                .map_err(|_| bad(format!("bad chunk size {size:?}")))?;
             if size == 0 {
                 break;
             }
@@ -170,13 +244,15 @@ async fn get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
             read.read_line(&mut crlf).await?;
         }
     } else if let Some(length) = header("content-length") {
-        let length: usize = length.parse().map_err(|_| bad(format!("bad content-length {length:?}")))?;
+        let length: usize = length
+            .parse()
+            .map_err(|_| bad(format!("bad content-length {length:?}")))?;
         body.resize(length, 0);
         read.read_exact(&mut body).await?;
     } else {
         read.read_to_end(&mut body).await?;
     }
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    Ok(Response { status, headers: head.headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 #[cfg(test)]
@@ -186,7 +262,10 @@ mod tests {
     #[tokio::test]
     async fn upstream_answers_with_its_name_and_keeps_alive() {
         let up = Upstream::start("alpha").await.unwrap();
-        assert_eq!(http_get(up.addr, "/x").await.unwrap(), (200, "alpha".to_owned()));
+        assert_eq!(
+            http_get(up.addr, "/x").await.unwrap(),
+            (200, "alpha".to_owned())
+        );
 
         // Two requests on one connection: keep-alive works.
         let mut conn = TcpStream::connect(up.addr).await.unwrap();

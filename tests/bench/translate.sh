@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Issue 3, must-show 6 (results in docs/PERFORMANCE.md): 10,000 services through the
+# reference plugin in wasm and compiled natively; full translation and single-service changes.
+#
+#   tests/bench/translate.sh                      # 10,000 services, 5 full runs, 20 changes
+#   tests/bench/translate.sh --services 1000 --runs 3 --changes 10
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-reference
+cargo build -q --release -p xdst-bench-translate
+exec "$target/release/xdst-bench-translate" --wasm "$target/wasm32-unknown-unknown/release/xdst_plugin_reference.wasm" "$@"

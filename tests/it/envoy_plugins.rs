@@ -1,0 +1,387 @@
+//! Issue 3, must-show 2 and 4: a real Envoy configured from intent by the reference plugin
+//! (built from source), over ADS from `xdst serve --intent --plugins`, and from the files of
+//! `xdst translate --out-dir` with no gRPC at all. Traffic goes where the intent says:
+//!
+//! - `/` splits 80/20 between upstreams `a` and `b` (within a tolerance);
+//! - a request with `x-canary: yes` goes to upstream `c` (header match);
+//! - `/slow` (the upstream answers after 3 s) ends in 504 after the route's 500 ms timeout;
+//! - `/flaky` (every other upstream answer is 503) always succeeds, because the route retries
+//!   on 5xx, while `/flaky-noretry` on the same kind of upstream does not; the retrying route
+//!   also sets a response header.
+//!
+//! Then, with the same Envoy connected, every kind of bad plugin and bad intent is dropped in:
+//! an infinite loop, a memory bomb, an oversized output, a panic, a plugin error, invalid
+//! resource JSON, a route to a Service that does not exist, and a component importing WASI
+//! sockets. Each one fails its generation with an error naming the plugin (or the resource and
+//! document), visible in `/debug/plugins`, while Envoy keeps every `version_text`, keeps its one
+//! xDS connection, and keeps serving traffic.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::Value;
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Stats};
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::upstream::{Upstream, http_get, http_request};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+struct Upstreams {
+    a: Upstream,
+    b: Upstream,
+    c: Upstream,
+}
+
+impl Upstreams {
+    async fn start() -> anyhow::Result<Upstreams> {
+        Ok(Upstreams { a: Upstream::start("a").await?, b: Upstream::start("b").await?, c: Upstream::start("c").await? })
+    }
+}
+
+fn service(name: &str, up: &Upstream) -> String {
+    format!(
+        "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n",
+        up.addr.port()
+    )
+}
+
+fn gateway(port: u16, split_to: &str) -> String {
+    format!(
+        r#"kind: HttpGateway
+metadata: {{name: web}}
+spec:
+  address: 127.0.0.1
+  port: {port}
+  hosts:
+  - hostnames: ["*"]
+    routes:
+    - name: canary
+      match:
+        pathPrefix: /
+        headers: [{{name: x-canary, exact: "yes"}}]
+      backends: [{{service: c}}]
+    - name: slow
+      match: {{pathPrefix: /slow}}
+      backends: [{{service: a}}]
+      timeout: 500ms
+    - name: flaky-noretry
+      match: {{pathPrefix: /flaky-noretry}}
+      backends: [{{service: b}}]
+    - name: flaky
+      match: {{pathPrefix: /flaky}}
+      backends: [{{service: a}}]
+      retries: {{attempts: 2, on: 5xx}}
+      responseHeaders:
+        set: {{x-served-by: xdst}}
+    - name: split
+      match: {{pathPrefix: /}}
+      backends:
+      - {{service: a, weight: 80}}
+      - {{service: {split_to}, weight: 20}}
+"#
+    )
+}
+
+fn write_intent(dir: &Path, port: u16, ups: &Upstreams) -> anyhow::Result<()> {
+    std::fs::write(
+        dir.join("services.yaml"),
+        format!("{}---\n{}---\n{}", service("a", &ups.a), service("b", &ups.b), service("c", &ups.c)),
+    )?;
+    std::fs::write(dir.join("gateway.yaml"), gateway(port, "b"))?;
+    Ok(())
+}
+
+/// Envoy routes as the intent says.
+async fn check_routing(proxy: SocketAddr, ups: &Upstreams) -> anyhow::Result<()> {
+    // Weighted split: 80/20 within a tolerance (binomial, n=200: one sd is 2.8 points).
+    let n = 200;
+    let mut to_a = 0;
+    for _ in 0..n {
+        let (status, body) = http_get(proxy, "/").await?;
+        ensure!(status == 200, "GET / through Envoy: {status} {body}");
+        match body.as_str() {
+            "a" => to_a += 1,
+            "b" => {}
+            other => bail!("GET / reached {other:?}, which the split does not name"),
+        }
+    }
+    let share = to_a as f64 / n as f64;
+    ensure!((0.70..=0.90).contains(&share), "weighted split: {to_a} of {n} to a ({share:.2}), want 0.80 +- 0.10");
+
+    // Header match.
+    for _ in 0..5 {
+        let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+        ensure!(r.status == 200 && r.body == "c", "x-canary: yes should reach c: {} {}", r.status, r.body);
+    }
+
+    // Timeout: the upstream takes 3 s, the route allows 500 ms.
+    let t = Instant::now();
+    let (status, _) = http_get(proxy, "/slow").await?;
+    let took = t.elapsed();
+    ensure!(status == 504, "/slow: want 504 from the route timeout, got {status} after {took:?}");
+    ensure!(took < Duration::from_millis(2500), "/slow: the 500 ms timeout took {took:?}");
+
+    // Retries: every other answer is a 503; with retries every request succeeds.
+    let before = ups.a.flaky_requests();
+    for i in 0..10 {
+        let r = http_request(proxy, "/flaky", &[]).await?;
+        ensure!(r.status == 200 && r.body == "a", "/flaky #{i}: {} {} (the retry policy should hide the 503)", r.status, r.body);
+        ensure!(r.header("x-served-by") == Some("xdst"), "/flaky: response header not set: {:?}", r.headers);
+    }
+    let tried = ups.a.flaky_requests() - before;
+    ensure!(tried >= 15, "/flaky: only {tried} upstream attempts for 10 requests: retries did not happen");
+    // Without a retry policy the 503s come through.
+    let mut failed = 0;
+    for _ in 0..10 {
+        let (status, _) = http_get(proxy, "/flaky-noretry").await?;
+        if status == 503 {
+            failed += 1;
+        }
+    }
+    ensure!(failed >= 3, "/flaky-noretry: {failed} of 10 failed; the upstream fails every other request");
+    Ok(())
+}
+
+async fn wait_for_proxy(proxy: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok((200, _)) = http_get(proxy, "/").await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("Envoy did not proxy on {proxy} within {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn versions(stats: &Stats) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = stats
+        .all_text()
+        .into_iter()
+        .filter(|(k, _)| k.ends_with("version_text"))
+        .collect();
+    v.sort();
+    v
+}
+
+async fn plugins_status(admin: SocketAddr) -> anyhow::Result<Value> {
+    let (status, body) = http_get(admin, "/debug/plugins").await?;
+    ensure!(status == 200, "/debug/plugins: {status} {body}");
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// Waits until a generation fails after `failed_before` failures, and returns its error.
+async fn wait_for_failure(admin: SocketAddr, failed_before: u64) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = plugins_status(admin).await?;
+        if s["generations_failed"].as_u64().unwrap_or(0) > failed_before {
+            return Ok(s["last_error"].clone());
+        }
+        if Instant::now() > deadline {
+            bail!("no failed generation within {WAIT:?}: {s:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_for_ok(admin: SocketAddr, ok_before: u64) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = plugins_status(admin).await?;
+        if s["generations_ok"].as_u64().unwrap_or(0) > ok_before && s["last_error"].is_null() {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            bail!("no good generation within {WAIT:?}: {s:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A component that asks for WASI sockets, which no plugin is granted.
+const WASI_SOCKETS: &str = r#"(component
+    (import "wasi:sockets/tcp-create-socket@0.2.0" (instance
+        (export "create-tcp-socket" (func (param "family" u8) (result u32))))))"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let started = Instant::now();
+    let ups = Upstreams::start().await?;
+    let intent = tempfile::Builder::new().prefix("xdst-intent-").tempdir()?;
+    let plugin_dir = tempfile::Builder::new().prefix("xdst-plugins-").tempdir()?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    let port = free_port()?;
+    write_intent(intent.path(), port, &ups)?;
+
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-intent")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_for_proxy(proxy).await?;
+    check_routing(proxy, &ups).await?;
+    eprintln!("[serve] Envoy routes as the intent says after {:?}", started.elapsed());
+
+    let status = plugins_status(xdst.admin_addr).await?;
+    let p = &status["plugins"][0];
+    ensure!(
+        p["name"] == "reference"
+            && p["digest"].as_str().is_some_and(|d| d.starts_with("sha256:"))
+            && p["kinds"].as_array().is_some_and(|k| k.len() == 3)
+            && p["granularity"] == "per-document",
+        "/debug/plugins: {status:#}"
+    );
+
+    // Bad plugins and bad intent: nothing reaches Envoy.
+    let before = envoy.stats().await?;
+    let served = versions(&before);
+    ensure!(served.len() >= 4, "expected version_text stats for every type: {served:?}");
+    let adversary = plugins::adversary()?;
+    let cases: Vec<(&str, &str, &str)> = vec![
+        ("infinite loop", "config: loop\nlimits: {deadlineMs: 300}\n", "stopped after its 300 ms deadline"),
+        ("memory bomb", "config: bomb\nlimits: {memoryMiB: 32}\n", "stopped at its memory cap of 32 MiB"),
+        ("oversized output", "config: big\nlimits: {outputMiB: 1}\n", "over its output cap"),
+        ("panic", "config: panic\n", "trapped"),
+        ("plugin error", "config: error\n", "spec.port must be a number"),
+        ("invalid resource JSON", "config: badjson\n", "field connect_timeout"),
+    ];
+    std::fs::write(intent.path().join("adversary.yaml"), "kind: Adversary\nmetadata: {name: one}\nspec: {}\n")?;
+    for (what, settings, want) in &cases {
+        let failed = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
+        plugins::install(plugin_dir.path(), &adversary, "adversary.wasm", Some(settings))?;
+        let error = wait_for_failure(xdst.admin_addr, failed).await?;
+        let message = error["message"].as_str().unwrap_or_default();
+        ensure!(
+            error["plugin"] == "adversary" && message.contains("plugin \"adversary\" (sha256:") && message.contains(want),
+            "{what}: the error should name the plugin and say {want:?}: {error:#}"
+        );
+        still_serving(&envoy, &served, proxy, what).await?;
+        eprintln!("[serve] {what}: refused ({message}); Envoy unchanged");
+    }
+    std::fs::remove_file(intent.path().join("adversary.yaml"))?;
+    std::fs::remove_file(plugin_dir.path().join("adversary.wasm"))?;
+    std::fs::remove_file(plugin_dir.path().join("adversary.yaml"))?;
+    let ok = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    wait_for_ok(xdst.admin_addr, ok).await?;
+
+    // A route to a Service that does not exist: refused by the consistency check, naming the
+    // route configuration, the missing cluster and the document it came from.
+    let failed = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
+    std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "ghost"))?;
+    let error = wait_for_failure(xdst.admin_addr, failed).await?;
+    let message = error["message"].as_str().unwrap_or_default();
+    ensure!(
+        message.contains("\"ghost\", which does not exist") && message.contains("HttpGateway/web"),
+        "dangling route: {error:#}"
+    );
+    still_serving(&envoy, &served, proxy, "dangling route").await?;
+    eprintln!("[serve] dangling route: refused ({message}); Envoy unchanged");
+    std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "b"))?;
+
+    // A plugin that imports WASI sockets is refused at load.
+    let failed = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
+    std::fs::write(plugin_dir.path().join("sneaky.wasm"), wat::parse_str(WASI_SOCKETS)?)?;
+    let error = wait_for_failure(xdst.admin_addr, failed).await?;
+    let message = error["message"].as_str().unwrap_or_default();
+    ensure!(
+        message.contains("sneaky.wasm") && message.contains("imports wasi:sockets/tcp-create-socket@0.2.0, which is not granted"),
+        "WASI import: {error:#}"
+    );
+    still_serving(&envoy, &served, proxy, "WASI import").await?;
+    eprintln!("[serve] WASI import: refused ({message}); Envoy unchanged");
+    std::fs::remove_file(plugin_dir.path().join("sneaky.wasm"))?;
+
+    // Back to the good intent: the same resources, so the same versions, and still the one
+    // xDS connection Envoy opened at the start (nothing restarted, no stream dropped).
+    let ok = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    wait_for_ok(xdst.admin_addr, ok).await?;
+    still_serving(&envoy, &served, proxy, "recovery").await?;
+    let stats = envoy.stats().await?;
+    ensure!(
+        stats.count("cluster.xds_cluster.upstream_cx_total") == 1,
+        "Envoy reconnected to xdst: {}",
+        stats.matching(&["xds_cluster.upstream_cx"])
+    );
+    check_routing(proxy, &ups).await?;
+    eprintln!("[serve] done after {:?}", started.elapsed());
+    Ok(())
+}
+
+/// Envoy still has exactly the versions it had, is connected, and proxies.
+async fn still_serving(envoy: &Envoy, served: &[(String, String)], proxy: SocketAddr, what: &str) -> anyhow::Result<()> {
+    // Give a (wrong) push time to arrive before looking.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = envoy.stats().await?;
+    let now = versions(&stats);
+    ensure!(now == served, "{what}: Envoy's versions changed:\nbefore {served:?}\nnow    {now:?}");
+    ensure!(stats.count("control_plane.connected_state") == 1, "{what}: Envoy is not connected");
+    let (status, body) = http_get(proxy, "/").await?;
+    ensure!(status == 200 && (body == "a" || body == "b"), "{what}: traffic broke: {status} {body}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_runs_from_translate_out_dir_files() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let ups = Upstreams::start().await?;
+    let intent = tempfile::Builder::new().prefix("xdst-intent-").tempdir()?;
+    let plugin_dir = tempfile::Builder::new().prefix("xdst-plugins-").tempdir()?;
+    let out = tempfile::Builder::new().prefix("xdst-out-").tempdir()?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    let port = free_port()?;
+    write_intent(intent.path(), port, &ups)?;
+
+    let translate = |out: &Path| -> anyhow::Result<()> {
+        let o = std::process::Command::new(xdst_tests::server::binary()?)
+            .arg("translate")
+            .arg("--intent")
+            .arg(intent.path())
+            .arg("--plugins")
+            .arg(plugin_dir.path())
+            .arg("--out-dir")
+            .arg(out)
+            .arg("--plugin-cache")
+            .arg(xdst_tests::cache_dir().join("test-plugin-cache"))
+            .output()
+            .context("running xdst translate")?;
+        ensure!(o.status.success(), "xdst translate failed: {}", String::from_utf8_lossy(&o.stderr));
+        Ok(())
+    };
+    translate(out.path())?;
+    let envoy = Envoy::start(&Bootstrap::files(&out.path().canonicalize()?, "envoy-files")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    if let Err(e) = wait_for_proxy(proxy).await {
+        bail!("{e:#}\n{}", envoy.log_tail(40));
+    }
+    check_routing(proxy, &ups).await?;
+
+    // An edit, translated again: Envoy picks up the renamed files (split now to c).
+    std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "c"))?;
+    translate(out.path())?;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, body) = http_get(proxy, "/").await?;
+        if body == "c" {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("Envoy did not pick up the new files within {WAIT:?}\n{}", envoy.log_tail(40));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stats = envoy.stats().await?;
+    ensure!(
+        stats.count("listener_manager.lds.update_rejected") == 0 && stats.count("cluster_manager.cds.update_rejected") == 0,
+        "Envoy rejected the files: {}",
+        stats.xds_related()
+    );
+    Ok(())
+}

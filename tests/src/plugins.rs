@@ -1,0 +1,59 @@
+//! Plugins built from source for the tests: the reference translator and the adversarial
+//! plugin, compiled for `wasm32-unknown-unknown` (release) once per test process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context as _, bail};
+
+/// Builds `package` for wasm32 and returns the core module's path. The host wraps a core
+/// module into a component itself, so this file is what users copy into `--plugins`.
+pub fn build(package: &str) -> anyhow::Result<PathBuf> {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap();
+    let built = built.get_or_insert_with(HashMap::new);
+    if let Some(p) = built.get(package) {
+        return Ok(p.clone());
+    }
+    let root = crate::repo_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "-q", "--release", "--target", "wasm32-unknown-unknown", "-p", package])
+        .current_dir(&root)
+        .status()
+        .context("running cargo")?;
+    if !status.success() {
+        bail!("building plugin {package} failed (is the wasm32-unknown-unknown target installed? tests/setup.sh adds it)");
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    let path = target.join("wasm32-unknown-unknown/release").join(format!("{}.wasm", package.replace('-', "_")));
+    if !path.exists() {
+        bail!("{} was not produced", path.display());
+    }
+    built.insert(package.to_owned(), path.clone());
+    Ok(path)
+}
+
+/// The reference translator (`plugins/reference`).
+pub fn reference() -> anyhow::Result<PathBuf> {
+    build("xdst-plugin-reference")
+}
+
+/// The adversarial test plugin (`tests/plugins/adversarial`): its `config` picks how it
+/// misbehaves.
+pub fn adversary() -> anyhow::Result<PathBuf> {
+    build("xdst-test-plugin-adversarial")
+}
+
+/// Copies a plugin into `dir` as `file` (`NAME.wasm`), with `settings` (YAML) beside it.
+pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> anyhow::Result<()> {
+    let dest = dir.join(file);
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::copy(wasm, &tmp).with_context(|| format!("copying {}", wasm.display()))?;
+    if let Some(s) = settings {
+        std::fs::write(dest.with_extension("yaml"), s)?;
+    }
+    std::fs::rename(&tmp, &dest)?;
+    Ok(())
+}
