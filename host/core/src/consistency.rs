@@ -89,6 +89,7 @@ impl References {
 /// ones `previous` had are looked at, unless something was removed (a removal can leave any
 /// reference dangling), in which case everything is.
 pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
+    use crate::snapshot::Change;
     let mut changed: Vec<&Arc<Resource>> = Vec::new();
     for (t, _) in previous.types() {
         if snapshot.get(t).is_none() {
@@ -103,28 +104,12 @@ pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<C
         if Arc::ptr_eq(new, old) {
             continue;
         }
-        // Both sets are ordered by name: walk them together.
-        let mut olds = old.resources().peekable();
-        for r in new.resources() {
-            let mut same = false;
-            while let Some(o) = olds.peek() {
-                if Arc::ptr_eq(o.name(), r.name()) || o.name() == r.name() {
-                    same = Arc::ptr_eq(o, r);
-                    olds.next();
-                    break;
-                } else if o.name() < r.name() {
-                    // In the old set, not in the new one: removed.
-                    return check(snapshot);
-                } else {
-                    break;
-                }
+        for c in new.changes_since(old) {
+            match c {
+                Change::Added(r) | Change::Updated(r) => changed.push(r),
+                // A removal can leave any reference dangling.
+                Change::Removed(_) => return check(snapshot),
             }
-            if !same {
-                changed.push(r);
-            }
-        }
-        if olds.next().is_some() {
-            return check(snapshot);
         }
     }
     check_resources(snapshot, changed.into_iter().filter(|r| matches!(r.type_url().as_ref(), LISTENER | ROUTE | CLUSTER)))

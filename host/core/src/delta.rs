@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
-use crate::resource::{Resource, set_version};
+use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
 use crate::types;
@@ -226,7 +226,7 @@ impl DeltaStream {
             let system_version = |t: &TypeState| -> Arc<str> {
                 match (only_wildcard, set) {
                     (true, Some(s)) => s.version().clone(),
-                    _ => set_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
+                    _ => crate::snapshot::pairs_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
                 }
             };
             let answer_empty = std::mem::take(&mut t.answer_empty);

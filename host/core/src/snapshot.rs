@@ -3,22 +3,71 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use imbl::OrdMap;
+
+use sha2::{Digest, Sha256};
+
 use crate::resource::{Resource, set_version};
 
 /// All resources of one type, by name, with a version derived from their contents.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypeSet {
     version: Arc<str>,
-    resources: BTreeMap<Arc<str>, Arc<Resource>>,
+    /// A persistent map: cloning is O(1) and a changed copy shares every untouched node, so a
+    /// small change to a large set costs O(changes · log n).
+    resources: OrdMap<Arc<str>, Arc<Resource>>,
+    /// The wrapping sum of [`entry_hash`] over the set: what the version is made from.
+    sum: u128,
+}
+
+/// The version of any list of resources of one type, computed as a [`TypeSet`]'s is: a list
+/// holding every resource of a type gets the type's version.
+pub fn list_version<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> String {
+    sum_version(resources.into_iter().fold(0u128, |acc, r| acc.wrapping_add(entry_hash(r))))
+}
+
+/// The same version from (name, version) pairs, as a Delta client reports what it holds.
+pub fn pairs_version<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    sum_version(entries.into_iter().fold(0u128, |acc, (n, v)| acc.wrapping_add(pair_hash(n, v))))
+}
+
+fn entry_hash(r: &Resource) -> u128 {
+    pair_hash(r.name(), r.version())
+}
+
+/// 128 bits of SHA-256 over a resource's name and version.
+fn pair_hash(name: &str, version: &str) -> u128 {
+    let mut h = Sha256::new();
+    h.update(name.as_bytes());
+    h.update([0]);
+    h.update(version.as_bytes());
+    let d = h.finalize();
+    u128::from_le_bytes(d[..16].try_into().expect("SHA-256 has 32 bytes"))
+}
+
+fn sum_version(sum: u128) -> String {
+    format!("{:016x}", (sum as u64) ^ ((sum >> 64) as u64))
+}
+
+/// How one resource differs between two sets of a type.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    Added(&'a Arc<Resource>),
+    Updated(&'a Arc<Resource>),
+    Removed(&'a Arc<Resource>),
 }
 
 impl TypeSet {
-    fn new(resources: BTreeMap<Arc<str>, Arc<Resource>>) -> Self {
-        let version = set_version(resources.values().map(|r| (r.name().as_ref(), r.version().as_ref())));
-        TypeSet { version: version.into(), resources }
+    fn new(resources: OrdMap<Arc<str>, Arc<Resource>>) -> Self {
+        let sum = resources.values().fold(0u128, |acc, r| acc.wrapping_add(entry_hash(r)));
+        Self::with_sum(resources, sum)
     }
-    /// The type's version: a hash of every (name, version) pair, so equal sets get equal
-    /// versions on every replica and after every restart.
+    fn with_sum(resources: OrdMap<Arc<str>, Arc<Resource>>, sum: u128) -> Self {
+        TypeSet { version: sum_version(sum).into(), sum, resources }
+    }
+    /// The type's version: derived from every (name, version) pair, so equal sets get equal
+    /// versions on every replica and after every restart. It is a sum of per-entry hashes,
+    /// so a change to one resource updates it without hashing the others.
     pub fn version(&self) -> &Arc<str> {
         &self.version
     }
@@ -26,7 +75,15 @@ impl TypeSet {
         self.resources.get(name)
     }
     pub fn resources(&self) -> impl ExactSizeIterator<Item = &Arc<Resource>> + Clone {
-        self.resources.values()
+        self.resources.iter().map(|(_, r)| r)
+    }
+    /// What changed from `old` to this set; parts the two share are skipped without a look.
+    pub fn changes_since<'a>(&'a self, old: &'a TypeSet) -> impl Iterator<Item = Change<'a>> {
+        old.resources.diff(&self.resources).map(|d| match d {
+            imbl::ordmap::DiffItem::Add(_, r) => Change::Added(r),
+            imbl::ordmap::DiffItem::Update { new: (_, r), .. } => Change::Updated(r),
+            imbl::ordmap::DiffItem::Remove(_, r) => Change::Removed(r),
+        })
     }
     pub fn len(&self) -> usize {
         self.resources.len()
@@ -95,16 +152,19 @@ impl Snapshot {
         remove: impl IntoIterator<Item = (Arc<str>, Arc<str>)>,
         add: impl IntoIterator<Item = Resource>,
     ) -> Result<Snapshot, DuplicateResource> {
-        type Map = BTreeMap<Arc<str>, Arc<Resource>>;
+        type Map = (OrdMap<Arc<str>, Arc<Resource>>, u128);
         fn open<'a>(touched: &'a mut BTreeMap<Arc<str>, Map>, types: &BTreeMap<Arc<str>, Arc<TypeSet>>, t: &Arc<str>) -> &'a mut Map {
-            touched.entry(t.clone()).or_insert_with(|| types.get(t).map(|s| s.resources.clone()).unwrap_or_default())
+            touched.entry(t.clone()).or_insert_with(|| types.get(t).map(|s| (s.resources.clone(), s.sum)).unwrap_or_default())
         }
         let mut touched: BTreeMap<Arc<str>, Map> = BTreeMap::new();
         for (t, name) in remove {
-            open(&mut touched, &self.types, &t).remove(&name);
+            let (map, sum) = open(&mut touched, &self.types, &t);
+            if let Some(gone) = map.remove(&name) {
+                *sum = sum.wrapping_sub(entry_hash(&gone));
+            }
         }
         for r in add {
-            let map = open(&mut touched, &self.types, r.type_url());
+            let (map, sum) = open(&mut touched, &self.types, r.type_url());
             if let Some(prev) = map.get(r.name().as_ref()) {
                 return Err(DuplicateResource {
                     type_url: r.type_url().to_string(),
@@ -113,14 +173,15 @@ impl Snapshot {
                     second: r.origin().unwrap_or("(unknown)").to_owned(),
                 });
             }
+            *sum = sum.wrapping_add(entry_hash(&r));
             map.insert(r.name().clone(), Arc::new(r));
         }
         let mut types = self.types.clone();
-        for (t, map) in touched {
+        for (t, (map, sum)) in touched {
             if map.is_empty() {
                 types.remove(&t);
             } else {
-                types.insert(t, Arc::new(TypeSet::new(map)));
+                types.insert(t, Arc::new(TypeSet::with_sum(map, sum)));
             }
         }
         Ok(Snapshot { types })
@@ -152,7 +213,7 @@ impl SnapshotBuilder {
         Ok(self)
     }
     pub fn build(self) -> Snapshot {
-        Snapshot { types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m)))).collect() }
+        Snapshot { types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m.into_iter().collect())))).collect() }
     }
 }
 
@@ -187,5 +248,29 @@ mod tests {
         let s2 = Snapshot::from_resources([b(), a()]).unwrap();
         assert_eq!(s1.get(CLUSTER).unwrap().version(), s2.get(CLUSTER).unwrap().version());
         assert_eq!(s1, s2);
+    }
+
+    /// Applying changes gives exactly the snapshot (and versions) a fresh build would.
+    #[test]
+    fn apply_matches_a_fresh_build() {
+        let r = |n: &str, body: &[u8]| Resource::new(CLUSTER, n, body);
+        let base = Snapshot::from_resources([r("a", b"1"), r("b", b"1"), r("c", b"1")]).unwrap();
+        let changed = base
+            .apply([(Arc::from(CLUSTER), Arc::from("b")), (Arc::from(CLUSTER), Arc::from("c"))], [r("c", b"2"), r("d", b"1")])
+            .unwrap();
+        let fresh = Snapshot::from_resources([r("a", b"1"), r("c", b"2"), r("d", b"1")]).unwrap();
+        assert_eq!(changed.get(CLUSTER).unwrap().version(), fresh.get(CLUSTER).unwrap().version());
+        assert!(changed.same_content(&fresh));
+        assert_ne!(changed.get(CLUSTER).unwrap().version(), base.get(CLUSTER).unwrap().version());
+        // Back again: the original version.
+        let back = changed
+            .apply([(Arc::from(CLUSTER), Arc::from("c")), (Arc::from(CLUSTER), Arc::from("d"))], [r("b", b"1"), r("c", b"1")])
+            .unwrap();
+        assert_eq!(back.get(CLUSTER).unwrap().version(), base.get(CLUSTER).unwrap().version());
+        // A name still present is a duplicate.
+        assert!(base.apply([], [r("a", b"9")]).is_err());
+        // Emptying a type removes it.
+        let none = base.apply(["a", "b", "c"].map(|n| (Arc::from(CLUSTER), Arc::from(n))), []).unwrap();
+        assert!(none.get(CLUSTER).is_none());
     }
 }

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
-use crate::resource::{Resource, set_version};
+use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
 use crate::types;
@@ -264,11 +264,11 @@ impl SotwStream {
 }
 
 fn list_version(v: &[Arc<Resource>]) -> Arc<str> {
-    set_version(v.iter().map(|r| (r.name().as_ref(), r.version().as_ref()))).into()
+    crate::snapshot::list_version(v).into()
 }
 
 fn empty_version() -> Arc<str> {
-    set_version(std::iter::empty()).into()
+    crate::snapshot::list_version([]).into()
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use xdst_core::decode::{Body, decode_body};
-use xdst_core::intent::{IntentSet, UnclaimedKind};
+use imbl::OrdMap;
+use xdst_core::intent::{IntentDocument, IntentSet, UnclaimedKind};
 use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
 
@@ -128,17 +129,36 @@ pub struct Pipeline {
     snapshot: Option<Snapshot>,
 }
 
-/// What one plugin was given and returned last time.
+/// What one plugin was given and returned last time. The maps are persistent: the next
+/// generation's state is a copy that shares everything that did not change.
 #[derive(Default)]
 struct PluginState {
     digest: String,
     config: String,
     granularity: Option<Granularity>,
     /// `Kind/name` -> the document's JSON.
-    inputs: BTreeMap<Arc<str>, Arc<str>>,
+    inputs: OrdMap<Arc<str>, Arc<str>>,
     /// Per document (`per-document`), or everything under `""` (`whole-set`).
-    outputs: BTreeMap<Arc<str>, Arc<[Resource]>>,
+    outputs: OrdMap<Arc<str>, Arc<[Resource]>>,
     diagnostics: Arc<[wit::Diagnostic]>,
+}
+
+/// What a generation changed: resources to take out (by type and name) and to put in.
+#[derive(Default)]
+struct Changes {
+    remove: Vec<(Arc<str>, Arc<str>)>,
+    add: Vec<Resource>,
+}
+
+impl Changes {
+    fn take_out(&mut self, resources: &[Resource]) {
+        self.remove.extend(resources.iter().map(|r| (r.type_url().clone(), r.name().clone())));
+    }
+    fn take_out_all(&mut self, state: &PluginState) {
+        for rs in state.outputs.values() {
+            self.take_out(rs);
+        }
+    }
 }
 
 impl Pipeline {
@@ -171,13 +191,26 @@ impl Pipeline {
 
         let mut next: BTreeMap<String, Arc<PluginState>> = BTreeMap::new();
         let mut calls = Vec::new();
+        let mut changes = Changes::default();
+        for (name, old) in &self.plugins {
+            if !plugins.iter().any(|p| &p.plugin.info().name == name) {
+                changes.take_out_all(old);
+            }
+        }
         for p in plugins {
             let info = p.plugin.info();
-            let prev = self.plugins.get(&info.name).filter(|s| {
+            let prev = self.plugins.get(&info.name);
+            let reusable = prev.filter(|s| {
                 s.digest == p.plugin.digest() && s.config == p.config && s.granularity == Some(info.granularity)
             });
-            let state = self.run_plugin(p, intent, prev.map(Arc::as_ref), &mut calls)?;
-            next.insert(info.name.clone(), state.map(Arc::new).unwrap_or_else(|| prev.unwrap().clone()));
+            if reusable.is_none() {
+                if let Some(old) = prev {
+                    // A new version or configuration: everything it produced is replaced.
+                    changes.take_out_all(old);
+                }
+            }
+            let state = self.run_plugin(p, intent, reusable.map(Arc::as_ref), &mut calls, &mut changes)?;
+            next.insert(info.name.clone(), state.map(Arc::new).unwrap_or_else(|| reusable.unwrap().clone()));
         }
 
         let mut diagnostics = Vec::new();
@@ -186,24 +219,7 @@ impl Pipeline {
         }
         let snapshot = match &self.snapshot {
             // Apply only what changed, so untouched resources stay the same `Arc`s.
-            Some(previous) => {
-                let mut remove = Vec::new();
-                let mut add = Vec::new();
-                let empty = BTreeMap::new();
-                for (name, old) in &self.plugins {
-                    if !next.contains_key(name) {
-                        diff_outputs(&old.outputs, &empty, &mut remove, &mut add);
-                    }
-                }
-                for (name, new) in &next {
-                    match self.plugins.get(name) {
-                        Some(old) if Arc::ptr_eq(old, new) => {}
-                        Some(old) => diff_outputs(&old.outputs, &new.outputs, &mut remove, &mut add),
-                        None => diff_outputs(&empty, &new.outputs, &mut remove, &mut add),
-                    }
-                }
-                previous.apply(remove, add)?
-            }
+            Some(previous) => previous.apply(changes.remove, changes.add)?,
             None => {
                 let mut builder = Snapshot::builder();
                 for state in next.values() {
@@ -221,81 +237,107 @@ impl Pipeline {
         Ok(Translation { snapshot, diagnostics, calls })
     }
 
-    /// Translates what changed for one plugin; `None` when nothing did.
+    /// Translates what changed for one plugin, recording in `changes` what its output lost and
+    /// gained; `None` when nothing changed.
     fn run_plugin(
         &self,
         p: &Configured,
         intent: &IntentSet,
         prev: Option<&PluginState>,
         calls: &mut Vec<(String, usize)>,
+        changes: &mut Changes,
     ) -> Result<Option<PluginState>, PipelineError> {
         let info = p.plugin.info();
+        let per_document = info.granularity == Granularity::PerDocument;
         let mut kinds: Vec<&String> = info.kinds.iter().collect();
         kinds.sort();
-        let docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
-        let inputs: BTreeMap<Arc<str>, Arc<str>> = docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect();
-        let per_document = info.granularity == Granularity::PerDocument;
+        let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
+        docs.sort_by(|a, b| a.id().cmp(b.id()));
 
         // What changed since last time: both sides are ordered by id, walk them together.
-        let mut changed_ids: BTreeSet<Arc<str>> = BTreeSet::new();
-        let mut removed_ids: Vec<Arc<str>> = Vec::new();
-        match prev {
+        let mut changed: Vec<&IntentDocument> = Vec::new();
+        let mut removed: Vec<Arc<str>> = Vec::new();
+        let mut inputs = match prev {
             Some(prev) => {
                 let mut olds = prev.inputs.iter().peekable();
-                for (id, text) in &inputs {
+                for d in &docs {
                     loop {
                         match olds.peek() {
-                            Some((oid, _)) if oid < &id => {
-                                removed_ids.push((*oid).clone());
+                            Some((oid, _)) if oid.as_ref() < d.id().as_ref() => {
+                                removed.push((*oid).clone());
                                 olds.next();
                             }
-                            Some((oid, otext)) if oid == &id => {
-                                if !(Arc::ptr_eq(otext, text) || otext == &text) {
-                                    changed_ids.insert(id.clone());
+                            Some((oid, otext)) if *oid == d.id() => {
+                                if !(Arc::ptr_eq(otext, &d.text) || *otext == &d.text) {
+                                    changed.push(d);
                                 }
                                 olds.next();
                                 break;
                             }
                             _ => {
-                                changed_ids.insert(id.clone());
+                                changed.push(d);
                                 break;
                             }
                         }
                     }
                 }
-                removed_ids.extend(olds.map(|(id, _)| id.clone()));
+                removed.extend(olds.map(|(id, _)| id.clone()));
+                if changed.is_empty() && removed.is_empty() {
+                    return Ok(None);
+                }
+                let mut inputs = prev.inputs.clone();
+                for id in &removed {
+                    inputs.remove(id);
+                }
+                for d in &changed {
+                    inputs.insert(d.id().clone(), d.text.clone());
+                }
+                inputs
             }
-            None => changed_ids.extend(inputs.keys().cloned()),
-        }
-        if prev.is_some() && changed_ids.is_empty() && removed_ids.is_empty() {
-            return Ok(None);
-        }
+            None => {
+                changed = docs.clone();
+                docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect()
+            }
+        };
         if !per_document {
-            changed_ids = inputs.keys().cloned().collect();
+            changed = docs.clone();
+            inputs = docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect();
         }
-        let changed: Vec<_> = docs.iter().filter(|d| changed_ids.contains(d.id())).collect();
-        let mut outputs: BTreeMap<Arc<str>, Arc<[Resource]>> = match prev {
+
+        // Outputs that go: of removed documents, of changed ones, or (whole-set) all of them.
+        let mut outputs = match prev {
             Some(prev) if per_document => {
                 let mut o = prev.outputs.clone();
-                for id in &removed_ids {
-                    o.remove(id);
+                for id in removed.iter().chain(changed.iter().map(|d| d.id())) {
+                    if let Some(rs) = o.remove(id) {
+                        changes.take_out(&rs);
+                    }
                 }
                 o
             }
-            _ => BTreeMap::new(),
+            Some(prev) => {
+                changes.take_out_all(prev);
+                OrdMap::new()
+            }
+            None => OrdMap::new(),
+        };
+        let changed_ids: BTreeSet<&str> = changed.iter().map(|d| d.id().as_ref()).collect();
+        let old_diagnostics = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
+        let mut diagnostics: Vec<wit::Diagnostic> = if per_document {
+            keep_diagnostics(&old_diagnostics, |d| d.is_none_or(|d| inputs.contains_key(d) && !changed_ids.contains(d))).to_vec()
+        } else {
+            Vec::new()
+        };
+        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs| PluginState {
+            digest: p.plugin.digest().to_owned(),
+            config: p.config.clone(),
+            granularity: Some(info.granularity),
+            inputs,
+            outputs,
+            diagnostics: diagnostics.into(),
         };
         if changed.is_empty() {
-            // Only removals.
-            let diagnostics = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
-            let diagnostics = keep_diagnostics(&diagnostics, |d| d.is_none_or(|d| inputs.contains_key(d)));
-            return Ok(Some(PluginState {
-                digest: p.plugin.digest().to_owned(),
-                config: p.config.clone(),
-                granularity: Some(info.granularity),
-                inputs,
-                outputs,
-                diagnostics,
-            }));
+            return Ok(Some(state(outputs, diagnostics, inputs)));
         }
 
         let request = wit::TranslateRequest {
@@ -316,11 +358,11 @@ impl Pipeline {
             PipelineError::Plugin { error, origin }
         })?;
 
-        let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = changed_ids.iter().map(|id| (id.clone(), Vec::new())).collect();
-        if !per_document {
-            fresh.clear();
-            fresh.insert(Arc::from(""), Vec::new());
-        }
+        let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = if per_document {
+            changed.iter().map(|d| (d.id().clone(), Vec::new())).collect()
+        } else {
+            BTreeMap::from([(Arc::from(""), Vec::new())])
+        };
         for r in response.resources {
             let invalid = |field: Option<String>, message: String| PipelineError::InvalidResource {
                 plugin: info.name.clone(),
@@ -331,7 +373,7 @@ impl Pipeline {
                 field,
                 message,
             };
-            let slot = if per_document {
+            let slot: Arc<str> = if per_document {
                 match &r.document {
                     Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
                     Some(d) => {
@@ -356,58 +398,11 @@ impl Pipeline {
             fresh.get_mut(&slot).expect("slot exists").push(resource.with_origin(origin));
         }
         for (id, resources) in fresh {
+            changes.add.extend(resources.iter().cloned());
             outputs.insert(id, resources.into());
         }
-
-        let old = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
-        let mut diagnostics: Vec<wit::Diagnostic> = if per_document {
-            keep_diagnostics(&old, |d| d.is_none_or(|d| inputs.contains_key(d) && !changed_ids.contains(d))).to_vec()
-        } else {
-            Vec::new()
-        };
         diagnostics.extend(response.diagnostics);
-        Ok(Some(PluginState {
-            digest: p.plugin.digest().to_owned(),
-            config: p.config.clone(),
-            granularity: Some(info.granularity),
-            inputs,
-            outputs,
-            diagnostics: diagnostics.into(),
-        }))
-    }
-}
-
-/// Adds to `remove` and `add` what differs between two plugin outputs (by document).
-fn diff_outputs(
-    old: &BTreeMap<Arc<str>, Arc<[Resource]>>,
-    new: &BTreeMap<Arc<str>, Arc<[Resource]>>,
-    remove: &mut Vec<(Arc<str>, Arc<str>)>,
-    add: &mut Vec<Resource>,
-) {
-    let mut news = new.iter().peekable();
-    let mut take_old = |rs: &Arc<[Resource]>| remove.extend(rs.iter().map(|r| (r.type_url().clone(), r.name().clone())));
-    for (id, rs) in old {
-        while let Some((nid, nrs)) = news.peek() {
-            if *nid < id {
-                add.extend(nrs.iter().cloned());
-                news.next();
-            } else {
-                break;
-            }
-        }
-        match news.peek() {
-            Some((nid, nrs)) if *nid == id => {
-                if !Arc::ptr_eq(nrs, rs) {
-                    take_old(rs);
-                    add.extend(nrs.iter().cloned());
-                }
-                news.next();
-            }
-            _ => take_old(rs),
-        }
-    }
-    for (_, nrs) in news {
-        add.extend(nrs.iter().cloned());
+        Ok(Some(state(outputs, diagnostics, inputs)))
     }
 }
 

@@ -124,12 +124,7 @@ impl Runtime {
                         "a core module that cannot be made into an xdst:plugin component (was it built with an xdst SDK?): {e:#}"
                     )),
                 })?;
-            let mut plugin = self.load(label, &component, limits).map_err(|mut e| {
-                e.digest = digest(bytes);
-                e
-            })?;
-            plugin.digest = digest(bytes);
-            return Ok(plugin);
+            return self.load_with_digest(label, &component, digest(bytes), limits);
         }
         self.load(label, bytes, limits)
     }
@@ -137,7 +132,11 @@ impl Runtime {
     /// Compiles (or loads from the cache), links and describes a plugin. `label` names it in
     /// errors until `describe` has told its name.
     pub fn load(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
-        let digest = digest(bytes);
+        self.load_with_digest(label, bytes, digest(bytes), limits)
+    }
+
+    /// Loads the component `bytes`, known to users by `digest` (that of the file they gave).
+    fn load_with_digest(&self, label: &str, bytes: &[u8], digest: String, limits: Limits) -> Result<Plugin, PluginError> {
         let err = |failure| PluginError {
             plugin: label.to_owned(),
             digest: digest.clone(),
