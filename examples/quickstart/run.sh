@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The xdst quickstart: one command that builds xdst, serves the example resources in
-# examples/quickstart/resources, starts a real Envoy pointed at it (the bootstrap beside
-# this script) and a local upstream, sends traffic through Envoy, then edits a resource
-# live and shows Envoy picking it up, with no restart.
+# The xdst quickstart: one command that builds xdst and the reference plugin (wasm), serves
+# the example intent in examples/quickstart/intent through the plugin, starts a real Envoy
+# pointed at xdst (the bootstrap beside this script) and two local upstreams, sends traffic
+# through Envoy, edits the intent live and shows Envoy picking it up with no restart, then
+# makes a broken edit that xdst refuses while Envoy keeps serving.
+#
+# (examples/quickstart/resources holds the same setup as plain Envoy resources, for
+# `xdst serve --resources`.)
 #
 #   examples/quickstart/run.sh          run the demo, then keep everything up until Ctrl-C
 #   examples/quickstart/run.sh --once   run the demo and exit (what the test command does)
@@ -23,8 +27,9 @@ tests/setup.sh >/dev/null
 # shellcheck disable=SC1091
 source "${XDST_CACHE:-$HOME/.cache/xdst}/env.sh"
 
-say "building xdst"
+say "building xdst and the reference plugin (wasm32)"
 cargo build -q -p xdst --bin xdst
+cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-reference
 xdst="$CARGO_TARGET_DIR/debug/xdst"
 
 work="$(mktemp -d)"
@@ -36,8 +41,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# A copy of the example resources, so the live edit below does not touch the repo.
-cp -r examples/quickstart/resources "$work/resources"
+# A copy of the example intent, so the live edit below does not touch the repo.
+cp -r examples/quickstart/intent "$work/intent"
+mkdir "$work/plugins"
+cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/xdst_plugin_reference.wasm" "$work/plugins/reference.wasm"
 
 upstream() { # name port: an HTTP server that answers with its name
   mkdir -p "$work/$1" && echo "hello from $1" > "$work/$1/index.html"
@@ -47,8 +54,12 @@ upstream() { # name port: an HTTP server that answers with its name
 upstream backend-a 8080
 upstream backend-b 8081
 
-say "starting xdst serve --resources $work/resources"
-RUST_LOG="${RUST_LOG:-info}" "$xdst" serve --resources "$work/resources" 2> >(sed 's/^/  [xdst] /' >&2) &
+say "what the plugin makes of the intent: xdst translate (first lines)"
+"$xdst" translate --intent "$work/intent" --plugins "$work/plugins" --plugin-cache "$work/cache" 2>&1 | head -12 | sed 's/^/  /'
+
+say "starting xdst serve --intent $work/intent --plugins $work/plugins"
+RUST_LOG="${RUST_LOG:-info}" "$xdst" serve --intent "$work/intent" --plugins "$work/plugins" \
+  --plugin-cache "$work/cache" 2> >(sed 's/^/  [xdst] /' >&2) &
 pids+=($!)
 for _ in $(seq 100); do curl -sf localhost:19000/healthz >/dev/null && break; sleep 0.1; done
 
@@ -67,23 +78,24 @@ wait_for() { # description, command: poll for up to 20 s
 stat_value() { curl -s "localhost:9901/stats?filter=^$1\$" | sed 's/^[^:]*: //'; }
 
 wait_for "Envoy to route traffic" curl -sf localhost:10000/
-say "curl localhost:10000/ (through Envoy, config from xdst)"
-curl -s localhost:10000/
+say "20 requests through Envoy (90/10 split between backend-a and backend-b), then one with x-canary: yes"
+for _ in $(seq 20); do curl -s localhost:10000/; done | sort | uniq -c | sed 's/^/  /'
+curl -s -H 'x-canary: yes' localhost:10000/ | sed 's/^/  x-canary: yes -> /'
 echo "Envoy's accepted versions (content hashes, the same on every xdst replica):"
 curl -s "localhost:9901/stats?filter=version_text" | sed 's/^/  /'
 
-say "editing the resources directory: backend's endpoint 8080 -> 8081"
-before="$(stat_value cluster.backend.version_text)"
-sed -i 's/port_value: 8080/port_value: 8081/' "$work/resources/backend.yaml"
-wait_for "the new endpoints to reach Envoy" sh -c "curl -s localhost:10000/ | grep -q backend-b"
-curl -s localhost:10000/
-echo "  cluster.backend.version_text: $before -> $(stat_value cluster.backend.version_text)"
+say "editing the intent: backend-a moves to port 8081"
+before="$(stat_value cluster.backend-a.version_text)"
+sed -i '0,/port: 8080/s//port: 8081/' "$work/intent/web.yaml"
+wait_for "the new endpoints to reach Envoy" sh -c "test \"\$(for i in \$(seq 10); do curl -s localhost:10000/; done | sort -u)\" = 'hello from backend-b'"
+echo "  every request now answers: $(curl -s localhost:10000/)"
+echo "  cluster.backend-a.version_text: $before -> $(stat_value cluster.backend-a.version_text)"
 
 say "a broken edit is refused by xdst and changes nothing"
-sed -i 's/connect_timeout: 1s/connect_timeout: soon/' "$work/resources/backend.yaml"
-wait_for "xdst to report the error" sh -c "curl -s localhost:19000/debug/resources | grep -q 'field connect_timeout'"
-curl -s localhost:19000/debug/resources | "$XDST_PYTHON" -c 'import json,sys; print("  xdst says:", json.load(sys.stdin)["source"]["last_error"])'
-curl -s localhost:10000/
+sed -i 's/connectTimeout: 1s/connectTimeout: soon/' "$work/intent/web.yaml"
+wait_for "xdst to report the error" sh -c "curl -s localhost:19000/debug/plugins | grep -q 'spec.connectTimeout'"
+curl -s localhost:19000/debug/plugins | "$XDST_PYTHON" -c 'import json,sys; print("  xdst says:", json.load(sys.stdin)["last_error"]["message"])'
+curl -s localhost:10000/ | sed 's/^/  still serving: /'
 
 say "connected nodes (xdst admin: localhost:19000/debug/nodes)"
 curl -s localhost:19000/debug/nodes | "$XDST_PYTHON" -c '
@@ -100,5 +112,5 @@ if $once; then
   say "quickstart ok"
   exit 0
 fi
-say "all running: try curl localhost:10000/, edit $work/resources/*.yaml, or open localhost:19000/. Ctrl-C stops."
+say "all running: try curl localhost:10000/, edit $work/intent/web.yaml, or open localhost:19000/debug/plugins. Ctrl-C stops."
 wait
