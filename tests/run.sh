@@ -33,6 +33,9 @@ cargo build --all-targets --locked
 step "cargo test"
 cargo test --locked --no-fail-fast
 
+step "cargo test: the guest SDK and the reference plugin, natively"
+cargo test --locked --no-fail-fast -p xdst-guest -p xdst-plugin-reference
+
 step "quickstart"
 examples/quickstart/run.sh --once > "$CARGO_TARGET_DIR/quickstart.log" 2>&1 || {
   cat "$CARGO_TARGET_DIR/quickstart.log"

@@ -339,7 +339,8 @@ fn load_assignment() {
     );
     assert_eq!(cla.endpoints.len(), 3);
     let unnamed = &cla.endpoints[0];
-    assert!(unnamed.locality.is_none());
+    // Set but empty: proxyless gRPC clients refuse a locality group without one.
+    assert_eq!(unnamed.locality, Some(Default::default()));
     assert_eq!(unnamed.load_balancing_weight.unwrap().value, 1);
     let eu = &cla.endpoints[1];
     let loc = eu.locality.as_ref().unwrap();
