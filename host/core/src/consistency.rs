@@ -59,6 +59,11 @@ fn kind(type_url: &str) -> &'static str {
 pub struct References(Result<Vec<(String, &'static str, String)>, String>);
 
 impl References {
+    /// The names of `type_url` this resource refers to (none if it does not decode).
+    pub fn names(&self, type_url: &str) -> impl Iterator<Item = &str> {
+        self.0.iter().flatten().filter(move |(_, t, _)| *t == type_url).map(|(_, _, n)| n.as_str())
+    }
+
     /// Decodes `r` and collects the names it refers to.
     pub fn of(r: &Resource) -> References {
         let body = r.body().clone();

@@ -30,6 +30,7 @@ pub mod delta;
 pub mod descriptors;
 pub mod intent;
 pub mod node;
+pub mod plan;
 pub mod resource;
 pub mod snapshot;
 pub mod sotw;

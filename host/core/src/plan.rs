@@ -1,0 +1,140 @@
+//! Make-before-break (ORDER-1, ORDER-2): what to offer one node now, given what it should end
+//! up with and what it has acknowledged.
+//!
+//! A change is rolled out in steps, each gated on the node's acknowledgements:
+//!
+//! 1. **Clusters**: new and changed clusters, and their endpoints at once (a cluster warms
+//!    until its endpoints arrive, and Envoy may hold the CDS ACK until then). Every cluster
+//!    the node holds is kept, so whatever it routes to now keeps working.
+//! 2. **Listeners**, once every target cluster and its endpoints are acknowledged.
+//! 3. **Routes**, once the listeners are acknowledged: every cluster they name is there.
+//! 4. **Cleanup**, once the routes are acknowledged: clusters and endpoints nothing names any
+//!    more are removed.
+//!
+//! [`plan`] is a pure function of the target and the acknowledged state, so a new generation
+//! arriving midway simply restarts from what the node has acknowledged, and the same inputs
+//! always give the same offer. Types other than the four are offered as the target has them.
+//! Not wired into the servers yet (issue 4).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::resource::Resource;
+use crate::snapshot::{Snapshot, TypeSet};
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+/// Where a node is in rolling out its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// Waiting for the target's clusters and their endpoints to be acknowledged.
+    Clusters,
+    /// Waiting for the target's listeners.
+    Listeners,
+    /// Waiting for the route configurations the target's listeners name.
+    Routes,
+    /// Waiting for the removal of clusters and endpoints nothing names any more.
+    Cleanup,
+    /// The node has acknowledged its target.
+    Converged,
+}
+
+/// What to offer a node now, and why.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub step: Step,
+    pub offer: Snapshot,
+}
+
+/// What to offer a node whose target is `target` and which has acknowledged `acked`.
+pub fn plan(target: &Snapshot, acked: &Snapshot) -> Plan {
+    let t = |ty: &str| target.get(ty);
+    let a = |ty: &str| acked.get(ty);
+    // What the node will ask for: EDS names its target clusters wait for, route configurations
+    // its target listeners name. Anything else in the target is never requested by name.
+    let wanted_endpoints = referenced(t(CLUSTER), ENDPOINT);
+    let wanted_routes = referenced(t(LISTENER), ROUTE);
+
+    let clusters_ready = holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(&wanted_endpoints));
+    let listeners_ready = same(a(LISTENER), t(LISTENER));
+    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(&wanted_routes));
+    let cleaned = same(a(CLUSTER), t(CLUSTER));
+
+    let step = if !clusters_ready {
+        Step::Clusters
+    } else if !listeners_ready {
+        Step::Listeners
+    } else if !routes_ready {
+        Step::Routes
+    } else if !cleaned {
+        Step::Cleanup
+    } else {
+        Step::Converged
+    };
+
+    let mut out: Vec<Resource> = Vec::new();
+    fn put(out: &mut Vec<Resource>, set: Option<&Arc<TypeSet>>) {
+        out.extend(set.into_iter().flat_map(|s| s.resources()).map(|r| Resource::clone(r)));
+    }
+    match step {
+        Step::Cleanup | Step::Converged => return Plan { step, offer: target.clone() },
+        _ => {
+            put_overlay(&mut out, a(CLUSTER), t(CLUSTER));
+            put_overlay(&mut out, a(ENDPOINT), t(ENDPOINT));
+            if step == Step::Clusters {
+                put(&mut out, a(LISTENER));
+                put(&mut out, a(ROUTE));
+            } else {
+                put(&mut out, t(LISTENER));
+                if step == Step::Listeners {
+                    put(&mut out, a(ROUTE));
+                } else {
+                    put(&mut out, t(ROUTE));
+                }
+            }
+        }
+    }
+    for (ty, set) in target.types() {
+        if ![CLUSTER, ENDPOINT, LISTENER, ROUTE].contains(&ty.as_ref()) {
+            out.extend(set.resources().map(|r| Resource::clone(r)));
+        }
+    }
+    let offer = Snapshot::from_resources(out).expect("an overlay has one resource per name");
+    Plan { step, offer }
+}
+
+/// Names of `ty` that the resources in `set` refer to.
+fn referenced(set: Option<&Arc<TypeSet>>, ty: &str) -> BTreeSet<String> {
+    set.into_iter().flat_map(|s| s.resources()).flat_map(|r| r.references().names(ty).map(str::to_owned).collect::<Vec<_>>()).collect()
+}
+
+/// Whether `have` holds every resource of `want` (only those in `only`, if given) at the same
+/// version.
+fn holds_all(have: Option<&Arc<TypeSet>>, want: Option<&Arc<TypeSet>>, only: Option<&BTreeSet<String>>) -> bool {
+    let Some(want) = want else { return true };
+    want.resources().filter(|r| only.is_none_or(|o| o.contains(r.name().as_ref()))).all(|r| {
+        have.and_then(|h| h.get(r.name())).is_some_and(|h| h.version() == r.version())
+    })
+}
+
+/// Whether two sets hold the same resources at the same versions.
+fn same(a: Option<&Arc<TypeSet>>, b: Option<&Arc<TypeSet>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.version() == b.version(),
+        (None, None) => true,
+        (Some(s), None) | (None, Some(s)) => s.is_empty(),
+    }
+}
+
+/// `old` with `new` laid over it: every name in either, at `new`'s version where it has one.
+fn put_overlay(out: &mut Vec<Resource>, old: Option<&Arc<TypeSet>>, new: Option<&Arc<TypeSet>>) {
+    if let Some(old) = old {
+        out.extend(old.resources().filter(|r| new.is_none_or(|n| n.get(r.name()).is_none())).map(|r| Resource::clone(r)));
+    }
+    if let Some(new) = new {
+        out.extend(new.resources().map(|r| Resource::clone(r)));
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
