@@ -175,7 +175,7 @@ fn name_problem(name: &str) -> Option<&'static str> {
 /// Every intent document, by kind and name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IntentSet {
-    by_kind: BTreeMap<String, BTreeMap<String, IntentDocument>>,
+    by_kind: BTreeMap<String, BTreeMap<String, Arc<IntentDocument>>>,
 }
 
 /// Two documents with one kind and name.
@@ -201,13 +201,20 @@ pub struct UnclaimedKind {
 
 impl IntentSet {
     pub fn add(&mut self, doc: IntentDocument) -> Result<(), DuplicateIntent> {
+        self.add_shared(Arc::new(doc))
+    }
+
+    /// Adds a document that may also be held elsewhere (a cache of parsed files): an
+    /// unchanged document stays the same allocation from one generation to the next, which
+    /// makes telling it apart from a changed one a pointer comparison.
+    pub fn add_shared(&mut self, doc: Arc<IntentDocument>) -> Result<(), DuplicateIntent> {
         let docs = self.by_kind.entry(doc.kind.clone()).or_default();
         if let Some(prev) = docs.get(&doc.name) {
             return Err(DuplicateIntent {
-                kind: doc.kind,
-                name: doc.name,
+                kind: doc.kind.clone(),
+                name: doc.name.clone(),
                 first: prev.origin.clone(),
-                second: doc.origin,
+                second: doc.origin.clone(),
             });
         }
         docs.insert(doc.name.clone(), doc);
@@ -216,7 +223,7 @@ impl IntentSet {
 
     /// The documents of one kind, ordered by name.
     pub fn of_kind(&self, kind: &str) -> impl Iterator<Item = &IntentDocument> {
-        self.by_kind.get(kind).into_iter().flat_map(|m| m.values())
+        self.by_kind.get(kind).into_iter().flat_map(|m| m.values().map(|d| d.as_ref()))
     }
 
     pub fn kinds(&self) -> impl Iterator<Item = &str> {

@@ -62,8 +62,17 @@ impl GenerationError {
     }
 }
 
+/// Parsed intent files, by path, with the text they were parsed from: a file that did not
+/// change is not parsed again, and its documents stay the same allocations.
+pub type ParseCache = std::collections::HashMap<PathBuf, (String, Vec<Arc<xdst_core::intent::IntentDocument>>)>;
+
 /// Reads every intent document under `dir`, in path order. Labels are paths relative to `dir`.
 pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
+    read_intent_cached(dir, &mut ParseCache::new())
+}
+
+/// [`read_intent`], reusing (and refreshing) `cache`.
+pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentSet, usize), GenerationError> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -82,13 +91,22 @@ pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
     }
     files.sort();
     let mut set = IntentSet::default();
+    let mut fresh = ParseCache::new();
     for f in &files {
         let text = std::fs::read_to_string(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
-        let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
-        for doc in parse_file(&label, &text)? {
-            set.add(doc)?;
+        let docs = match cache.remove(f) {
+            Some((old, docs)) if old == text => docs,
+            _ => {
+                let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
+                parse_file(&label, &text)?.into_iter().map(Arc::new).collect()
+            }
+        };
+        for doc in &docs {
+            set.add_shared(doc.clone())?;
         }
+        fresh.insert(f.clone(), (text, docs));
     }
+    *cache = fresh;
     Ok((set, files.len()))
 }
 
@@ -186,6 +204,7 @@ pub struct IntentSource {
     plugins_dir: PathBuf,
     loader: DirLoader,
     pipelines: Mutex<BTreeMap<String, Pipeline>>,
+    parsed: Mutex<ParseCache>,
     status: Mutex<Status>,
 }
 
@@ -196,7 +215,14 @@ impl IntentSource {
             plugins_dir: plugins_dir.display().to_string(),
             ..Default::default()
         };
-        IntentSource { intent_dir, plugins_dir, loader, pipelines: Mutex::new(BTreeMap::new()), status: Mutex::new(status) }
+        IntentSource {
+            intent_dir,
+            plugins_dir,
+            loader,
+            pipelines: Mutex::new(BTreeMap::new()),
+            parsed: Mutex::new(ParseCache::new()),
+            status: Mutex::new(status),
+        }
     }
 
     pub fn dirs(&self) -> Vec<PathBuf> {
@@ -224,7 +250,7 @@ impl IntentSource {
             let plugins = self.loader.load(&self.plugins_dir)?;
             report_plugins = Some(plugins.iter().map(plugin_report).collect::<Vec<_>>());
             let configured: Vec<Configured> = plugins.iter().map(Loaded::configured).collect();
-            let (intent, _files) = read_intent(&self.intent_dir)?;
+            let (intent, _files) = read_intent_cached(&self.intent_dir, &mut self.parsed.lock().unwrap())?;
             documents = intent.len();
             // Pipelines are memos of past translations: keep them even if publishing fails.
             let mut pipelines = self.pipelines.lock().unwrap();
