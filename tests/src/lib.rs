@@ -9,6 +9,7 @@ pub mod envoy;
 pub mod fixtures;
 pub mod plugins;
 pub mod server;
+pub mod traffic;
 pub mod upstream;
 pub mod xds;
 
