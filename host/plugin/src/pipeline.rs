@@ -257,7 +257,7 @@ impl Pipeline {
         // What changed since last time: both sides are ordered by id, walk them together.
         let mut changed: Vec<&IntentDocument> = Vec::new();
         let mut removed: Vec<Arc<str>> = Vec::new();
-        let mut inputs = match prev {
+        let inputs = match prev {
             Some(prev) => {
                 let mut olds = prev.inputs.iter().peekable();
                 for d in &docs {
@@ -300,8 +300,8 @@ impl Pipeline {
             }
         };
         if !per_document {
+            // A whole-set plugin gets every document again (`inputs` already holds them all).
             changed = docs.clone();
-            inputs = docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect();
         }
 
         // Outputs that go: of removed documents, of changed ones, or (whole-set) all of them.

@@ -292,8 +292,7 @@ impl IntentSource {
         if let Some(p) = report_plugins {
             st.plugins = p;
         }
-        for (g, cs) in &calls {
-            let _ = g;
+        for cs in calls.values() {
             for (plugin, _) in cs {
                 ctx.metrics.plugin_calls.get_or_create(&[("plugin", plugin.clone().into())]).inc();
             }

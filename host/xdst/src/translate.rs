@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use prost_reflect::{DynamicMessage, SerializeOptions};
 use serde_json::{Map, Value, json};
-use xdst_core::cache::Publication;
 use xdst_core::consistency;
 use xdst_core::resource::Resource;
 use xdst_core::snapshot::Snapshot;
@@ -26,13 +25,12 @@ pub fn run(intent: &Path, plugins: &Path, group: &str, cache_dir: Option<PathBuf
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
     let (set, _files) = crate::intent::read_intent(intent)?;
     let out = translate(&configured, &set, group).map_err(anyhow::Error::from)?;
+    // The check the cache runs before publishing, so `translate` succeeds exactly when
+    // `serve` would publish.
     if let Err(errors) = consistency::check(&out.snapshot) {
         let e = xdst_core::cache::PublishError { group: (!group.is_empty()).then(|| group.to_owned()), errors };
         anyhow::bail!(crate::intent::explain_publish(&e, &out.snapshot));
     }
-    // The same all-or-nothing check the cache runs, so `translate` succeeds exactly when
-    // `serve` would publish.
-    xdst_core::cache::Cache::new().publish(Publication { default: out.snapshot.clone(), groups: Default::default() })?;
     Ok((out, loaded, set.len()))
 }
 
