@@ -252,14 +252,21 @@ async fn per_type_services_stream_delta_and_fetch() {
     let resp = EndpointDiscoveryServiceClient::new(ch.clone()).delta_endpoints(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut eds = XdsStream::new(tx, resp);
     eds.send(delta_req(ENDPOINT, &["backend"], &[])).await;
-    assert_eq!(delta_names(&eds.recv().await), ["backend"]);
+    let endpoints = eds.recv().await;
+    assert_eq!(delta_names(&endpoints), ["backend"]);
 
-    // RDS stream and LDS fetch.
+    // RDS over its own stream. The node's streams share one make-before-break plan (ORDER-2):
+    // its routes wait until the endpoints they lead to are acknowledged, on whichever stream
+    // they came.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let resp = RouteDiscoveryServiceClient::new(ch.clone()).stream_routes(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut rds = XdsStream::new(tx, resp);
     rds.send(sotw_req(ROUTE, &["local"])).await;
+    rds.expect_silence("routes are held until the EDS response is acknowledged").await;
+    eds.send(delta_ack(&endpoints)).await;
     assert_eq!(sotw_names(&rds.recv().await), ["local"]);
+
+    // LDS fetch: one-shot, not gated.
     let fetched = ListenerDiscoveryServiceClient::new(ch.clone()).fetch_listeners(sotw_req(LISTENER, &[])).await.unwrap().into_inner();
     assert_eq!(sotw_names(&fetched), ["http"]);
     assert_eq!(fetched.type_url, LISTENER);

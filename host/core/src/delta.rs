@@ -172,9 +172,16 @@ impl DeltaStream {
 
     /// The responses owed now, given what the node's group is served.
     pub fn poll(&mut self, snapshot: &Snapshot) -> Vec<DeltaResponse> {
+        self.poll_held(snapshot, &[])
+    }
+
+    /// [`poll`](Self::poll), sending nothing for the types in `hold` (make-before-break holds
+    /// listeners and routes back until the clusters they need are acknowledged). A held
+    /// type stays pending and is evaluated once it is no longer held.
+    pub fn poll_held(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
         let mut out = Vec::new();
         for (type_url, t) in self.types.iter_mut() {
-            if !t.pending {
+            if !t.pending || hold.contains(&type_url.as_ref()) {
                 continue;
             }
             t.pending = false;
@@ -246,6 +253,11 @@ impl DeltaStream {
             out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed });
         }
         out
+    }
+
+    /// Every type this stream subscribes to, and whether as a wildcard.
+    pub fn subscriptions(&self) -> impl Iterator<Item = (&Arc<str>, bool)> {
+        self.types.iter().map(|(t, s)| (t, s.wildcard))
     }
 
     /// Per-type state for `/debug/nodes`.

@@ -6,6 +6,7 @@
 //! - [`snapshot`], [`consistency`] and [`cache`]: per node group resource sets, checked
 //!   for dangling references before they are published;
 //! - [`sotw`] and [`delta`]: the stream state machines, one per gRPC stream;
+//! - [`plan`] and [`rollout`]: make-before-break, per node, gated on its ACKs;
 //! - [`wire`]: writing responses straight from the shared bytes.
 //!
 //! It does not do gRPC, HTTP, files or plugins: the `xdst` crate wraps it in those.
@@ -20,7 +21,7 @@
 //! | Consistency check before publishing       | Supported |
 //! | TTL and heartbeats (DELTA-9)              | Planned   |
 //! | Resource aliases / on-demand (VHDS)       | Planned   |
-//! | Make-before-break push ordering (ORDER-*) | Planned   |
+//! | Make-before-break push ordering (ORDER-*) | Supported |
 
 pub mod cache;
 pub mod canonical;
@@ -32,6 +33,7 @@ pub mod intent;
 pub mod node;
 pub mod plan;
 pub mod resource;
+pub mod rollout;
 pub mod snapshot;
 pub mod sotw;
 pub mod stream;

@@ -5,32 +5,34 @@
 //!
 //! 1. **Clusters**: new and changed clusters, and their endpoints at once (a cluster warms
 //!    until its endpoints arrive, and Envoy may hold the CDS ACK until then). Every cluster
-//!    the node holds is kept, so whatever it routes to now keeps working.
-//! 2. **Listeners**, once every target cluster and its endpoints are acknowledged.
+//!    the node holds is kept, so whatever it routes to now keeps working. Listeners and
+//!    routes are held: nothing is sent for them.
+//! 2. **Listeners**, once every target cluster and its endpoints are acknowledged. Routes
+//!    are still held.
 //! 3. **Routes**, once the listeners are acknowledged: every cluster they name is there.
-//! 4. **Cleanup**, once the routes are acknowledged: clusters and endpoints nothing names any
-//!    more are removed.
+//! 4. **Cleanup**, once the routes are acknowledged and no listener or route response is
+//!    still unanswered: clusters and endpoints nothing names any more are removed.
 //!
 //! [`plan`] is a pure function of the target and the acknowledged state, so a new generation
 //! arriving midway simply restarts from what the node has acknowledged, and the same inputs
 //! always give the same offer. Types other than the four are offered as the target has them.
-//! Not wired into the servers yet (issue 4).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 
 /// Where a node is in rolling out its target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Step {
     /// Waiting for the target's clusters and their endpoints to be acknowledged.
     Clusters,
     /// Waiting for the target's listeners.
     Listeners,
-    /// Waiting for the route configurations the target's listeners name.
+    /// Waiting for the route configurations the target's listeners name (and for every
+    /// listener or route response in flight to be answered).
     Routes,
     /// Waiting for the removal of clusters and endpoints nothing names any more.
     Cleanup,
@@ -38,15 +40,42 @@ pub enum Step {
     Converged,
 }
 
+impl Step {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Clusters => "clusters",
+            Step::Listeners => "listeners",
+            Step::Routes => "routes",
+            Step::Cleanup => "cleanup",
+            Step::Converged => "converged",
+        }
+    }
+    /// The types whose acknowledgement this step waits for.
+    pub fn awaits(self) -> &'static [&'static str] {
+        match self {
+            Step::Clusters => &[CLUSTER, ENDPOINT],
+            Step::Listeners => &[LISTENER],
+            Step::Routes => &[ROUTE, LISTENER],
+            Step::Cleanup => &[CLUSTER, ENDPOINT],
+            Step::Converged => &[],
+        }
+    }
+}
+
 /// What to offer a node now, and why.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub step: Step,
+    /// What the node's streams serve, for every type not in `hold`.
     pub offer: Snapshot,
+    /// Types nothing may be sent for yet: the node keeps what it has.
+    pub hold: &'static [&'static str],
 }
 
 /// What to offer a node whose target is `target` and which has acknowledged `acked`.
-pub fn plan(target: &Snapshot, acked: &Snapshot) -> Plan {
+/// `settled` says that every listener and route response sent to the node has been answered;
+/// until it is, nothing is removed (a response in flight may still name what would go).
+pub fn plan(target: &Snapshot, acked: &Snapshot, settled: bool) -> Plan {
     let t = |ty: &str| target.get(ty);
     let a = |ty: &str| acked.get(ty);
     // What the node will ask for: EDS names its target clusters wait for, route configurations
@@ -56,7 +85,7 @@ pub fn plan(target: &Snapshot, acked: &Snapshot) -> Plan {
 
     let clusters_ready = holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(&wanted_endpoints));
     let listeners_ready = same(a(LISTENER), t(LISTENER));
-    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(&wanted_routes));
+    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(&wanted_routes)) && settled;
     let cleaned = same(a(CLUSTER), t(CLUSTER));
 
     let step = if !clusters_ready {
@@ -70,36 +99,25 @@ pub fn plan(target: &Snapshot, acked: &Snapshot) -> Plan {
     } else {
         Step::Converged
     };
-
-    let mut out: Vec<Resource> = Vec::new();
-    fn put(out: &mut Vec<Resource>, set: Option<&Arc<TypeSet>>) {
-        out.extend(set.into_iter().flat_map(|s| s.resources()).map(|r| Resource::clone(r)));
+    let hold: &'static [&'static str] = match step {
+        Step::Clusters => &[LISTENER, ROUTE],
+        Step::Listeners => &[ROUTE],
+        _ => &[],
+    };
+    if step >= Step::Cleanup {
+        return Plan { step, offer: target.clone(), hold };
     }
-    match step {
-        Step::Cleanup | Step::Converged => return Plan { step, offer: target.clone() },
-        _ => {
-            put_overlay(&mut out, a(CLUSTER), t(CLUSTER));
-            put_overlay(&mut out, a(ENDPOINT), t(ENDPOINT));
-            if step == Step::Clusters {
-                put(&mut out, a(LISTENER));
-                put(&mut out, a(ROUTE));
-            } else {
-                put(&mut out, t(LISTENER));
-                if step == Step::Listeners {
-                    put(&mut out, a(ROUTE));
-                } else {
-                    put(&mut out, t(ROUTE));
-                }
-            }
+    let mut offer = target.clone();
+    for ty in [CLUSTER, ENDPOINT] {
+        if let Some(held) = a(ty) {
+            let kept = match t(ty) {
+                Some(new) => new.overlay(held),
+                None => TypeSet::clone(held),
+            };
+            offer = offer.with_set(Arc::from(ty), Arc::new(kept));
         }
     }
-    for (ty, set) in target.types() {
-        if ![CLUSTER, ENDPOINT, LISTENER, ROUTE].contains(&ty.as_ref()) {
-            out.extend(set.resources().map(|r| Resource::clone(r)));
-        }
-    }
-    let offer = Snapshot::from_resources(out).expect("an overlay has one resource per name");
-    Plan { step, offer }
+    Plan { step, offer, hold }
 }
 
 /// Names of `ty` that the resources in `set` refer to.
@@ -125,16 +143,6 @@ fn same(a: Option<&Arc<TypeSet>>, b: Option<&Arc<TypeSet>>) -> bool {
     }
 }
 
-/// `old` with `new` laid over it: every name in either, at `new`'s version where it has one.
-fn put_overlay(out: &mut Vec<Resource>, old: Option<&Arc<TypeSet>>, new: Option<&Arc<TypeSet>>) {
-    if let Some(old) = old {
-        out.extend(old.resources().filter(|r| new.is_none_or(|n| n.get(r.name()).is_none())).map(|r| Resource::clone(r)));
-    }
-    if let Some(new) = new {
-        out.extend(new.resources().map(|r| Resource::clone(r)));
-    }
-}
-
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

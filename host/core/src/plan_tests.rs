@@ -5,24 +5,25 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::decode::decode_file;
+use crate::resource::Resource;
 
-fn one(yaml: &str) -> Resource {
+pub(crate) fn one(yaml: &str) -> Resource {
     decode_file("t.yaml", yaml).unwrap().remove(0)
 }
 
-fn cluster(name: &str) -> Resource {
+pub(crate) fn cluster(name: &str) -> Resource {
     one(&format!(
         "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: {name}\ntype: EDS\nconnect_timeout: 1s\neds_cluster_config: {{eds_config: {{ads: {{}}}}}}\n"
     ))
 }
 
-fn cla(name: &str, port: u16) -> Resource {
+pub(crate) fn cla(name: &str, port: u16) -> Resource {
     one(&format!(
         "\"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment\ncluster_name: {name}\nendpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}}}]}}]\n"
     ))
 }
 
-fn route(name: &str, clusters: &[&str]) -> Resource {
+pub(crate) fn route(name: &str, clusters: &[&str]) -> Resource {
     let action = match clusters {
         [one] => format!("{{cluster: {one}}}"),
         many => format!(
@@ -35,7 +36,7 @@ fn route(name: &str, clusters: &[&str]) -> Resource {
     ))
 }
 
-fn listener(name: &str, port: u16, route: &str) -> Resource {
+pub(crate) fn listener(name: &str, port: u16, route: &str) -> Resource {
     one(&format!(
         r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
 name: {name}
@@ -52,28 +53,26 @@ filter_chains:
     ))
 }
 
-fn snap(rs: Vec<Resource>) -> Snapshot {
+pub(crate) fn snap(rs: Vec<Resource>) -> Snapshot {
     Snapshot::from_resources(rs).unwrap()
 }
 
-fn names(s: &Snapshot, ty: &str) -> Vec<String> {
+pub(crate) fn names(s: &Snapshot, ty: &str) -> Vec<String> {
     s.get(ty).map(|t| t.resources().map(|r| r.name().to_string()).collect()).unwrap_or_default()
 }
 
-/// The node acknowledges the offered set of `types` (what a SotW ACK of each means).
-fn ack(acked: &Snapshot, offer: &Snapshot, types: &[&str]) -> Snapshot {
-    let mut rs: Vec<Resource> = Vec::new();
-    for (ty, set) in acked.types() {
-        if !types.contains(&ty.as_ref()) {
-            rs.extend(set.resources().map(|r| Resource::clone(r)));
-        }
-    }
+/// The node acknowledges what it was sent of `types` (what a SotW ACK of each means). Held
+/// types are not sent, so there is nothing new to acknowledge for them.
+fn ack(acked: &Snapshot, p: &Plan, types: &[&str]) -> Snapshot {
+    let mut out = acked.clone();
     for ty in types {
-        if let Some(set) = offer.get(ty) {
-            rs.extend(set.resources().map(|r| Resource::clone(r)));
+        if p.hold.contains(ty) {
+            continue;
         }
+        let set = p.offer.get(ty).cloned().unwrap_or_default();
+        out = out.with_set(Arc::from(*ty), set);
     }
-    snap(rs)
+    out
 }
 
 const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
@@ -82,28 +81,29 @@ const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
 #[test]
 fn a_new_node_gets_clusters_then_listeners_then_routes() {
     let target = snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
-    let p = plan(&target, &Snapshot::default());
+    let p = plan(&target, &Snapshot::default(), true);
     assert_eq!(p.step, Step::Clusters);
     assert_eq!((names(&p.offer, CLUSTER), names(&p.offer, ENDPOINT)), (vec!["a".into()], vec!["a".into()]));
-    assert!(names(&p.offer, LISTENER).is_empty() && names(&p.offer, ROUTE).is_empty(), "listeners and routes wait");
+    assert_eq!(p.hold, [LISTENER, ROUTE], "listeners and routes wait");
 
     // Only CDS acknowledged: endpoints are still missing, nothing moves on.
-    let acked = ack(&Snapshot::default(), &p.offer, &[CLUSTER]);
-    assert_eq!(plan(&target, &acked).step, Step::Clusters);
+    let acked = ack(&Snapshot::default(), &p, &[CLUSTER]);
+    assert_eq!(plan(&target, &acked, true).step, Step::Clusters);
 
-    let acked = ack(&acked, &p.offer, &[ENDPOINT]);
-    let p = plan(&target, &acked);
+    let acked = ack(&acked, &p, &[ENDPOINT]);
+    let p = plan(&target, &acked, true);
     assert_eq!(p.step, Step::Listeners);
     assert_eq!(names(&p.offer, LISTENER), vec!["l".to_owned()]);
-    assert!(names(&p.offer, ROUTE).is_empty(), "routes wait for the listener ACK");
+    assert_eq!(p.hold, [ROUTE], "routes wait for the listener ACK");
 
-    let acked = ack(&acked, &p.offer, &[LISTENER]);
-    let p = plan(&target, &acked);
+    let acked = ack(&acked, &p, &[LISTENER]);
+    let p = plan(&target, &acked, true);
     assert_eq!(p.step, Step::Routes);
     assert_eq!(names(&p.offer, ROUTE), vec!["r".to_owned()]);
+    assert!(p.hold.is_empty());
 
-    let acked = ack(&acked, &p.offer, &[ROUTE]);
-    let p = plan(&target, &acked);
+    let acked = ack(&acked, &p, &[ROUTE]);
+    let p = plan(&target, &acked, true);
     assert_eq!(p.step, Step::Converged);
     assert_eq!(p.offer.version(), target.version());
 }
@@ -114,24 +114,24 @@ fn a_new_node_gets_clusters_then_listeners_then_routes() {
 fn moving_a_route_adds_the_new_cluster_first_and_removes_the_old_one_last() {
     let before = snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
     let target = snap(vec![listener("l", 10000, "r"), route("r", &["b"]), cluster("b"), cla("b", 8081)]);
-    let p = plan(&target, &before);
+    let p = plan(&target, &before, true);
     assert_eq!(p.step, Step::Clusters);
     assert_eq!(names(&p.offer, CLUSTER), vec!["a".to_owned(), "b".to_owned()], "a is kept while r names it");
-    assert_eq!(p.offer.resource(ROUTE, "r").unwrap().version(), before.resource(ROUTE, "r").unwrap().version());
+    assert!(p.hold.contains(&ROUTE), "the route waits for b");
 
-    let acked = ack(&before, &p.offer, &[CLUSTER, ENDPOINT]);
-    let p = plan(&target, &acked);
+    let acked = ack(&before, &p, &[CLUSTER, ENDPOINT]);
+    let p = plan(&target, &acked, true);
     // The listener did not change: straight to routes.
     assert_eq!(p.step, Step::Routes);
     assert_eq!(p.offer.resource(ROUTE, "r").unwrap().version(), target.resource(ROUTE, "r").unwrap().version());
     assert_eq!(names(&p.offer, CLUSTER), vec!["a".to_owned(), "b".to_owned()]);
 
-    let acked = ack(&acked, &p.offer, &[ROUTE]);
-    let p = plan(&target, &acked);
+    let acked = ack(&acked, &p, &[ROUTE]);
+    let p = plan(&target, &acked, true);
     assert_eq!(p.step, Step::Cleanup);
     assert_eq!(names(&p.offer, CLUSTER), vec!["b".to_owned()], "a goes once nothing the node holds names it");
-    let acked = ack(&acked, &p.offer, &[CLUSTER, ENDPOINT]);
-    assert_eq!(plan(&target, &acked).step, Step::Converged);
+    let acked = ack(&acked, &p, &[CLUSTER, ENDPOINT]);
+    assert_eq!(plan(&target, &acked, true).step, Step::Converged);
 }
 
 /// A new generation midway restarts from what the node acknowledged.
@@ -139,15 +139,15 @@ fn moving_a_route_adds_the_new_cluster_first_and_removes_the_old_one_last() {
 fn a_new_generation_midway_restarts_from_what_was_acknowledged() {
     let before = snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
     let gen1 = snap(vec![listener("l", 10000, "r"), route("r", &["b"]), cluster("b"), cla("b", 8081)]);
-    let p = plan(&gen1, &before);
-    let acked = ack(&before, &p.offer, &[CLUSTER, ENDPOINT]);
-    assert_eq!(plan(&gen1, &acked).step, Step::Routes);
+    let p = plan(&gen1, &before, true);
+    let acked = ack(&before, &p, &[CLUSTER, ENDPOINT]);
+    assert_eq!(plan(&gen1, &acked, true).step, Step::Routes);
     // Before the route goes out, the target changes again: r now splits between b and c.
     let gen2 = snap(vec![listener("l", 10000, "r"), route("r", &["b", "c"]), cluster("b"), cla("b", 8081), cluster("c"), cla("c", 8082)]);
-    let p = plan(&gen2, &acked);
+    let p = plan(&gen2, &acked, true);
     assert_eq!(p.step, Step::Clusters, "c must arrive before a route names it");
     assert_eq!(names(&p.offer, CLUSTER), vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]);
-    assert_eq!(p.offer.resource(ROUTE, "r").unwrap().version(), before.resource(ROUTE, "r").unwrap().version());
+    assert!(p.hold.contains(&ROUTE), "the route waits for c");
 }
 
 /// A NACK leaves the acknowledged state where it was: the plan offers the same again, and never
@@ -156,11 +156,24 @@ fn a_new_generation_midway_restarts_from_what_was_acknowledged() {
 fn a_nack_holds_the_plan_at_its_step() {
     let before = snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
     let target = snap(vec![listener("l", 10001, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
-    let p1 = plan(&target, &before);
+    let p1 = plan(&target, &before, true);
     assert_eq!(p1.step, Step::Listeners);
     // The node rejects the listener: nothing it acknowledged changes.
-    let p2 = plan(&target, &before);
+    let p2 = plan(&target, &before, true);
     assert_eq!((p2.step, p2.offer.version()), (p1.step, p1.offer.version()));
+}
+
+/// A listener or route response still unanswered keeps what it names: no cleanup until it is.
+#[test]
+fn cleanup_waits_for_responses_in_flight() {
+    let before = snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
+    let target = snap(vec![listener("l", 10000, "r"), route("r", &["b"]), cluster("b"), cla("b", 8081)]);
+    let acked = ack(&before, &plan(&target, &before, true), &[CLUSTER, ENDPOINT]);
+    let acked = ack(&acked, &plan(&target, &acked, true), &[ROUTE]);
+    let p = plan(&target, &acked, false);
+    assert_eq!(p.step, Step::Routes);
+    assert_eq!(names(&p.offer, CLUSTER), vec!["a".to_owned(), "b".to_owned()]);
+    assert_eq!(plan(&target, &acked, true).step, Step::Cleanup);
 }
 
 fn universe_target(routes: &[(usize, Vec<usize>)], extra_clusters: &[usize], ports: &[u16; 4]) -> Snapshot {
@@ -221,10 +234,11 @@ proptest! {
                 ti += 1;
             }
             let target = &targets[ti];
-            let p = plan(target, &acked);
+            let p = plan(target, &acked, true);
             // Routes offered name only clusters the node already holds, with endpoints.
             let held_routes: Vec<String> = names(&acked, ROUTE);
-            for r in names(&p.offer, ROUTE) {
+            let sent_routes = if p.hold.contains(&ROUTE) { Vec::new() } else { names(&p.offer, ROUTE) };
+            for r in sent_routes {
                 let same_as_held = held_routes.contains(&r)
                     && acked.resource(ROUTE, &r).map(|x| x.version().clone()) == p.offer.resource(ROUTE, &r).map(|x| x.version().clone());
                 if same_as_held {
@@ -247,14 +261,14 @@ proptest! {
                 prop_assert!(p.offer.resource(CLUSTER, &c).is_some(), "cluster {c} removed while a held route names it (step {:?})", p.step);
             }
             let types: Vec<&str> = types.iter().copied().collect::<BTreeSet<usize>>().into_iter().map(|i| ALL[i]).collect();
-            acked = ack(&acked, &p.offer, &types);
+            acked = ack(&acked, &p, &types);
         }
         // Then acknowledge everything until it converges (at most four rounds).
         let target = &targets[ti];
         for _ in 0..4 {
-            let p = plan(target, &acked);
-            acked = ack(&acked, &p.offer, &ALL);
+            let p = plan(target, &acked, true);
+            acked = ack(&acked, &p, &ALL);
         }
-        prop_assert_eq!(plan(target, &acked).step, Step::Converged);
+        prop_assert_eq!(plan(target, &acked, true).step, Step::Converged);
     }
 }

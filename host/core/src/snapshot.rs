@@ -57,6 +57,12 @@ pub enum Change<'a> {
     Removed(&'a Arc<Resource>),
 }
 
+impl Default for TypeSet {
+    fn default() -> Self {
+        TypeSet::new(OrdMap::new())
+    }
+}
+
 impl TypeSet {
     fn new(resources: OrdMap<Arc<str>, Arc<Resource>>) -> Self {
         let sum = resources.values().fold(0u128, |acc, r| acc.wrapping_add(entry_hash(r)));
@@ -90,6 +96,40 @@ impl TypeSet {
     }
     pub fn is_empty(&self) -> bool {
         self.resources.is_empty()
+    }
+
+    /// A set of the given resources (the last of two with one name wins).
+    pub fn from_shared(resources: impl IntoIterator<Item = Arc<Resource>>) -> TypeSet {
+        TypeSet::new(resources.into_iter().map(|r| (r.name().clone(), r)).collect())
+    }
+
+    /// This set with every resource of `old` it has no name for: what a node holds while it
+    /// is moved from `old` to this set. Shared parts of the two are skipped without a look.
+    pub fn overlay(&self, old: &TypeSet) -> TypeSet {
+        let (mut map, mut sum) = (self.resources.clone(), self.sum);
+        for d in old.resources.diff(&self.resources) {
+            if let imbl::ordmap::DiffItem::Remove(name, r) = d {
+                sum = sum.wrapping_add(entry_hash(r));
+                map.insert(name.clone(), r.clone());
+            }
+        }
+        TypeSet::with_sum(map, sum)
+    }
+
+    /// This set with `removed` taken out and `added` put in (replacing any of the same name):
+    /// what a Delta client holds after it applied a response.
+    pub fn patch(&self, removed: &[Arc<str>], added: &[Arc<Resource>]) -> TypeSet {
+        let (mut map, mut sum) = (self.resources.clone(), self.sum);
+        for name in removed.iter().map(|n| n.as_ref()).chain(added.iter().map(|r| r.name().as_ref())) {
+            if let Some(gone) = map.remove(name) {
+                sum = sum.wrapping_sub(entry_hash(&gone));
+            }
+        }
+        for r in added {
+            sum = sum.wrapping_add(entry_hash(r));
+            map.insert(r.name().clone(), r.clone());
+        }
+        TypeSet::with_sum(map, sum)
     }
 }
 
@@ -185,6 +225,21 @@ impl Snapshot {
             }
         }
         Ok(Snapshot { types })
+    }
+
+    /// This snapshot with the set of `type_url` replaced by `set` (kept even when empty: an
+    /// empty set is not the same as no set).
+    pub fn with_set(&self, type_url: Arc<str>, set: Arc<TypeSet>) -> Snapshot {
+        let mut types = self.types.clone();
+        types.insert(type_url, set);
+        Snapshot { types }
+    }
+
+    /// This snapshot without any set for `type_url`.
+    pub fn without(&self, type_url: &str) -> Snapshot {
+        let mut types = self.types.clone();
+        types.remove(type_url);
+        Snapshot { types }
     }
 
     /// A version over every type, for logs.

@@ -2,8 +2,9 @@
 //!
 //! - `GET /healthz`: `ok` once serving.
 //! - `GET /metrics`: Prometheus text.
-//! - `GET /debug/nodes`: every connected node, its streams and, per type, the version
-//!   sent and acknowledged and the last NACK.
+//! - `GET /debug/nodes`: every connected node, its make-before-break plan (mode, step, what
+//!   it waits for and since when, what is held back, a NACK that stopped it), its streams
+//!   and, per type, the version sent and acknowledged and the last NACK.
 //! - `GET /debug/resources`: what each node group is served (`?bodies=true` adds each
 //!   resource as proto3 JSON), and the state of the resources directory.
 //! - `GET /debug/plugins`: with `--intent`/`--plugins`, the loaded plugins (name, version,
@@ -37,7 +38,7 @@ pub fn routes(ctx: &Ctx) -> Router {
                 ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], c1.metrics.render())
             }),
         )
-        .route("/debug/nodes", get(move || async move { Json(c2.nodes.report()) }))
+        .route("/debug/nodes", get(move || async move { Json(c2.nodes.report(&c2.rollouts.report())) }))
         .route("/debug/resources", get(move |q: Query<ResourcesQuery>| async move { resources(&c3, q.bodies).into_response() }))
         .route(
             "/debug/plugins",

@@ -16,6 +16,8 @@ pub struct Context {
     pub group_key: GroupKey,
     pub metrics: Metrics,
     pub nodes: Registry,
+    /// Every node's make-before-break rollout.
+    pub rollouts: crate::rollouts::Rollouts,
     pub source: SourceStatus,
     /// Flips to `true` when the server shuts down; every stream ends with UNAVAILABLE.
     pub shutdown: watch::Receiver<bool>,

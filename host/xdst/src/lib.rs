@@ -26,6 +26,7 @@ pub mod machine;
 pub mod metrics;
 pub mod nodes;
 pub mod rest;
+pub mod rollouts;
 pub mod server;
 pub mod source;
 pub mod translate;
@@ -60,6 +61,11 @@ pub struct Config {
     pub debounce: Duration,
     pub resync: Duration,
     pub shutdown_grace: Duration,
+    /// How long a make-before-break step waits for a node's ACK before it proceeds anyway.
+    pub plan_grace: Duration,
+    /// Push every change at once, without make-before-break ordering (unsafe: for
+    /// demonstrations and the tests that show what ordering prevents).
+    pub unsafe_unordered_push: bool,
 }
 
 impl Default for Config {
@@ -76,6 +82,8 @@ impl Default for Config {
             debounce: Duration::from_millis(10),
             resync: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
+            plan_grace: Duration::from_secs(10),
+            unsafe_unordered_push: false,
         }
     }
 }
@@ -120,6 +128,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         group_key: config.group_key.clone(),
         metrics: metrics::Metrics::new(),
         nodes: nodes::Registry::default(),
+        rollouts: rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig { grace: config.plan_grace, unordered: config.unsafe_unordered_push }),
         source: source::SourceStatus::default(),
         shutdown: shutdown_rx.clone(),
         debounce: config.debounce,
@@ -141,6 +150,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     info!(%xds_addr, %admin_addr, group_key = %config.group_key, "xdst serving");
+    if config.unsafe_unordered_push {
+        tracing::warn!("--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them");
+    }
 
     let xds_router = xds::routes(&ctx)
         .merge(rest::routes(&ctx))

@@ -6,8 +6,9 @@ use std::time::SystemTime;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use xdst_core::delta::{DeltaResponse, DeltaStream};
-use xdst_core::snapshot::Snapshot;
-use xdst_core::sotw::{SotwResponse, SotwStream};
+use xdst_core::rollout::Update;
+use xdst_core::snapshot::{Snapshot, TypeSet};
+use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
 use xdst_core::stream::{Event, NodeInfo, ProtocolError, Scope, TypeStatus};
 
 use crate::codec::Outgoing;
@@ -21,7 +22,12 @@ pub trait Machine: Send + 'static {
     fn request_node(req: &Self::Request) -> Option<&Node>;
     fn handle(&mut self, req: &Self::Request, now: SystemTime) -> Result<Vec<Event>, ProtocolError>;
     fn snapshot_changed(&mut self);
-    fn poll(&mut self, snapshot: &Snapshot) -> Vec<Self::Response>;
+    /// What to send now, given the node's offer; nothing for the types in `hold`.
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<Self::Response>;
+    /// The types subscribed, and whether as a wildcard.
+    fn subscriptions(&self) -> Vec<(Arc<str>, bool)>;
+    /// A NACK's message, if the request carries one.
+    fn request_error(req: &Self::Request) -> Option<&str>;
     fn node(&self) -> Option<&NodeInfo>;
     fn status(&self) -> Vec<TypeStatus>;
 }
@@ -31,6 +37,8 @@ pub trait Sent {
     fn type_url(&self) -> &Arc<str>;
     fn nonce(&self) -> &Arc<str>;
     fn resource_count(&self) -> usize;
+    /// What the client holds of the type once it accepts this response.
+    fn update(&self) -> Update;
 }
 
 impl Sent for SotwResponse {
@@ -43,6 +51,12 @@ impl Sent for SotwResponse {
     fn resource_count(&self) -> usize {
         self.resources.len()
     }
+    fn update(&self) -> Update {
+        Update::Replace(match &self.resources {
+            Resources::All(set) => set.clone(),
+            Resources::Some(v) => Arc::new(TypeSet::from_shared(v.iter().cloned())),
+        })
+    }
 }
 
 impl Sent for DeltaResponse {
@@ -54,6 +68,9 @@ impl Sent for DeltaResponse {
     }
     fn resource_count(&self) -> usize {
         self.resources.len() + self.removed.len()
+    }
+    fn update(&self) -> Update {
+        Update::Patch { removed: self.removed.clone(), added: self.resources.clone() }
     }
 }
 
@@ -68,14 +85,20 @@ impl Machine for SotwStream {
     fn request_node(req: &DiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    fn request_error(req: &DiscoveryRequest) -> Option<&str> {
+        req.error_detail.as_ref().map(|s| s.message.as_str())
+    }
     fn handle(&mut self, req: &DiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
         self.handle_request(req, now)
     }
     fn snapshot_changed(&mut self) {
         SotwStream::snapshot_changed(self)
     }
-    fn poll(&mut self, snapshot: &Snapshot) -> Vec<SotwResponse> {
-        SotwStream::poll(self, snapshot)
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
+        SotwStream::poll_held(self, snapshot, hold)
+    }
+    fn subscriptions(&self) -> Vec<(Arc<str>, bool)> {
+        SotwStream::subscriptions(self).map(|(t, w)| (t.clone(), w)).collect()
     }
     fn node(&self) -> Option<&NodeInfo> {
         SotwStream::node(self)
@@ -96,14 +119,20 @@ impl Machine for DeltaStream {
     fn request_node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    fn request_error(req: &DeltaDiscoveryRequest) -> Option<&str> {
+        req.error_detail.as_ref().map(|s| s.message.as_str())
+    }
     fn handle(&mut self, req: &DeltaDiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
         self.handle_request(req, now)
     }
     fn snapshot_changed(&mut self) {
         DeltaStream::snapshot_changed(self)
     }
-    fn poll(&mut self, snapshot: &Snapshot) -> Vec<DeltaResponse> {
-        DeltaStream::poll(self, snapshot)
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
+        DeltaStream::poll_held(self, snapshot, hold)
+    }
+    fn subscriptions(&self) -> Vec<(Arc<str>, bool)> {
+        DeltaStream::subscriptions(self).map(|(t, w)| (t.clone(), w)).collect()
     }
     fn node(&self) -> Option<&NodeInfo> {
         DeltaStream::node(self)

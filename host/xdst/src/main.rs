@@ -174,6 +174,17 @@ struct ServeArgs {
     /// On SIGINT/SIGTERM, how long open connections get before they are closed.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    /// Make-before-break: how long a step waits for a node's ACK before it proceeds without
+    /// it (logged, and counted in xdst_plan_grace_expired_total). Each change reaches a node
+    /// in steps: new clusters and their endpoints, then listeners, then routes, then the
+    /// removal of what nothing names; each step waits for the node's ACK of the last.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, env = "XDST_PLAN_GRACE")]
+    plan_grace: Duration,
+    /// Push every change to every node at once, without make-before-break ordering. Unsafe:
+    /// a route can reach Envoy before the cluster it names, and a cluster can be removed
+    /// while a route still sends traffic to it. For demonstrations and tests only.
+    #[arg(long)]
+    unsafe_unordered_push: bool,
     /// Write {"xds_addr": ..., "admin_addr": ...} to this file once listening (useful with
     /// port 0).
     #[arg(long, value_name = "FILE")]
@@ -284,6 +295,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         debounce: args.debounce,
         resync: args.resync,
         shutdown_grace: args.shutdown_grace,
+        plan_grace: args.plan_grace,
+        unsafe_unordered_push: args.unsafe_unordered_push,
     };
     let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {

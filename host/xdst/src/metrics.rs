@@ -40,6 +40,16 @@ pub struct Metrics {
     pub plugin_calls: Family<Labels1, Counter>,
     /// Generations failed by a plugin, by plugin.
     pub plugin_failures: Family<Labels1, Counter>,
+    /// Seconds from a change reaching a node to the node acknowledging its last step.
+    pub plan_convergence_seconds: Histogram,
+    /// Make-before-break steps entered, by step.
+    pub plan_steps: Family<Labels1, Counter>,
+    /// Plans restarted by a new change before the node converged.
+    pub plan_restarts: Counter,
+    /// Plans stopped by a NACK.
+    pub plan_nack_stops: Counter,
+    /// Steps that proceeded without an ACK after the grace period, by step.
+    pub plan_grace_expired: Family<Labels1, Counter>,
 }
 
 fn histogram() -> Histogram {
@@ -71,6 +81,24 @@ impl Metrics {
         let generation_seconds = histogram();
         let plugin_calls = Family::<Labels1, Counter>::default();
         let plugin_failures = Family::<Labels1, Counter>::default();
+        let plan_convergence_seconds = histogram();
+        let plan_steps = Family::<Labels1, Counter>::default();
+        let plan_restarts = Counter::default();
+        let plan_nack_stops = Counter::default();
+        let plan_grace_expired = Family::<Labels1, Counter>::default();
+        registry.register(
+            "plan_convergence_seconds",
+            "Time from a change reaching a node to the node acknowledging the last make-before-break step",
+            plan_convergence_seconds.clone(),
+        );
+        registry.register("plan_steps", "Make-before-break steps entered by step", plan_steps.clone());
+        registry.register("plan_restarts", "Plans restarted by a change before the node converged", plan_restarts.clone());
+        registry.register("plan_nack_stops", "Plans stopped because the node rejected an update", plan_nack_stops.clone());
+        registry.register(
+            "plan_grace_expired",
+            "Steps that proceeded without an ACK after the grace period by step",
+            plan_grace_expired.clone(),
+        );
         registry.register("generations", "Intent generations by result", generations.clone());
         registry.register(
             "generation_seconds",
@@ -135,6 +163,11 @@ impl Metrics {
             generation_seconds,
             plugin_calls,
             plugin_failures,
+            plan_convergence_seconds,
+            plan_steps,
+            plan_restarts,
+            plan_nack_stops,
+            plan_grace_expired,
         }
     }
 

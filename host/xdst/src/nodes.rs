@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::Serialize;
+use xdst_core::rollout::RolloutStatus;
 use xdst_core::stream::{NodeInfo, TypeStatus};
 
 /// Read access to a stream's state machine.
@@ -82,8 +83,8 @@ impl Registry {
         self.groups.lock().unwrap().keys().cloned().collect()
     }
 
-    /// Every connected node with its streams; the JSON of `/debug/nodes`.
-    pub fn report(&self) -> Vec<NodeReport> {
+    /// Every connected node with its streams and plan; the JSON of `/debug/nodes`.
+    pub fn report(&self, plans: &HashMap<(String, String), RolloutStatus>) -> Vec<NodeReport> {
         let entries: Vec<(u64, Arc<StreamEntry>)> = self
             .streams
             .lock()
@@ -99,6 +100,7 @@ impl Registry {
                 cluster: info.cluster.clone(),
                 user_agent: info.user_agent.clone(),
                 group: e.group.clone(),
+                plan: plans.get(&(e.group.clone(), info.id.clone())).cloned(),
                 streams: Vec::new(),
             });
             node.streams.push(StreamReport {
@@ -128,6 +130,8 @@ pub struct NodeReport {
     pub cluster: String,
     pub user_agent: String,
     pub group: String,
+    /// The node's make-before-break rollout.
+    pub plan: Option<RolloutStatus>,
     pub streams: Vec<StreamReport>,
 }
 

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tonic::{Status, Streaming};
 use tracing::{debug, info, warn};
 use xdst_core::delta::DeltaStream;
+use xdst_core::rollout::Offer;
 use xdst_core::snapshot::Snapshot;
 use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
 use xdst_core::stream::{Event, Scope};
@@ -27,6 +28,7 @@ use crate::context::Ctx;
 use crate::machine::{Machine, Sent};
 use crate::metrics::{by_api_service, by_api_type, by_type, label};
 use crate::nodes::StreamEntry;
+use crate::rollouts::NodeRollout;
 
 /// The peer of a connection, put in each request's extensions by the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +125,13 @@ struct Driver<M: Machine> {
     label: &'static str,
     peer: Option<std::net::SocketAddr>,
     requests: Streaming<M::Request>,
+    /// What the node's group is served: the target of its rollout.
     watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
+    /// The node's rollout, shared with its other streams, and what it offers now.
+    rollout: Option<Arc<NodeRollout>>,
+    offer: Option<(watch::Receiver<Arc<Offer>>, Arc<Offer>)>,
+    /// The subscriptions last reported to the rollout.
+    subscriptions: Vec<(Arc<str>, bool)>,
     queue: VecDeque<M::Response>,
     /// The latest response per type and when it went out, for push-to-ACK latency.
     sent_at: Vec<(Arc<str>, Arc<str>, Instant)>,
@@ -135,7 +143,12 @@ struct Driver<M: Machine> {
 
 enum Wake<R> {
     Request(Result<Option<R>, Status>),
-    Snapshot,
+    /// The node's group has a new state.
+    Target,
+    /// The node's rollout offers something else.
+    Offer,
+    /// The rollout's grace period ended.
+    Deadline,
     Shutdown,
 }
 
@@ -150,6 +163,9 @@ impl<M: Machine> Driver<M> {
             peer,
             requests,
             watch: None,
+            rollout: None,
+            offer: None,
+            subscriptions: Vec::new(),
             queue: VecDeque::new(),
             sent_at: Vec::new(),
             registered: None,
@@ -172,6 +188,7 @@ impl<M: Machine> Driver<M> {
                 self.finished = true;
                 return Some((Err(Status::unavailable("xdst is shutting down")), self));
             }
+            let deadline = self.rollout.as_ref().and_then(|r| r.deadline());
             let wake = tokio::select! {
                 r = self.shutdown.changed() => {
                     if r.is_err() {
@@ -180,7 +197,9 @@ impl<M: Machine> Driver<M> {
                     Wake::Shutdown
                 }
                 msg = self.requests.message() => Wake::Request(msg),
-                _ = snapshot_changed(&mut self.watch) => Wake::Snapshot,
+                _ = changed(&mut self.watch) => Wake::Target,
+                _ = changed(&mut self.offer) => Wake::Offer,
+                _ = until(deadline) => Wake::Deadline,
             };
             match wake {
                 Wake::Shutdown => continue,
@@ -222,9 +241,19 @@ impl<M: Machine> Driver<M> {
                     self.finished = true;
                     return Some((Err(status), self));
                 }
-                Wake::Snapshot => {
+                Wake::Target => {
+                    if let (Some(r), Some((_, target))) = (&self.rollout, &self.watch) {
+                        r.set_target(self.ctx.rollouts.config(), target.clone(), &self.ctx.metrics);
+                    }
+                }
+                Wake::Offer => {
                     self.machine.lock().unwrap().snapshot_changed();
                     self.poll();
+                }
+                Wake::Deadline => {
+                    if let Some(r) = &self.rollout {
+                        r.update(&self.ctx.metrics, |r, now| r.tick(now));
+                    }
                 }
             }
         }
@@ -250,9 +279,10 @@ impl<M: Machine> Driver<M> {
                 let group = self.ctx.group_key.group_of(node);
                 let mut rx = self.ctx.cache.watch(&group);
                 let snapshot = rx.borrow_and_update().clone();
-                self.watch = Some((rx, snapshot));
+                self.watch = Some((rx, snapshot.clone()));
                 self.node_id = node.id.clone();
                 info!(node = %node.id, cluster = %node.cluster, group = %group, api = M::API, service = self.label, peer = ?self.peer, "stream opened");
+                let rollout = self.ctx.rollouts.attach(&group, &node.id);
                 self.registered = Some(self.ctx.nodes.add(StreamEntry {
                     api: M::API,
                     service: self.label,
@@ -261,10 +291,35 @@ impl<M: Machine> Driver<M> {
                     peer: self.peer,
                     source: self.machine.clone(),
                 }));
+                rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
+                let mut offer = rollout.watch();
+                let current = offer.borrow_and_update().clone();
+                self.offer = Some((offer, current));
+                self.rollout = Some(rollout);
+            }
+        }
+        if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+            let subscriptions = self.machine.lock().unwrap().subscriptions();
+            if subscriptions != self.subscriptions {
+                for (type_url, wildcard) in &subscriptions {
+                    if !self.subscriptions.contains(&(type_url.clone(), *wildcard)) {
+                        rollout.update(&self.ctx.metrics, |r, now| r.subscribe(stream, type_url, *wildcard, now));
+                    }
+                }
+                self.subscriptions = subscriptions;
             }
         }
         let m = &self.ctx.metrics;
         for event in events {
+            if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+                let (type_url, nonce, nack) = match &event {
+                    Event::Ack { type_url, nonce, .. } => (type_url, nonce, None),
+                    Event::Nack { type_url, nonce, message } => (type_url, nonce, Some(message.as_str())),
+                    // An older response answered: it still moved what the client holds.
+                    Event::Stale { type_url, nonce } => (type_url, nonce, M::request_error(&req)),
+                };
+                rollout.update(m, |r, now| r.answered(stream, type_url, nonce, nack, now));
+            }
             match event {
                 Event::Ack { type_url, nonce, .. } => {
                     m.acks.get_or_create(&by_type(&type_url)).inc();
@@ -287,8 +342,14 @@ impl<M: Machine> Driver<M> {
     }
 
     fn poll(&mut self) {
-        let Some((_, snapshot)) = &self.watch else { return };
-        let out = self.machine.lock().unwrap().poll(snapshot);
+        let Some((rx, offer)) = &mut self.offer else { return };
+        let mut machine = self.machine.lock().unwrap();
+        if rx.has_changed().unwrap_or(false) {
+            // The rollout moved on while this stream was busy: serve the latest offer.
+            *offer = rx.borrow_and_update().clone();
+            machine.snapshot_changed();
+        }
+        let out = machine.poll(&offer.snapshot, offer.hold);
         self.queue.extend(out);
     }
 
@@ -300,6 +361,12 @@ impl<M: Machine> Driver<M> {
             Some(slot) => *slot = entry,
             None => self.sent_at.push(entry),
         }
+        if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+            rollout.update(&self.ctx.metrics, |ro, _| {
+                ro.sent(stream, r.type_url(), r.nonce().clone(), r.update());
+                Vec::new()
+            });
+        }
     }
 }
 
@@ -308,16 +375,28 @@ impl<M: Machine> Drop for Driver<M> {
         self.ctx.metrics.streams.get_or_create(&by_api_service(M::API, self.label)).dec();
         if let Some(id) = self.registered {
             self.ctx.nodes.remove(id);
+            if let Some(r) = &self.rollout {
+                self.ctx.rollouts.detach(r, id, &self.ctx.metrics);
+            }
             debug!(node = %self.node_id, api = M::API, service = self.label, "stream closed");
         }
     }
 }
 
-async fn snapshot_changed(watch: &mut Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>) {
+/// Waits for a watched value to change and takes it.
+async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
     let Some((rx, current)) = watch else { return std::future::pending().await };
     if rx.changed().await.is_err() {
-        // The cache outlives every stream; if it is gone the server is going down.
+        // The cache and the rollouts outlive every stream; if one is gone the server is going
+        // down.
         return std::future::pending().await;
     }
     *current = rx.borrow_and_update().clone();
+}
+
+async fn until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
 }

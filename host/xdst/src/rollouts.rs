@@ -1,0 +1,176 @@
+//! Every node's make-before-break rollout ([`xdst_core::rollout`]), shared by the node's
+//! streams: an ADS stream, or separate LDS/RDS/CDS/EDS streams, feed one [`NodeRollout`] with
+//! what they send and what the node answers, and all serve its offer.
+//!
+//! A node is its group and its id. Its rollout outlives its streams for a while (`LINGER`),
+//! so a client that reconnects (a restarted stream, a flapping network) resumes from what it
+//! had acknowledged instead of being treated as empty.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+use xdst_core::plan::Step;
+use xdst_core::rollout::{Note, Offer, Rollout, RolloutConfig, RolloutStatus};
+use xdst_core::snapshot::Snapshot;
+use xdst_core::types;
+
+use crate::metrics::{Metrics, label};
+
+/// How long a node's rollout is kept after its last stream closed.
+const LINGER: Duration = Duration::from_secs(300);
+
+pub struct Rollouts {
+    config: RolloutConfig,
+    nodes: Mutex<HashMap<(String, String), Arc<NodeRollout>>>,
+}
+
+pub struct NodeRollout {
+    pub group: String,
+    pub id: String,
+    state: Mutex<NodeState>,
+    offer: watch::Sender<Arc<Offer>>,
+}
+
+struct NodeState {
+    rollout: Option<Rollout>,
+    streams: usize,
+    idle_since: Option<Instant>,
+}
+
+impl Rollouts {
+    pub fn new(config: RolloutConfig) -> Self {
+        Rollouts { config, nodes: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn config(&self) -> RolloutConfig {
+        self.config
+    }
+
+    /// The rollout of node `id` in `group`, for a stream that opens; [`detach`](Self::detach)
+    /// when it closes.
+    pub fn attach(&self, group: &str, id: &str) -> Arc<NodeRollout> {
+        let now = Instant::now();
+        let mut nodes = self.nodes.lock().unwrap();
+        nodes.retain(|_, n| {
+            let s = n.state.lock().unwrap();
+            s.streams > 0 || s.idle_since.is_none_or(|t| now.duration_since(t) < LINGER)
+        });
+        let node = nodes
+            .entry((group.to_owned(), id.to_owned()))
+            .or_insert_with(|| {
+                Arc::new(NodeRollout {
+                    group: group.to_owned(),
+                    id: id.to_owned(),
+                    state: Mutex::new(NodeState { rollout: None, streams: 0, idle_since: None }),
+                    offer: watch::channel(Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES })).0,
+                })
+            })
+            .clone();
+        let mut s = node.state.lock().unwrap();
+        s.streams += 1;
+        s.idle_since = None;
+        drop(s);
+        node
+    }
+
+    pub fn detach(&self, node: &NodeRollout, stream: u64, metrics: &Metrics) {
+        node.update(metrics, |r, now| r.stream_closed(stream, now));
+        let mut s = node.state.lock().unwrap();
+        s.streams -= 1;
+        if s.streams == 0 {
+            s.idle_since = Some(Instant::now());
+        }
+    }
+
+    /// Every node's rollout state, by (group, id).
+    pub fn report(&self) -> HashMap<(String, String), RolloutStatus> {
+        let now = Instant::now();
+        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().values().cloned().collect();
+        nodes
+            .into_iter()
+            .filter_map(|n| {
+                let s = n.state.lock().unwrap();
+                Some(((n.group.clone(), n.id.clone()), s.rollout.as_ref()?.status(now)))
+            })
+            .collect()
+    }
+}
+
+impl NodeRollout {
+    /// The node's group has a new state (or this is the first stream): the plan moves on to it.
+    pub fn set_target(&self, config: RolloutConfig, target: Arc<Snapshot>, metrics: &Metrics) {
+        let mut s = self.state.lock().unwrap();
+        let now = Instant::now();
+        match &mut s.rollout {
+            Some(r) => {
+                let notes = r.set_target(target, now);
+                self.after(r, notes, metrics);
+            }
+            None => {
+                let r = Rollout::new(config, target, now);
+                self.after(&r, Vec::new(), metrics);
+                s.rollout = Some(r);
+            }
+        }
+    }
+
+    /// Runs `f` on the rollout (if there is one yet), then counts and logs what it noted and
+    /// publishes the offer if it changed.
+    pub fn update(&self, metrics: &Metrics, f: impl FnOnce(&mut Rollout, Instant) -> Vec<Note>) {
+        let mut s = self.state.lock().unwrap();
+        if let Some(r) = &mut s.rollout {
+            let notes = f(r, Instant::now());
+            self.after(r, notes, metrics);
+        }
+    }
+
+    fn after(&self, r: &Rollout, notes: Vec<Note>, m: &Metrics) {
+        for note in notes {
+            match note {
+                Note::Step(step) => {
+                    m.plan_steps.get_or_create(&label("step", step.as_str())).inc();
+                }
+                Note::Converged(d) => {
+                    m.plan_convergence_seconds.observe(d.as_secs_f64());
+                    info!(node = %self.id, group = %self.group, seconds = d.as_secs_f64(), "node converged on its new resources");
+                }
+                Note::Restarted { step } => {
+                    m.plan_restarts.inc();
+                    info!(node = %self.id, step = step.as_str(), "new resources before the node converged: plan restarted from what it acknowledged");
+                }
+                Note::Stopped { type_url, message } => {
+                    m.plan_nack_stops.inc();
+                    warn!(node = %self.id, r#type = types::short_name(&type_url), error = %message, step = r.step().as_str(), "node rejected an update: plan stopped, the node keeps its last good state until the next change");
+                }
+                Note::GraceExpired { step } => {
+                    m.plan_grace_expired.get_or_create(&label("step", step.as_str())).inc();
+                    warn!(node = %self.id, step = step.as_str(), waited = ?r.status(Instant::now()).step_seconds, "node did not acknowledge within the grace period: proceeding without its ACK");
+                }
+            }
+        }
+        self.offer.send_if_modified(|cur| {
+            if r.offer_differs(cur) {
+                *cur = Arc::new(r.offer().clone());
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub fn watch(&self) -> watch::Receiver<Arc<Offer>> {
+        self.offer.subscribe()
+    }
+
+    /// When the current step's grace period ends.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.state.lock().unwrap().rollout.as_ref().and_then(Rollout::deadline)
+    }
+
+    pub fn step(&self) -> Option<Step> {
+        self.state.lock().unwrap().rollout.as_ref().map(Rollout::step)
+    }
+}
