@@ -22,6 +22,9 @@ pub struct Report {
     pub non_2xx: u64,
     /// Requests that got no answer (refused, reset, timed out).
     pub errors: u64,
+    /// With [`Traffic::start_when_listening`]: requests refused before the proxy first
+    /// answered (the listener did not exist yet); not failures.
+    pub not_listening_yet: u64,
     /// 2xx answers by body (the upstreams answer with their names).
     pub by_body: BTreeMap<String, u64>,
     /// The first few failures, for the test's message.
@@ -40,6 +43,9 @@ struct Shared {
     ok: AtomicU64,
     non_2xx: AtomicU64,
     errors: AtomicU64,
+    not_listening_yet: AtomicU64,
+    /// Set when waiting for a listener: whether any request has been answered yet.
+    answered: Option<std::sync::atomic::AtomicBool>,
     by_body: Mutex<BTreeMap<String, u64>>,
     failures: Mutex<Vec<String>>,
 }
@@ -54,7 +60,19 @@ pub struct Traffic {
 impl Traffic {
     /// Sends `GET path` to `addr` `per_second` times a second.
     pub fn start(addr: SocketAddr, path: &str, per_second: u32) -> Traffic {
-        let shared = Arc::new(Shared::default());
+        Self::run(Shared::default(), addr, path, per_second)
+    }
+
+    /// Like [`start`](Self::start), for a listener about to be created: a request that fails
+    /// to get an answer while nothing has answered yet (sent before the listener existed)
+    /// is counted in `not_listening_yet`, not as a failure. From the first answer on, every
+    /// failure counts, including a non-2xx first answer.
+    pub fn start_when_listening(addr: SocketAddr, path: &str, per_second: u32) -> Traffic {
+        Self::run(Shared { answered: Some(Default::default()), ..Default::default() }, addr, path, per_second)
+    }
+
+    fn run(shared: Shared, addr: SocketAddr, path: &str, per_second: u32) -> Traffic {
+        let shared = Arc::new(shared);
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let path: Arc<str> = path.into();
         let s = shared.clone();
@@ -70,7 +88,16 @@ impl Traffic {
                 let (s, path) = (s.clone(), path.clone());
                 s.sent.fetch_add(1, Ordering::Relaxed);
                 inflight.spawn(async move {
-                    let failure = match http_request(addr, &path, &[]).await {
+                    let answered_before = s.answered.as_ref().map(|a| a.load(Ordering::SeqCst));
+                    let result = http_request(addr, &path, &[]).await;
+                    if let (Some(a), Ok(_)) = (&s.answered, &result) {
+                        a.store(true, Ordering::SeqCst);
+                    }
+                    let failure = match result {
+                        Err(_) if answered_before == Some(false) => {
+                            s.not_listening_yet.fetch_add(1, Ordering::Relaxed);
+                            None
+                        }
                         Ok(r) if (200..300).contains(&r.status) => {
                             s.ok.fetch_add(1, Ordering::Relaxed);
                             *s.by_body.lock().unwrap().entry(r.body).or_default() += 1;
@@ -107,6 +134,7 @@ impl Traffic {
             ok: s.ok.load(Ordering::Relaxed),
             non_2xx: s.non_2xx.load(Ordering::Relaxed),
             errors: s.errors.load(Ordering::Relaxed),
+            not_listening_yet: s.not_listening_yet.load(Ordering::Relaxed),
             by_body: s.by_body.lock().unwrap().clone(),
             first_failures: s.failures.lock().unwrap().clone(),
         }

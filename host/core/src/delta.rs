@@ -45,6 +45,15 @@ struct TypeState {
     version_sent: Option<Arc<str>>,
     version_acked: Option<String>,
     last_nack: Option<Nack>,
+    /// What `known` held, before the last response, for the names it changed: a NACK puts
+    /// them back, since the client applied none of it.
+    prior: Vec<(Arc<str>, Option<Option<Arc<str>>>)>,
+    /// A digest of the response the client rejected: the same diff is not sent again.
+    rejected: Option<String>,
+    /// The digest of the last response sent.
+    sent_digest: Option<String>,
+    /// The subscription changed since [`subscription_changes`] last looked.
+    sub_changed: bool,
 }
 
 /// One Delta stream's state.
@@ -97,6 +106,15 @@ impl DeltaStream {
                     };
                     events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
                     t.last_nack = Some(nack);
+                    // The client applied none of it: what it holds is what it held before.
+                    for (name, before) in std::mem::take(&mut t.prior) {
+                        match before {
+                            Some(v) => t.known.insert(name, v),
+                            None => t.known.remove(&name),
+                        };
+                    }
+                    t.rejected = t.sent_digest.take();
+                    t.synced = None;
                 } else {
                     t.version_acked = t.version_sent.as_deref().map(str::to_owned);
                     events.push(Event::Ack {
@@ -118,6 +136,10 @@ impl DeltaStream {
             // DELTA-3: what the client already holds (after a reconnect).
             for (name, version) in &req.initial_resource_versions {
                 t.known.insert(name.as_str().into(), Some(version.as_str().into()));
+            }
+            if !req.initial_resource_versions.is_empty() {
+                let holds = req.initial_resource_versions.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+                events.push(Event::Resumed { type_url: type_url.clone(), holds: stream::Holds::Resources(holds) });
             }
             // DELTA-2: a stream that never subscribed a name is a legacy wildcard.
             if req.resource_names_subscribe.is_empty() && types::is_full_state(&type_url) {
@@ -159,6 +181,7 @@ impl DeltaStream {
         if changed {
             t.synced = None;
             t.pending = true;
+            t.sub_changed = true;
         }
         Ok(events)
     }
@@ -204,17 +227,18 @@ impl DeltaStream {
 
             let mut resources = Vec::new();
             let mut removed = Vec::new();
+            let mut prior = Vec::new();
             for (name, want) in &desired {
                 let have = t.known.get(name);
                 match want {
                     Some(r) if have != Some(&Some(r.version().clone())) => {
                         resources.push((*r).clone());
-                        t.known.insert(name.clone(), Some(r.version().clone()));
+                        prior.push((name.clone(), t.known.insert(name.clone(), Some(r.version().clone()))));
                     }
                     None if have != Some(&None) => {
                         // A subscribed name that does not exist: say so (DELTA-4).
                         removed.push(name.clone());
-                        t.known.insert(name.clone(), None);
+                        prior.push((name.clone(), t.known.insert(name.clone(), None)));
                     }
                     _ => {}
                 }
@@ -223,9 +247,26 @@ impl DeltaStream {
             // reconnected, are ones it should no longer hold.
             let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !desired.contains_key(*n)).cloned().collect();
             for name in gone {
-                if let Some(Some(_)) = t.known.remove(&name) {
-                    removed.push(name);
+                let before = t.known.remove(&name);
+                if let Some(Some(_)) = &before {
+                    removed.push(name.clone());
                 }
+                prior.push((name, before));
+            }
+            let digest = (!resources.is_empty() || !removed.is_empty()).then(|| {
+                crate::snapshot::pairs_version(
+                    resources.iter().map(|r| (r.name().as_ref(), r.version().as_ref())).chain(removed.iter().map(|n| (n.as_ref(), ""))),
+                )
+            });
+            if digest.is_some() && digest == t.rejected {
+                // Exactly what the client rejected: it keeps what it has until something changes.
+                for (name, before) in prior {
+                    match before {
+                        Some(v) => t.known.insert(name, v),
+                        None => t.known.remove(&name),
+                    };
+                }
+                continue;
             }
             t.synced = set.map(|s| s.version().clone());
 
@@ -246,6 +287,9 @@ impl DeltaStream {
                 continue;
             }
             let system_version = system_version(t);
+            t.prior = prior;
+            t.rejected = None;
+            t.sent_digest = digest;
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();
             t.nonce_sent = Some(nonce.clone());
@@ -255,9 +299,25 @@ impl DeltaStream {
         out
     }
 
-    /// Every type this stream subscribes to, and whether as a wildcard.
-    pub fn subscriptions(&self) -> impl Iterator<Item = (&Arc<str>, bool)> {
-        self.types.iter().map(|(t, s)| (t, s.wildcard))
+    /// Forgets what the client was sent, so the next poll sends everything subscribed again
+    /// (a rollout that waits for an answer the stream would otherwise never prompt).
+    pub fn resync(&mut self) {
+        for t in self.types.values_mut() {
+            t.known.retain(|_, v| v.is_none());
+            t.synced = None;
+            t.rejected = None;
+            t.pending = true;
+        }
+    }
+
+    /// The subscriptions that changed since the last call: per type, whether it is a
+    /// wildcard and the names it asks for.
+    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+        self.types
+            .iter_mut()
+            .filter_map(|(t, s)| std::mem::take(&mut s.sub_changed).then_some((t, s)))
+            .map(|(t, s)| (t.clone(), s.wildcard, s.explicit.iter().cloned().collect()))
+            .collect()
     }
 
     /// Per-type state for `/debug/nodes`.

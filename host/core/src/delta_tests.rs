@@ -202,3 +202,37 @@ fn missing_node_and_wrong_type() {
     assert_eq!(s.handle_request(&r, SystemTime::now()), Err(ProtocolError::MissingNode));
     assert!(matches!(s.handle_request(&req(CLUSTER, &[], &[]), SystemTime::now()), Err(ProtocolError::WrongType { .. })));
 }
+
+/// After a NACK the client holds what it held before: a later change that still carries the
+/// rejected resource sends it again, with the change, and an unrelated one is not lost.
+#[test]
+fn after_a_nack_a_change_resends_what_the_client_did_not_apply() {
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &["c1", "c2"], &[]), &base());
+    send(&mut s, ack(&out[0]), &base());
+    s.snapshot_changed();
+    let next = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "2")]);
+    let pushed = s.poll(&next);
+    assert_eq!(names(&pushed[0]), ["c1", "c2"]);
+    let mut n = ack(&pushed[0]);
+    n.error_detail = Some(Status { code: 3, message: "rejected".into(), details: vec![] });
+    assert!(send(&mut s, n, &next).is_empty(), "the same diff is not sent again");
+    // c2 changes again; c1 is still at the version the client rejected, and the client does
+    // not have it: both go out.
+    s.snapshot_changed();
+    let fixed = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "3")]);
+    assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);
+}
+
+/// A held type is not answered, and is once it is no longer held.
+#[test]
+fn held_types_wait_and_resync_sends_everything_again() {
+    let mut s = ads();
+    s.handle_request(&req(LISTENER, &[], &[]), SystemTime::now()).unwrap();
+    assert!(s.poll_held(&base(), &[LISTENER]).is_empty());
+    let out = s.poll_held(&base(), &[]);
+    assert_eq!(names(&out[0]), ["l1"]);
+    send(&mut s, ack(&out[0]), &base());
+    s.resync();
+    assert_eq!(names(&s.poll(&base())[0]), ["l1"]);
+}

@@ -62,7 +62,8 @@ pub(crate) fn names(s: &Snapshot, ty: &str) -> Vec<String> {
 }
 
 /// The node acknowledges what it was sent of `types` (what a SotW ACK of each means). Held
-/// types are not sent, so there is nothing new to acknowledge for them.
+/// types are not sent, so there is nothing new to acknowledge for them. Like Envoy, the node
+/// drops route configurations no listener names and endpoints of clusters it no longer has.
 fn ack(acked: &Snapshot, p: &Plan, types: &[&str]) -> Snapshot {
     let mut out = acked.clone();
     for ty in types {
@@ -72,7 +73,16 @@ fn ack(acked: &Snapshot, p: &Plan, types: &[&str]) -> Snapshot {
         let set = p.offer.get(ty).cloned().unwrap_or_default();
         out = out.with_set(Arc::from(*ty), set);
     }
-    out
+    let keep = |out: &Snapshot, ty: &str, names: BTreeSet<String>| -> Snapshot {
+        match out.get(ty) {
+            Some(s) => out.with_set(Arc::from(ty), Arc::new(TypeSet::from_shared(s.resources().filter(|r| names.contains(r.name().as_ref())).cloned()))),
+            None => out.clone(),
+        }
+    };
+    let routes = referenced(out.get(LISTENER), ROUTE);
+    out = keep(&out, ROUTE, routes);
+    let clusters: BTreeSet<String> = names(&out, CLUSTER).into_iter().collect();
+    keep(&out, ENDPOINT, clusters)
 }
 
 const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
@@ -194,14 +204,14 @@ fn universe_target(routes: &[(usize, Vec<usize>)], extra_clusters: &[usize], por
     snap(rs)
 }
 
-fn clusters_named(s: &Snapshot, routes: impl Iterator<Item = String>) -> BTreeSet<String> {
+pub(crate) fn clusters_named(s: &Snapshot, routes: impl Iterator<Item = String>) -> BTreeSet<String> {
     routes
         .filter_map(|r| s.resource(ROUTE, &r).map(|r| r.references().names(CLUSTER).map(str::to_owned).collect::<Vec<_>>()))
         .flatten()
         .collect()
 }
 
-fn arb_target() -> impl Strategy<Value = Snapshot> {
+pub(crate) fn arb_target() -> impl Strategy<Value = Snapshot> {
     (
         // Up to two listeners, each with its own route naming 1-2 of four clusters.
         proptest::collection::btree_map(0usize..2, proptest::collection::btree_set(0usize..4, 1..3), 0..3),

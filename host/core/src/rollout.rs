@@ -8,8 +8,9 @@
 //! - **ACKs** move the node's acknowledged state: a SotW response is what the node holds of
 //!   its type afterwards, a Delta response is applied as a patch.
 //! - **A new target** midway restarts the plan from what the node has acknowledged.
-//! - **A NACK** stops the plan: the offer is frozen (the node keeps its last good state, as
-//!   it does after rejecting), until the next target.
+//! - **A NACK** stops the plan: nothing more of the four types is sent (the node keeps its
+//!   last good state, as it does after rejecting) until a change gives the rejected type
+//!   something else to send.
 //! - **Silence**: a step that waits longer than the grace period proceeds as if the node had
 //!   acknowledged what it was sent, so a client that never ACKs is not stuck forever.
 //! - **Clients that subscribe by name** (proxyless gRPC asks for its listener and everything
@@ -17,14 +18,15 @@
 //!   route names it, so there is nothing to order and waiting would only block them.
 //! - A type no stream of the node subscribes to does not gate the plan.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plan::{Step, plan};
 use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
-use crate::types::{self, CORE_TYPES, LISTENER, ROUTE};
+use crate::stream::Holds;
+use crate::types::{self, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
 
 /// How rollouts behave; one per server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,11 +49,14 @@ pub struct Offer {
     pub snapshot: Arc<Snapshot>,
     /// Types nothing is sent for until the plan reaches them.
     pub hold: &'static [&'static str],
+    /// Raised when the streams should forget what they sent and send the offer again in
+    /// full (see [`Rollout::tick`]).
+    pub resync: u64,
 }
 
 impl Offer {
     fn same(&self, other: &Offer) -> bool {
-        self.hold == other.hold && (Arc::ptr_eq(&self.snapshot, &other.snapshot) || self.snapshot.same_content(&other.snapshot))
+        self.hold == other.hold && self.resync == other.resync && (Arc::ptr_eq(&self.snapshot, &other.snapshot) || self.snapshot.same_content(&other.snapshot))
     }
 }
 
@@ -73,7 +78,8 @@ pub enum Note {
     Converged(Duration),
     /// A new target arrived before the node reached the previous one.
     Restarted { step: Step },
-    /// The node rejected a response; the plan is stopped until the next target.
+    /// The node rejected a response; the plan is stopped until a change gives it something
+    /// else to send for that type.
     Stopped { type_url: Arc<str>, message: String },
     /// A step waited out the grace period and proceeded without an acknowledgement.
     GraceExpired { step: Step },
@@ -92,9 +98,12 @@ pub enum Mode {
     Unordered,
 }
 
+/// A response the node rejected, with nothing sent for its type since.
 #[derive(Debug, Clone)]
-struct Stopped {
-    type_url: Arc<str>,
+struct Rejected {
+    /// What it carried: while the offer would send the same again, the stream sends nothing
+    /// (the machines never repeat a rejected response) and the plan stays stopped.
+    update: Update,
     message: String,
     at: Instant,
 }
@@ -109,12 +118,15 @@ pub struct Rollout {
     config: RolloutConfig,
     target: Arc<Snapshot>,
     acked: Snapshot,
-    /// (stream, type) -> whether the subscription is a wildcard.
-    subscriptions: BTreeMap<(u64, Arc<str>), bool>,
+    /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
+    subscriptions: BTreeMap<(u64, Arc<str>), (bool, BTreeSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
     in_flight: BTreeMap<(u64, Arc<str>), VecDeque<(Arc<str>, Update)>>,
-    stopped: Option<Stopped>,
+    /// (stream, type) -> the last response sent, if the node rejected it.
+    rejected: BTreeMap<(u64, Arc<str>), Rejected>,
+    /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
+    stopped: bool,
     step: Step,
     step_since: Instant,
     /// When the target first differed from what the node had reached.
@@ -123,6 +135,8 @@ pub struct Rollout {
     restarts: u64,
     nack_stops: u64,
     grace_expiries: u64,
+    convergences: u64,
+    last_convergence: Option<Duration>,
 }
 
 impl Rollout {
@@ -131,19 +145,22 @@ impl Rollout {
     pub fn new(config: RolloutConfig, target: Arc<Snapshot>, now: Instant) -> Self {
         let mut r = Rollout {
             config,
-            offer: Offer { snapshot: target.clone(), hold: &[] },
+            offer: Offer { snapshot: target.clone(), hold: &[], resync: 0 },
             target,
             acked: Snapshot::default(),
             subscriptions: BTreeMap::new(),
             by_name: false,
             in_flight: BTreeMap::new(),
-            stopped: None,
+            rejected: BTreeMap::new(),
+            stopped: false,
             step: Step::Clusters,
             step_since: now,
             diverged_since: None,
             restarts: 0,
             nack_stops: 0,
             grace_expiries: 0,
+            convergences: 0,
+            last_convergence: None,
         };
         r.replan(now, &mut Vec::new());
         r
@@ -186,21 +203,63 @@ impl Rollout {
             self.restarts += 1;
             notes.push(Note::Restarted { step: self.step });
         }
-        self.stopped = None;
         self.diverged_since.get_or_insert(now);
         self.target = target;
         self.replan(now, &mut notes);
         notes
     }
 
-    /// A stream of the node subscribed to `type_url` (or changed how).
-    pub fn subscribe(&mut self, stream: u64, type_url: &Arc<str>, wildcard: bool, now: Instant) -> Vec<Note> {
+    /// A stream of the node subscribed to `type_url` (or changed how): a wildcard, or the
+    /// resources named. A resource no stream asks for any more is no longer held (Envoy
+    /// drops the endpoints of a cluster it removed, the routes no listener names).
+    pub fn subscribe(&mut self, stream: u64, type_url: &Arc<str>, wildcard: bool, names: &[Arc<str>], now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
-        let before = self.subscriptions.insert((stream, type_url.clone()), wildcard);
+        let sub = (wildcard, names.iter().cloned().collect::<BTreeSet<_>>());
+        self.subscriptions.insert((stream, type_url.clone()), sub);
         if !wildcard && types::is_full_state(type_url) {
             self.by_name = true;
         }
-        if before != Some(wildcard) {
+        self.forget_unsubscribed(type_url);
+        self.replan(now, &mut notes);
+        notes
+    }
+
+    /// Drops from what the node holds of `type_url` the names none of its streams asks for.
+    fn forget_unsubscribed(&mut self, type_url: &Arc<str>) {
+        let subs: Vec<&(bool, BTreeSet<Arc<str>>)> = self.subscriptions.iter().filter(|((_, t), _)| t == type_url).map(|(_, s)| s).collect();
+        if subs.is_empty() || subs.iter().any(|(wildcard, _)| *wildcard) {
+            return;
+        }
+        let Some(held) = self.acked.get(type_url) else { return };
+        if held.resources().all(|r| subs.iter().any(|(_, names)| names.contains(r.name()))) {
+            return;
+        }
+        let kept = TypeSet::from_shared(held.resources().filter(|r| subs.iter().any(|(_, names)| names.contains(r.name()))).cloned());
+        self.acked = self.acked.with_set(type_url.clone(), Arc::new(kept));
+    }
+
+    /// A stream's client, reconnecting, said what it holds of `type_url` (SOTW-12, DELTA-3):
+    /// what of the target it matches is held, as if acknowledged, so a client that already
+    /// has its target is not walked through the plan again.
+    pub fn resumed(&mut self, stream: u64, type_url: &Arc<str>, holds: &Holds, now: Instant) -> Vec<Note> {
+        let mut notes = Vec::new();
+        let target = self.target.get(type_url).cloned().unwrap_or_default();
+        let matched = match holds {
+            Holds::Version(v) => {
+                let candidate = match self.subscriptions.get(&(stream, type_url.clone())) {
+                    Some((false, names)) if !types::is_full_state(type_url) => {
+                        TypeSet::from_shared(target.resources().filter(|r| names.contains(r.name())).cloned())
+                    }
+                    _ => TypeSet::clone(&target),
+                };
+                (candidate.version().as_ref() == v).then_some(candidate)
+            }
+            Holds::Resources(held) => Some(TypeSet::from_shared(
+                held.iter().filter_map(|(n, v)| target.get(n).filter(|r| r.version().as_ref() == v).cloned()),
+            )),
+        };
+        if let Some(set) = matched {
+            self.acked = self.acked.with_set(type_url.clone(), Arc::new(set));
             self.replan(now, &mut notes);
         }
         notes
@@ -208,7 +267,9 @@ impl Rollout {
 
     /// A stream sent a response.
     pub fn sent(&mut self, stream: u64, type_url: &Arc<str>, nonce: Arc<str>, update: Update) {
-        let q = self.in_flight.entry((stream, type_url.clone())).or_default();
+        let key = (stream, type_url.clone());
+        self.rejected.remove(&key);
+        let q = self.in_flight.entry(key).or_default();
         if q.len() == MAX_IN_FLIGHT {
             q.pop_front();
         }
@@ -224,29 +285,33 @@ impl Rollout {
         let Some(q) = self.in_flight.get_mut(&key) else { return notes };
         let Some(i) = q.iter().position(|(n, _)| n.as_ref() == nonce) else { return notes };
         let (_, update) = q.drain(..=i).last().expect("drained through i");
-        if q.is_empty() {
+        let latest = q.is_empty();
+        if latest {
             self.in_flight.remove(&key);
         }
         match nack {
             Some(message) => {
-                if self.mode() == Mode::Ordered && self.step != Step::Converged {
-                    self.nack_stops += 1;
-                    self.stopped = Some(Stopped { type_url: type_url.clone(), message: message.to_owned(), at: now });
-                    notes.push(Note::Stopped { type_url: type_url.clone(), message: message.to_owned() });
+                // A rejection of a response already superseded stops nothing: the newer one
+                // is on its way.
+                if latest {
+                    self.rejected.insert(key, Rejected { update, message: message.to_owned(), at: now });
                 }
             }
-            None => {
-                let set = match update {
-                    Update::Replace(set) => set,
-                    Update::Patch { removed, added } => {
-                        Arc::new(self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added)))
-                    }
-                };
-                self.acked = self.acked.with_set(type_url.clone(), set);
-            }
+            None => self.apply(type_url, update),
         }
         self.replan(now, &mut notes);
         notes
+    }
+
+    /// The node accepted `update`.
+    fn apply(&mut self, type_url: &Arc<str>, update: Update) {
+        let set = match update {
+            Update::Replace(set) => set,
+            Update::Patch { removed, added } => {
+                Arc::new(self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added)))
+            }
+        };
+        self.acked = self.acked.with_set(type_url.clone(), set);
     }
 
     /// A stream of the node closed: its subscriptions and unanswered responses go with it.
@@ -254,17 +319,18 @@ impl Rollout {
         let mut notes = Vec::new();
         self.subscriptions.retain(|(s, _), _| *s != stream);
         self.in_flight.retain(|(s, _), _| *s != stream);
+        self.rejected.retain(|(s, _), _| *s != stream);
         self.replan(now, &mut notes);
         notes
     }
 
     /// When [`tick`](Self::tick) should next be called: the end of the current step's grace.
     pub fn deadline(&self) -> Option<Instant> {
-        (self.mode() == Mode::Ordered && self.stopped.is_none() && self.step != Step::Converged).then(|| self.step_since + self.config.grace)
+        (self.mode() == Mode::Ordered && !self.stopped && self.step != Step::Converged).then(|| self.step_since + self.config.grace)
     }
 
     /// Proceeds past a step that has waited out its grace period, as if the node had
-    /// acknowledged what it was sent of the types the step waits for.
+    /// acknowledged every response it was sent of the types the step waits for.
     pub fn tick(&mut self, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
         if !self.deadline().is_some_and(|d| d <= now) {
@@ -275,42 +341,122 @@ impl Rollout {
             if self.offer.hold.contains(ty) {
                 continue;
             }
-            let set = self.offer.snapshot.get(ty).cloned().unwrap_or_default();
-            self.acked = self.acked.with_set(Arc::from(*ty), set);
-            self.in_flight.retain(|(_, t), _| t.as_ref() != *ty);
+            let keys: Vec<(u64, Arc<str>)> = self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
+            for key in keys {
+                for (_, update) in self.in_flight.remove(&key).unwrap_or_default() {
+                    self.apply(&key.1, update);
+                }
+            }
         }
         self.grace_expiries += 1;
         notes.push(Note::GraceExpired { step });
         self.replan(now, &mut notes);
         if self.step == step {
-            // Nothing the node could acknowledge moves it on (it does not subscribe what the
-            // step needs): restart the clock rather than expiring at every tick.
+            // Nothing the node answered moves it on: either it does not ask for what the step
+            // needs, or the streams hold back a response (one identical to what it rejected
+            // earlier, say). Have them send the offer again in full, and restart the clock
+            // rather than expiring at every tick.
             self.step_since = now;
+            let offer = Offer { resync: self.offer.resync + 1, ..self.offer.clone() };
+            self.set_offer(offer);
         }
         notes
     }
 
     fn replan(&mut self, now: Instant, notes: &mut Vec<Note>) {
         if self.mode() != Mode::Ordered {
+            self.stopped = false;
             self.enter(Step::Converged, now, notes);
-            self.set_offer(Offer { snapshot: self.target.clone(), hold: &[] });
+            self.set_offer(Offer { snapshot: self.target.clone(), hold: &[], resync: self.offer.resync });
             return;
         }
-        if self.stopped.is_some() {
+        let p = plan(&self.target, &self.effective_acked(), self.settled());
+        // A rejected response stops the plan while the new offer would send the same again
+        // (the stream has nothing else to send, so the node keeps its last good state); a
+        // change that gives the type something new lets the plan go on.
+        let blocking = self.rejected.iter().find(|((stream, t), rj)| {
+            self.mode() == Mode::Ordered && !p.hold.contains(&t.as_ref()) && self.would_repeat(*stream, t, &rj.update, &p.offer)
+        });
+        if let Some(((_, t), rj)) = blocking {
+            if !self.stopped {
+                self.stopped = true;
+                self.nack_stops += 1;
+                notes.push(Note::Stopped { type_url: t.clone(), message: rj.message.clone() });
+            }
+            // Nothing more of the four types is sent: the node keeps what it holds.
+            let snapshot = self.offer.snapshot.clone();
+            self.set_offer(Offer { snapshot, hold: &CORE_TYPES, resync: self.offer.resync });
             return;
         }
-        // A type no stream subscribes to gates nothing: count it as held at the target.
+        self.stopped = false;
+        self.enter(p.step, now, notes);
+        if p.step == Step::Converged {
+            // The node holds its target: endpoints and routes it unsubscribed since (of
+            // clusters and listeners now gone) are no longer held.
+            for ty in [ENDPOINT, ROUTE] {
+                if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty)) {
+                    if held.len() > target.len() {
+                        let kept = TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
+                        self.acked = self.acked.with_set(Arc::from(ty), Arc::new(kept));
+                    }
+                }
+            }
+        }
+        let snapshot = if p.step >= Step::Cleanup { self.target.clone() } else { Arc::new(p.offer) };
+        self.set_offer(Offer { snapshot, hold: p.hold, resync: self.offer.resync });
+    }
+
+    /// What the node surely holds: what it acknowledged, less whatever a response still in
+    /// flight changes or removes (it may be applied before anything sent now). Every type no
+    /// stream subscribes to counts as held at the target: such a type gates nothing.
+    fn effective_acked(&self) -> Snapshot {
         let mut acked = self.acked.clone();
+        for ((_, ty), q) in &self.in_flight {
+            let held = acked.get(ty).cloned().unwrap_or_default();
+            let mut surely = TypeSet::clone(&held);
+            for (_, update) in q {
+                let after = match update {
+                    Update::Replace(set) => set.clone(),
+                    Update::Patch { removed, added } => Arc::new(held.patch(removed, added)),
+                };
+                surely = surely.intersect(&after);
+            }
+            acked = acked.with_set(ty.clone(), Arc::new(surely));
+        }
         for ty in CORE_TYPES {
             if !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty) {
                 acked = acked.with_set(Arc::from(ty), self.target.get(ty).cloned().unwrap_or_default());
             }
         }
-        let settled = !self.in_flight.keys().any(|(_, t)| t.as_ref() == LISTENER || t.as_ref() == ROUTE);
-        let p = plan(&self.target, &acked, settled);
-        self.enter(p.step, now, notes);
-        let snapshot = if p.step >= Step::Cleanup { self.target.clone() } else { Arc::new(p.offer) };
-        self.set_offer(Offer { snapshot, hold: p.hold });
+        acked
+    }
+
+    /// Whether serving `offer` would send `stream` the rejected `update` again, so that the
+    /// stream sends nothing. It may say yes when the stream does send (the machines compare
+    /// whole responses): then the send clears the rejection.
+    fn would_repeat(&self, stream: u64, type_url: &Arc<str>, update: &Update, offer: &Snapshot) -> bool {
+        let set = offer.get(type_url);
+        match update {
+            Update::Replace(rejected) => {
+                let all = set.cloned().unwrap_or_default();
+                let would = match self.subscriptions.get(&(stream, type_url.clone())) {
+                    Some((false, names)) if !types::is_full_state(type_url) => {
+                        TypeSet::from_shared(all.resources().filter(|r| names.contains(r.name())).cloned())
+                    }
+                    _ => TypeSet::clone(&all),
+                };
+                would.version() == rejected.version()
+            }
+            Update::Patch { removed, added } => {
+                added.iter().all(|r| set.and_then(|s| s.get(r.name())).is_some_and(|o| o.version() == r.version()))
+                    && removed.iter().all(|n| set.and_then(|s| s.get(n)).is_none())
+            }
+        }
+    }
+
+    /// Whether every listener and route response sent has been answered.
+    fn settled(&self) -> bool {
+        !self.in_flight.keys().any(|(_, t)| t.as_ref() == LISTENER || t.as_ref() == ROUTE)
     }
 
     fn enter(&mut self, step: Step, now: Instant, notes: &mut Vec<Note>) {
@@ -322,7 +468,10 @@ impl Rollout {
         notes.push(Note::Step(step));
         if step == Step::Converged {
             if let Some(t0) = self.diverged_since.take() {
-                notes.push(Note::Converged(now.saturating_duration_since(t0)));
+                let d = now.saturating_duration_since(t0);
+                self.convergences += 1;
+                self.last_convergence = Some(d);
+                notes.push(Note::Converged(d));
             }
         }
     }
@@ -346,15 +495,28 @@ impl Rollout {
             offer_version: self.offer.snapshot.version(),
             acked_version: self.acked.version(),
             unanswered: self.in_flight.values().map(VecDeque::len).sum(),
-            stopped: self.stopped.as_ref().map(|s| StoppedStatus {
-                r#type: short(&s.type_url),
-                message: s.message.clone(),
-                seconds_ago: round_ms(now.saturating_duration_since(s.at)),
-            }),
+            stopped: if self.stopped {
+                self.rejected.iter().next().map(|((_, t), rj)| StoppedStatus {
+                    r#type: short(t),
+                    message: rj.message.clone(),
+                    seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
+                })
+            } else {
+                None
+            },
+            in_sync: self.in_sync(),
+            convergences: self.convergences,
+            last_convergence_seconds: self.last_convergence.map(round_ms),
             restarts: self.restarts,
             nack_stops: self.nack_stops,
             grace_expiries: self.grace_expiries,
         }
+    }
+
+    /// Whether the node has acknowledged its target (whatever the mode): the clusters and
+    /// listeners exactly, the endpoints and routes it asks for at their target versions.
+    pub fn in_sync(&self) -> bool {
+        plan(&self.target, &self.effective_acked(), self.settled()).step == Step::Converged
     }
 
     /// Whether the offer changed since `previous` (the streams then re-evaluate every type).
@@ -363,8 +525,9 @@ impl Rollout {
     }
 }
 
+/// Seconds, to the microsecond.
 fn round_ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1000.0).round() / 1000.0
+    (d.as_secs_f64() * 1e6).round() / 1e6
 }
 
 /// A rollout's state, for `/debug/nodes`.
@@ -384,6 +547,13 @@ pub struct RolloutStatus {
     /// Responses sent to the node and not answered yet.
     pub unanswered: usize,
     pub stopped: Option<StoppedStatus>,
+    /// Whether the node holds its target of every type it subscribes to.
+    pub in_sync: bool,
+    /// Changes the node has converged on (its first configuration is not counted).
+    pub convergences: u64,
+    /// How long the last of them took, from the change reaching xdst's cache for the node to
+    /// its last step being acknowledged.
+    pub last_convergence_seconds: Option<f64>,
     pub restarts: u64,
     pub nack_stops: u64,
     pub grace_expiries: u64,

@@ -116,6 +116,20 @@ impl TypeSet {
         TypeSet::with_sum(map, sum)
     }
 
+    /// The resources this set and `other` hold at the same version.
+    pub fn intersect(&self, other: &TypeSet) -> TypeSet {
+        let (mut map, mut sum) = (self.resources.clone(), self.sum);
+        for d in self.resources.diff(&other.resources) {
+            let gone = match d {
+                imbl::ordmap::DiffItem::Remove(_, r) | imbl::ordmap::DiffItem::Update { old: (_, r), .. } => r,
+                imbl::ordmap::DiffItem::Add(..) => continue,
+            };
+            map.remove(gone.name());
+            sum = sum.wrapping_sub(entry_hash(gone));
+        }
+        TypeSet::with_sum(map, sum)
+    }
+
     /// This set with `removed` taken out and `added` put in (replacing any of the same name):
     /// what a Delta client holds after it applied a response.
     pub fn patch(&self, removed: &[Arc<str>], added: &[Arc<Resource>]) -> TypeSet {

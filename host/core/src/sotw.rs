@@ -78,10 +78,16 @@ struct TypeState {
     force: bool,
     version_sent: Option<Arc<str>>,
     nonce_sent: Option<Arc<str>>,
-    /// For RDS/EDS-like types: the version of each subscribed resource last sent.
+    /// For RDS/EDS-like types: the version of each subscribed resource last sent (and
+    /// accepted, or not answered yet).
     sent: BTreeMap<Arc<str>, Arc<str>>,
+    /// For RDS/EDS-like types: the version of the list the client rejected. The client holds
+    /// none of it, so what it needs is sent again, but never that same list (SOTW-5).
+    rejected: Option<Arc<str>>,
     version_acked: Option<String>,
     last_nack: Option<Nack>,
+    /// The subscription changed since [`subscription_changes`] last looked.
+    sub_changed: bool,
 }
 
 /// One SotW stream's state.
@@ -137,6 +143,10 @@ impl SotwStream {
                 };
                 events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
                 t.last_nack = Some(nack);
+                if !full_state {
+                    t.sent.clear();
+                    t.rejected = t.version_sent.clone();
+                }
             } else {
                 t.version_acked = Some(req.version_info.clone());
                 events.push(Event::Ack { type_url: type_url.clone(), version: req.version_info.clone(), nonce: req.response_nonce.clone() });
@@ -149,6 +159,7 @@ impl SotwStream {
             if !req.version_info.is_empty() {
                 t.version_acked = Some(req.version_info.clone());
                 t.version_sent = Some(req.version_info.as_str().into());
+                events.push(Event::Resumed { type_url: type_url.clone(), holds: stream::Holds::Version(req.version_info.clone()) });
             }
         }
 
@@ -176,6 +187,10 @@ impl SotwStream {
             t.sent.retain(|n, _| names.contains(n));
             t.wildcard = wildcard;
             t.names = names;
+            t.sub_changed = true;
+        }
+        if !t.wildcard && t.names.is_empty() && t.version_sent.is_none() {
+            t.sub_changed = true; // a first request: report even an empty subscription
         }
         t.pending = true;
         Ok(events)
@@ -227,7 +242,12 @@ impl SotwStream {
                 if !changed || v.is_empty() {
                     continue;
                 }
-                (list_version(&v), Resources::Some(v))
+                let version = list_version(&v);
+                if t.rejected.as_ref() == Some(&version) {
+                    continue;
+                }
+                t.rejected = None;
+                (version, Resources::Some(v))
             };
             // SOTW-5: an unchanged set is not sent again (this is also what keeps a NACKed
             // set from being re-sent until something changes). For RDS/EDS-like types the
@@ -253,9 +273,26 @@ impl SotwStream {
         out
     }
 
-    /// Every type this stream subscribes to, and whether as a wildcard.
-    pub fn subscriptions(&self) -> impl Iterator<Item = (&Arc<str>, bool)> {
-        self.types.iter().map(|(t, s)| (t, s.wildcard))
+    /// Forgets what was sent, so the next poll sends every subscribed type in full again
+    /// (a rollout that waits for an answer the stream would otherwise never prompt).
+    pub fn resync(&mut self) {
+        for t in self.types.values_mut() {
+            t.sent.clear();
+            t.rejected = None;
+            t.version_sent = None;
+            t.force = true;
+            t.pending = true;
+        }
+    }
+
+    /// The subscriptions that changed since the last call: per type, whether it is a
+    /// wildcard and the names it asks for.
+    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+        self.types
+            .iter_mut()
+            .filter_map(|(t, s)| std::mem::take(&mut s.sub_changed).then_some((t, s)))
+            .map(|(t, s)| (t.clone(), s.wildcard, s.names.iter().cloned().collect()))
+            .collect()
     }
 
     /// Per-type state for `/debug/nodes`.

@@ -274,3 +274,32 @@ fn unknown_type_url_is_remembered_and_served_when_present() {
     let out = s.poll(&snap(&[(secret, "cert", "pem")]));
     assert_eq!(names(&out[0]), ["cert"]);
 }
+
+/// A held type is not answered (make-before-break), and is once it is no longer held.
+#[test]
+fn held_types_wait_for_their_step() {
+    let mut s = ads();
+    s.handle_request(&req(LISTENER, &[]), SystemTime::now()).unwrap();
+    assert!(s.poll_held(&base(), &[LISTENER, ROUTE]).is_empty());
+    let out = s.poll_held(&base(), &[ROUTE]);
+    assert_eq!(names(&out[0]), ["l1"]);
+}
+
+/// SOTW-5 for endpoints and routes: a rejected list is not sent again, but the client holds
+/// none of it, so a change that leaves part of it as it was sends that part again.
+#[test]
+fn after_a_nack_a_change_resends_what_the_client_did_not_apply() {
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &["c1", "c2"]), &base());
+    send(&mut s, ack(&out[0], &["c1", "c2"]), &base());
+    s.snapshot_changed();
+    let next = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "2")]);
+    let pushed = s.poll(&next);
+    assert!(send(&mut s, nack(&pushed[0], &["c1", "c2"], &out[0].version), &next).is_empty(), "not the same list again");
+    s.snapshot_changed();
+    let fixed = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "3")]);
+    assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"], "c1 is sent again with the fix");
+    // And resync sends everything subscribed, even unchanged.
+    s.resync();
+    assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);
+}

@@ -43,6 +43,17 @@ pub enum Event {
     Nack { type_url: Arc<str>, nonce: String, message: String },
     /// A SotW request whose nonce is not the latest for its type; ignored (SOTW-4).
     Stale { type_url: Arc<str>, nonce: String },
+    /// A client (re)starting a type said what it already holds (SOTW-12, DELTA-3).
+    Resumed { type_url: Arc<str>, holds: Holds },
+}
+
+/// What a reconnecting client says it holds of a type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holds {
+    /// SotW: the version of the last response it accepted.
+    Version(String),
+    /// Delta: the version of every resource it holds.
+    Resources(Vec<(String, String)>),
 }
 
 /// The last rejection of a type by the client.

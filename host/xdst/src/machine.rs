@@ -24,8 +24,10 @@ pub trait Machine: Send + 'static {
     fn snapshot_changed(&mut self);
     /// What to send now, given the node's offer; nothing for the types in `hold`.
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<Self::Response>;
-    /// The types subscribed, and whether as a wildcard.
-    fn subscriptions(&self) -> Vec<(Arc<str>, bool)>;
+    /// Forget what was sent: the next poll sends every subscribed type in full.
+    fn resync(&mut self);
+    /// The subscriptions that changed since the last call: type, wildcard, names.
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)>;
     /// A NACK's message, if the request carries one.
     fn request_error(req: &Self::Request) -> Option<&str>;
     fn node(&self) -> Option<&NodeInfo>;
@@ -97,8 +99,11 @@ impl Machine for SotwStream {
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
         SotwStream::poll_held(self, snapshot, hold)
     }
-    fn subscriptions(&self) -> Vec<(Arc<str>, bool)> {
-        SotwStream::subscriptions(self).map(|(t, w)| (t.clone(), w)).collect()
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+        SotwStream::subscription_changes(self)
+    }
+    fn resync(&mut self) {
+        SotwStream::resync(self)
     }
     fn node(&self) -> Option<&NodeInfo> {
         SotwStream::node(self)
@@ -131,8 +136,11 @@ impl Machine for DeltaStream {
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
         DeltaStream::poll_held(self, snapshot, hold)
     }
-    fn subscriptions(&self) -> Vec<(Arc<str>, bool)> {
-        DeltaStream::subscriptions(self).map(|(t, w)| (t.clone(), w)).collect()
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+        DeltaStream::subscription_changes(self)
+    }
+    fn resync(&mut self) {
+        DeltaStream::resync(self)
     }
     fn node(&self) -> Option<&NodeInfo> {
         DeltaStream::node(self)

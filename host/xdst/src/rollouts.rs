@@ -65,7 +65,7 @@ impl Rollouts {
                     group: group.to_owned(),
                     id: id.to_owned(),
                     state: Mutex::new(NodeState { rollout: None, streams: 0, idle_since: None }),
-                    offer: watch::channel(Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES })).0,
+                    offer: watch::channel(Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES, resync: 0 })).0,
                 })
             })
             .clone();

@@ -130,8 +130,8 @@ struct Driver<M: Machine> {
     /// The node's rollout, shared with its other streams, and what it offers now.
     rollout: Option<Arc<NodeRollout>>,
     offer: Option<(watch::Receiver<Arc<Offer>>, Arc<Offer>)>,
-    /// The subscriptions last reported to the rollout.
-    subscriptions: Vec<(Arc<str>, bool)>,
+    /// The offer's `resync` this stream last acted on.
+    resynced: u64,
     queue: VecDeque<M::Response>,
     /// The latest response per type and when it went out, for push-to-ACK latency.
     sent_at: Vec<(Arc<str>, Arc<str>, Instant)>,
@@ -165,7 +165,7 @@ impl<M: Machine> Driver<M> {
             watch: None,
             rollout: None,
             offer: None,
-            subscriptions: Vec::new(),
+            resynced: 0,
             queue: VecDeque::new(),
             sent_at: Vec::new(),
             registered: None,
@@ -247,6 +247,12 @@ impl<M: Machine> Driver<M> {
                     }
                 }
                 Wake::Offer => {
+                    if let Some((_, offer)) = &self.offer {
+                        if offer.resync != self.resynced {
+                            self.resynced = offer.resync;
+                            self.machine.lock().unwrap().resync();
+                        }
+                    }
                     self.machine.lock().unwrap().snapshot_changed();
                     self.poll();
                 }
@@ -294,19 +300,15 @@ impl<M: Machine> Driver<M> {
                 rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
                 let mut offer = rollout.watch();
                 let current = offer.borrow_and_update().clone();
+                self.resynced = current.resync;
                 self.offer = Some((offer, current));
                 self.rollout = Some(rollout);
             }
         }
         if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
-            let subscriptions = self.machine.lock().unwrap().subscriptions();
-            if subscriptions != self.subscriptions {
-                for (type_url, wildcard) in &subscriptions {
-                    if !self.subscriptions.contains(&(type_url.clone(), *wildcard)) {
-                        rollout.update(&self.ctx.metrics, |r, now| r.subscribe(stream, type_url, *wildcard, now));
-                    }
-                }
-                self.subscriptions = subscriptions;
+            let changes = self.machine.lock().unwrap().subscription_changes();
+            for (type_url, wildcard, names) in changes {
+                rollout.update(&self.ctx.metrics, |r, now| r.subscribe(stream, &type_url, wildcard, &names, now));
             }
         }
         let m = &self.ctx.metrics;
@@ -317,6 +319,10 @@ impl<M: Machine> Driver<M> {
                     Event::Nack { type_url, nonce, message } => (type_url, nonce, Some(message.as_str())),
                     // An older response answered: it still moved what the client holds.
                     Event::Stale { type_url, nonce } => (type_url, nonce, M::request_error(&req)),
+                    Event::Resumed { type_url, holds } => {
+                        rollout.update(m, |r, now| r.resumed(stream, type_url, holds, now));
+                        continue;
+                    }
                 };
                 rollout.update(m, |r, now| r.answered(stream, type_url, nonce, nack, now));
             }
@@ -332,6 +338,9 @@ impl<M: Machine> Driver<M> {
                     m.nacks.get_or_create(&by_type(&type_url)).inc();
                     warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected");
                 }
+                Event::Resumed { type_url, .. } => {
+                    debug!(node = %self.node_id, r#type = types::short_name(&type_url), "client resumed with what it holds");
+                }
                 Event::Stale { type_url, nonce } => {
                     m.stale_requests.get_or_create(&by_type(&type_url)).inc();
                     debug!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, "stale nonce ignored");
@@ -346,7 +355,12 @@ impl<M: Machine> Driver<M> {
         let mut machine = self.machine.lock().unwrap();
         if rx.has_changed().unwrap_or(false) {
             // The rollout moved on while this stream was busy: serve the latest offer.
-            *offer = rx.borrow_and_update().clone();
+            let next = rx.borrow_and_update().clone();
+            if next.resync != self.resynced {
+                self.resynced = next.resync;
+                machine.resync();
+            }
+            *offer = next;
             machine.snapshot_changed();
         }
         let out = machine.poll(&offer.snapshot, offer.hold);
