@@ -116,6 +116,9 @@ async fn resolve_echo(client: Client) -> anyhow::Result<()> {
         }
     };
     ensure!(node["cluster"] == "grpc-test", "/debug/nodes has the wrong cluster for {node_id}: {node:#}");
+    // It asks for its listener by name: served its resources directly, not through the
+    // make-before-break steps (it fetches a cluster only once a route names it).
+    ensure!(node["plan"]["mode"] == "by_name", "a proxyless gRPC client must not be gated: {:#}", node["plan"]);
     eprintln!("[{node_id}] subscribed to Listener echo after {:?}", started.elapsed());
 
     write_echo_resources(res.path(), echo.port);

@@ -11,8 +11,9 @@
 //!     route or endpoint set is re-applied (checked after a later route edit, so everything
 //!     xdst sent on reconnect has reached Envoy first);
 //! (c) a Cluster with `connect_timeout: 0s` (xdst accepts it, Envoy's validation refuses it)
-//!     is NACKed: `update_rejected` rises, xdst's `/debug/nodes` shows Envoy's error, and the
-//!     previous config keeps serving. (c) runs last so that (d) starts from a clean state.
+//!     is NACKed: `update_rejected` rises, xdst's `/debug/nodes` shows Envoy's error and the
+//!     node's make-before-break plan stopped by it (counted in `xdst_plan_nack_stops_total`),
+//!     and the previous config keeps serving. (c) runs last so that (d) starts from a clean state.
 //!
 //! Every wait polls Envoy's stats or xdst's admin JSON with a deadline and, on timeout, fails
 //! with the expected-versus-actual diff (`xdst_tests::envoy::Expect`).
@@ -207,6 +208,18 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     if api == ApiType::Sotw {
         ensure!(nack["version_acked"] == good_cds.as_str(), "version_acked should stay at {good_cds}: {nack:#}");
     }
+    // ORDER: the NACK stopped the node's make-before-break plan, and says why.
+    let nodes = xdst_json(xdst.admin_addr, "/debug/nodes").await?;
+    let plan = nodes.as_array().and_then(|ns| ns.iter().find(|n| n["id"] == node.as_str())).map(|n| n["plan"].clone()).unwrap_or_default();
+    ensure!(
+        plan["stopped"]["type"] == "cds"
+            && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("ConnectTimeout"))
+            && plan["nack_stops"].as_u64() >= Some(1)
+            && plan["step"] == "clusters",
+        "/debug/nodes should show the plan stopped by the CDS NACK: {plan:#}"
+    );
+    let (_, metrics) = xdst_tests::xds::http_get(xdst.admin_addr, "/metrics").await;
+    ensure!(metrics.lines().any(|l| l.starts_with("xdst_plan_nack_stops_total ") && !l.ends_with(" 0")), "xdst_plan_nack_stops_total:\n{metrics}");
     // The previous config keeps serving.
     for _ in 0..3 {
         expect_body(proxy, "/", "b").await?;

@@ -555,3 +555,37 @@ async fn any_type_in_the_cache_is_served_over_ads() {
     assert_eq!(r.resources[0].resource.as_ref().unwrap().type_url, xdst_core::types::SECRET);
     server.shutdown().await;
 }
+
+/// ORDER-2 with a client that never acknowledges: its listeners are held back while it is
+/// silent about the clusters, then sent once the grace period is over, which is logged and
+/// counted (xdst_plan_grace_expired_total) and shown on /debug/nodes.
+#[tokio::test]
+async fn a_silent_client_gets_its_listeners_after_the_grace_period() {
+    let dir = basic_dir(10000, 8080);
+    let server = xdst::start(xdst::Config {
+        xds_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        resources: Some(dir.path().to_owned()),
+        plan_grace: Duration::from_millis(800),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut s = sotw_ads(server.xds_addr).await;
+    s.send(sotw_req(CLUSTER, &[])).await;
+    assert_eq!(sotw_names(&s.recv().await), ["backend"]);
+    // No ACK. The listeners wait for the clusters to be acknowledged...
+    s.send(sotw_req(LISTENER, &[])).await;
+    s.expect_silence("listeners are held until the clusters are acknowledged").await;
+    // ...until the grace period ends.
+    let listeners = s.recv().await;
+    assert_eq!(listeners.type_url, LISTENER);
+    assert_eq!(sotw_names(&listeners), ["http"]);
+    let (_, metrics) = http_get(server.admin_addr, "/metrics").await;
+    assert!(metrics.contains("xdst_plan_grace_expired_total{step=\"clusters\"} 1"), "{metrics}");
+    let (_, nodes) = http_get(server.admin_addr, "/debug/nodes").await;
+    let nodes: serde_json::Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes[0]["plan"]["grace_expiries"], 1, "{nodes:#}");
+    assert_eq!(nodes[0]["plan"]["mode"], "ordered", "{nodes:#}");
+    server.shutdown().await;
+}
