@@ -72,20 +72,36 @@ pub struct Plan {
     pub hold: &'static [&'static str],
 }
 
+/// What a node with a target will ask for by name: the EDS names its clusters wait for, the
+/// route configurations its listeners name. Anything else in the target is never requested.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    pub endpoints: BTreeSet<String>,
+    pub routes: BTreeSet<String>,
+}
+
+impl Wanted {
+    pub fn of(target: &Snapshot) -> Wanted {
+        Wanted { endpoints: referenced(target.get(CLUSTER), ENDPOINT), routes: referenced(target.get(LISTENER), ROUTE) }
+    }
+}
+
 /// What to offer a node whose target is `target` and which has acknowledged `acked`.
 /// `settled` says that every listener and route response sent to the node has been answered;
 /// until it is, nothing is removed (a response in flight may still name what would go).
 pub fn plan(target: &Snapshot, acked: &Snapshot, settled: bool) -> Plan {
+    plan_with(target, &Wanted::of(target), acked, settled)
+}
+
+/// [`plan`] with what the target's nodes ask for computed once.
+pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: bool) -> Plan {
     let t = |ty: &str| target.get(ty);
     let a = |ty: &str| acked.get(ty);
-    // What the node will ask for: EDS names its target clusters wait for, route configurations
-    // its target listeners name. Anything else in the target is never requested by name.
-    let wanted_endpoints = referenced(t(CLUSTER), ENDPOINT);
-    let wanted_routes = referenced(t(LISTENER), ROUTE);
+    let (wanted_endpoints, wanted_routes) = (&wanted.endpoints, &wanted.routes);
 
-    let clusters_ready = holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(&wanted_endpoints));
+    let clusters_ready = holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(wanted_endpoints));
     let listeners_ready = same(a(LISTENER), t(LISTENER));
-    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(&wanted_routes)) && settled;
+    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(wanted_routes)) && settled;
     let cleaned = same(a(CLUSTER), t(CLUSTER));
 
     let step = if !clusters_ready {

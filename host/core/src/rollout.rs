@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Step, plan};
+use crate::plan::{Step, Wanted, plan_with};
 use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::Holds;
@@ -65,6 +65,10 @@ impl Offer {
 pub enum Update {
     /// SotW: after accepting it, the node holds exactly these of the type.
     Replace(Arc<TypeSet>),
+    /// The same as a list with its version (as [`crate::snapshot::list_version`] computes
+    /// it): the set is only built if it is not one the rollout already has, which it
+    /// usually is (the target's).
+    List { version: Arc<str>, resources: Vec<Arc<Resource>> },
     /// Delta: the node adds or replaces `added` and drops `removed`.
     Patch { removed: Vec<Arc<str>>, added: Vec<Arc<Resource>> },
 }
@@ -117,6 +121,8 @@ const MAX_IN_FLIGHT: usize = 16;
 pub struct Rollout {
     config: RolloutConfig,
     target: Arc<Snapshot>,
+    /// What a node with this target asks for by name (computed once per target).
+    wanted: Arc<Wanted>,
     acked: Snapshot,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
     subscriptions: BTreeMap<(u64, Arc<str>), (bool, BTreeSet<Arc<str>>)>,
@@ -146,6 +152,7 @@ impl Rollout {
         let mut r = Rollout {
             config,
             offer: Offer { snapshot: target.clone(), hold: &[], resync: 0 },
+            wanted: target.wanted(),
             target,
             acked: Snapshot::default(),
             subscriptions: BTreeMap::new(),
@@ -204,6 +211,7 @@ impl Rollout {
             notes.push(Note::Restarted { step: self.step });
         }
         self.diverged_since.get_or_insert(now);
+        self.wanted = target.wanted();
         self.target = target;
         self.replan(now, &mut notes);
         notes
@@ -307,11 +315,17 @@ impl Rollout {
     fn apply(&mut self, type_url: &Arc<str>, update: Update) {
         let set = match update {
             Update::Replace(set) => set,
+            Update::List { version, resources } => self.known_set(type_url, &version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources))),
             Update::Patch { removed, added } => {
                 Arc::new(self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added)))
             }
         };
         self.acked = self.acked.with_set(type_url.clone(), set);
+    }
+
+    /// The set of `type_url` with `version` among those the rollout holds (target, acked).
+    fn known_set(&self, type_url: &str, version: &str) -> Option<Arc<TypeSet>> {
+        [self.target.get(type_url), self.acked.get(type_url)].into_iter().flatten().find(|s| s.version().as_ref() == version).cloned()
     }
 
     /// A stream of the node closed: its subscriptions and unanswered responses go with it.
@@ -370,7 +384,7 @@ impl Rollout {
             self.set_offer(Offer { snapshot: self.target.clone(), hold: &[], resync: self.offer.resync });
             return;
         }
-        let p = plan(&self.target, &self.effective_acked(), self.settled());
+        let p = plan_with(&self.target, &self.wanted, &self.effective_acked(), self.settled());
         // A rejected response stops the plan while the new offer would send the same again
         // (the stream has nothing else to send, so the node keeps its last good state); a
         // change that gives the type something new lets the plan go on.
@@ -410,6 +424,10 @@ impl Rollout {
     /// flight changes or removes (it may be applied before anything sent now). Every type no
     /// stream subscribes to counts as held at the target: such a type gates nothing.
     fn effective_acked(&self) -> Snapshot {
+        let unsubscribed = |ty: &str| !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
+        if self.in_flight.is_empty() && !CORE_TYPES.iter().any(|ty| unsubscribed(ty)) {
+            return self.acked.clone();
+        }
         let mut acked = self.acked.clone();
         for ((_, ty), q) in &self.in_flight {
             let held = acked.get(ty).cloned().unwrap_or_default();
@@ -417,6 +435,10 @@ impl Rollout {
             for (_, update) in q {
                 let after = match update {
                     Update::Replace(set) => set.clone(),
+                    Update::List { version, .. } if version == held.version() => continue,
+                    Update::List { version, resources } => {
+                        self.known_set(ty, version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned())))
+                    }
                     Update::Patch { removed, added } => Arc::new(held.patch(removed, added)),
                 };
                 surely = surely.intersect(&after);
@@ -424,7 +446,7 @@ impl Rollout {
             acked = acked.with_set(ty.clone(), Arc::new(surely));
         }
         for ty in CORE_TYPES {
-            if !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty) {
+            if unsubscribed(ty) {
                 acked = acked.with_set(Arc::from(ty), self.target.get(ty).cloned().unwrap_or_default());
             }
         }
@@ -437,7 +459,12 @@ impl Rollout {
     fn would_repeat(&self, stream: u64, type_url: &Arc<str>, update: &Update, offer: &Snapshot) -> bool {
         let set = offer.get(type_url);
         match update {
-            Update::Replace(rejected) => {
+            Update::Replace(_) | Update::List { .. } => {
+                let rejected = match update {
+                    Update::Replace(set) => set.version().clone(),
+                    Update::List { version, .. } => version.clone(),
+                    Update::Patch { .. } => unreachable!(),
+                };
                 let all = set.cloned().unwrap_or_default();
                 let would = match self.subscriptions.get(&(stream, type_url.clone())) {
                     Some((false, names)) if !types::is_full_state(type_url) => {
@@ -445,7 +472,7 @@ impl Rollout {
                     }
                     _ => TypeSet::clone(&all),
                 };
-                would.version() == rejected.version()
+                *would.version() == rejected
             }
             Update::Patch { removed, added } => {
                 added.iter().all(|r| set.and_then(|s| s.get(r.name())).is_some_and(|o| o.version() == r.version()))
@@ -516,7 +543,7 @@ impl Rollout {
     /// Whether the node has acknowledged its target (whatever the mode): the clusters and
     /// listeners exactly, the endpoints and routes it asks for at their target versions.
     pub fn in_sync(&self) -> bool {
-        plan(&self.target, &self.effective_acked(), self.settled()).step == Step::Converged
+        plan_with(&self.target, &self.wanted, &self.effective_acked(), self.settled()).step == Step::Converged
     }
 
     /// Whether the offer changed since `previous` (the streams then re-evaluate every type).

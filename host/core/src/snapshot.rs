@@ -151,6 +151,25 @@ impl TypeSet {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
     types: BTreeMap<Arc<str>, Arc<TypeSet>>,
+    /// What nodes served this snapshot ask for by name, computed once for all of them.
+    wanted: Derived,
+}
+
+/// A value computed from a snapshot on first use and shared by its clones. Not part of the
+/// snapshot's identity: equal snapshots are equal whatever has been computed.
+#[derive(Clone, Default)]
+struct Derived(Arc<std::sync::OnceLock<Arc<crate::plan::Wanted>>>);
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 /// Two resources of one type with one name.
@@ -238,7 +257,7 @@ impl Snapshot {
                 types.insert(t, Arc::new(TypeSet::with_sum(map, sum)));
             }
         }
-        Ok(Snapshot { types })
+        Ok(Snapshot { types, wanted: Derived::default() })
     }
 
     /// This snapshot with the set of `type_url` replaced by `set` (kept even when empty: an
@@ -246,14 +265,20 @@ impl Snapshot {
     pub fn with_set(&self, type_url: Arc<str>, set: Arc<TypeSet>) -> Snapshot {
         let mut types = self.types.clone();
         types.insert(type_url, set);
-        Snapshot { types }
+        Snapshot { types, wanted: Derived::default() }
     }
 
     /// This snapshot without any set for `type_url`.
     pub fn without(&self, type_url: &str) -> Snapshot {
         let mut types = self.types.clone();
         types.remove(type_url);
-        Snapshot { types }
+        Snapshot { types, wanted: Derived::default() }
+    }
+
+    /// The EDS names this snapshot's clusters wait for and the route configurations its
+    /// listeners name: what a node served it asks for. Computed once, shared by clones.
+    pub fn wanted(&self) -> Arc<crate::plan::Wanted> {
+        self.wanted.0.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
     }
 
     /// A version over every type, for logs.
@@ -282,7 +307,10 @@ impl SnapshotBuilder {
         Ok(self)
     }
     pub fn build(self) -> Snapshot {
-        Snapshot { types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m.into_iter().collect())))).collect() }
+        Snapshot {
+            types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m.into_iter().collect())))).collect(),
+            wanted: Derived::default(),
+        }
     }
 }
 

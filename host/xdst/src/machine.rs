@@ -7,7 +7,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use xdst_core::delta::{DeltaResponse, DeltaStream};
 use xdst_core::rollout::Update;
-use xdst_core::snapshot::{Snapshot, TypeSet};
+use xdst_core::snapshot::Snapshot;
 use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
 use xdst_core::stream::{Event, NodeInfo, ProtocolError, Scope, TypeStatus};
 
@@ -54,10 +54,10 @@ impl Sent for SotwResponse {
         self.resources.len()
     }
     fn update(&self) -> Update {
-        Update::Replace(match &self.resources {
-            Resources::All(set) => set.clone(),
-            Resources::Some(v) => Arc::new(TypeSet::from_shared(v.iter().cloned())),
-        })
+        match &self.resources {
+            Resources::All(set) => Update::Replace(set.clone()),
+            Resources::Some(v) => Update::List { version: self.version.clone(), resources: v.clone() },
+        }
     }
 }
 

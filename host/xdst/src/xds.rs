@@ -245,6 +245,8 @@ impl<M: Machine> Driver<M> {
                     if let (Some(r), Some((_, target))) = (&self.rollout, &self.watch) {
                         r.set_target(self.ctx.rollouts.config(), target.clone(), &self.ctx.metrics);
                     }
+                    // Serve the new offer now rather than on the next wake.
+                    self.poll();
                 }
                 Wake::Offer => {
                     if let Some((_, offer)) = &self.offer {
