@@ -317,7 +317,9 @@ impl Rollout {
             Update::Replace(set) => set,
             Update::List { version, resources } => self.known_set(type_url, &version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources))),
             Update::Patch { removed, added } => {
-                Arc::new(self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added)))
+                let set = self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added));
+                // Usually the target's set by now: share it rather than keep a copy per node.
+                self.known_set(type_url, set.version()).unwrap_or_else(|| Arc::new(set))
             }
         };
         self.acked = self.acked.with_set(type_url.clone(), set);
