@@ -95,6 +95,12 @@ pub fn plan(target: &Snapshot, acked: &Snapshot, settled: bool) -> Plan {
 
 /// [`plan`] with what the target's nodes ask for computed once.
 pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: bool) -> Plan {
+    let (step, hold, offer) = plan_lean(target, wanted, acked, settled);
+    Plan { step, offer: offer.unwrap_or_else(|| target.clone()), hold }
+}
+
+/// [`plan_with`], with `None` for an offer that is the target itself (no copy).
+pub(crate) fn plan_lean(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: bool) -> (Step, &'static [&'static str], Option<Snapshot>) {
     let t = |ty: &str| target.get(ty);
     let a = |ty: &str| acked.get(ty);
     let (wanted_endpoints, wanted_routes) = (&wanted.endpoints, &wanted.routes);
@@ -121,19 +127,24 @@ pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: 
         _ => &[],
     };
     if step >= Step::Cleanup {
-        return Plan { step, offer: target.clone(), hold };
+        return (step, hold, None);
     }
-    let mut offer = target.clone();
+    let mut sets = Vec::with_capacity(2);
     for ty in [CLUSTER, ENDPOINT] {
         if let Some(held) = a(ty) {
             let kept = match t(ty) {
+                // Nothing held that the target lacks: the target's own set.
+                Some(new) if held.resources().all(|r| new.get(r.name()).is_some()) => continue,
                 Some(new) => new.overlay(held),
                 None => TypeSet::clone(held),
             };
-            offer = offer.with_set(Arc::from(ty), Arc::new(kept));
+            sets.push((target.type_key(ty), Arc::new(kept)));
         }
     }
-    Plan { step, offer, hold }
+    if sets.is_empty() {
+        return (step, hold, None);
+    }
+    (step, hold, Some(target.with_sets(sets)))
 }
 
 /// Names of `ty` that the resources in `set` refer to.

@@ -18,11 +18,12 @@
 //!   route names it, so there is nothing to order and waiting would only block them.
 //! - A type no stream of the node subscribes to does not gate the plan.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Step, Wanted, plan_with};
+use crate::plan::{Step, Wanted, plan_lean};
 use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::Holds;
@@ -386,12 +387,13 @@ impl Rollout {
             self.set_offer(Offer { snapshot: self.target.clone(), hold: &[], resync: self.offer.resync });
             return;
         }
-        let p = plan_with(&self.target, &self.wanted, &self.effective_acked(), self.settled());
+        let (step, hold, offer) = plan_lean(&self.target, &self.wanted, &self.effective_acked(), self.settled());
+        let offer = offer.map(Arc::new).unwrap_or_else(|| self.target.clone());
         // A rejected response stops the plan while the new offer would send the same again
         // (the stream has nothing else to send, so the node keeps its last good state); a
         // change that gives the type something new lets the plan go on.
         let blocking = self.rejected.iter().find(|((stream, t), rj)| {
-            self.mode() == Mode::Ordered && !p.hold.contains(&t.as_ref()) && self.would_repeat(*stream, t, &rj.update, &p.offer)
+            self.mode() == Mode::Ordered && !hold.contains(&t.as_ref()) && self.would_repeat(*stream, t, &rj.update, &offer)
         });
         if let Some(((_, t), rj)) = blocking {
             if !self.stopped {
@@ -405,30 +407,29 @@ impl Rollout {
             return;
         }
         self.stopped = false;
-        self.enter(p.step, now, notes);
-        if p.step == Step::Converged {
+        self.enter(step, now, notes);
+        if step == Step::Converged {
             // The node holds its target: endpoints and routes it unsubscribed since (of
             // clusters and listeners now gone) are no longer held.
             for ty in [ENDPOINT, ROUTE] {
                 if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty)) {
                     if held.len() > target.len() {
                         let kept = TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
-                        self.acked = self.acked.with_set(Arc::from(ty), Arc::new(kept));
+                        self.acked = self.acked.with_set(self.acked.type_key(ty), Arc::new(kept));
                     }
                 }
             }
         }
-        let snapshot = if p.step >= Step::Cleanup { self.target.clone() } else { Arc::new(p.offer) };
-        self.set_offer(Offer { snapshot, hold: p.hold, resync: self.offer.resync });
+        self.set_offer(Offer { snapshot: offer, hold, resync: self.offer.resync });
     }
 
     /// What the node surely holds: what it acknowledged, less whatever a response still in
     /// flight changes or removes (it may be applied before anything sent now). Every type no
     /// stream subscribes to counts as held at the target: such a type gates nothing.
-    fn effective_acked(&self) -> Snapshot {
+    fn effective_acked(&self) -> Cow<'_, Snapshot> {
         let unsubscribed = |ty: &str| !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
         if self.in_flight.is_empty() && !CORE_TYPES.iter().any(|ty| unsubscribed(ty)) {
-            return self.acked.clone();
+            return Cow::Borrowed(&self.acked);
         }
         let mut acked = self.acked.clone();
         for ((_, ty), q) in &self.in_flight {
@@ -449,10 +450,10 @@ impl Rollout {
         }
         for ty in CORE_TYPES {
             if unsubscribed(ty) {
-                acked = acked.with_set(Arc::from(ty), self.target.get(ty).cloned().unwrap_or_default());
+                acked = acked.with_set(self.target.type_key(ty), self.target.get(ty).cloned().unwrap_or_default());
             }
         }
-        acked
+        Cow::Owned(acked)
     }
 
     /// Whether serving `offer` would send `stream` the rejected `update` again, so that the
@@ -545,7 +546,7 @@ impl Rollout {
     /// Whether the node has acknowledged its target (whatever the mode): the clusters and
     /// listeners exactly, the endpoints and routes it asks for at their target versions.
     pub fn in_sync(&self) -> bool {
-        plan_with(&self.target, &self.wanted, &self.effective_acked(), self.settled()).step == Step::Converged
+        plan_lean(&self.target, &self.wanted, &self.effective_acked(), self.settled()).0 == Step::Converged
     }
 
     /// Whether the offer changed since `previous` (the streams then re-evaluate every type).

@@ -263,9 +263,25 @@ impl Snapshot {
     /// This snapshot with the set of `type_url` replaced by `set` (kept even when empty: an
     /// empty set is not the same as no set).
     pub fn with_set(&self, type_url: Arc<str>, set: Arc<TypeSet>) -> Snapshot {
+        self.with_sets([(type_url, set)])
+    }
+
+    /// This snapshot with several sets replaced at once (one copy of the type map).
+    pub fn with_sets(&self, sets: impl IntoIterator<Item = (Arc<str>, Arc<TypeSet>)>) -> Snapshot {
         let mut types = self.types.clone();
-        types.insert(type_url, set);
+        for (t, set) in sets {
+            types.insert(t, set);
+        }
         Snapshot { types, wanted: Derived::default() }
+    }
+
+    /// The shared key of `type_url` if this snapshot has that type, else a new one: saves an
+    /// allocation per call on hot paths that name types by `&'static str`.
+    pub fn type_key(&self, type_url: &str) -> Arc<str> {
+        match self.types.get_key_value(type_url) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(type_url),
+        }
     }
 
     /// This snapshot without any set for `type_url`.

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Notify;
 use tracing::{info, warn};
 use xdst_core::plan::Step;
 use xdst_core::rollout::{Note, Offer, Rollout, RolloutConfig, RolloutStatus};
@@ -24,25 +26,38 @@ const LINGER: Duration = Duration::from_secs(300);
 
 pub struct Rollouts {
     config: RolloutConfig,
-    nodes: Mutex<HashMap<(String, String), Arc<NodeRollout>>>,
+    nodes: Mutex<Nodes>,
+}
+
+struct Nodes {
+    by_key: HashMap<(String, String), Arc<NodeRollout>>,
+    /// When idle rollouts were last swept out (at most every `LINGER / 10`, so that a fleet
+    /// connecting at once does not walk the map on every stream).
+    swept: Instant,
 }
 
 pub struct NodeRollout {
     pub group: String,
     pub id: String,
     state: Mutex<NodeState>,
-    offer: watch::Sender<Arc<Offer>>,
+    /// Bumped whenever the offer changes: a stream compares it with the one it serves.
+    generation: AtomicU64,
+    /// Wakes the node's other streams when one of them changed the offer. A stream that
+    /// changed it itself serves the new offer right away, so a node with one stream (every
+    /// ADS client) never needs a wake-up.
+    changed: Notify,
 }
 
 struct NodeState {
     rollout: Option<Rollout>,
+    offer: Arc<Offer>,
     streams: usize,
     idle_since: Option<Instant>,
 }
 
 impl Rollouts {
     pub fn new(config: RolloutConfig) -> Self {
-        Rollouts { config, nodes: Mutex::new(HashMap::new()) }
+        Rollouts { config, nodes: Mutex::new(Nodes { by_key: HashMap::new(), swept: Instant::now() }) }
     }
 
     pub fn config(&self) -> RolloutConfig {
@@ -54,18 +69,28 @@ impl Rollouts {
     pub fn attach(&self, group: &str, id: &str) -> Arc<NodeRollout> {
         let now = Instant::now();
         let mut nodes = self.nodes.lock().unwrap();
-        nodes.retain(|_, n| {
-            let s = n.state.lock().unwrap();
-            s.streams > 0 || s.idle_since.is_none_or(|t| now.duration_since(t) < LINGER)
-        });
+        if now.duration_since(nodes.swept) > LINGER / 10 {
+            nodes.swept = now;
+            nodes.by_key.retain(|_, n| {
+                let s = n.state.lock().unwrap();
+                s.streams > 0 || s.idle_since.is_none_or(|t| now.duration_since(t) < LINGER)
+            });
+        }
         let node = nodes
+            .by_key
             .entry((group.to_owned(), id.to_owned()))
             .or_insert_with(|| {
                 Arc::new(NodeRollout {
                     group: group.to_owned(),
                     id: id.to_owned(),
-                    state: Mutex::new(NodeState { rollout: None, streams: 0, idle_since: None }),
-                    offer: watch::channel(Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES, resync: 0 })).0,
+                    state: Mutex::new(NodeState {
+                        rollout: None,
+                        offer: Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES, resync: 0 }),
+                        streams: 0,
+                        idle_since: None,
+                    }),
+                    generation: AtomicU64::new(0),
+                    changed: Notify::new(),
                 })
             })
             .clone();
@@ -88,7 +113,7 @@ impl Rollouts {
     /// Every node's rollout state, by (group, id).
     pub fn report(&self) -> HashMap<(String, String), RolloutStatus> {
         let now = Instant::now();
-        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().values().cloned().collect();
+        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().by_key.values().cloned().collect();
         nodes
             .into_iter()
             .filter_map(|n| {
@@ -104,17 +129,14 @@ impl NodeRollout {
     pub fn set_target(&self, config: RolloutConfig, target: Arc<Snapshot>, metrics: &Metrics) {
         let mut s = self.state.lock().unwrap();
         let now = Instant::now();
-        match &mut s.rollout {
-            Some(r) => {
-                let notes = r.set_target(target, now);
-                self.after(r, notes, metrics);
-            }
+        let notes = match &mut s.rollout {
+            Some(r) => r.set_target(target, now),
             None => {
-                let r = Rollout::new(config, target, now);
-                self.after(&r, Vec::new(), metrics);
-                s.rollout = Some(r);
+                s.rollout = Some(Rollout::new(config, target, now));
+                Vec::new()
             }
-        }
+        };
+        self.after(&mut s, notes, metrics);
     }
 
     /// Runs `f` on the rollout (if there is one yet), then counts and logs what it noted and
@@ -123,11 +145,12 @@ impl NodeRollout {
         let mut s = self.state.lock().unwrap();
         if let Some(r) = &mut s.rollout {
             let notes = f(r, Instant::now());
-            self.after(r, notes, metrics);
+            self.after(&mut s, notes, metrics);
         }
     }
 
-    fn after(&self, r: &Rollout, notes: Vec<Note>, m: &Metrics) {
+    fn after(&self, s: &mut NodeState, notes: Vec<Note>, m: &Metrics) {
+        let Some(r) = &s.rollout else { return };
         for note in notes {
             match note {
                 Note::Step(step) => {
@@ -151,18 +174,29 @@ impl NodeRollout {
                 }
             }
         }
-        self.offer.send_if_modified(|cur| {
-            if r.offer_differs(cur) {
-                *cur = Arc::new(r.offer().clone());
-                true
-            } else {
-                false
+        if r.offer_differs(&s.offer) {
+            s.offer = Arc::new(r.offer().clone());
+            self.generation.fetch_add(1, Ordering::Release);
+            if s.streams > 1 {
+                self.changed.notify_waiters();
             }
-        });
+        }
     }
 
-    pub fn watch(&self) -> watch::Receiver<Arc<Offer>> {
-        self.offer.subscribe()
+    /// The offer, and its generation.
+    pub fn offer(&self) -> (u64, Arc<Offer>) {
+        let s = self.state.lock().unwrap();
+        (self.generation.load(Ordering::Acquire), s.offer.clone())
+    }
+
+    /// The offer's generation: cheap, for a stream to tell whether it serves the latest.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Resolves when another stream of the node changed the offer.
+    pub async fn changed(&self) {
+        self.changed.notified().await
     }
 
     /// When the current step's grace period ends.

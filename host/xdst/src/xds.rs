@@ -129,7 +129,7 @@ struct Driver<M: Machine> {
     watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
     /// The node's rollout, shared with its other streams, and what it offers now.
     rollout: Option<Arc<NodeRollout>>,
-    offer: Option<(watch::Receiver<Arc<Offer>>, Arc<Offer>)>,
+    offer: Option<(u64, Arc<Offer>)>,
     /// The offer's `resync` this stream last acted on.
     resynced: u64,
     queue: VecDeque<M::Response>,
@@ -188,6 +188,14 @@ impl<M: Machine> Driver<M> {
                 self.finished = true;
                 return Some((Err(Status::unavailable("xdst is shutting down")), self));
             }
+            // Another stream of the node may have moved its rollout while this one was busy
+            // (its wake-up then came before this stream waited).
+            if let (Some(r), Some((generation, _))) = (&self.rollout, &self.offer) {
+                if r.generation() != *generation {
+                    self.poll();
+                    continue;
+                }
+            }
             let deadline = self.rollout.as_ref().and_then(|r| r.deadline());
             let wake = tokio::select! {
                 r = self.shutdown.changed() => {
@@ -198,7 +206,7 @@ impl<M: Machine> Driver<M> {
                 }
                 msg = self.requests.message() => Wake::Request(msg),
                 _ = changed(&mut self.watch) => Wake::Target,
-                _ = changed(&mut self.offer) => Wake::Offer,
+                _ = offer_changed(&self.rollout) => Wake::Offer,
                 _ = until(deadline) => Wake::Deadline,
             };
             match wake {
@@ -248,20 +256,12 @@ impl<M: Machine> Driver<M> {
                     // Serve the new offer now rather than on the next wake.
                     self.poll();
                 }
-                Wake::Offer => {
-                    if let Some((_, offer)) = &self.offer {
-                        if offer.resync != self.resynced {
-                            self.resynced = offer.resync;
-                            self.machine.lock().unwrap().resync();
-                        }
-                    }
-                    self.machine.lock().unwrap().snapshot_changed();
-                    self.poll();
-                }
+                Wake::Offer => self.poll(),
                 Wake::Deadline => {
                     if let Some(r) = &self.rollout {
                         r.update(&self.ctx.metrics, |r, now| r.tick(now));
                     }
+                    self.poll();
                 }
             }
         }
@@ -300,10 +300,9 @@ impl<M: Machine> Driver<M> {
                     source: self.machine.clone(),
                 }));
                 rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
-                let mut offer = rollout.watch();
-                let current = offer.borrow_and_update().clone();
+                let (generation, current) = rollout.offer();
                 self.resynced = current.resync;
-                self.offer = Some((offer, current));
+                self.offer = Some((generation, current));
                 self.rollout = Some(rollout);
             }
         }
@@ -353,15 +352,16 @@ impl<M: Machine> Driver<M> {
     }
 
     fn poll(&mut self) {
-        let Some((rx, offer)) = &mut self.offer else { return };
+        let (Some(rollout), Some((generation, offer))) = (&self.rollout, &mut self.offer) else { return };
         let mut machine = self.machine.lock().unwrap();
-        if rx.has_changed().unwrap_or(false) {
-            // The rollout moved on while this stream was busy: serve the latest offer.
-            let next = rx.borrow_and_update().clone();
+        if rollout.generation() != *generation {
+            // The rollout moved on (this stream's doing, or another's): serve the latest offer.
+            let (g, next) = rollout.offer();
             if next.resync != self.resynced {
                 self.resynced = next.resync;
                 machine.resync();
             }
+            *generation = g;
             *offer = next;
             machine.snapshot_changed();
         }
@@ -408,6 +408,13 @@ async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
         return std::future::pending().await;
     }
     *current = rx.borrow_and_update().clone();
+}
+
+async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {
+    match rollout {
+        Some(r) => r.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn until(deadline: Option<std::time::Instant>) {
