@@ -98,6 +98,19 @@ impl Client {
         panic!("did not settle");
     }
 
+    /// Pushes and ACKs until the plan reaches `step` (and nothing is unanswered).
+    fn settle_until(&mut self, step: Step) {
+        for _ in 0..8 {
+            if self.r.step() == step {
+                return;
+            }
+            for t in self.push() {
+                self.ack(t);
+            }
+        }
+        panic!("never reached {step:?}");
+    }
+
     fn retarget(&mut self, target: Snapshot) {
         self.now += Duration::from_millis(1);
         let n = self.r.set_target(Arc::new(target), self.now);
@@ -611,4 +624,67 @@ fn a_reconnecting_node_that_holds_its_target_is_converged() {
     r.subscribe(0, &ty(CLUSTER), true, &[], now);
     r.resumed(0, &ty(CLUSTER), &crate::stream::Holds::Version("0123456789abcdef".into()), now);
     assert_eq!(r.step(), Step::Clusters);
+}
+
+/// A response in flight counts against what the node holds: here the cleanup that removes a
+/// is still on its way when a change routes back to a. Counting a as held would send the
+/// route at once, and the node would apply the removal, then the route to a cluster it no
+/// longer has. Instead a is sent again first.
+#[test]
+fn a_removal_in_flight_is_not_counted_as_held() {
+    let mut c = Client::holding(before());
+    c.retarget(moved());
+    c.settle_until(Step::Cleanup);
+    assert_eq!(c.push(), [CLUSTER, ENDPOINT], "the cleanup goes out");
+    assert_eq!(c.offered(CLUSTER), ["b"]);
+    // Before the node answers, the route moves back to a.
+    c.retarget(before());
+    assert_eq!(c.r.step(), Step::Clusters, "a may be gone by the time a route names it");
+    assert!(c.r.offer().hold.contains(&ROUTE));
+    assert_eq!(c.offered(CLUSTER), ["a", "b"]);
+}
+
+/// Envoy drops the endpoints of a cluster it removed (it unsubscribes them; SotW sends
+/// nothing back). When a change brings the cluster back, its endpoints are not held until
+/// the node acknowledges them again, even though the response re-sending them carries the
+/// very version the node once had. (Both the prune on convergence and forgetting
+/// unsubscribed names see to it here.)
+#[test]
+fn endpoints_unsubscribed_are_no_longer_held() {
+    let now = Instant::now();
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    let mut n = 0;
+    let mut send_ack = |r: &mut Rollout, t: &str, ack: bool| {
+        n += 1;
+        let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
+        r.sent(0, &ty(t), n.to_string().into(), Update::Replace(set));
+        if ack {
+            r.answered(0, &ty(t), &n.to_string(), None, now);
+        }
+    };
+    r.subscribe(0, &ty(CLUSTER), true, &[], now);
+    r.subscribe(0, &ty(LISTENER), true, &[], now);
+    r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
+    r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
+    for t in [CLUSTER, ENDPOINT, LISTENER, ROUTE] {
+        send_ack(&mut r, t, true);
+    }
+    assert_eq!(r.step(), Step::Converged);
+    // a -> b: b is added, the route moves, a is removed; Envoy then drops a's endpoints.
+    r.set_target(Arc::new(moved()), now);
+    send_ack(&mut r, CLUSTER, true);
+    r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
+    send_ack(&mut r, ENDPOINT, true);
+    send_ack(&mut r, ROUTE, true);
+    assert_eq!(r.step(), Step::Cleanup);
+    send_ack(&mut r, CLUSTER, true);
+    r.subscribe(0, &ty(ENDPOINT), false, &["b".into()], now);
+    assert_eq!(r.step(), Step::Converged);
+    // Back to a: the cluster returns, Envoy asks for its endpoints again and they are re-sent.
+    r.set_target(Arc::new(before()), now);
+    send_ack(&mut r, CLUSTER, true);
+    r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
+    send_ack(&mut r, ENDPOINT, false);
+    assert_eq!(r.step(), Step::Clusters, "a's endpoints are on their way, not held");
+    assert!(r.offer().hold.contains(&ROUTE));
 }
