@@ -223,12 +223,20 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     let port = free_port()?;
     write_intent(intent.path(), port, &ups)?;
 
-    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let token_file = intent.path().join(".admin-token");
+    std::fs::write(&token_file, "t0ken")?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms", "--admin-token-file", token_file.to_str().unwrap()]).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-intent")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for_proxy(proxy).await?;
     check_routing(proxy, &ups).await?;
     eprintln!("[serve] Envoy routes as the intent says after {:?}", started.elapsed());
+
+    // POST /reload re-runs the generation now and answers with its outcome (issue 5).
+    let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    let (status, body) = xdst_tests::xds::http_with(xdst.admin_addr, "POST", "/reload", &[("Authorization", "Bearer t0ken")], "").await;
+    ensure!(status == 200 && body.contains(r#""source":"intent","result":"ok""#), "POST /reload: {status} {body}");
+    ensure!(plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0) > ok_before, "POST /reload ran no generation");
 
     let status = plugins_status(xdst.admin_addr).await?;
     let p = &status["plugins"][0];

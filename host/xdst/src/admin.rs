@@ -7,6 +7,9 @@
 //!   and, per type, the version sent and acknowledged and the last NACK.
 //! - `GET /debug/resources`: what each node group is served (`?bodies=true` adds each
 //!   resource as proto3 JSON), and the state of the resources directory.
+//! - `POST /reload` (needs `Authorization: Bearer <token>`, see `--admin-token-file`): rescan
+//!   the resources or intent and plugins directories now, as SIGHUP does, and answer with the
+//!   outcome of that load or generation.
 //! - `GET /debug/plugins`: with `--intent`/`--plugins`, the loaded plugins (name, version,
 //!   file, digest, kinds, limits) and the last generation (result, error naming the plugin,
 //!   calls made, diagnostics).
@@ -28,8 +31,9 @@ use xdst_core::snapshot::Snapshot;
 use crate::context::Ctx;
 
 pub fn routes(ctx: &Ctx) -> Router {
-    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let (c1, c2, c3, c4, c5) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     Router::new()
+        .route("/reload", axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }))
         .route("/", get(|| async { INDEX }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
@@ -51,8 +55,74 @@ pub fn routes(ctx: &Ctx) -> Router {
         )
 }
 
-const INDEX: &str =
-    "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n";
+const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n";
+
+/// Whether `headers` carry the admin token; the refusal to send back if not.
+fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (http::StatusCode, &'static str)> {
+    let Some(token) = &ctx.admin_token else {
+        return Err((http::StatusCode::FORBIDDEN, "admin writes are disabled: start xdst with --admin-token-file FILE (or XDST_ADMIN_TOKEN)\n"));
+    };
+    let given = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => Err((http::StatusCode::UNAUTHORIZED, "wrong bearer token\n")),
+        None => Err((http::StatusCode::UNAUTHORIZED, "missing Authorization: Bearer <token>\n")),
+    }
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(Serialize)]
+struct ReloadReport {
+    /// `intent` or `resources`.
+    source: &'static str,
+    /// `ok` or `refused` (the last good set keeps serving).
+    result: &'static str,
+    error: Option<String>,
+}
+
+/// `POST /reload`: rescans now and answers with the outcome.
+async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Response {
+    if let Err((status, why)) = authorize(ctx, headers) {
+        return (status, why).into_response();
+    }
+    let count = |ctx: &Ctx| match &ctx.intent {
+        Some(s) => {
+            let st = s.status();
+            st.generations_ok + st.generations_failed
+        }
+        None => {
+            let st = ctx.source.get();
+            st.loads_ok + st.loads_refused
+        }
+    };
+    let before = count(ctx);
+    ctx.rescan.notify_one();
+    tracing::info!("POST /reload: rescanning");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while count(ctx) == before {
+        if tokio::time::Instant::now() > deadline {
+            return (http::StatusCode::ACCEPTED, "rescan requested; it has not finished within 30 s\n").into_response();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let report = match &ctx.intent {
+        Some(s) => {
+            let st = s.status();
+            let error = st.last_error.map(|e| e.message);
+            ReloadReport { source: "intent", result: if error.is_some() { "refused" } else { "ok" }, error }
+        }
+        None => {
+            let st = ctx.source.get();
+            ReloadReport { source: "resources", result: if st.last_error.is_some() { "refused" } else { "ok" }, error: st.last_error }
+        }
+    };
+    Json(report).into_response()
+}
 
 #[derive(Deserialize)]
 struct ResourcesQuery {

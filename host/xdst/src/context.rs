@@ -22,6 +22,10 @@ pub struct Context {
     /// Flips to `true` when the server shuts down; every stream ends with UNAVAILABLE.
     pub shutdown: watch::Receiver<bool>,
     pub debounce: Duration,
+    /// Rescan the watched directories now (`POST /reload`, SIGHUP), whatever the watcher saw.
+    pub rescan: Arc<tokio::sync::Notify>,
+    /// The bearer token admin writes (`POST /reload`) must carry; none: writes are refused.
+    pub admin_token: Option<String>,
     /// The intent source, when serving `--intent` with `--plugins`.
     pub intent: Option<Arc<crate::intent::IntentSource>>,
 }

@@ -389,7 +389,8 @@ fn diagnostic_report((plugin, d): &(String, xdst_plugin::wit::Diagnostic)) -> Di
 /// Watches both directories and connected node groups, and runs a generation on each change.
 pub async fn watch(ctx: Ctx, source: Arc<IntentSource>, resync: std::time::Duration) {
     let wake = Arc::new(tokio::sync::Notify::new());
-    // Forward the registry's group changes (the registry lives in the context).
+    // Forward the registry's group changes (the registry lives in the context) and forced
+    // rescans (`POST /reload`, SIGHUP).
     {
         let ctx = ctx.clone();
         let wake = wake.clone();
@@ -398,6 +399,7 @@ pub async fn watch(ctx: Ctx, source: Arc<IntentSource>, resync: std::time::Durat
             loop {
                 tokio::select! {
                     _ = ctx.nodes.groups_changed.notified() => wake.notify_one(),
+                    _ = ctx.rescan.notified() => wake.notify_one(),
                     _ = shutdown.changed() => return,
                 }
             }

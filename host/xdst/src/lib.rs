@@ -66,6 +66,8 @@ pub struct Config {
     /// Push every change at once, without make-before-break ordering (unsafe: for
     /// demonstrations and the tests that show what ordering prevents).
     pub unsafe_unordered_push: bool,
+    /// The bearer token for admin writes (`POST /reload`); without one they are refused.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Config {
@@ -84,6 +86,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(5),
             plan_grace: Duration::from_secs(10),
             unsafe_unordered_push: false,
+            admin_token: None,
         }
     }
 }
@@ -133,6 +136,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         shutdown: shutdown_rx.clone(),
         debounce: config.debounce,
         intent: intent_source.clone(),
+        rescan: Arc::new(tokio::sync::Notify::new()),
+        admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
     });
     if let Some(dir) = &config.resources {
         source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;

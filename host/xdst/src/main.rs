@@ -185,6 +185,11 @@ struct ServeArgs {
     /// while a route still sends traffic to it. For demonstrations and tests only.
     #[arg(long)]
     unsafe_unordered_push: bool,
+    /// A file holding the bearer token that admin writes (POST /reload) must carry
+    /// (`Authorization: Bearer <token>`). Without it (or XDST_ADMIN_TOKEN) admin writes are
+    /// refused. A file, not a flag, so the token does not show in `ps`.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Write {"xds_addr": ..., "admin_addr": ...} to this file once listening (useful with
     /// port 0).
     #[arg(long, value_name = "FILE")]
@@ -297,6 +302,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         plan_grace: args.plan_grace,
         unsafe_unordered_push: args.unsafe_unordered_push,
+        admin_token: admin_token(args.admin_token_file.as_deref())?,
     };
     let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {
@@ -306,11 +312,37 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .and_then(|_| std::fs::rename(&tmp, path))
             .with_context(|| format!("writing --ready-file {}", path.display()))?;
     }
+    #[cfg(unix)]
+    {
+        // SIGHUP: rescan the watched directories now, as POST /reload does.
+        let rescan = server.ctx.rescan.clone();
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                info!("SIGHUP: rescanning");
+                rescan.notify_one();
+            }
+        });
+    }
     shutdown_signal().await;
     info!("shutting down");
     server.shutdown().await;
     info!("stopped");
     Ok(())
+}
+
+/// The admin token: from `--admin-token-file` (trailing newline trimmed), else from the
+/// `XDST_ADMIN_TOKEN` environment variable.
+fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let token = match file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading --admin-token-file {}", f.display()))?,
+        None => std::env::var("XDST_ADMIN_TOKEN").unwrap_or_default(),
+    };
+    let token = token.trim().to_owned();
+    if file.is_some() && token.is_empty() {
+        anyhow::bail!("--admin-token-file {} is empty", file.unwrap().display());
+    }
+    Ok((!token.is_empty()).then_some(token))
 }
 
 async fn shutdown_signal() {

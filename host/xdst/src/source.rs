@@ -239,7 +239,8 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
         let ctx = ctx.clone();
         move |gone: &Path| ctx.source.inner.lock().unwrap().last_error = Some(format!("resources directory {} disappeared", gone.display()))
     };
-    watch_dirs(ctx, vec![dir], resync, None, std::sync::Arc::new(move || {
+    let rescan = ctx.rescan.clone();
+    watch_dirs(ctx, vec![dir], resync, Some(rescan), std::sync::Arc::new(move || {
         let _ = reload(&c, &d);
     }), missing)
     .await
