@@ -401,6 +401,15 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
         let plan = node_plan(run.xdst.admin_addr, &run.node).await?;
         ensure!(plan["nack_stops"] == 0 && plan["grace_expiries"] == 0, "no NACKs and no silence expected: {plan:#}");
         eprintln!("[{api:?}] plan: {} convergences, {} restarts", plan["convergences"], plan["restarts"]);
+        // The same, as Prometheus sees it: a convergence per change, and every step taken.
+        let (_, metrics) = http_get(run.xdst.admin_addr, "/metrics").await?;
+        let value = |name: &str| -> f64 {
+            metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+        };
+        ensure!(value("xdst_plan_convergence_seconds_count ") >= 100.0, "xdst_plan_convergence_seconds:\n{metrics}");
+        for step in ["clusters", "routes", "cleanup", "converged"] {
+            ensure!(value(&format!("xdst_plan_steps_total{{step=\"{step}\"}} ")) > 0.0, "no {step} step counted:\n{metrics}");
+        }
     }
     run.envoy.kill().await?;
     run.xdst.kill().await?;
