@@ -226,6 +226,11 @@ impl IntentSet {
         self.by_kind.get(kind).into_iter().flat_map(|m| m.values().map(|d| d.as_ref()))
     }
 
+    /// Every document, by kind and then name.
+    pub fn documents(&self) -> impl Iterator<Item = &IntentDocument> {
+        self.by_kind.values().flat_map(|docs| docs.values().map(|d| d.as_ref()))
+    }
+
     pub fn kinds(&self) -> impl Iterator<Item = &str> {
         self.by_kind.keys().map(String::as_str)
     }

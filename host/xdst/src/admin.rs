@@ -10,6 +10,8 @@
 //! - `POST /reload` (needs `Authorization: Bearer <token>`, see `--admin-token-file`): rescan
 //!   the resources or intent and plugins directories now, as SIGHUP does, and answer with the
 //!   outcome of that load or generation.
+//! - `GET /intent`, `GET|PUT|DELETE /intent/{kind}/{name}`: the intent API (writes need the
+//!   bearer token; see [`crate::intent_api`]).
 //! - `GET /debug/plugins`: with `--intent`/`--plugins`, the loaded plugins (name, version,
 //!   file, digest, kinds, limits) and the last generation (result, error naming the plugin,
 //!   calls made, diagnostics).
@@ -33,6 +35,7 @@ use crate::context::Ctx;
 pub fn routes(ctx: &Ctx) -> Router {
     let (c1, c2, c3, c4, c5) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     Router::new()
+        .merge(crate::intent_api::routes(ctx))
         .route("/reload", axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }))
         .route("/", get(|| async { INDEX }))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -55,10 +58,10 @@ pub fn routes(ctx: &Ctx) -> Router {
         )
 }
 
-const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n";
+const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
 
 /// Whether `headers` carry the admin token; the refusal to send back if not.
-fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (http::StatusCode, &'static str)> {
+pub(crate) fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (http::StatusCode, &'static str)> {
     let Some(token) = &ctx.admin_token else {
         return Err((http::StatusCode::FORBIDDEN, "admin writes are disabled: start xdst with --admin-token-file FILE (or XDST_ADMIN_TOKEN)\n"));
     };

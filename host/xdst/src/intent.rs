@@ -225,6 +225,10 @@ impl IntentSource {
         }
     }
 
+    pub fn intent_dir(&self) -> &Path {
+        &self.intent_dir
+    }
+
     pub fn dirs(&self) -> Vec<PathBuf> {
         vec![self.intent_dir.clone(), self.plugins_dir.clone()]
     }

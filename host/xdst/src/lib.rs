@@ -22,6 +22,7 @@ pub mod admin;
 pub mod codec;
 pub mod context;
 pub mod intent;
+pub mod intent_api;
 pub mod machine;
 pub mod metrics;
 pub mod nodes;

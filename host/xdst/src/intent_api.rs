@@ -1,0 +1,213 @@
+//! The intent API on the admin port, for teams that do not manage files:
+//!
+//! - `GET /intent`: every intent document, with where it comes from;
+//! - `PUT /intent/{kind}/{name}` (body: the document, YAML or JSON) and
+//!   `DELETE /intent/{kind}/{name}`: need `Authorization: Bearer <token>`.
+//!
+//! **How API intent and file intent combine.** A document written through the API is stored
+//! as a file, `<intent dir>/_api/<kind>/<name>.yaml`, beside the files people write. It is then
+//! part of the same intent set: it is translated with the others, `xdst translate --intent`
+//! sees it, and it survives restarts. A `(kind, name)` belongs to one side only. A `PUT` or
+//! `DELETE` of a document defined in a file of its own is refused, naming that file. A file
+//! that later defines a document the API already holds fails its generation as a duplicate,
+//! naming both files.
+//!
+//! **Validated before accepted.** A write is applied, translated with the current plugins and
+//! checked as every generation is. Only then is it published. A write that fails is undone
+//! (the file is restored or removed), and the answer carries the error. What was serving
+//! keeps serving. Writes are serialised.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::Path as UrlPath;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderMap, StatusCode};
+use serde::Serialize;
+
+use crate::context::Ctx;
+use crate::intent::{IntentSource, read_intent};
+
+/// The subdirectory of the intent directory that API documents live in.
+pub const API_DIR: &str = "_api";
+
+/// One write at a time.
+static WRITES: Mutex<()> = Mutex::new(());
+
+pub fn routes(ctx: &Ctx) -> Router {
+    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
+    Router::new().route("/intent", get(move || async move { list(&c1) })).route(
+        "/intent/{kind}/{name}",
+        get(move |UrlPath((kind, name)): UrlPath<(String, String)>| async move { one(&c2, &kind, &name) }).put({
+            let c = c3.clone();
+            move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap, body: String| async move {
+                write(&c, &headers, kind, name, Some(body)).await
+            }
+        })
+        .delete(move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap| async move {
+            write(&c3, &headers, kind, name, None).await
+        }),
+    )
+}
+
+#[derive(Serialize)]
+struct Listed {
+    kind: String,
+    name: String,
+    /// `file#index`, relative to the intent directory.
+    origin: String,
+    /// `api` or `file`.
+    source: &'static str,
+}
+
+fn source_of(origin: &str) -> &'static str {
+    if origin.starts_with(&format!("{API_DIR}/")) { "api" } else { "file" }
+}
+
+fn not_serving() -> Response {
+    (StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n").into_response()
+}
+
+fn list(ctx: &Ctx) -> Response {
+    let Some(source) = &ctx.intent else { return not_serving() };
+    match read_intent(source.intent_dir()) {
+        Ok((set, _)) => {
+            let docs: Vec<Listed> = set
+                .documents()
+                .map(|d| Listed { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), source: source_of(&d.origin) })
+                .collect();
+            Json(docs).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
+    let Some(source) = &ctx.intent else { return not_serving() };
+    match read_intent(source.intent_dir()) {
+        Ok((set, _)) => match set.documents().find(|d| d.kind == kind && d.name == name) {
+            Some(d) => Json(&d.json).into_response(),
+            None => (StatusCode::NOT_FOUND, format!("no {kind}/{name}\n")).into_response(),
+        },
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct Written {
+    kind: String,
+    name: String,
+    /// `ok`, or `refused` (nothing changed).
+    result: &'static str,
+    /// The file the document is stored in, relative to the intent directory.
+    file: Option<String>,
+    error: Option<String>,
+}
+
+/// Kinds and names become path components: keep them to what cannot escape or hide.
+fn valid_part(s: &str, what: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && !s.starts_with('.')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(format!("{what} {s:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'")) }
+}
+
+async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body: Option<String>) -> Response {
+    if let Err((status, why)) = crate::admin::authorize(ctx, headers) {
+        return (status, why).into_response();
+    }
+    let Some(source) = ctx.intent.clone() else { return not_serving() };
+    if let Err(e) = valid_part(&kind, "kind").and_then(|_| valid_part(&name, "name")) {
+        return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+    }
+    let ctx = ctx.clone();
+    let work = tokio::task::spawn_blocking(move || apply(&ctx, &source, &kind, &name, body.as_deref()));
+    match work.await {
+        Ok((status, written)) => (status, Json(written)).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Writes (or removes) the document, runs a generation, and undoes the write if it fails.
+fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<&str>) -> (StatusCode, Written) {
+    let _one = WRITES.lock().unwrap_or_else(|p| p.into_inner());
+    let refused = |status: StatusCode, error: String| {
+        (status, Written { kind: kind.to_owned(), name: name.to_owned(), result: "refused", file: None, error: Some(error) })
+    };
+    let root = source.intent_dir();
+    let rel = format!("{API_DIR}/{kind}/{name}.yaml");
+    let path = root.join(&rel);
+
+    // The document must not belong to a file of its own.
+    let current = match read_intent(root) {
+        Ok((set, _)) => set,
+        Err(e) => return refused(StatusCode::CONFLICT, format!("the intent directory does not load as it is, so nothing was written: {e}")),
+    };
+    if let Some(d) = current.documents().find(|d| d.kind == kind && d.name == name)
+        && source_of(&d.origin) == "file"
+    {
+        return refused(StatusCode::CONFLICT, format!("{kind}/{name} is defined in {}: change it there", d.origin));
+    }
+
+    let previous = std::fs::read_to_string(&path).ok();
+    match body {
+        Some(text) => {
+            // Parse before touching anything: one document, of this kind and name.
+            let docs = match xdst_core::intent::parse_file(&rel, text) {
+                Ok(d) => d,
+                Err(e) => return refused(StatusCode::BAD_REQUEST, e.to_string()),
+            };
+            match docs.as_slice() {
+                [d] if d.kind == kind && d.name == name => {}
+                [d] => {
+                    return refused(
+                        StatusCode::BAD_REQUEST,
+                        format!("the body is {}/{}, but the path says {kind}/{name}", d.kind, d.name),
+                    );
+                }
+                _ => return refused(StatusCode::BAD_REQUEST, format!("the body holds {} documents; PUT one", docs.len())),
+            }
+            if let Err(e) = write_atomically(&path, text) {
+                return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("writing {rel}: {e}"));
+            }
+        }
+        None => {
+            if previous.is_none() {
+                return refused(StatusCode::NOT_FOUND, format!("no {kind}/{name} was written through the API"));
+            }
+            if let Err(e) = std::fs::remove_file(&path) {
+                return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("removing {rel}: {e}"));
+            }
+        }
+    }
+    match source.generate(ctx) {
+        Ok(()) => {
+            tracing::info!(kind, name, deleted = body.is_none(), "intent written through the API");
+            let file = body.map(|_| rel);
+            (StatusCode::OK, Written { kind: kind.to_owned(), name: name.to_owned(), result: "ok", file, error: None })
+        }
+        Err(e) => {
+            // Undo: what was there before, or nothing.
+            let undone = match &previous {
+                Some(text) => write_atomically(&path, text),
+                None => std::fs::remove_file(&path),
+            };
+            if let Err(u) = undone {
+                tracing::error!(file = %path.display(), error = %u, "could not undo a refused intent write");
+            }
+            refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
+    }
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().expect("API documents live in a subdirectory");
+    std::fs::create_dir_all(dir)?;
+    let tmp: PathBuf = dir.join(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}

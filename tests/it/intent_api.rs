@@ -1,0 +1,120 @@
+//! Issue 5, build 3: the intent API on the admin port. Writes need the bearer token, are
+//! translated and checked before they are accepted, and a refused write changes nothing: not
+//! what is served, not the files. API documents live in `<intent>/_api/` beside the files,
+//! and a document defined in a file cannot be written through the API.
+
+use std::net::SocketAddr;
+
+use serde_json::Value;
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::xds::{http_get, http_with};
+
+const TOKEN: (&str, &str) = ("Authorization", "Bearer api-t0ken");
+
+fn service(name: &str, port: u16) -> String {
+    format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n")
+}
+
+fn gateway(backend: &str) -> String {
+    format!(
+        "kind: HttpGateway\nmetadata: {{name: web}}\nspec:\n  address: 127.0.0.1\n  port: 10080\n  hosts:\n  - hostnames: [\"*\"]\n    routes:\n    - name: all\n      match: {{pathPrefix: /}}\n      backends: [{{service: {backend}}}]\n"
+    )
+}
+
+async fn clusters(admin: SocketAddr) -> Vec<String> {
+    let (_, body) = http_get(admin, "/debug/resources").await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let mut names: Vec<String> = v["default"]["cds"]["resources"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["name"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn writes_are_authenticated_validated_and_undone_when_refused() {
+    let intent = tempfile::tempdir().unwrap();
+    let plugin_dir = tempfile::tempdir().unwrap();
+    plugins::install(plugin_dir.path(), &plugins::reference().unwrap(), "reference.wasm", None).unwrap();
+    std::fs::write(intent.path().join("services.yaml"), service("a", 8081)).unwrap();
+    std::fs::write(intent.path().join("gateway.yaml"), gateway("a")).unwrap();
+    let token = intent.path().join(".token");
+    std::fs::write(&token, "api-t0ken").unwrap();
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()]).await.unwrap();
+    let admin = xdst.admin_addr;
+    assert_eq!(clusters(admin).await, ["a"]);
+
+    // The list shows where each document comes from.
+    let (status, body) = http_get(admin, "/intent").await;
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert!(listed.as_array().unwrap().iter().any(|d| d["kind"] == "Service" && d["name"] == "a" && d["source"] == "file"), "{listed}");
+
+    // No token: refused, nothing written.
+    let (status, _) = http_with(admin, "PUT", "/intent/Service/b", &[], &service("b", 8082)).await;
+    assert_eq!(status, 401);
+    assert!(!intent.path().join("_api").exists());
+
+    // A good write is translated, served, stored under _api/ and listed as API intent.
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/b", &[TOKEN], &service("b", 8082)).await;
+    assert_eq!(status, 200, "{body}");
+    let written: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((written["result"].as_str(), written["file"].as_str()), (Some("ok"), Some("_api/Service/b.yaml")), "{written}");
+    assert_eq!(clusters(admin).await, ["a", "b"]);
+    assert!(intent.path().join("_api/Service/b.yaml").exists());
+    let (_, body) = http_get(admin, "/intent/Service/b").await;
+    assert!(body.contains("8082"), "{body}");
+
+    // A write the plugin refuses: the error names the field; nothing changes.
+    let bad = service("b", 8082).replace("connectTimeout: 1s", "connectTimeout: soon");
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/b", &[TOKEN], &bad).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("connectTimeout"), "{body}");
+    assert!(std::fs::read_to_string(intent.path().join("_api/Service/b.yaml")).unwrap().contains("connectTimeout: 1s"), "the refused write was not undone");
+    assert_eq!(clusters(admin).await, ["a", "b"]);
+
+    // A body that is not the document the path names, or that names a file's document.
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/c", &[TOKEN], &service("b", 8082)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("the path says Service/c"), "{body}");
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/a", &[TOKEN], &service("a", 9999)).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("services.yaml"), "{body}");
+    let (status, _) = http_with(admin, "PUT", "/intent/Service/..%2Fescape", &[TOKEN], &service("x", 1)).await;
+    assert!(status == 400 || status == 404, "a path-like name must be refused, got {status}");
+
+    // Deleting what a route still names is refused by the consistency check; the file stays.
+    std::fs::write(intent.path().join("gateway.yaml"), gateway("b")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(admin, "/debug/resources").await;
+        if body.contains("\"b\"") && !http_get(admin, "/debug/plugins").await.1.contains("\"last_error\":{") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the gateway edit was not picked up");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (status, body) = http_with(admin, "DELETE", "/intent/Service/b", &[TOKEN], "").await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("\"b\""), "{body}");
+    assert!(intent.path().join("_api/Service/b.yaml").exists(), "the refused delete was not undone");
+
+    // Once nothing names it, it goes.
+    std::fs::write(intent.path().join("gateway.yaml"), gateway("a")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, body) = http_with(admin, "DELETE", "/intent/Service/b", &[TOKEN], "").await;
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "DELETE kept failing: {status} {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(clusters(admin).await, ["a"]);
+    assert!(!intent.path().join("_api/Service/b.yaml").exists());
+    let (status, _) = http_with(admin, "DELETE", "/intent/Service/b", &[TOKEN], "").await;
+    assert_eq!(status, 404);
+    xdst.kill().await.unwrap();
+}
