@@ -46,6 +46,23 @@ pub fn adversary() -> anyhow::Result<PathBuf> {
     build("xdst-test-plugin-adversarial")
 }
 
+/// The swap test plugin (`tests/plugins/swap`): `Split` documents routed by a weight table
+/// in its data section (see [`swap_variant`]).
+pub fn swap() -> anyhow::Result<PathBuf> {
+    build("xdst-test-plugin-swap")
+}
+
+/// The swap plugin's bytes with its weight table for `u0`..`u5` replaced: a distinct plugin
+/// (its own digest) that routes differently.
+pub fn swap_variant(wasm: &[u8], weights: [u16; 6]) -> anyhow::Result<Vec<u8>> {
+    const MARKER: &[u8] = b"XDST-SWAP:";
+    let at = wasm.windows(MARKER.len()).position(|w| w == MARKER).context("the swap plugin has no XDST-SWAP: table")?;
+    let digits: String = weights.iter().map(|w| format!("{:03}", w.min(&999))).collect();
+    let mut out = wasm.to_vec();
+    out[at + MARKER.len()..at + MARKER.len() + 18].copy_from_slice(digits.as_bytes());
+    Ok(out)
+}
+
 /// Copies a plugin into `dir` as `file` (`NAME.wasm`), with `settings` (YAML) beside it.
 pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> anyhow::Result<()> {
     let dest = dir.join(file);

@@ -1,0 +1,96 @@
+//! Translates `Split` documents (`spec.port`) into an HTTP listener whose one route splits
+//! traffic between the clusters `u0`..`u5` by the weights in [`TABLE`].
+//!
+//! The table sits in the module's data section behind a marker, so a test can turn one build
+//! of this plugin into many versions (each with its own digest and its own routing) by
+//! rewriting those bytes: `XDST-SWAP:` then six weights of three digits each.
+
+use xdst_guest::*;
+
+/// `XDST-SWAP:` and six three-digit weights, for `u0` to `u5`.
+static TABLE: [u8; 28] = *b"XDST-SWAP:100000000000000000";
+
+fn weights() -> Vec<(String, u32)> {
+    // Read through black_box so the compiler keeps the bytes in memory instead of folding
+    // the constant into the code: patching the data section must change what runs.
+    let table = core::hint::black_box(&TABLE);
+    let digits = &table[10..];
+    (0..6)
+        .map(|i| {
+            let w = digits[i * 3..i * 3 + 3].iter().fold(0u32, |acc, d| acc * 10 + (d - b'0') as u32);
+            (format!("u{i}"), w)
+        })
+        .filter(|(_, w)| *w > 0)
+        .collect()
+}
+
+struct Swap;
+
+impl Translator for Swap {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: "swap".into(),
+            version: "0.1.0".into(),
+            kinds: vec!["Split".into()],
+            phase: Phase::Translate,
+            granularity: Granularity::PerDocument,
+        }
+    }
+
+    fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
+        let mut resources = Vec::new();
+        for doc in &request.documents {
+            let spec: serde_json::Value = serde_json::from_str(&doc.json).map_err(|e| PluginError {
+                message: e.to_string(),
+                document: Some(format!("{}/{}", doc.kind, doc.name)),
+                field: None,
+            })?;
+            let port = spec["spec"]["port"].as_u64().ok_or_else(|| PluginError {
+                message: "spec.port must be a number".into(),
+                document: Some(format!("{}/{}", doc.kind, doc.name)),
+                field: Some("spec.port".into()),
+            })?;
+            let name = &doc.name;
+            let clusters: Vec<serde_json::Value> =
+                weights().into_iter().map(|(c, w)| serde_json::json!({"name": c, "weight": w})).collect();
+            let route = serde_json::json!({
+                "name": name,
+                "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{
+                    "match": {"prefix": "/"},
+                    "route": {"weighted_clusters": {"clusters": clusters}}
+                }]}]
+            });
+            let listener = serde_json::json!({
+                "name": name,
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                        "stat_prefix": name,
+                        "rds": {"route_config_name": name, "config_source": {"ads": {}, "resource_api_version": "V3"}},
+                        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+                        }}]
+                    }
+                }]}]
+            });
+            let document = Some(format!("{}/{}", doc.kind, doc.name));
+            resources.push(XdsResource {
+                type_url: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration".into(),
+                name: name.clone(),
+                body: Body::Json(route.to_string()),
+                document: document.clone(),
+            });
+            resources.push(XdsResource {
+                type_url: "type.googleapis.com/envoy.config.listener.v3.Listener".into(),
+                name: name.clone(),
+                body: Body::Json(listener.to_string()),
+                document,
+            });
+        }
+        Ok(TranslateResponse { resources, diagnostics: vec![] })
+    }
+}
+
+export_translator!(Swap);
