@@ -22,6 +22,10 @@ pub async fn start_in_process(resources: Option<&Path>) -> anyhow::Result<xdst::
 
 /// The `xdst` binary next to this test's executable, built on demand.
 pub fn binary() -> anyhow::Result<PathBuf> {
+    // A benchmark names the (release) binary it measures.
+    if let Ok(bin) = std::env::var("XDST_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
     let exe = std::env::current_exe()?;
     // target/<profile>/deps/<test> -> target/<profile>/xdst
     let profile_dir = exe

@@ -1,0 +1,156 @@
+//! `xdst-propagation`: how long an intent change takes to reach a real Envoy (issue 5,
+//! must-show 4). Results are in docs/PERFORMANCE.md; `tests/bench/propagation.sh` runs it.
+//!
+//! It starts `xdst serve --intent --plugins` (the binary in `XDST_BIN`) with the reference
+//! plugin and a real Envoy connected over ADS. Then it changes a `Service`'s `connectTimeout`
+//! `--changes` times, in two ways:
+//!
+//! - by writing the intent file (write a hidden file, rename it over the old one);
+//! - by `PUT /intent/Service/<name>` on the admin port.
+//!
+//! Each time it measures from just before the write to Envoy's
+//! `cluster_manager.cds.version_text` showing a new version, polling Envoy's admin every
+//! millisecond. The time includes:
+//!
+//! - the file watcher;
+//! - xdst's debounce (`--debounce`, default 10 ms);
+//! - parsing, the plugin call, checking and publishing;
+//! - the make-before-break rollout (a cluster change is one step);
+//! - Envoy applying the update.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use clap::{Parser, ValueEnum};
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::upstream::Upstream;
+
+#[derive(Parser)]
+#[command(about = "Time from an intent change (file write or API write) to a real Envoy holding it")]
+struct Args {
+    /// Changes of each kind (file and API).
+    #[arg(long, default_value_t = 100)]
+    changes: usize,
+    /// ADS flavour Envoy uses.
+    #[arg(long, value_enum, default_value_t = Api::Sotw)]
+    api: Api,
+    /// xdst's --debounce.
+    #[arg(long, default_value = "10ms")]
+    debounce: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Api {
+    Sotw,
+    Delta,
+}
+
+fn service(name: &str, port: u16, timeout_ms: usize) -> String {
+    format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: {timeout_ms}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n")
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_file_name(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+async fn cds_version(envoy: &Envoy) -> anyhow::Result<String> {
+    Ok(envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default().to_owned())
+}
+
+/// Waits until Envoy reports a CDS version other than `old`; returns the time since `t0`.
+async fn until_changed(envoy: &Envoy, old: &str, t0: Instant) -> anyhow::Result<f64> {
+    let deadline = t0 + Duration::from_secs(30);
+    loop {
+        if cds_version(envoy).await? != old {
+            return Ok(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        if Instant::now() > deadline {
+            bail!("Envoy did not take the change within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    std::env::var("XDST_BIN").context("set XDST_BIN to the xdst binary to measure (tests/bench/propagation.sh does)")?;
+    let up = Upstream::start("u").await?;
+    let intent = tempfile::tempdir()?;
+    let plugin_dir = tempfile::tempdir()?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    let file = intent.path().join("services.yaml");
+    std::fs::write(&file, service("by-file", up.addr.port(), 1000))?;
+    let token = intent.path().join(".token");
+    std::fs::write(&token, "bench")?;
+    let xdst = Process::start_intent(
+        intent.path(),
+        plugin_dir.path(),
+        &["--debounce", &args.debounce, "--admin-token-file", token.to_str().unwrap()],
+    )
+    .await?;
+    let api = match args.api {
+        Api::Sotw => ApiType::Sotw,
+        Api::Delta => ApiType::Delta,
+    };
+    let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, "propagation")).await?;
+    // The API-owned service, created once.
+    let (status, body) = xdst_tests::xds::http_with(
+        xdst.admin_addr,
+        "PUT",
+        "/intent/Service/by-api",
+        &[("Authorization", "Bearer bench")],
+        &service("by-api", up.addr.port(), 1000),
+    )
+    .await;
+    ensure!(status == 200, "creating Service/by-api: {status} {body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !envoy.stats().await?.matching(&["cluster.by-api."]).contains("by-api") {
+        ensure!(Instant::now() < deadline, "Envoy never got the clusters:\n{}", envoy.log_tail(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let (mut by_file, mut by_api) = (Vec::new(), Vec::new());
+    for i in 0..args.changes {
+        let timeout = 1001 + i; // a new connectTimeout each time
+        let old = cds_version(&envoy).await?;
+        let t0 = Instant::now();
+        write_atomically(&file, &service("by-file", up.addr.port(), timeout))?;
+        by_file.push(until_changed(&envoy, &old, t0).await?);
+
+        let old = cds_version(&envoy).await?;
+        let t0 = Instant::now();
+        let (status, body) = xdst_tests::xds::http_with(
+            xdst.admin_addr,
+            "PUT",
+            "/intent/Service/by-api",
+            &[("Authorization", "Bearer bench")],
+            &service("by-api", up.addr.port(), timeout),
+        )
+        .await;
+        ensure!(status == 200, "PUT {i}: {status} {body}");
+        by_api.push(until_changed(&envoy, &old, t0).await?);
+    }
+    let api_name = match args.api {
+        Api::Sotw => "sotw",
+        Api::Delta => "delta",
+    };
+    for (what, v) in [("file write", &mut by_file), ("API write", &mut by_api)] {
+        let (p50, p99, max) = (percentile(v, 50.0), percentile(v, 99.0), percentile(v, 100.0));
+        println!("{api_name} {what:>10} -> Envoy version_text: {} changes, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms", v.len());
+    }
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
