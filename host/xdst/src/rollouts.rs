@@ -170,7 +170,7 @@ impl NodeRollout {
                 }
                 Note::GraceExpired { step } => {
                     m.plan_grace_expired.get_or_create(&label("step", step.as_str())).inc();
-                    warn!(node = %self.id, step = step.as_str(), waited = ?r.status(Instant::now()).step_seconds, "node did not acknowledge within the grace period: proceeding without its ACK");
+                    warn!(node = %self.id, step = step.as_str(), "node did not acknowledge within the grace period (--plan-grace): proceeding without its ACK");
                 }
             }
         }
