@@ -11,7 +11,8 @@
 //! - **c**: a new gateway (listener and route configuration) and two new Services arrive in one
 //!   change; traffic to the new listener starts before the change and counts from its first
 //!   answer on;
-//! - **d**: 100 random consecutive changes to routes, weights, backends, endpoints and names.
+//! - **d**: 100 random consecutive changes to routes, weights, backends, endpoints, names and
+//!   cluster settings (every cluster updated in place).
 //!
 //! Zero failed requests in every scenario. The same scenarios with `--unsafe-unordered-push`
 //! must fail some requests, which shows the traffic can see what ordering prevents.
@@ -56,6 +57,8 @@ struct World {
     web: Vec<(String, u32)>,
     /// The backends of gateway `web2`, once it exists.
     web2: Option<Vec<(String, u32)>>,
+    /// Every service's connect timeout: changing it updates every cluster in place.
+    timeout_ms: u32,
 }
 
 impl World {
@@ -65,7 +68,8 @@ impl World {
             .iter()
             .map(|(name, up)| {
                 format!(
-                    "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n",
+                    "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: {}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n",
+                    self.timeout_ms,
                     ups[*up].addr.port()
                 )
             })
@@ -104,13 +108,14 @@ impl Rng {
     }
 }
 
-/// One random change to `w` that changes what Envoy is served.
-fn random_change(w: &World, rng: &mut Rng, fresh: &mut usize) -> (World, &'static str) {
+/// One random change to `w` that changes what Envoy is served. `in_place` allows changes that
+/// update every cluster in place (see the Delta note in `scenarios`).
+fn random_change(w: &World, rng: &mut Rng, fresh: &mut usize, in_place: bool) -> (World, &'static str) {
     loop {
         let mut next = w.clone();
         let names: Vec<String> = next.services.keys().cloned().collect();
         let pinned: Vec<String> = next.web2.iter().flatten().map(|(s, _)| s.clone()).collect();
-        let what = match rng.below(6) {
+        let what = match rng.below(7) {
             0 if names.len() >= 2 => {
                 // New weights over two or three services.
                 let k = 2 + rng.below(names.len().min(3) - 1);
@@ -162,6 +167,12 @@ fn random_change(w: &World, rng: &mut Rng, fresh: &mut usize) -> (World, &'stati
                 let used = next.referenced();
                 next.services.retain(|n, _| used.contains(n));
                 "remove unused"
+            }
+            6 if in_place => {
+                // Every cluster changes in place (same names): Envoy warms the new versions
+                // and asks for their endpoints again before it acknowledges.
+                next.timeout_ms = 1000 + (next.timeout_ms + 1 + rng.below(50) as u32) % 1000;
+                "cluster settings"
             }
             _ => continue,
         };
@@ -228,7 +239,7 @@ impl Run {
         let plugin_dir = tempfile::Builder::new().prefix("xdst-mbb-plugins-").tempdir()?;
         plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
         let (port, port2) = (free_port()?, free_port()?);
-        let world = World { services: [("a".to_owned(), 0)].into(), web: vec![("a".to_owned(), 1)], web2: None };
+        let world = World { services: [("a".to_owned(), 0)].into(), web: vec![("a".to_owned(), 1)], web2: None, timeout_ms: 1000 };
         write_intent(intent.path(), &world.render(&ups, port, port2))?;
         let mut args = vec!["--debounce", "20ms"];
         if unordered {
@@ -327,13 +338,13 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
     };
 
     // a: the route moves from a to a new b (another endpoint); a is deleted.
-    let next = World { services: [("b".to_owned(), 1)].into(), web: vec![("b".to_owned(), 1)], web2: None };
+    let next = World { services: [("b".to_owned(), 1)].into(), web: vec![("b".to_owned(), 1)], web2: None, timeout_ms: 1000 };
     let t = run.change(next).await?;
     tokio::time::sleep(settle).await;
     record("a: route moves to a new cluster, old one deleted", vec![t], &traffic, None, &mut seen);
 
     // b: b is renamed b2.
-    let next = World { services: [("b2".to_owned(), 1)].into(), web: vec![("b2".to_owned(), 1)], web2: None };
+    let next = World { services: [("b2".to_owned(), 1)].into(), web: vec![("b2".to_owned(), 1)], web2: None, timeout_ms: 1000 };
     let t = run.change(next).await?;
     tokio::time::sleep(settle).await;
     record("b: cluster renamed", vec![t], &traffic, None, &mut seen);
@@ -362,7 +373,11 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
     let mut timings = Vec::new();
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for i in 0..RANDOM_CHANGES {
-        let (next, what) = random_change(&run.world, &mut rng, &mut fresh);
+        // Delta is spared in-place cluster updates: after one, Envoy 1.40 holds the Delta CDS
+        // ACK until its warming times out (it does not ask for the endpoints again, as it
+        // does over SotW), so the plan waits out its grace period. A known gap, not a
+        // dropped request.
+        let (next, what) = random_change(&run.world, &mut rng, &mut fresh, api == ApiType::Sotw);
         *kinds.entry(what).or_default() += 1;
         if i % 10 == 9 {
             // Every tenth change is written as soon as the previous one is published, not

@@ -85,6 +85,8 @@ struct TypeState {
     /// none of it, so what it needs is sent again, but never that same list (SOTW-5).
     rejected: Option<Arc<str>>,
     version_acked: Option<String>,
+    /// The nonce of the response last acknowledged.
+    nonce_acked: Option<Arc<str>>,
     last_nack: Option<Nack>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
@@ -147,8 +149,14 @@ impl SotwStream {
                     t.sent.clear();
                     t.rejected = t.version_sent.clone();
                 }
+            } else if t.nonce_acked.as_deref() == Some(req.response_nonce.as_str()) && !full_state {
+                // The same response acknowledged again: the client asks for it once more. Envoy
+                // does this for endpoints when it replaces a cluster, and the new cluster warms
+                // (holding the CDS ACK) until it gets them; so send them again, even unchanged.
+                t.sent.clear();
             } else {
                 t.version_acked = Some(req.version_info.clone());
+                t.nonce_acked = t.nonce_sent.clone();
                 events.push(Event::Ack { type_url: type_url.clone(), version: req.version_info.clone(), nonce: req.response_nonce.clone() });
             }
         } else {

@@ -303,3 +303,17 @@ fn after_a_nack_a_change_resends_what_the_client_did_not_apply() {
     s.resync();
     assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);
 }
+
+/// Envoy, replacing an EDS cluster in place, acknowledges the same endpoints response again
+/// to ask for it: the new cluster warms (and the CDS ACK waits) until it comes. It is sent
+/// again, unchanged; a first ACK is not answered.
+#[test]
+fn an_endpoints_response_acknowledged_twice_is_sent_again() {
+    let mut s = ads();
+    let out = send(&mut s, req(ENDPOINT, &["c1"]), &base());
+    assert!(send(&mut s, ack(&out[0], &["c1"]), &base()).is_empty(), "a first ACK needs no answer");
+    let again = send(&mut s, ack(&out[0], &["c1"]), &base());
+    assert_eq!(names(&again[0]), ["c1"]);
+    assert_eq!(again[0].version, out[0].version);
+    assert!(send(&mut s, ack(&again[0], &["c1"]), &base()).is_empty(), "and its ACK ends it");
+}

@@ -98,7 +98,8 @@ impl DirLoader {
     }
 
     /// Loads every plugin in `dir`, in file-name order.
-    pub fn load(&self, dir: &Path) -> Result<Vec<Loaded>, DirError> {
+    /// The plugin files of `dir` (`*.wasm`, not hidden), sorted.
+    pub fn files(&self, dir: &Path) -> Result<Vec<PathBuf>, DirError> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(|e| DirError::Dir(dir.to_owned(), e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -106,6 +107,11 @@ impl DirLoader {
             .filter(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
             .collect();
         files.sort();
+        Ok(files)
+    }
+
+    pub fn load(&self, dir: &Path) -> Result<Vec<Loaded>, DirError> {
+        let files = self.files(dir)?;
         let mut out: Vec<Loaded> = Vec::new();
         let mut seen: HashMap<String, PathBuf> = HashMap::new();
         let mut keep = std::collections::HashSet::new();
@@ -120,6 +126,12 @@ impl DirLoader {
         }
         self.loaded.lock().unwrap().retain(|k, _| keep.contains(k));
         Ok(out)
+    }
+
+    /// Drops compiled plugins from memory except those of `kept`.
+    pub fn keep_only<'a>(&self, kept: impl IntoIterator<Item = &'a Loaded>) {
+        let keep: std::collections::HashSet<_> = kept.into_iter().map(|l| (l.plugin.digest().to_owned(), key(&l.plugin.limits()))).collect();
+        self.loaded.lock().unwrap().retain(|k, _| keep.contains(k));
     }
 
     /// Loads one plugin file and its settings.

@@ -25,7 +25,7 @@ pub mod pipeline;
 mod runtime;
 
 pub use error::{Failure, Fault, PluginError};
-pub use runtime::{Limits, Plugin, Runtime, RuntimeConfig};
+pub use runtime::{Limits, Plugin, Runtime, RuntimeConfig, digest};
 
 /// The types of the WIT contract, as generated for the host.
 pub mod wit {

@@ -434,7 +434,7 @@ impl wit::xdst::plugin::log::Host for CallState {
 }
 
 /// `sha256:<hex>` of a plugin file.
-pub(crate) fn digest(bytes: &[u8]) -> String {
+pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex(&Sha256::digest(bytes)))
 }
 

@@ -142,6 +142,21 @@ pub struct Status {
     pub last_ok_version: Option<String>,
     pub last_error: Option<ErrorReport>,
     pub last_generation: Option<GenerationReport>,
+    /// Plugin files whose current contents were refused; the previous version of each (if it
+    /// had one) keeps serving until the file is fixed.
+    pub refused: Vec<RefusalReport>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct RefusalReport {
+    pub file: String,
+    /// The refused contents.
+    pub digest: String,
+    pub reason: String,
+    /// Unix seconds.
+    pub at: u64,
+    /// The digest still serving in its place, if the file had a good version.
+    pub serving: Option<String>,
 }
 
 #[derive(Clone, Serialize)]
@@ -206,6 +221,23 @@ pub struct IntentSource {
     pipelines: Mutex<BTreeMap<String, Pipeline>>,
     parsed: Mutex<ParseCache>,
     status: Mutex<Status>,
+    plugins: Mutex<PluginState>,
+}
+
+/// Keep last good, per plugin file.
+#[derive(Default)]
+struct PluginState {
+    /// What each file served in the last good generation.
+    good: BTreeMap<PathBuf, Loaded>,
+    /// File contents refused (by digest), with why: used no more until the file changes.
+    refused: BTreeMap<PathBuf, Refusal>,
+}
+
+#[derive(Clone)]
+struct Refusal {
+    digest: String,
+    reason: String,
+    at: u64,
 }
 
 impl IntentSource {
@@ -222,6 +254,7 @@ impl IntentSource {
             pipelines: Mutex::new(BTreeMap::new()),
             parsed: Mutex::new(ParseCache::new()),
             status: Mutex::new(status),
+            plugins: Mutex::new(PluginState::default()),
         }
     }
 
@@ -251,51 +284,54 @@ impl IntentSource {
         let mut documents = 0;
         let mut report_plugins = None;
         let result = (|| -> Result<_, GenerationError> {
-            let plugins = self.loader.load(&self.plugins_dir)?;
-            report_plugins = Some(plugins.iter().map(plugin_report).collect::<Vec<_>>());
-            let configured: Vec<Configured> = plugins.iter().map(Loaded::configured).collect();
             let (intent, _files) = read_intent_cached(&self.intent_dir, &mut self.parsed.lock().unwrap())?;
             documents = intent.len();
-            // Pipelines are memos of past translations: keep them even if publishing fails.
-            let mut pipelines = self.pipelines.lock().unwrap();
-            let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
-            let mut kept = BTreeMap::new();
-            for g in &groups {
-                let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
-                let out = p.run(&configured, &intent);
-                kept.insert(g.clone(), p);
-                let out = out.map_err(|error| GenerationError::Pipeline { group: g.clone(), error })?;
-                calls.insert(g.clone(), out.calls.clone());
-                translations.insert(g.clone(), out);
-            }
-            *pipelines = kept;
-            drop(pipelines);
-            let default = translations.remove("").expect("the default group is always translated");
-            let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
-            for (g, t) in translations {
-                if !t.snapshot.same_content(&publication.default) {
-                    publication.groups.insert(g, t.snapshot);
+            let chosen = self.choose_plugins(ctx)?;
+            report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+            match self.translate_and_publish(ctx, &groups, &chosen, &intent, &mut calls) {
+                Ok(out) => {
+                    self.accept(&chosen);
+                    Ok(out)
+                }
+                Err(e) => {
+                    // A plugin that changed since the last good generation and makes it fail is
+                    // refused, if the generation succeeds with its previous version (or, for a
+                    // new plugin, without it). Otherwise the error is not the plugin's.
+                    let candidates: Vec<usize> = chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
+                    let named = e.plugin();
+                    let blamed = candidates
+                        .iter()
+                        .copied()
+                        .find(|&i| named.as_deref() == Some(chosen[i].loaded.plugin.info().name.as_str()))
+                        .or_else(|| (candidates.len() == 1).then(|| candidates[0]));
+                    let Some(i) = blamed else { return Err(e) };
+                    let mut without = chosen.clone();
+                    let bad = without.remove(i);
+                    if let Some(good) = self.plugins.lock().unwrap().good.get(&bad.file).cloned() {
+                        without.insert(i, Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false });
+                    }
+                    let mut retry_calls = BTreeMap::new();
+                    match self.translate_and_publish(ctx, &groups, &without, &intent, &mut retry_calls) {
+                        Ok(out) => {
+                            self.refuse(ctx, &bad.file, &bad.key, &format!("fails on the current intent: {e}"));
+                            report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+                            calls = retry_calls;
+                            self.accept(&without);
+                            Ok(out)
+                        }
+                        Err(_) => Err(e),
+                    }
                 }
             }
-            let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
-            let resources = publication.default.len();
-            let version = publication.default.version();
-            let check = publication.clone();
-            let report = ctx.cache.publish(publication).map_err(|e| {
-                let snap = match &e.group {
-                    Some(g) => check.groups.get(g).unwrap_or(&check.default),
-                    None => &check.default,
-                };
-                GenerationError::Publish(explain_publish(&e, snap))
-            })?;
-            Ok((report, counts, resources, version, default.diagnostics))
         })();
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         ctx.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
+        let refused = self.refusal_reports();
         let mut st = self.status.lock().unwrap();
         if let Some(p) = report_plugins {
             st.plugins = p;
         }
+        st.refused = refused;
         for cs in calls.values() {
             for (plugin, _) in cs {
                 ctx.metrics.plugin_calls.get_or_create(&[("plugin", plugin.clone().into())]).inc();
@@ -347,6 +383,164 @@ impl IntentSource {
                 Err(e)
             }
         }
+    }
+}
+
+/// A plugin chosen for a generation: the file's current contents, or its last good version.
+#[derive(Clone)]
+struct Choice {
+    file: PathBuf,
+    /// The file's contents (the module and its settings), hashed.
+    key: String,
+    loaded: Loaded,
+    /// Whether this is new since the last good generation (and so may be refused).
+    candidate: bool,
+}
+
+type Published = (xdst_core::cache::PublishReport, Vec<(String, usize)>, usize, String, Vec<(String, xdst_plugin::wit::Diagnostic)>);
+
+impl IntentSource {
+    /// What each plugin file contributes: its current contents unless they were refused (then
+    /// its last good version, or nothing). A file that fails to load is refused the same way,
+    /// except before the first good generation, when there is nothing to fall back to.
+    fn choose_plugins(&self, ctx: &Ctx) -> Result<Vec<Choice>, GenerationError> {
+        let files = self.loader.files(&self.plugins_dir)?;
+        let first = self.plugins.lock().unwrap().good.is_empty();
+        let mut chosen: Vec<Choice> = Vec::new();
+        for file in files {
+            let mut bytes = std::fs::read(&file).map_err(|e| GenerationError::Plugins(DirError::Read(file.clone(), e)))?;
+            bytes.extend(std::fs::read(file.with_extension("yaml")).unwrap_or_default());
+            let key = xdst_plugin::digest(&bytes);
+            let (refused, good) = {
+                let st = self.plugins.lock().unwrap();
+                (st.refused.get(&file).is_some_and(|r| r.digest == key), st.good.get(&file).cloned())
+            };
+            if refused {
+                if let Some(good) = good {
+                    chosen.push(Choice { file, key, loaded: good, candidate: false });
+                }
+                continue;
+            }
+            match self.loader.load_file(&file) {
+                Ok(loaded) => {
+                    let candidate = good.as_ref().is_none_or(|g| g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config);
+                    chosen.push(Choice { file, key, loaded, candidate });
+                }
+                Err(e) if first => return Err(e.into()),
+                Err(e) => {
+                    self.refuse(ctx, &file, &key, &e.to_string());
+                    if let Some(good) = good {
+                        chosen.push(Choice { file, key, loaded: good, candidate: false });
+                    }
+                }
+            }
+        }
+        // Two files with one plugin name: the newcomer is refused.
+        let mut i = 0;
+        while i < chosen.len() {
+            let name = chosen[i].loaded.plugin.info().name.clone();
+            if let Some(j) = (0..chosen.len()).find(|&j| j != i && chosen[j].loaded.plugin.info().name == name) {
+                let newcomer = if chosen[i].candidate { i } else if chosen[j].candidate { j } else { i.max(j) };
+                if first || !chosen[newcomer].candidate {
+                    let (a, b) = (chosen[i.min(j)].file.clone(), chosen[i.max(j)].file.clone());
+                    return Err(DirError::DuplicateName { name, first: a, second: b }.into());
+                }
+                let other = chosen[if newcomer == i { j } else { i }].file.display().to_string();
+                let bad = chosen.remove(newcomer);
+                self.refuse(ctx, &bad.file, &bad.key, &format!("plugin name {name:?} is already used by {other}"));
+                i = 0;
+                continue;
+            }
+            i += 1;
+        }
+        Ok(chosen)
+    }
+
+    fn refuse(&self, ctx: &Ctx, file: &Path, key: &str, reason: &str) {
+        let mut st = self.plugins.lock().unwrap();
+        let serving = st.good.get(file).map(|g| g.plugin.digest().to_owned());
+        warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
+        let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        ctx.metrics.plugin_refusals.get_or_create(&[("file", label.into())]).inc();
+        st.refused.insert(file.to_owned(), Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now() });
+    }
+
+    /// A good generation ran with `chosen`: they are the new last good; refusals of files now
+    /// fixed or gone are dropped.
+    fn accept(&self, chosen: &[Choice]) {
+        let mut st = self.plugins.lock().unwrap();
+        st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
+        // A refusal stands while the file holds the refused contents: not once the file is gone,
+        // or its (new) contents were taken.
+        st.refused.retain(|f, _| f.exists() && !chosen.iter().any(|c| c.candidate && c.file == *f));
+        self.loader.keep_only(st.good.values());
+    }
+
+    /// Translates `intent` with `chosen` for every group and publishes the result.
+    fn translate_and_publish(
+        &self,
+        ctx: &Ctx,
+        groups: &[String],
+        chosen: &[Choice],
+        intent: &xdst_core::intent::IntentSet,
+        calls: &mut BTreeMap<String, Vec<(String, usize)>>,
+    ) -> Result<Published, GenerationError> {
+        let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
+        // Pipelines are memos of past translations: keep them even if publishing fails.
+        let mut pipelines = self.pipelines.lock().unwrap();
+        let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
+        let mut kept = BTreeMap::new();
+        for g in groups {
+            let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
+            let out = p.run(&configured, intent);
+            kept.insert(g.clone(), p);
+            let out = match out {
+                Ok(out) => out,
+                Err(error) => {
+                    kept.extend(std::mem::take(&mut *pipelines));
+                    *pipelines = kept;
+                    return Err(GenerationError::Pipeline { group: g.clone(), error });
+                }
+            };
+            calls.insert(g.clone(), out.calls.clone());
+            translations.insert(g.clone(), out);
+        }
+        *pipelines = kept;
+        drop(pipelines);
+        let default = translations.remove("").expect("the default group is always translated");
+        let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
+        for (g, t) in translations {
+            if !t.snapshot.same_content(&publication.default) {
+                publication.groups.insert(g, t.snapshot);
+            }
+        }
+        let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let resources = publication.default.len();
+        let version = publication.default.version();
+        let check = publication.clone();
+        let report = ctx.cache.publish(publication).map_err(|e| {
+            let snap = match &e.group {
+                Some(g) => check.groups.get(g).unwrap_or(&check.default),
+                None => &check.default,
+            };
+            GenerationError::Publish(explain_publish(&e, snap))
+        })?;
+        Ok((report, counts, resources, version, default.diagnostics))
+    }
+
+    /// Refusals, for `/debug/plugins`.
+    fn refusal_reports(&self) -> Vec<RefusalReport> {
+        let st = self.plugins.lock().unwrap();
+        st.refused
+            .iter()
+            .map(|(f, r)| RefusalReport {
+                file: f.display().to_string(),
+                digest: format!("sha256:{}", r.digest.trim_start_matches("sha256:")),
+                reason: r.reason.clone(),
+                at: r.at,
+                serving: st.good.get(f).map(|g| g.plugin.digest().to_owned()),
+            })
+            .collect()
     }
 }
 

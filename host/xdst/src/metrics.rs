@@ -40,6 +40,8 @@ pub struct Metrics {
     pub plugin_calls: Family<Labels1, Counter>,
     /// Generations failed by a plugin, by plugin.
     pub plugin_failures: Family<Labels1, Counter>,
+    /// Plugin files whose new contents were refused (the previous version kept), by file.
+    pub plugin_refusals: Family<Labels1, Counter>,
     /// Seconds from a change reaching a node to the node acknowledging its last step.
     pub plan_convergence_seconds: Histogram,
     /// Make-before-break steps entered, by step.
@@ -81,6 +83,8 @@ impl Metrics {
         let generation_seconds = histogram();
         let plugin_calls = Family::<Labels1, Counter>::default();
         let plugin_failures = Family::<Labels1, Counter>::default();
+        let plugin_refusals = Family::<Labels1, Counter>::default();
+        registry.register("plugin_refusals", "Plugin files whose new contents were refused, by file", plugin_refusals.clone());
         let plan_convergence_seconds = histogram();
         let plan_steps = Family::<Labels1, Counter>::default();
         let plan_restarts = Counter::default();
@@ -163,6 +167,7 @@ impl Metrics {
             generation_seconds,
             plugin_calls,
             plugin_failures,
+            plugin_refusals,
             plan_convergence_seconds,
             plan_steps,
             plan_restarts,

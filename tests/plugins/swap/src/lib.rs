@@ -10,18 +10,21 @@ use xdst_guest::*;
 /// `XDST-SWAP:` and six three-digit weights, for `u0` to `u5`.
 static TABLE: [u8; 28] = *b"XDST-SWAP:100000000000000000";
 
-fn weights() -> Vec<(String, u32)> {
+fn weights() -> Result<Vec<(String, u32)>, PluginError> {
     // Read through black_box so the compiler keeps the bytes in memory instead of folding
     // the constant into the code: patching the data section must change what runs.
     let table = core::hint::black_box(&TABLE);
     let digits = &table[10..];
-    (0..6)
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return Err(PluginError { message: "the weight table is corrupt".into(), document: None, field: None });
+    }
+    Ok((0..6)
         .map(|i| {
             let w = digits[i * 3..i * 3 + 3].iter().fold(0u32, |acc, d| acc * 10 + (d - b'0') as u32);
             (format!("u{i}"), w)
         })
         .filter(|(_, w)| *w > 0)
-        .collect()
+        .collect())
 }
 
 struct Swap;
@@ -52,7 +55,7 @@ impl Translator for Swap {
             })?;
             let name = &doc.name;
             let clusters: Vec<serde_json::Value> =
-                weights().into_iter().map(|(c, w)| serde_json::json!({"name": c, "weight": w})).collect();
+                weights()?.into_iter().map(|(c, w)| serde_json::json!({"name": c, "weight": w})).collect();
             let route = serde_json::json!({
                 "name": name,
                 "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{

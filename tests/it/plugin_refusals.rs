@@ -1,0 +1,178 @@
+//! Issue 5, must-show 2: keep last good. With a real Envoy connected, a plugin file whose new
+//! contents do not compile, whose plugin name is taken, or that fails on the current intent is
+//! refused. The previous version keeps serving: Envoy keeps every `version_text`, and later
+//! intent edits are still translated with it. `/debug/plugins` gives the reason, and
+//! `xdst_plugin_refusals_total` counts it. Fixing the file recovers without a restart.
+//! Removing a plugin whose kinds are still in the intent is an error (the last good stays).
+//! Once its documents are gone too, its resources go.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure};
+use serde_json::Value;
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Stats};
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::upstream::{Upstream, http_get};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn status(admin: SocketAddr) -> anyhow::Result<Value> {
+    let (code, body) = http_get(admin, "/debug/plugins").await?;
+    ensure!(code == 200, "/debug/plugins: {code} {body}");
+    Ok(serde_json::from_str(&body)?)
+}
+
+fn versions(stats: &Stats) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
+    v.sort();
+    v
+}
+
+fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, dir.join(file))?;
+    Ok(())
+}
+
+/// Waits until `file` is listed as refused for a reason saying `want`, and returns the
+/// refusal.
+async fn refused(admin: SocketAddr, file: &str, want: &str) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = status(admin).await?;
+        let found = s["refused"].as_array().and_then(|rs| {
+            rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with(file)) && r["reason"].as_str().is_some_and(|m| m.contains(want)))
+        });
+        if let Some(r) = found {
+            return Ok(r.clone());
+        }
+        if Instant::now() > deadline {
+            bail!("{file} was not refused within {WAIT:?}: {s:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn services(ups: &[Upstream], timeout_ms: u32) -> String {
+    ups.iter()
+        .map(|u| format!("kind: Service\nmetadata: {{name: {}}}\nspec:\n  connectTimeout: {timeout_ms}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", u.name, u.addr.port()))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_plugins_keep_the_last_good_version_serving_and_translating() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let mut ups = Vec::new();
+    for i in 0..6 {
+        ups.push(Upstream::start(&format!("u{i}")).await?);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let intent = tempfile::tempdir()?;
+    let plugin_dir = tempfile::tempdir()?;
+    std::fs::write(intent.path().join("services.yaml"), services(&ups, 1000))?;
+    std::fs::write(intent.path().join("split.yaml"), format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"))?;
+    let reference = std::fs::read(plugins::reference()?)?;
+    install(plugin_dir.path(), "reference.wasm", &reference)?;
+    let swap = std::fs::read(plugins::swap()?)?;
+    let good = plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?;
+    install(plugin_dir.path(), "swap.wasm", &good)?;
+
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let admin = xdst.admin_addr;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "refusals")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + WAIT;
+    while !matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u0") {
+        ensure!(Instant::now() < deadline, "Envoy did not route to u0 within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let serving_digest = status(admin).await?["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "swap").unwrap()["digest"].clone();
+    let mut timeout_ms = 1000;
+
+    // Each refusal: the reason is shown, the previous version is what serves, Envoy keeps
+    // every version, and an intent edit is still translated (with the previous version).
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "cannot be made into an xdst:plugin component"),
+        ("plugin name taken", "reference2.wasm", reference.clone(), "plugin name \"reference\" is already used by"),
+        ("fails on the current intent", "swap.wasm", {
+            let mut v = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
+            let at = v.windows(10).position(|w| w == b"XDST-SWAP:").unwrap() + 10;
+            v[at] = b'x';
+            v
+        }, "fails on the current intent: plugin \"swap\""),
+    ];
+    for (what, file, bytes, want) in cases {
+        let before = versions(&envoy.stats().await?);
+        install(plugin_dir.path(), file, &bytes)?;
+        let r = refused(admin, file, want).await?;
+        let reason = r["reason"].as_str().unwrap_or_default();
+        if file == "swap.wasm" {
+            ensure!(r["serving"] == serving_digest, "{what}: the previous version should be serving: {r:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ensure!(versions(&envoy.stats().await?) == before, "{what}: Envoy's versions changed");
+        ensure!(matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u0"), "{what}: routing changed");
+        // Intent edits still go through, translated with what serves.
+        timeout_ms += 1;
+        let cds_before = envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default().to_owned();
+        std::fs::write(intent.path().join("services.yaml"), services(&ups, timeout_ms))?;
+        let deadline = Instant::now() + WAIT;
+        while envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default() == cds_before {
+            ensure!(Instant::now() < deadline, "{what}: an intent edit was not served while the plugin was refused: {:#}", status(admin).await?);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let s = status(admin).await?;
+        ensure!(s["last_error"].is_null(), "{what}: generations should succeed: {s:#}");
+        eprintln!("[refusals] {what}: refused ({reason}); the previous version kept serving and translating");
+        if file == "reference2.wasm" {
+            std::fs::remove_file(plugin_dir.path().join(file))?;
+        }
+    }
+    let (_, metrics) = http_get(admin, "/metrics").await?;
+    ensure!(metrics.contains("xdst_plugin_refusals_total{file=\"swap.wasm\"}"), "refusals are not counted:\n{metrics}");
+
+    // Fixing the file recovers: a good new version is taken, routing follows, refusals clear.
+    install(plugin_dir.path(), "swap.wasm", &plugins::swap_variant(&swap, [0, 0, 100, 0, 0, 0])?)?;
+    let deadline = Instant::now() + WAIT;
+    while !matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2") {
+        ensure!(Instant::now() < deadline, "the fixed plugin was not taken: {:#}", status(admin).await?);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = status(admin).await?;
+    ensure!(s["refused"].as_array().is_some_and(|r| r.is_empty()), "refusals should clear once fixed: {s:#}");
+
+    // Removing the plugin while its kind is still in the intent: an error, the last good stays.
+    let before = versions(&envoy.stats().await?);
+    let failed = s["generations_failed"].as_u64().unwrap_or(0);
+    std::fs::remove_file(plugin_dir.path().join("swap.wasm"))?;
+    let deadline = Instant::now() + WAIT;
+    let error = loop {
+        let s = status(admin).await?;
+        if s["generations_failed"].as_u64().unwrap_or(0) > failed {
+            break s["last_error"]["message"].as_str().unwrap_or_default().to_owned();
+        }
+        ensure!(Instant::now() < deadline, "removing the plugin did not fail a generation: {s:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    ensure!(error.contains("Split"), "the error should name the kind left without a plugin: {error}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ensure!(versions(&envoy.stats().await?) == before, "Envoy's versions changed after a refused removal");
+    ensure!(matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2"), "routing changed after a refused removal");
+
+    // With its documents gone as well, its listener and routes go (through the planner).
+    std::fs::remove_file(intent.path().join("split.yaml"))?;
+    let deadline = Instant::now() + WAIT;
+    while http_get(proxy, "/").await.is_ok() {
+        ensure!(Instant::now() < deadline, "the listener was not removed: {:#}", status(admin).await?);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ensure!(status(admin).await?["last_error"].is_null());
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
