@@ -1,4 +1,4 @@
-//! Issue 5, must-show 1: 50 consecutive plugin swaps, each changing routing, under steady
+//! Issue 5, must-show 1 and 3. First: 50 consecutive plugin swaps, each changing routing, under steady
 //! traffic through a real Envoy (SotW ADS): zero failed requests, Envoy connected
 //! (`control_plane.connected_state` 1) at every swap, and no new connection to xdst
 //! (`cluster.xds_cluster.upstream_cx_total` unchanged).
@@ -141,6 +141,81 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
     );
     ensure!(report.by_body.len() >= 4, "the swaps should have routed to most upstreams: {:?}", report.by_body);
     envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
+
+/// Issue 5, must-show 3: a plugin swapped while a translation is in flight. The translation
+/// under way finishes on the version it started with (its routes are published), and the next
+/// one uses the new version. Were the new version used mid-flight, the routes of the slow
+/// version for the new intent would never appear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let intent = tempfile::tempdir()?;
+    let plugin_dir = tempfile::tempdir()?;
+    let services: Vec<String> = (0..6)
+        .map(|i| format!("kind: Service\nmetadata: {{name: u{i}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", 9000 + i))
+        .collect();
+    let write_intent = |tag: &str| -> anyhow::Result<()> {
+        let text = format!("{}---\nkind: Split\nmetadata: {{name: web}}\nspec: {{port: 10999, tag: {tag}}}\n", services.join("---\n"));
+        let tmp = intent.path().join(".intent.yaml.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, intent.path().join("intent.yaml"))?;
+        Ok(())
+    };
+    write_intent("v1")?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    let swap = std::fs::read(plugins::swap()?)?;
+    // Version A routes to u0 and is slow; version B routes to u1 at once.
+    let slow = plugins::swap_variant_slow(&swap, [100, 0, 0, 0, 0, 0], 999)?;
+    let fast = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
+    std::fs::write(plugin_dir.path().join("swap.yaml"), "limits: {deadlineMs: 30000}\n")?;
+    std::fs::write(plugin_dir.path().join("swap.wasm"), &slow)?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let admin = xdst.admin_addr;
+
+    // (route name, clusters) of route configuration `web`, and the swap digest of the
+    // generation that served it.
+    async fn state(admin: SocketAddr) -> anyhow::Result<(String, Vec<String>)> {
+        let r = json(admin, "/debug/resources?bodies=true").await?;
+        let web = r["default"]["rds"]["resources"].as_array().and_then(|rs| rs.iter().find(|x| x["name"] == "web")).cloned().unwrap_or_default();
+        let route = &web["body"]["virtual_hosts"][0]["routes"][0];
+        let clusters = route["route"]["weighted_clusters"]["clusters"].as_array().map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        Ok((route["name"].as_str().unwrap_or_default().to_owned(), clusters))
+    }
+    let slow_ms = json(admin, "/debug/plugins").await?["last_generation"]["elapsed_ms"].as_f64().unwrap_or(0.0);
+    ensure!(state(admin).await? == ("v1".to_owned(), vec!["u0".to_owned()]), "initial state: {:?}", state(admin).await?);
+    ensure!(slow_ms > 600.0, "version A should be slow for this test to mean anything: {slow_ms:.0} ms");
+
+    // New intent: a generation starts with A. While it runs, B replaces A.
+    let before = json(admin, "/debug/plugins").await?["generations_ok"].as_u64().unwrap_or(0);
+    write_intent("v2")?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let plugins_now = json(admin, "/debug/plugins").await?;
+    ensure!(plugins_now["generations_ok"].as_u64().unwrap_or(0) == before, "the slow generation already finished: {plugins_now:#}");
+    let tmp = plugin_dir.path().join(".swap.wasm.tmp");
+    std::fs::write(&tmp, &fast)?;
+    std::fs::rename(&tmp, plugin_dir.path().join("swap.wasm"))?;
+
+    let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = state(admin).await?;
+        if seen.last() != Some(&s) {
+            seen.push(s.clone());
+        }
+        if s == ("v2".to_owned(), vec!["u1".to_owned()]) {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "B never served the new intent; seen {seen:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!("[in-flight swap] states served, in order: {seen:?}");
+    ensure!(
+        seen.contains(&("v2".to_owned(), vec!["u0".to_owned()])),
+        "the translation in flight did not finish on the version it started with: {seen:?}"
+    );
     xdst.kill().await?;
     Ok(())
 }

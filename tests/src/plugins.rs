@@ -55,11 +55,16 @@ pub fn swap() -> anyhow::Result<PathBuf> {
 /// The swap plugin's bytes with its weight table for `u0`..`u5` replaced: a distinct plugin
 /// (its own digest) that routes differently.
 pub fn swap_variant(wasm: &[u8], weights: [u16; 6]) -> anyhow::Result<Vec<u8>> {
+    swap_variant_slow(wasm, weights, 0)
+}
+
+/// [`swap_variant`] that also spins `spin` million rounds per translation (a slow version).
+pub fn swap_variant_slow(wasm: &[u8], weights: [u16; 6], spin: u16) -> anyhow::Result<Vec<u8>> {
     const MARKER: &[u8] = b"XDST-SWAP:";
     let at = wasm.windows(MARKER.len()).position(|w| w == MARKER).context("the swap plugin has no XDST-SWAP: table")?;
-    let digits: String = weights.iter().map(|w| format!("{:03}", w.min(&999))).collect();
+    let digits: String = weights.iter().chain(std::iter::once(&spin)).map(|w| format!("{:03}", w.min(&999))).collect();
     let mut out = wasm.to_vec();
-    out[at + MARKER.len()..at + MARKER.len() + 18].copy_from_slice(digits.as_bytes());
+    out[at + MARKER.len()..at + MARKER.len() + 21].copy_from_slice(digits.as_bytes());
     Ok(out)
 }
 

@@ -3,18 +3,21 @@
 //!
 //! The table sits in the module's data section behind a marker, so a test can turn one build
 //! of this plugin into many versions (each with its own digest and its own routing) by
-//! rewriting those bytes: `XDST-SWAP:` then six weights of three digits each.
+//! rewriting those bytes: `XDST-SWAP:`, six weights of three digits each, then three digits of
+//! "spin": how many million rounds of busy work each translation does first (a slow version,
+//! for tests of a swap while a translation is in flight). An optional `spec.tag` names the
+//! route, so a test can tell which intent a route came from.
 
 use xdst_guest::*;
 
-/// `XDST-SWAP:` and six three-digit weights, for `u0` to `u5`.
-static TABLE: [u8; 28] = *b"XDST-SWAP:100000000000000000";
+/// `XDST-SWAP:`, six three-digit weights for `u0` to `u5`, and three digits of spin.
+static TABLE: [u8; 31] = *b"XDST-SWAP:100000000000000000000";
 
 fn weights() -> Result<Vec<(String, u32)>, PluginError> {
     // Read through black_box so the compiler keeps the bytes in memory instead of folding
     // the constant into the code: patching the data section must change what runs.
     let table = core::hint::black_box(&TABLE);
-    let digits = &table[10..];
+    let digits = &table[10..28];
     if !digits.iter().all(u8::is_ascii_digit) {
         return Err(PluginError { message: "the weight table is corrupt".into(), document: None, field: None });
     }
@@ -41,6 +44,12 @@ impl Translator for Swap {
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
+        let table = core::hint::black_box(&TABLE);
+        let spin = table[28..31].iter().fold(0u64, |acc, d| acc * 10 + d.wrapping_sub(b'0') as u64 % 10);
+        let mut x = 0u64;
+        for _ in 0..spin * 1_000_000 {
+            x = core::hint::black_box(x.wrapping_add(1));
+        }
         let mut resources = Vec::new();
         for doc in &request.documents {
             let spec: serde_json::Value = serde_json::from_str(&doc.json).map_err(|e| PluginError {
@@ -56,9 +65,11 @@ impl Translator for Swap {
             let name = &doc.name;
             let clusters: Vec<serde_json::Value> =
                 weights()?.into_iter().map(|(c, w)| serde_json::json!({"name": c, "weight": w})).collect();
+            let tag = spec["spec"]["tag"].as_str().unwrap_or("all");
             let route = serde_json::json!({
                 "name": name,
                 "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{
+                    "name": tag,
                     "match": {"prefix": "/"},
                     "route": {"weighted_clusters": {"clusters": clusters}}
                 }]}]
