@@ -1,7 +1,8 @@
 //! Issue 5, must-show 2: keep last good. With a real Envoy connected, a plugin file whose new
 //! contents do not compile, whose plugin name is taken, or that fails on the current intent is
 //! refused. The previous version keeps serving: Envoy keeps every `version_text`, and later
-//! intent edits are still translated with it. `/debug/plugins` gives the reason, and
+//! intent edits are still translated with it. (A plugin of another contract version is
+//! refused the same way.) `/debug/plugins` gives the reason, and
 //! `xdst_plugin_refusals_total` counts it. Fixing the file recovers without a restart.
 //! Removing a plugin whose kinds are still in the intent is an error (the last good stays).
 //! Once its documents are gone too, its resources go.
@@ -99,6 +100,12 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
         ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "cannot be made into an xdst:plugin component"),
         ("plugin name taken", "reference2.wasm", reference.clone(), "plugin name \"reference\" is already used by"),
+        (
+            "another contract version",
+            "future.wasm",
+            wat::parse_str(r#"(component (import "xdst:plugin/log@0.2.0" (instance (export "log" (func (param "message" string))))))"#)?,
+            "speaks version 0.2.0 of the xdst:plugin contract",
+        ),
         ("fails on the current intent", "swap.wasm", {
             let mut v = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
             let at = v.windows(10).position(|w| w == b"XDST-SWAP:").unwrap() + 10;
@@ -129,7 +136,7 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
         let s = status(admin).await?;
         ensure!(s["last_error"].is_null(), "{what}: generations should succeed: {s:#}");
         eprintln!("[refusals] {what}: refused ({reason}); the previous version kept serving and translating");
-        if file == "reference2.wasm" {
+        if file != "swap.wasm" {
             std::fs::remove_file(plugin_dir.path().join(file))?;
         }
     }

@@ -21,6 +21,8 @@ const MAX_LOG_BYTES: usize = 4096;
 
 /// What a plugin may import: the contract's log function, and its types (an interface with
 /// no functions, imported by every component that uses them).
+/// The version of the `xdst:plugin` contract (`proto/wit`) this host implements.
+pub const CONTRACT: &str = "0.1.0";
 const GRANTED: [&str; 2] = ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0"];
 
 /// Per-plugin sandbox limits.
@@ -143,8 +145,18 @@ impl Runtime {
             failure,
         };
         let component = self.compile(bytes, &digest).map_err(|f| err(f))?;
-        // Every import must be one we provide: anything else (WASI) was not granted.
+        // Every import must be one we provide: anything else (WASI) was not granted. A plugin
+        // built against another version of the contract is told so first.
         let ty = component.component_type();
+        for (name, _) in ty.imports(&self.engine) {
+            if let Some(v) = name.strip_prefix("xdst:plugin/").and_then(|n| n.split_once('@')).map(|(_, v)| v)
+                && v != CONTRACT
+            {
+                return Err(err(Failure::Incompatible(format!(
+                    "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {CONTRACT} (see proto/README.md)"
+                ))));
+            }
+        }
         for (name, _) in ty.imports(&self.engine) {
             if !GRANTED.contains(&name) {
                 return Err(err(Failure::Incompatible(format!(

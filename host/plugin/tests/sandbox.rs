@@ -109,6 +109,19 @@ fn ungranted_wasi_imports_are_refused_at_load() {
     assert!(e.to_string().contains("imports wasi:filesystem/preopens@0.2.0, which is not granted"), "{e}");
 }
 
+/// Issue 5: a plugin built against another version of the contract is refused, saying which.
+#[test]
+fn another_contract_version_is_refused_naming_both_versions() {
+    let wat = r#"(component
+        (import "xdst:plugin/log@0.2.0" (instance
+            (export "log" (func (param "message" string)))))
+    )"#;
+    let bytes = wat::parse_str(wat).unwrap();
+    let e = runtime().load("future.wasm", &bytes, Limits::default()).unwrap_err();
+    assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
+    assert!(e.to_string().contains("speaks version 0.2.0 of the xdst:plugin contract (xdst:plugin/log@0.2.0); this xdst speaks 0.1.0"), "{e}");
+}
+
 #[test]
 fn garbage_and_non_plugins_are_refused_with_the_file_name() {
     let e = runtime().load("garbage.wasm", b"not wasm at all", Limits::default()).unwrap_err();
