@@ -219,3 +219,60 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
     xdst.kill().await?;
     Ok(())
 }
+
+/// Issue 5, build 1: a changed plugin compiles in the background. The 1 MB reference plugin,
+/// given a new digest, takes a while to compile. An intent edit made meanwhile is served at
+/// once, translated by the previous version, and the new version is swapped in when ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_compiles_in_the_background_while_intent_edits_are_served() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let intent = tempfile::tempdir()?;
+    let plugin_dir = tempfile::tempdir()?;
+    let service = |timeout: u32| format!("kind: Service\nmetadata: {{name: s1}}\nspec:\n  connectTimeout: {timeout}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: 9000}}\n");
+    std::fs::write(intent.path().join("s.yaml"), service(1000))?;
+    let reference = std::fs::read(plugins::reference()?)?;
+    std::fs::write(plugin_dir.path().join("reference.wasm"), &reference)?;
+    // A fresh cache, so the new version really compiles.
+    let cache = tempfile::tempdir()?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms", "--plugin-cache", cache.path().to_str().unwrap()]).await?;
+    let admin = xdst.admin_addr;
+    let digest = |s: &Value| s["plugins"].as_array().and_then(|ps| ps.iter().find(|p| p["name"] == "reference")).map(|p| p["digest"].clone()).unwrap_or_default();
+    let old = digest(&json(admin, "/debug/plugins").await?);
+    let timeout_served = |r: &Value| r["default"]["cds"]["resources"][0]["body"]["connect_timeout"].as_str().map(str::to_owned);
+
+    // The same plugin with a custom section appended: another digest, the same behaviour.
+    let mut changed = reference.clone();
+    let payload = format!("xdst-test-{:?}", std::time::SystemTime::now());
+    let name = b"xdst-test";
+    let body_len = 1 + name.len() + payload.len();
+    changed.push(0); // custom section
+    changed.push(body_len as u8); // fits in one LEB128 byte
+    changed.push(name.len() as u8);
+    changed.extend_from_slice(name);
+    changed.extend_from_slice(payload.as_bytes());
+    ensure!(body_len < 128);
+    let t0 = Instant::now();
+    let tmp = plugin_dir.path().join(".reference.wasm.tmp");
+    std::fs::write(&tmp, &changed)?;
+    std::fs::rename(&tmp, plugin_dir.path().join("reference.wasm"))?;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    std::fs::write(intent.path().join("s.yaml"), service(1500))?;
+
+    let (mut edit_at, mut swap_at) = (None, None);
+    let deadline = Instant::now() + WAIT;
+    while edit_at.is_none() || swap_at.is_none() {
+        ensure!(Instant::now() < deadline, "edit served: {edit_at:?}, new version in: {swap_at:?}");
+        if edit_at.is_none() && timeout_served(&json(admin, "/debug/resources?bodies=true").await?).as_deref() == Some("1.500s") {
+            edit_at = Some(t0.elapsed());
+        }
+        if swap_at.is_none() && digest(&json(admin, "/debug/plugins").await?) != old {
+            swap_at = Some(t0.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (edit_at, swap_at) = (edit_at.unwrap(), swap_at.unwrap());
+    eprintln!("[background compile] intent edit served after {edit_at:?}; the new plugin version in after {swap_at:?}");
+    ensure!(edit_at < swap_at, "the intent edit waited for the compile: served at {edit_at:?}, new version at {swap_at:?}");
+    xdst.kill().await?;
+    Ok(())
+}

@@ -134,20 +134,18 @@ impl DirLoader {
         self.loaded.lock().unwrap().retain(|k, _| keep.contains(k));
     }
 
+    /// Whether `file`'s current contents (with its settings' limits) are compiled already.
+    pub fn is_loaded(&self, file: &Path) -> bool {
+        let Ok(bytes) = std::fs::read(file) else { return false };
+        let Ok(settings) = read_settings(file) else { return false };
+        let limits = limits_of(&settings);
+        self.loaded.lock().unwrap().contains_key(&(crate::runtime::digest(&bytes), key(&limits)))
+    }
+
     /// Loads one plugin file and its settings.
     pub fn load_file(&self, file: &Path) -> Result<Loaded, DirError> {
         let settings = read_settings(file)?;
-        let mut limits = Limits::default();
-        if let Some(ms) = settings.limits.deadline_ms {
-            limits.deadline = Duration::from_millis(ms);
-        }
-        if let Some(m) = settings.limits.memory_mib {
-            limits.memory_bytes = m << 20;
-        }
-        if let Some(m) = settings.limits.output_mib {
-            limits.output_bytes = m << 20;
-        }
-        limits.fuel = settings.limits.fuel;
+        let limits = limits_of(&settings);
         let config = settings.config.map(|c| c.to_string()).unwrap_or_else(|| "null".into());
 
         let bytes = std::fs::read(file).map_err(|e| DirError::Read(file.to_owned(), e))?;
@@ -169,6 +167,21 @@ impl DirLoader {
         self.loaded.lock().unwrap().insert((digest, key(&limits)), plugin.clone());
         Ok(Loaded { file: file.to_owned(), plugin, config })
     }
+}
+
+fn limits_of(settings: &Settings) -> Limits {
+    let mut limits = Limits::default();
+    if let Some(ms) = settings.limits.deadline_ms {
+        limits.deadline = Duration::from_millis(ms);
+    }
+    if let Some(m) = settings.limits.memory_mib {
+        limits.memory_bytes = m << 20;
+    }
+    if let Some(m) = settings.limits.output_mib {
+        limits.output_bytes = m << 20;
+    }
+    limits.fuel = settings.limits.fuel;
+    limits
 }
 
 fn read_settings(wasm: &Path) -> Result<Settings, DirError> {

@@ -217,11 +217,20 @@ fn unix_now() -> u64 {
 pub struct IntentSource {
     intent_dir: PathBuf,
     plugins_dir: PathBuf,
-    loader: DirLoader,
+    loader: Arc<DirLoader>,
+    /// Plugin versions compiling off the generation thread, and their results.
+    background: Arc<Mutex<Background>>,
     pipelines: Mutex<BTreeMap<String, Pipeline>>,
     parsed: Mutex<ParseCache>,
     status: Mutex<Status>,
     plugins: Mutex<PluginState>,
+}
+
+/// Plugin versions being compiled in the background, by content key, and those done.
+#[derive(Default)]
+struct Background {
+    compiling: std::collections::HashSet<String>,
+    done: std::collections::HashMap<String, Result<Loaded, String>>,
 }
 
 /// Keep last good, per plugin file.
@@ -229,6 +238,8 @@ pub struct IntentSource {
 struct PluginState {
     /// What each file served in the last good generation.
     good: BTreeMap<PathBuf, Loaded>,
+    /// The contents (key) each of those came from.
+    good_keys: BTreeMap<PathBuf, String>,
     /// File contents refused (by digest), with why: used no more until the file changes.
     refused: BTreeMap<PathBuf, Refusal>,
 }
@@ -250,7 +261,8 @@ impl IntentSource {
         IntentSource {
             intent_dir,
             plugins_dir,
-            loader,
+            loader: Arc::new(loader),
+            background: Arc::new(Mutex::new(Background::default())),
             pipelines: Mutex::new(BTreeMap::new()),
             parsed: Mutex::new(ParseCache::new()),
             status: Mutex::new(status),
@@ -411,15 +423,55 @@ impl IntentSource {
             let mut bytes = std::fs::read(&file).map_err(|e| GenerationError::Plugins(DirError::Read(file.clone(), e)))?;
             bytes.extend(std::fs::read(file.with_extension("yaml")).unwrap_or_default());
             let key = xdst_plugin::digest(&bytes);
-            let (refused, good) = {
+            let (refused, good, unchanged) = {
                 let st = self.plugins.lock().unwrap();
-                (st.refused.get(&file).is_some_and(|r| r.digest == key), st.good.get(&file).cloned())
+                (st.refused.get(&file).is_some_and(|r| r.digest == key), st.good.get(&file).cloned(), st.good_keys.get(&file) == Some(&key))
             };
+            if unchanged && let Some(good) = good {
+                chosen.push(Choice { file, key, loaded: good, candidate: false });
+                continue;
+            }
             if refused {
                 if let Some(good) = good {
                     chosen.push(Choice { file, key, loaded: good, candidate: false });
                 }
                 continue;
+            }
+            // A new version of a plugin that has a good one compiles off this thread: the good
+            // one keeps translating meanwhile, and the finished compile starts a generation.
+            if let Some(g) = &good {
+                let mut bg = self.background.lock().unwrap();
+                match bg.done.remove(&key) {
+                    Some(Ok(loaded)) => {
+                        let candidate = g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config;
+                        chosen.push(Choice { file, key, loaded, candidate });
+                        continue;
+                    }
+                    Some(Err(reason)) => {
+                        drop(bg);
+                        self.refuse(ctx, &file, &key, &reason);
+                        chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
+                        continue;
+                    }
+                    None if !self.loader.is_loaded(&file) => {
+                        if bg.compiling.insert(key.clone()) {
+                            let (loader, background, rescan, file, key) =
+                                (self.loader.clone(), self.background.clone(), ctx.rescan.clone(), file.clone(), key.clone());
+                            info!(file = %file.display(), "plugin changed: compiling it in the background; the previous version keeps serving");
+                            std::thread::spawn(move || {
+                                let result = loader.load_file(&file).map_err(|e| e.to_string());
+                                let mut bg = background.lock().unwrap();
+                                bg.compiling.remove(&key);
+                                bg.done.insert(key, result);
+                                drop(bg);
+                                rescan.notify_one();
+                            });
+                        }
+                        chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
+                        continue;
+                    }
+                    None => {}
+                }
             }
             match self.loader.load_file(&file) {
                 Ok(loaded) => {
@@ -470,10 +522,29 @@ impl IntentSource {
     fn accept(&self, chosen: &[Choice]) {
         let mut st = self.plugins.lock().unwrap();
         st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
+        // A file kept at its last good version (its new contents refused or still compiling)
+        // keeps the key that version came from.
+        let previous = std::mem::take(&mut st.good_keys);
+        st.good_keys = chosen
+            .iter()
+            .filter_map(|c| {
+                let key = if c.candidate || !previous.contains_key(&c.file) { Some(c.key.clone()) } else { previous.get(&c.file).cloned() };
+                key.map(|k| (c.file.clone(), k))
+            })
+            .collect();
         // A refusal stands while the file holds the refused contents: not once the file is gone,
         // or its (new) contents were taken.
-        st.refused.retain(|f, _| f.exists() && !chosen.iter().any(|c| c.candidate && c.file == *f));
+        st.refused.retain(|f, r| {
+            f.exists()
+                && match chosen.iter().find(|c| c.file == *f) {
+                    Some(c) => !c.candidate && c.key == r.digest,
+                    None => true,
+                }
+        });
         self.loader.keep_only(st.good.values());
+        // Results of compiles that are no longer any file's contents.
+        let keys: std::collections::HashSet<&str> = chosen.iter().map(|c| c.key.as_str()).collect();
+        self.background.lock().unwrap().done.retain(|k, _| keys.contains(k.as_str()));
     }
 
     /// Translates `intent` with `chosen` for every group and publishes the result.
