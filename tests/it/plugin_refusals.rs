@@ -100,6 +100,13 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
         ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "cannot be made into an xdst:plugin component"),
         ("plugin name taken", "reference2.wasm", reference.clone(), "plugin name \"reference\" is already used by"),
+        ("claims a kind another plugin owns", "other.wasm", {
+            // The reference plugin under another name: it claims the same kinds.
+            let mut v = reference.clone();
+            let at = v.windows(14).position(|w| w == b"reference0.1.0").expect("the reference plugin names itself");
+            v[at + 8] = b'x';
+            v
+        }, "is claimed by plugin \"reference\" and by plugin \"referencx\""),
         (
             "another contract version",
             "future.wasm",
