@@ -431,6 +431,25 @@ fn arb_action(nacks: u32, silence: u32) -> impl Strategy<Value = Action> {
 
 use proptest::prelude::*;
 
+/// The grace period passes; if the rollout asks the streams to resync, they forget what they
+/// sent (as the machines' `resync` does).
+fn time_passes<A, B, C>(
+    r: &mut Rollout,
+    now: &mut Instant,
+    sent: &mut BTreeMap<&'static str, A>,
+    sent_names: &mut BTreeMap<&'static str, B>,
+    rejected_list: &mut BTreeMap<&'static str, C>,
+) {
+    let resync = r.offer().resync;
+    *now += GRACE;
+    r.tick(*now);
+    if r.offer().resync != resync {
+        sent.clear();
+        sent_names.clear();
+        rejected_list.clear();
+    }
+}
+
 /// One node on one ADS stream (responses delivered in order, each applied only if ACKed)
 /// through `actions`: fails if (with `safety`) it ever holds a listener or route naming a
 /// cluster it does not hold with its endpoints, or if, once it answers everything, it neither
@@ -526,16 +545,7 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
                 current = *i;
                 r.set_target(Arc::new(targets[*i].clone()), now);
             }
-            Action::Silence => {
-                let resync = r.offer().resync;
-                now += GRACE;
-                r.tick(now);
-                if r.offer().resync != resync {
-                    sent.clear();
-                    sent_names.clear();
-                    rejected_list.clear();
-                }
-            }
+            Action::Silence => time_passes(&mut r, &mut now, &mut sent, &mut sent_names, &mut rejected_list),
         }
     }
     // From here the node answers everything; time passes when nothing is left to answer.
@@ -543,15 +553,7 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
     for _ in 0..12 {
         push(&mut r, &mut queue, &mut sent, &held, &mut sent_names, &mut rejected_list);
         if queue.is_empty() && r.step() != Step::Converged {
-            let resync = r.offer().resync;
-            now += GRACE;
-            r.tick(now);
-            if r.offer().resync != resync {
-                // The streams forget what they sent (the machines' resync).
-                sent.clear();
-                sent_names.clear();
-                rejected_list.clear();
-            }
+            time_passes(&mut r, &mut now, &mut sent, &mut sent_names, &mut rejected_list);
             continue;
         }
         while let Some((t, n, set)) = queue.pop_front() {

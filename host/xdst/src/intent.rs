@@ -274,6 +274,12 @@ impl IntentSource {
         &self.intent_dir
     }
 
+    /// The intent as it is on disk now, through the same parse cache generations use (only
+    /// files that changed are parsed again).
+    pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
+        read_intent_cached(&self.intent_dir, &mut self.parsed.lock().unwrap()).map(|(set, _)| set)
+    }
+
     pub fn dirs(&self) -> Vec<PathBuf> {
         vec![self.intent_dir.clone(), self.plugins_dir.clone()]
     }

@@ -29,7 +29,7 @@ use http::{HeaderMap, StatusCode};
 use serde::Serialize;
 
 use crate::context::Ctx;
-use crate::intent::{IntentSource, read_intent};
+use crate::intent::IntentSource;
 
 /// The subdirectory of the intent directory that API documents live in.
 pub const API_DIR: &str = "_api";
@@ -73,8 +73,8 @@ fn not_serving() -> Response {
 
 fn list(ctx: &Ctx) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
-    match read_intent(source.intent_dir()) {
-        Ok((set, _)) => {
+    match source.read_current() {
+        Ok(set) => {
             let docs: Vec<Listed> = set
                 .documents()
                 .map(|d| Listed { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), source: source_of(&d.origin) })
@@ -87,8 +87,8 @@ fn list(ctx: &Ctx) -> Response {
 
 fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
-    match read_intent(source.intent_dir()) {
-        Ok((set, _)) => match set.documents().find(|d| d.kind == kind && d.name == name) {
+    match source.read_current() {
+        Ok(set) => match set.documents().find(|d| d.kind == kind && d.name == name) {
             Some(d) => Json(&d.json).into_response(),
             None => (StatusCode::NOT_FOUND, format!("no {kind}/{name}\n")).into_response(),
         },
@@ -143,8 +143,8 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
     let path = root.join(&rel);
 
     // The document must not belong to a file of its own.
-    let current = match read_intent(root) {
-        Ok((set, _)) => set,
+    let current = match source.read_current() {
+        Ok(set) => set,
         Err(e) => return refused(StatusCode::CONFLICT, format!("the intent directory does not load as it is, so nothing was written: {e}")),
     };
     if let Some(d) = current.documents().find(|d| d.kind == kind && d.name == name)
