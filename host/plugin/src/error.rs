@@ -31,6 +31,9 @@ pub enum Failure {
     OutputTooLarge { bytes: usize, limit_bytes: usize },
     /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access).
     Trap(String),
+    /// A core-module plugin broke the core-module ABI: a pointer outside its memory, a
+    /// response that is not the contract's JSON.
+    Malformed(String),
     /// The host failed (cache I/O, engine setup).
     Host(String),
 }
@@ -77,6 +80,7 @@ impl fmt::Display for PluginError {
                 write!(f, "returned {bytes} bytes, over its output cap of {limit_bytes}")
             }
             Failure::Trap(e) => write!(f, "trapped: {e}"),
+            Failure::Malformed(e) => write!(f, "broke the core-module ABI: {e}"),
             Failure::Host(e) => write!(f, "host error (not the plugin's fault): {e}"),
         }
     }

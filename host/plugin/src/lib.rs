@@ -1,8 +1,10 @@
-//! The plugin host: loads WebAssembly components that implement the `xdst:plugin@0.1.0`
-//! world (`proto/wit`) and calls them in a sandbox.
+//! The plugin host: loads WebAssembly plugins and calls them in a sandbox. A plugin is a
+//! component of the `xdst:plugin@0.1.0` world (`proto/wit`), or a core module speaking the
+//! same contract as JSON through memory (`proto/core-abi`); both become one [`Plugin`].
 //!
-//! - No ambient authority: the only import a plugin gets is `log`. A component that imports
-//!   anything else (WASI files, sockets, clocks) is refused at load, naming the import.
+//! - No ambient authority: a plugin gets `log`, and a component may import WASI, which is
+//!   linked to an empty WASI (no files, environment, arguments or network; stdout and stderr
+//!   go to the log). Any other import is refused at load, naming it.
 //! - Every call runs in a fresh store from a pre-instantiated component, under a wall-clock
 //!   deadline (epoch interruption), a memory cap and an output size cap; fuel is optional.
 //! - Components are compiled once per SHA-256 and the compiled artifact is cached on disk.
@@ -20,12 +22,13 @@
 //! ```
 
 pub mod dir;
+mod core_abi;
 mod error;
 pub mod pipeline;
 mod runtime;
 
 pub use error::{Failure, Fault, PluginError};
-pub use runtime::{Limits, Plugin, Runtime, RuntimeConfig, digest};
+pub use runtime::{Abi, CONTRACT, Limits, Plugin, Runtime, RuntimeConfig, digest};
 
 /// The types of the WIT contract, as generated for the host.
 pub mod wit {

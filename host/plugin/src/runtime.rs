@@ -10,6 +10,7 @@ use tracing::{debug, info, warn};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
+use crate::core_abi::{self, CallError, CorePre, Shape};
 use crate::error::{Failure, PluginError};
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 
@@ -19,11 +20,37 @@ const TICK: Duration = Duration::from_millis(5);
 const MAX_LOG_LINES: usize = 100;
 const MAX_LOG_BYTES: usize = 4096;
 
-/// What a plugin may import: the contract's log function, and its types (an interface with
-/// no functions, imported by every component that uses them).
 /// The version of the `xdst:plugin` contract (`proto/wit`) this host implements.
 pub const CONTRACT: &str = "0.1.0";
+/// What a component may import: the contract's log function, and its types (an interface with
+/// no functions, imported by every component that uses them).
 const GRANTED: [&str; 2] = ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0"];
+/// WASI packages a component may import. They are linked to an empty WASI: no files, no
+/// environment or arguments, no network, stdin empty; stdout and stderr are captured into the
+/// plugin's log. Interpreters (JavaScript, Python) and libc-based toolchains import these even
+/// when the plugin never uses them.
+const EMPTY_WASI: [&str; 6] = ["wasi:cli/", "wasi:io/", "wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/"];
+/// Bytes of stdout and stderr kept per call (the rest is dropped).
+const MAX_STDIO_BYTES: usize = 64 << 10;
+
+/// How a plugin's code talks to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abi {
+    /// A component of the `xdst:plugin` WIT world (or a core module with the world embedded,
+    /// which the host made into a component).
+    Component,
+    /// A core module speaking the JSON core-module ABI (`proto/core-abi`).
+    CoreModule,
+}
+
+impl std::fmt::Display for Abi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Abi::Component => "component",
+            Abi::CoreModule => "core module",
+        })
+    }
+}
 
 /// Per-plugin sandbox limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +91,7 @@ pub struct Runtime {
     engine: Engine,
     config: RuntimeConfig,
     linker: Arc<Linker<CallState>>,
+    core_linker: Arc<wasmtime::Linker<CallState>>,
     _ticker: Arc<Ticker>,
 }
 
@@ -103,19 +131,35 @@ impl Runtime {
         }
         let mut linker = Linker::new(&engine);
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
+        let mut core_linker = wasmtime::Linker::new(&engine);
+        core_abi::add_to_linker(&mut core_linker).map_err(host)?;
         Ok(Runtime {
             engine,
             config,
             linker: Arc::new(linker),
+            core_linker: Arc::new(core_linker),
             _ticker: Arc::new(Ticker(stop)),
         })
     }
 
-    /// Like [`Runtime::load`], but also takes the core module a guest toolchain produced
-    /// (`cargo build --target wasm32-unknown-unknown`, with the WIT embedded by the bindings
-    /// generator) and wraps it into a component first. The digest is that of `bytes` as given.
+    /// Loads any kind of plugin file: a component; a core module speaking the core-module ABI
+    /// (`proto/core-abi`); or the core module a component toolchain produced (`cargo build
+    /// --target wasm32-unknown-unknown`, `wit-bindgen c`: the WIT world embedded by the bindings
+    /// generator), which is made into a component first. The digest is that of `bytes` as given.
     pub fn load_any(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
-        if bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
+        if is_core_module(bytes) {
+            let err = |failure| PluginError { plugin: label.to_owned(), digest: digest(bytes), failure };
+            match core_abi::shape(bytes).map_err(|e| err(Failure::Compile(e)))? {
+                Shape::CoreAbi => return self.load_core(label, bytes, limits),
+                Shape::OtherVersion(v) => {
+                    return Err(err(Failure::Incompatible(format!(
+                        "speaks version {v} of the core-module ABI (exports xdst_plugin_abi_{}); this xdst speaks {CONTRACT} (see proto/core-abi/README.md)",
+                        v.replace('.', "_")
+                    ))));
+                }
+                Shape::NoMarker => {}
+            }
             let component = wit_component::ComponentEncoder::default()
                 .module(bytes)
                 .and_then(|e| e.validate(true).encode())
@@ -123,7 +167,8 @@ impl Runtime {
                     plugin: label.to_owned(),
                     digest: digest(bytes),
                     failure: Failure::Incompatible(format!(
-                        "a core module that cannot be made into an xdst:plugin component (was it built with an xdst SDK?): {e:#}"
+                        "a core module that neither exports {} (the core-module ABI) nor embeds the xdst:plugin WIT world (was it built with an xdst SDK?): {e:#}",
+                        core_abi::MARKER
                     )),
                 })?;
             return self.load_with_digest(label, &component, digest(bytes), limits);
@@ -158,10 +203,11 @@ impl Runtime {
             }
         }
         for (name, _) in ty.imports(&self.engine) {
-            if !GRANTED.contains(&name) {
+            if !GRANTED.contains(&name) && !EMPTY_WASI.iter().any(|p| name.starts_with(p)) {
                 return Err(err(Failure::Incompatible(format!(
-                    "imports {name}, which is not granted (a plugin may import only {})",
-                    GRANTED.join(" and ")
+                    "imports {name}, which is not granted (a plugin may import only {}, and WASI's {} interfaces, which are empty)",
+                    GRANTED.join(" and "),
+                    EMPTY_WASI.map(|p| p.trim_end_matches('/')).join(", ")
                 ))));
             }
         }
@@ -174,6 +220,26 @@ impl Runtime {
                 "does not implement the xdst:plugin@0.1.0 world: {e:#}"
             )))
         })?;
+        let imports = ty.imports(&self.engine).map(|(n, _)| n.to_owned()).collect();
+        self.describe(label, digest, Code::Component(pre), imports, limits)
+    }
+
+    /// Loads a core module that speaks the core-module ABI.
+    fn load_core(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
+        let digest = digest(bytes);
+        let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
+        let module = self.compile_module(bytes, &digest).map_err(|f| err(f))?;
+        core_abi::check_imports(&module).map_err(|f| err(f))?;
+        let pre = self
+            .core_linker
+            .instantiate_pre(&module)
+            .map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
+        let imports = module.imports().map(|i| format!("{}.{}", i.module(), i.name())).collect();
+        self.describe(label, digest, Code::Core(CorePre { pre }), imports, limits)
+    }
+
+    /// Asks a linked plugin who it is.
+    fn describe(&self, label: &str, digest: String, code: Code, imports: Vec<String>, limits: Limits) -> Result<Plugin, PluginError> {
         let mut plugin = Plugin {
             name: label.to_owned(),
             digest,
@@ -184,22 +250,57 @@ impl Runtime {
                 phase: wit::Phase::Translate,
                 granularity: wit::Granularity::WholeSet,
             },
-            pre,
+            code,
+            imports,
             engine: self.engine.clone(),
             limits,
             fuel_enabled: self.config.fuel,
         };
-        let info = plugin.call(|p, store| p.call_describe(store))?;
+        let info = plugin.call(
+            |p, store| p.call_describe(store).map_err(CallError::Wasm),
+            |c, store| c.describe(store, limits.output_bytes),
+        )?;
         plugin.name = info.name.clone();
         plugin.info = info;
-        info!(plugin = %plugin.name, version = %plugin.info.version, digest = %plugin.digest, kinds = ?plugin.info.kinds, "plugin loaded");
+        info!(plugin = %plugin.name, version = %plugin.info.version, abi = %plugin.abi(), digest = %plugin.digest, kinds = ?plugin.info.kinds, "plugin loaded");
         Ok(plugin)
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, Failure> {
+        self.compile_cached(
+            digest,
+            "",
+            || Component::new(&self.engine, bytes),
+            // SAFETY: see `compile_cached`.
+            |path| unsafe { Component::deserialize_file(&self.engine, path) },
+            |c| c.serialize(),
+        )
+    }
+
+    fn compile_module(&self, bytes: &[u8], digest: &str) -> Result<wasmtime::Module, Failure> {
+        self.compile_cached(
+            digest,
+            "-core",
+            || wasmtime::Module::new(&self.engine, bytes),
+            // SAFETY: see `compile_cached`.
+            |path| unsafe { wasmtime::Module::deserialize_file(&self.engine, path) },
+            |m| m.serialize(),
+        )
+    }
+
+    /// Compiles, or loads the artifact cached for `digest`. `deserialize` must only be given
+    /// files this function wrote: they are written by `serialize` of this engine configuration
+    /// (its compatibility hash is in the name) into our own cache directory.
+    fn compile_cached<T>(
+        &self,
+        digest: &str,
+        suffix: &str,
+        compile: impl FnOnce() -> wasmtime::Result<T>,
+        deserialize: impl FnOnce(&std::path::Path) -> wasmtime::Result<T>,
+        serialize: impl FnOnce(&T) -> wasmtime::Result<Vec<u8>>,
+    ) -> Result<T, Failure> {
         let Some(dir) = &self.config.cache_dir else {
-            return Component::new(&self.engine, bytes)
-                .map_err(|e| Failure::Compile(format!("{e:#}")));
+            return compile().map_err(|e| Failure::Compile(format!("{e:#}")));
         };
         let compat = {
             use std::hash::{Hash, Hasher};
@@ -208,13 +309,11 @@ impl Runtime {
             h.finish()
         };
         let path = dir.join(format!(
-            "{}-{compat:016x}.cwasm",
+            "{}-{compat:016x}{suffix}.cwasm",
             digest.trim_start_matches("sha256:")
         ));
         if path.exists() {
-            // SAFETY: the file was written by `Component::serialize` of this engine
-            // configuration (its compatibility hash is in the name) into our own cache dir.
-            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+            match deserialize(&path) {
                 Ok(c) => {
                     debug!(%digest, path = %path.display(), "compiled plugin from cache");
                     return Ok(c);
@@ -222,11 +321,10 @@ impl Runtime {
                 Err(e) => warn!(%digest, error = %e, "cached artifact unusable; recompiling"),
             }
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| Failure::Compile(format!("{e:#}")))?;
+        let component = compile().map_err(|e| Failure::Compile(format!("{e:#}")))?;
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(dir)?;
-            let data = component.serialize().map_err(std::io::Error::other)?;
+            let data = serialize(&component).map_err(std::io::Error::other)?;
             let tmp = path.with_extension(format!("tmp{}", std::process::id()));
             std::fs::write(&tmp, data)?;
             std::fs::rename(&tmp, &path)
@@ -238,13 +336,19 @@ impl Runtime {
     }
 }
 
+enum Code {
+    Component(wit::PluginPre<CallState>),
+    Core(CorePre),
+}
+
 /// A loaded plugin: compiled, linked, described. Calls are independent: each gets a fresh
 /// store, so nothing leaks from one call to the next and swapping plugins is safe.
 pub struct Plugin {
     name: String,
     digest: String,
     info: PluginInfo,
-    pre: wit::PluginPre<CallState>,
+    code: Code,
+    imports: Vec<String>,
     engine: Engine,
     limits: Limits,
     fuel_enabled: bool,
@@ -271,10 +375,25 @@ impl Plugin {
     pub fn limits(&self) -> Limits {
         self.limits
     }
+    /// Whether it is a component or a core-ABI module.
+    pub fn abi(&self) -> Abi {
+        match self.code {
+            Code::Component(_) => Abi::Component,
+            Code::Core(_) => Abi::CoreModule,
+        }
+    }
+    /// What it imports (`xdst:plugin/log@0.1.0`, `wasi:cli/environment@0.2.6`, `xdst.log`).
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
 
     /// Translates under the plugin's limits.
     pub fn translate(&self, request: &TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let result = self.call(|p, store| p.call_translate(store, request))?;
+        let cap = self.limits.output_bytes;
+        let result = self.call(
+            |p, store| p.call_translate(store, request).map_err(CallError::Wasm),
+            |c, store| c.translate(store, request, cap),
+        )?;
         let response = result.map_err(|e| {
             self.error(Failure::Reported {
                 message: e.message,
@@ -300,9 +419,11 @@ impl Plugin {
         }
     }
 
+    /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
     fn call<T>(
         &self,
-        f: impl FnOnce(&wit::Plugin, &mut Store<CallState>) -> wasmtime::Result<T>,
+        component: impl FnOnce(&wit::Plugin, &mut Store<CallState>) -> Result<T, CallError>,
+        core: impl FnOnce(&CorePre, &mut Store<CallState>) -> Result<T, CallError>,
     ) -> Result<T, PluginError> {
         let mut store = Store::new(
             &self.engine,
@@ -311,6 +432,7 @@ impl Plugin {
                 memory_cap: self.limits.memory_bytes,
                 memory_hit: false,
                 logs: 0,
+                wasi: None,
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
@@ -328,11 +450,19 @@ impl Plugin {
                 .set_fuel(fuel)
                 .map_err(|e| self.error(Failure::Host(e.to_string())))?;
         }
-        let outcome = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|instance| f(&instance, &mut store));
-        outcome.map_err(|e| self.classify(e, &store))
+        let outcome = match &self.code {
+            Code::Component(pre) => pre
+                .instantiate(&mut store)
+                .map_err(CallError::Wasm)
+                .and_then(|instance| component(&instance, &mut store)),
+            Code::Core(pre) => core(pre, &mut store),
+        };
+        store.data_mut().flush_stdio();
+        outcome.map_err(|e| match e {
+            CallError::Wasm(e) => self.classify(e, &store),
+            CallError::Malformed(m) => self.error(Failure::Malformed(m)),
+            CallError::TooLarge(bytes) => self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }),
+        })
     }
 
     fn classify(&self, e: wasmtime::Error, store: &Store<CallState>) -> PluginError {
@@ -383,6 +513,73 @@ pub struct CallState {
     memory_cap: usize,
     memory_hit: bool,
     logs: usize,
+    /// The empty WASI, made on first use (only plugins that import WASI pay for it).
+    wasi: Option<Wasi>,
+}
+
+struct Wasi {
+    ctx: wasmtime_wasi::WasiCtx,
+    table: wasmtime::component::ResourceTable,
+    stdout: wasmtime_wasi::p2::pipe::MemoryOutputPipe,
+    stderr: wasmtime_wasi::p2::pipe::MemoryOutputPipe,
+}
+
+impl wasmtime_wasi::WasiView for CallState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        let wasi = self.wasi.get_or_insert_with(|| {
+            let stdout = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
+            let stderr = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
+            // Nothing is granted: no preopened directories, environment, arguments or network
+            // (the builder's defaults); stdin is empty.
+            let ctx = wasmtime_wasi::WasiCtxBuilder::new()
+                .stdout(stdout.clone())
+                .stderr(stderr.clone())
+                .build();
+            Wasi { ctx, table: Default::default(), stdout, stderr }
+        });
+        wasmtime_wasi::WasiCtxView { ctx: &mut wasi.ctx, table: &mut wasi.table }
+    }
+}
+
+impl CallState {
+    /// Writes a line to the host's log, tagged with the plugin, within the per-call limits.
+    pub(crate) fn write_log(&mut self, level: wit::xdst::plugin::log::Level, message: String) {
+        use wit::xdst::plugin::log::Level;
+        self.logs += 1;
+        if self.logs > MAX_LOG_LINES {
+            if self.logs == MAX_LOG_LINES + 1 {
+                warn!(plugin = %self.plugin, "plugin log limit reached; further lines dropped");
+            }
+            return;
+        }
+        let mut message = message;
+        if message.len() > MAX_LOG_BYTES {
+            let mut cut = MAX_LOG_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("…");
+        }
+        match level {
+            Level::Debug => debug!(plugin = %self.plugin, "{message}"),
+            Level::Info => info!(plugin = %self.plugin, "{message}"),
+            Level::Warn => warn!(plugin = %self.plugin, "{message}"),
+            Level::Error => tracing::error!(plugin = %self.plugin, "{message}"),
+        }
+    }
+
+    /// Logs what the plugin wrote to stdout (info) and stderr (warn), line by line.
+    fn flush_stdio(&mut self) {
+        use wit::xdst::plugin::log::Level;
+        let Some(wasi) = self.wasi.take() else { return };
+        for (pipe, level) in [(&wasi.stdout, Level::Info), (&wasi.stderr, Level::Warn)] {
+            let bytes = pipe.contents();
+            for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
+                self.write_log(level, line.to_owned());
+            }
+        }
+    }
 }
 
 impl ResourceLimiter for CallState {
@@ -419,30 +616,12 @@ impl ResourceLimiter for CallState {
 
 impl wit::xdst::plugin::log::Host for CallState {
     fn log(&mut self, level: wit::xdst::plugin::log::Level, message: String) {
-        use wit::xdst::plugin::log::Level;
-        self.logs += 1;
-        if self.logs > MAX_LOG_LINES {
-            if self.logs == MAX_LOG_LINES + 1 {
-                warn!(plugin = %self.plugin, "plugin log limit reached; further lines dropped");
-            }
-            return;
-        }
-        let mut message = message;
-        if message.len() > MAX_LOG_BYTES {
-            let mut cut = MAX_LOG_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push_str("…");
-        }
-        match level {
-            Level::Debug => debug!(plugin = %self.plugin, "{message}"),
-            Level::Info => info!(plugin = %self.plugin, "{message}"),
-            Level::Warn => warn!(plugin = %self.plugin, "{message}"),
-            Level::Error => tracing::error!(plugin = %self.plugin, "{message}"),
-        }
+        self.write_log(level, message);
     }
+}
+
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
 }
 
 /// `sha256:<hex>` of a plugin file.

@@ -98,15 +98,28 @@ fn a_chatty_plugin_is_rate_limited_not_failed() {
 }
 
 #[test]
-fn ungranted_wasi_imports_are_refused_at_load() {
+fn imports_outside_the_contract_and_the_empty_wasi_are_refused_at_load() {
     let wat = r#"(component
-        (import "wasi:filesystem/preopens@0.2.0" (instance
-            (export "get-directories" (func (result (list u32))))))
+        (import "wasi:http/outgoing-handler@0.2.0" (instance
+            (export "handle" (func (result u32)))))
     )"#;
     let bytes = wat::parse_str(wat).unwrap();
     let e = runtime().load("sneaky.wasm", &bytes, Limits::default()).unwrap_err();
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
-    assert!(e.to_string().contains("imports wasi:filesystem/preopens@0.2.0, which is not granted"), "{e}");
+    assert!(e.to_string().contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted"), "{e}");
+}
+
+/// Issue 6: interpreters and libc import WASI; they get an empty one instead of a refusal.
+#[test]
+fn wasi_imports_link_to_the_empty_wasi() {
+    let wat = r#"(component
+        (import "wasi:cli/environment@0.2.0" (instance
+            (export "get-environment" (func (result (list (tuple string string)))))))
+    )"#;
+    let bytes = wat::parse_str(wat).unwrap();
+    let e = runtime().load("interpreter.wasm", &bytes, Limits::default()).unwrap_err();
+    // Linked: what is missing now is the plugin world itself, not a grant.
+    assert!(e.to_string().contains("does not implement the xdst:plugin@0.1.0 world"), "{e}");
 }
 
 /// Issue 5: a plugin built against another version of the contract is refused, saying which.
