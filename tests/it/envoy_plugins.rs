@@ -12,7 +12,7 @@
 //! Then, with the same Envoy connected, every kind of bad plugin and bad intent is dropped in:
 //! an infinite loop, a memory bomb, an oversized output, a panic, a plugin error, invalid
 //! resource JSON, a route to a Service that does not exist, and a component importing WASI
-//! sockets. Each one fails its generation with an error naming the plugin (or the resource and
+//! HTTP. Each one fails its generation with an error naming the plugin (or the resource and
 //! document), visible in `/debug/plugins`, while Envoy keeps every `version_text`, keeps its one
 //! xDS connection, and keeps serving traffic.
 
@@ -207,10 +207,11 @@ async fn wait_for_ok(admin: SocketAddr, ok_before: u64) -> anyhow::Result<Value>
     }
 }
 
-/// A component that asks for WASI sockets, which no plugin is granted.
-const WASI_SOCKETS: &str = r#"(component
-    (import "wasi:sockets/tcp-create-socket@0.2.0" (instance
-        (export "create-tcp-socket" (func (param "family" u8) (result u32))))))"#;
+/// A component that asks for outgoing HTTP, which no plugin is granted (the WASI interfaces
+/// interpreters need are linked to an empty WASI; wasi:http is not among them).
+const WASI_HTTP: &str = r#"(component
+    (import "wasi:http/outgoing-handler@0.2.0" (instance
+        (export "handle" (func (result u32))))))"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow::Result<()> {
@@ -294,9 +295,9 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     eprintln!("[serve] dangling route: refused ({message}); Envoy unchanged");
     std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "b"))?;
 
-    // A plugin that imports WASI sockets is refused at load: the other plugins go on serving
+    // A plugin that imports outgoing HTTP is refused at load: the other plugins go on serving
     // (and translating), and /debug/plugins says why (issue 5: keep last good).
-    std::fs::write(plugin_dir.path().join("sneaky.wasm"), wat::parse_str(WASI_SOCKETS)?)?;
+    std::fs::write(plugin_dir.path().join("sneaky.wasm"), wat::parse_str(WASI_HTTP)?)?;
     let deadline = Instant::now() + WAIT;
     let refusal = loop {
         let s = plugins_status(xdst.admin_addr).await?;
@@ -308,7 +309,7 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     };
     let message = refusal["reason"].as_str().unwrap_or_default();
     ensure!(
-        message.contains("imports wasi:sockets/tcp-create-socket@0.2.0, which is not granted") && refusal["serving"].is_null(),
+        message.contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted") && refusal["serving"].is_null(),
         "WASI import: {refusal:#}"
     );
     still_serving(&envoy, &served, proxy, "WASI import").await?;
@@ -399,5 +400,35 @@ async fn envoy_runs_from_translate_out_dir_files() -> anyhow::Result<()> {
         "Envoy rejected the files: {}",
         stats.xds_related()
     );
+    Ok(())
+}
+
+/// Issue 6, must-show 3: the port of the reference translator to each language (C,
+/// JavaScript, Python, AssemblyScript), loaded by `xdst serve`, routes real Envoy traffic as
+/// the Rust one does: the same scenario (weighted split, header match, timeout, retries,
+/// response header) through a fresh xdst and Envoy per language.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_s_port_routes_envoy_traffic_like_the_rust_plugin() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let ups = Upstreams::start().await?;
+    for lang in plugins::PORTS {
+        let started = Instant::now();
+        let wasm = plugins::port(lang)?;
+        let intent = tempfile::Builder::new().prefix("xdst-intent-").tempdir()?;
+        let plugin_dir = tempfile::Builder::new().prefix("xdst-plugins-").tempdir()?;
+        plugins::install(plugin_dir.path(), &wasm, &format!("reference-{lang}.wasm"), None)?;
+        let port = free_port()?;
+        write_intent(intent.path(), port, &ups)?;
+        let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+        let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("envoy-{lang}"))).await?;
+        let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+        wait_for_proxy(proxy).await.with_context(|| format!("{lang}: Envoy never proxied"))?;
+        check_routing(proxy, &ups).await.with_context(|| format!("{lang}: routing"))?;
+        let status = plugins_status(xdst.admin_addr).await?;
+        ensure!(status["plugins"][0]["name"] == format!("reference-{lang}").as_str(), "{lang}: /debug/plugins: {status:#}");
+        eprintln!("[serve] {lang}: Envoy routes as the intent says ({:?})", started.elapsed());
+        drop(envoy);
+        drop(xdst);
+    }
     Ok(())
 }

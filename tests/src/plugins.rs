@@ -79,3 +79,37 @@ pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> a
     std::fs::rename(&tmp, &dest)?;
     Ok(())
 }
+
+/// The languages the reference translator is ported to (`plugins/reference-<lang>`), beside
+/// the Rust original.
+pub const PORTS: [&str; 4] = ["c", "js", "python", "assemblyscript"];
+
+/// Builds the port of the reference translator to `lang` with its own build script (which
+/// installs the language's toolchain under ~/.cache/xdst/toolchains when missing), once per
+/// test process, and returns the plugin file.
+pub fn port(lang: &str) -> anyhow::Result<PathBuf> {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    if let Some(p) = BUILT.lock().unwrap().get_or_insert_with(HashMap::new).get(lang) {
+        return Ok(p.clone());
+    }
+    let root = crate::repo_root();
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    let out = target.join("xdst-ports").join(format!("reference-{lang}.wasm"));
+    let script = root.join(format!("plugins/reference-{lang}/build.sh"));
+    let started = std::time::Instant::now();
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&out)
+        .current_dir(&root)
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed ({status}); its output is above", script.display());
+    }
+    if !out.exists() {
+        bail!("{} succeeded but wrote no {}", script.display(), out.display());
+    }
+    eprintln!("[plugins] built reference-{lang} in {:.1}s", started.elapsed().as_secs_f64());
+    BUILT.lock().unwrap().get_or_insert_with(HashMap::new).insert(lang.to_owned(), out.clone());
+    Ok(out)
+}

@@ -252,6 +252,7 @@ impl Runtime {
             },
             code,
             imports,
+            _ticker: self._ticker.clone(),
             engine: self.engine.clone(),
             limits,
             fuel_enabled: self.config.fuel,
@@ -349,6 +350,8 @@ pub struct Plugin {
     info: PluginInfo,
     code: Code,
     imports: Vec<String>,
+    /// Keeps the epoch ticking (deadlines) while the plugin lives, even if its runtime is gone.
+    _ticker: Arc<Ticker>,
     engine: Engine,
     limits: Limits,
     fuel_enabled: bool,
@@ -622,6 +625,19 @@ impl wit::xdst::plugin::log::Host for CallState {
 
 fn is_core_module(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}
+
+/// Makes a core module that embeds the WIT world (what `wit-bindgen` toolchains produce) into
+/// a component file. `Ok(None)` for anything else: a component, or a core-ABI module.
+pub fn componentize_embedded(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if !is_core_module(bytes) || !matches!(core_abi::shape(bytes)?, Shape::NoMarker) {
+        return Ok(None);
+    }
+    wit_component::ComponentEncoder::default()
+        .module(bytes)
+        .and_then(|e| e.validate(true).encode())
+        .map(Some)
+        .map_err(|e| format!("a core module that neither exports {} nor embeds the xdst:plugin WIT world: {e:#}", core_abi::MARKER))
 }
 
 /// `sha256:<hex>` of a plugin file.

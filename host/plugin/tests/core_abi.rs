@@ -107,6 +107,18 @@ fn an_infinite_loop_is_stopped_by_the_deadline() {
     assert_eq!(e.fault(), Fault::Guest);
 }
 
+/// A plugin outliving the runtime that loaded it (as `xdst translate` and the plugin tool do)
+/// still has its deadline enforced.
+#[test]
+fn the_deadline_holds_after_the_runtime_is_dropped() {
+    let rt = xdst_plugin::Runtime::new(Default::default()).unwrap();
+    let p = rt.load_any("loop.wasm", &module("(loop (br 0)) (unreachable)", ""), Limits { deadline: Duration::from_millis(100), ..Limits::default() }).unwrap();
+    drop(rt);
+    let start = Instant::now();
+    assert_eq!(p.translate(&request()).unwrap_err().failure, Failure::Deadline { limit_ms: 100 });
+    assert!(start.elapsed() < Duration::from_secs(2), "stopped in {:?}", start.elapsed());
+}
+
 #[test]
 fn a_memory_bomb_is_stopped_at_the_cap() {
     // Grows until refused, then gives up (as a language runtime aborts when allocation fails).

@@ -26,6 +26,7 @@ pub mod intent_api;
 pub mod machine;
 pub mod metrics;
 pub mod nodes;
+pub mod plugin_tool;
 pub mod rest;
 pub mod rollouts;
 pub mod server;

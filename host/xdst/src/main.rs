@@ -37,7 +37,82 @@ enum Command {
     /// With --out-dir, write Envoy filesystem-subscription files instead.
     #[command(after_help = TRANSLATE_HELP)]
     Translate(TranslateArgs),
+    /// Write, build, test and inspect plugins, in Rust, C, JavaScript, Python or AssemblyScript.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
 }
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Scaffold a plugin that builds, declares one intent kind and has one passing test case.
+    #[command(after_help = NEW_HELP)]
+    New {
+        /// The language: rust, c, js, python or assemblyscript.
+        #[arg(long, value_enum)]
+        lang: xdst::plugin_tool::Lang,
+        /// The plugin's name (lowercase, dashes: team-gateway); also the directory's.
+        name: String,
+        /// The intent kind it translates [default: the name in PascalCase].
+        #[arg(long)]
+        kind: Option<String>,
+        /// Where to create it [default: ./NAME].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Build the plugin in DIR with its language's toolchain, installing the toolchain into
+    /// $XDST_TOOLCHAINS (default ~/.cache/xdst/toolchains) if missing; then load the result to
+    /// check it.
+    Build {
+        /// The plugin's directory (with xdst-plugin.yaml, as `xdst plugin new` made it).
+        dir: PathBuf,
+        /// Where to write the plugin [default: DIR/build/NAME.wasm].
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+        plugin_cache: Option<PathBuf>,
+    },
+    /// Run golden cases through a plugin: each case is a directory with intent.yaml and the
+    /// resources expected (expected.yaml, as `xdst translate` prints them) or the error
+    /// expected (expected-error.yaml: document, field, message). Prints a diff per resource.
+    Test {
+        /// The plugin (.wasm).
+        plugin: PathBuf,
+        /// The directory of cases.
+        #[arg(long, value_name = "DIR")]
+        cases: PathBuf,
+        /// Rewrite every case's expectation from what the plugin produces now.
+        #[arg(long)]
+        bless: bool,
+        #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+        plugin_cache: Option<PathBuf>,
+    },
+    /// Say what a plugin is: component or core module, contract version, name, version,
+    /// kinds, phase, the imports it asks for, size and sha256.
+    Inspect {
+        /// The plugin (.wasm).
+        plugin: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+        plugin_cache: Option<PathBuf>,
+    },
+}
+
+const NEW_HELP: &str = "\
+Example:
+  xdst plugin new --lang python team-gateway
+  xdst plugin build team-gateway
+  xdst plugin test team-gateway/build/team-gateway.wasm --cases team-gateway/cases
+
+Languages and what they produce:
+  rust            a component (wit-bindgen), ~70 KB
+  c               a component (wit-bindgen c, clang, wasi-libc), ~100 KB
+  js              a component (componentize-qjs: QuickJS inside), ~1.6 MB
+  python          a component (componentize-py: CPython inside), ~18 MB; the first load
+                  compiles it for 10-60 s, then it is cached by digest
+  assemblyscript  a core module speaking the core-module ABI (proto/core-abi), ~20 KB
+The guides are guest-sdk/<lang>/README.md in the xdst repository.";
 
 const TRANSLATE_HELP: &str = "\
 Output:
@@ -239,6 +314,48 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Translate(args) => translate(args),
+        Command::Plugin(cmd) => plugin(cmd),
+    }
+}
+
+fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
+    use xdst::plugin_tool as tool;
+    match cmd {
+        PluginCommand::New { lang, name, kind, dir } => {
+            let dir = tool::new(lang, &name, kind.as_deref(), dir.as_deref())?;
+            println!("created {} ({} plugin {name}); next:\n  xdst plugin build {}\n  xdst plugin test {}/build/{name}.wasm --cases {}/cases", dir.display(), lang.id(), dir.display(), dir.display(), dir.display());
+            Ok(())
+        }
+        PluginCommand::Build { dir, out, plugin_cache } => {
+            let out = tool::build(&dir, out.as_deref(), plugin_cache.or_else(default_plugin_cache))?;
+            println!("{}", out.display());
+            Ok(())
+        }
+        PluginCommand::Test { plugin, cases, bless, plugin_cache } => {
+            let results = tool::test(&plugin, &cases, bless, plugin_cache.or_else(default_plugin_cache))?;
+            let failed: Vec<_> = results.iter().filter(|r| r.failure.is_some()).collect();
+            for r in &results {
+                match &r.failure {
+                    None if bless => println!("blessed {}", r.case),
+                    None => println!("ok      {}", r.case),
+                    Some(f) => println!("FAILED  {}\n{f}", r.case),
+                }
+            }
+            println!("{} cases: {} passed, {} failed", results.len(), results.len() - failed.len(), failed.len());
+            if !failed.is_empty() {
+                anyhow::bail!("{} of {} cases failed (if the new output is intended: --bless)", failed.len(), results.len());
+            }
+            Ok(())
+        }
+        PluginCommand::Inspect { plugin, json, plugin_cache } => {
+            let i = tool::inspect(&plugin, plugin_cache.or_else(default_plugin_cache))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&i)?);
+            } else {
+                print!("{i}");
+            }
+            Ok(())
+        }
     }
 }
 

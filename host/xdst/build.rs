@@ -1,0 +1,52 @@
+//! Embeds what `xdst plugin new` and `xdst plugin build` need: each language's template
+//! (`guest-sdk/<lang>/template/`), its build recipe (`guest-sdk/<lang>/build.sh`) and the WIT
+//! contract (`proto/wit`), so the binary works outside the repository.
+
+use std::path::{Path, PathBuf};
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if matches!(name.as_str(), "target" | "build" | "node_modules" | "__pycache__") || (name.starts_with('.') && name != ".gitignore") {
+            continue;
+        }
+        if p.is_dir() {
+            files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
+    let sdk = root.join("guest-sdk");
+    let mut code = String::from("/// (language, recipe, [(path in the template, contents)])\npub static LANGUAGES: &[(&str, &str, &[(&str, &[u8])])] = &[\n");
+    for lang in ["rust", "c", "js", "python", "assemblyscript"] {
+        let dir = sdk.join(lang);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let recipe = dir.join("build.sh");
+        if !recipe.exists() {
+            continue;
+        }
+        let template = dir.join("template");
+        let mut list = Vec::new();
+        files(&template, &mut list);
+        code.push_str(&format!("    ({lang:?}, include_str!({:?}), &[\n", recipe.canonicalize().unwrap()));
+        for f in &list {
+            println!("cargo:rerun-if-changed={}", f.display());
+            let rel = f.strip_prefix(&template).unwrap().to_string_lossy().into_owned();
+            code.push_str(&format!("        ({rel:?}, include_bytes!({:?})),\n", f.canonicalize().unwrap()));
+        }
+        code.push_str("    ]),\n");
+    }
+    code.push_str("];\n");
+    let wit = root.join("proto/wit/xdst-plugin-0.1.0/plugin.wit");
+    println!("cargo:rerun-if-changed={}", wit.display());
+    code.push_str(&format!("/// The WIT contract.\npub static WIT: &str = include_str!({:?});\n", wit.canonicalize().unwrap()));
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("languages.rs");
+    std::fs::write(out, code).unwrap();
+}

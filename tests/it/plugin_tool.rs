@@ -1,0 +1,148 @@
+//! Issue 6, must-show 2: for each language, `xdst plugin new`, then `xdst plugin build`, then
+//! `xdst plugin test` succeed in a fresh directory (the real binary, the real toolchains); and
+//! `inspect` says what was built. The bad paths too: a changed expectation fails with a diff
+//! naming the case and the resource, `--bless` rewrites it, a bad name is refused, and a
+//! build error is reported as the language's own error.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use anyhow::ensure;
+use serde_json::Value;
+
+fn xdst(dir: &Path, args: &[&str]) -> anyhow::Result<Output> {
+    let out = Command::new(xdst_tests::server::binary()?)
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "0")
+        .output()?;
+    Ok(out)
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// new -> build -> test -> inspect for one language; returns `inspect --json`.
+fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
+    let dir = tempfile::Builder::new().prefix(&format!("xdst-new-{lang}-")).tempdir()?;
+    let name = format!("team-{lang}");
+    let o = xdst(dir.path(), &["plugin", "new", "--lang", lang, &name])?;
+    ensure!(o.status.success(), "new --lang {lang}: {}", text(&o));
+    ensure!(dir.path().join(&name).join("xdst-plugin.yaml").exists(), "no xdst-plugin.yaml");
+
+    let started = std::time::Instant::now();
+    let o = xdst(dir.path(), &["plugin", "build", &name])?;
+    ensure!(o.status.success(), "build ({lang}): {}", text(&o));
+    ensure!(text(&o).contains("==> "), "build ({lang}) shows no progress: {}", text(&o));
+    eprintln!("[plugin tool] {lang}: built in {:.1}s", started.elapsed().as_secs_f64());
+    let wasm = format!("{name}/build/{name}.wasm");
+    ensure!(dir.path().join(&wasm).exists(), "build ({lang}) wrote no {wasm}");
+
+    let cases = format!("{name}/cases");
+    let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases])?;
+    ensure!(o.status.success() && text(&o).contains("1 passed, 0 failed"), "test ({lang}): {}", text(&o));
+
+    // Break the expectation: the test fails, naming the case and the resource, with the line.
+    let expected = dir.path().join(&cases).join("basic/expected.yaml");
+    let good = std::fs::read_to_string(&expected)?;
+    ensure!(good.contains("port_value: 8080"), "{lang} template case: {good}");
+    std::fs::write(&expected, good.replace("port_value: 8080", "port_value: 9090"))?;
+    let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases])?;
+    let t = text(&o);
+    ensure!(!o.status.success(), "a wrong expectation passed ({lang}): {t}");
+    ensure!(t.contains("FAILED  basic") && t.contains("Cluster ") && t.contains(" differs (- expected, + actual)") && t.contains("- ") && t.contains("port_value: 9090") && t.contains("+ ") , "{lang}: {t}");
+    // --bless rewrites it, and the test passes again.
+    let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases, "--bless"])?;
+    ensure!(o.status.success(), "bless ({lang}): {}", text(&o));
+    ensure!(std::fs::read_to_string(&expected)? == good, "bless did not restore the expectation ({lang})");
+
+    // An error case: a missing port names the document and field; bless writes it.
+    let bad = dir.path().join(&cases).join("missing-port");
+    std::fs::create_dir_all(&bad)?;
+    let kind: String = name.split('-').map(|p| p[..1].to_uppercase() + &p[1..]).collect();
+    std::fs::write(bad.join("intent.yaml"), format!("kind: {kind}\nmetadata: {{name: web}}\nspec: {{address: 10.0.0.1}}\n"))?;
+    let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases, "--bless"])?;
+    ensure!(o.status.success(), "bless an error case ({lang}): {}", text(&o));
+    let err = std::fs::read_to_string(bad.join("expected-error.yaml"))?;
+    ensure!(err.contains(&format!("document: {kind}/web")) && err.contains("field: spec.port"), "{lang}: {err}");
+    let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases])?;
+    ensure!(o.status.success() && text(&o).contains("2 passed, 0 failed"), "{lang}: {}", text(&o));
+
+    let o = xdst(dir.path(), &["plugin", "inspect", &wasm, "--json"])?;
+    ensure!(o.status.success(), "inspect ({lang}): {}", text(&o));
+    let info: Value = serde_json::from_slice(&o.stdout)?;
+    ensure!(info["name"] == name.as_str() && info["kinds"] == serde_json::json!([kind]) && info["phase"] == "translate", "{lang}: {info:#}");
+    ensure!(info["sha256"].as_str().is_some_and(|s| s.len() == 64) && info["size"].as_u64().is_some_and(|s| s > 0), "{info:#}");
+    Ok(info)
+}
+
+#[test]
+fn rust() -> anyhow::Result<()> {
+    let info = scaffold_build_test("rust")?;
+    assert_eq!(info["module"], "component");
+    assert!(info["imports"].as_array().unwrap().iter().all(|i| i.as_str().unwrap().starts_with("xdst:plugin/")), "{info:#}");
+    Ok(())
+}
+
+#[test]
+fn c() -> anyhow::Result<()> {
+    let info = scaffold_build_test("c")?;
+    assert_eq!(info["module"], "component");
+    Ok(())
+}
+
+#[test]
+fn javascript() -> anyhow::Result<()> {
+    let info = scaffold_build_test("js")?;
+    assert_eq!(info["module"], "component");
+    Ok(())
+}
+
+#[test]
+fn python() -> anyhow::Result<()> {
+    let info = scaffold_build_test("python")?;
+    assert_eq!(info["module"], "component");
+    Ok(())
+}
+
+#[test]
+fn assemblyscript() -> anyhow::Result<()> {
+    let info = scaffold_build_test("assemblyscript")?;
+    assert_eq!(info["module"], "core module (core-module ABI)");
+    // The core-module ABI's only import.
+    assert_eq!(info["imports"], serde_json::json!(["xdst.log"]));
+    Ok(())
+}
+
+#[test]
+fn bad_names_and_existing_directories_are_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let o = xdst(dir.path(), &["plugin", "new", "--lang", "rust", "Team_Gateway"])?;
+    ensure!(!o.status.success() && text(&o).contains("lowercase letters, digits and dashes"), "{}", text(&o));
+    std::fs::create_dir(dir.path().join("taken"))?;
+    std::fs::write(dir.path().join("taken/file"), "x")?;
+    let o = xdst(dir.path(), &["plugin", "new", "--lang", "rust", "taken"])?;
+    ensure!(!o.status.success() && text(&o).contains("already exists and is not empty"), "{}", text(&o));
+    let o = xdst(dir.path(), &["plugin", "new", "--lang", "cobol", "x"])?;
+    ensure!(!o.status.success() && text(&o).contains("possible values: rust, c, js, python, assemblyscript"), "{}", text(&o));
+    let o = xdst(dir.path(), &["plugin", "build", "nowhere"])?;
+    ensure!(!o.status.success() && text(&o).contains("xdst-plugin.yaml"), "{}", text(&o));
+    Ok(())
+}
+
+#[test]
+fn a_build_error_is_the_language_s_own_message() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let o = xdst(dir.path(), &["plugin", "new", "--lang", "assemblyscript", "broken"])?;
+    ensure!(o.status.success(), "{}", text(&o));
+    let src = dir.path().join("broken/src/index.ts");
+    let code = std::fs::read_to_string(&src)?;
+    std::fs::write(&src, format!("{code}\nlet oops: i32 = \"not a number\";\n"))?;
+    let o = xdst(dir.path(), &["plugin", "build", "broken"])?;
+    let t = text(&o);
+    ensure!(!o.status.success() && t.contains("the assemblyscript build of broken failed"), "{t}");
+    ensure!(t.contains("not a number") || t.contains("TS2322") || t.contains("ERROR"), "the compiler's message is not shown: {t}");
+    Ok(())
+}
