@@ -28,7 +28,9 @@ fn cases_dir() -> PathBuf {
 fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let cache = std::env::temp_dir().join("xdst-conformance-cache");
+        // xdst's own default cache, so a port compiled here is not compiled again by the
+        // `xdst serve` of the Envoy test (a Python component takes most of a minute).
+        let cache = xdst_tests::cache_dir().join("plugins");
         Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false }).unwrap()
     })
 }

@@ -74,9 +74,9 @@ fn main() -> anyhow::Result<()> {
         let mean = calls.iter().sum::<Duration>() / calls.len() as u32;
         eprintln!("{lang}: compile {compile:?}, call p50 {:?}", pct(0.5));
         rows.push(format!(
-            "| {lang} | {} | {:.1} MiB | {} | {} | {} | {} |",
+            "| {lang} | {} | {} | {} | {} | {} | {} |",
             plugin.abi(),
-            bytes.len() as f64 / (1 << 20) as f64,
+            size(bytes.len()),
             ms(compile),
             us(pct(0.5)),
             us(pct(0.99)),
@@ -105,6 +105,10 @@ fn admission(path: &Path, bytes: &[u8], compiles: usize) -> anyhow::Result<(Dura
     }
     times.sort();
     Ok((times[times.len() / 2], last.unwrap()))
+}
+
+fn size(bytes: usize) -> String {
+    if bytes >= 1 << 20 { format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64) } else { format!("{} KiB", bytes.div_ceil(1024)) }
 }
 
 fn ms(d: Duration) -> String {
