@@ -98,7 +98,7 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     // Each refusal: the reason is shown, the previous version is what serves, Envoy keeps
     // every version, and an intent edit is still translated (with the previous version).
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
-        ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "cannot be made into an xdst:plugin component"),
+        ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "a core module that is not valid WebAssembly"),
         ("plugin name taken", "reference2.wasm", reference.clone(), "plugin name \"reference\" is already used by"),
         ("claims a kind another plugin owns", "other.wasm", {
             // The reference plugin under another name: it claims the same kinds.

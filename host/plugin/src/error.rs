@@ -62,7 +62,7 @@ impl fmt::Display for PluginError {
         let short = self.digest.get(..19).unwrap_or(&self.digest);
         write!(f, "plugin {:?} ({short}): ", self.plugin)?;
         match &self.failure {
-            Failure::Compile(e) => write!(f, "not a loadable component: {e}"),
+            Failure::Compile(e) => write!(f, "not a loadable plugin: {e}"),
             Failure::Incompatible(e) => write!(f, "{e}"),
             Failure::Reported { message, document, field } => {
                 match (document, field) {

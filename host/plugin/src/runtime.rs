@@ -150,7 +150,7 @@ impl Runtime {
     pub fn load_any(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
         if is_core_module(bytes) {
             let err = |failure| PluginError { plugin: label.to_owned(), digest: digest(bytes), failure };
-            match core_abi::shape(bytes).map_err(|e| err(Failure::Compile(e)))? {
+            match core_abi::shape(bytes).map_err(|e| err(Failure::Compile(format!("a core module that is not valid WebAssembly: {e}"))))? {
                 Shape::CoreAbi => return self.load_core(label, bytes, limits),
                 Shape::OtherVersion(v) => {
                     return Err(err(Failure::Incompatible(format!(
@@ -189,28 +189,13 @@ impl Runtime {
             digest: digest.clone(),
             failure,
         };
+        // Refuse what imports something not granted before paying for the compile (most of a
+        // minute for an interpreter component), then again on the compiled type.
+        check_imports(top_level_imports(bytes).iter().map(String::as_str)).map_err(|f| err(f))?;
         let component = self.compile(bytes, &digest).map_err(|f| err(f))?;
-        // Every import must be one we provide: anything else (WASI) was not granted. A plugin
-        // built against another version of the contract is told so first.
         let ty = component.component_type();
-        for (name, _) in ty.imports(&self.engine) {
-            if let Some(v) = name.strip_prefix("xdst:plugin/").and_then(|n| n.split_once('@')).map(|(_, v)| v)
-                && v != CONTRACT
-            {
-                return Err(err(Failure::Incompatible(format!(
-                    "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {CONTRACT} (see proto/README.md)"
-                ))));
-            }
-        }
-        for (name, _) in ty.imports(&self.engine) {
-            if !GRANTED.contains(&name) && !EMPTY_WASI.iter().any(|p| name.starts_with(p)) {
-                return Err(err(Failure::Incompatible(format!(
-                    "imports {name}, which is not granted (a plugin may import only {}, and WASI's {} interfaces, which are empty)",
-                    GRANTED.join(" and "),
-                    EMPTY_WASI.map(|p| p.trim_end_matches('/')).join(", ")
-                ))));
-            }
-        }
+        let names: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
+        check_imports(names.into_iter()).map_err(|f| err(f))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -621,6 +606,57 @@ impl wit::xdst::plugin::log::Host for CallState {
     fn log(&mut self, level: wit::xdst::plugin::log::Level, message: String) {
         self.write_log(level, message);
     }
+}
+
+/// Every import must be one we provide: anything else was not granted. A plugin built
+/// against another version of the contract is told so first.
+fn check_imports<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<(), Failure> {
+    for name in names.clone() {
+        if let Some(v) = name.strip_prefix("xdst:plugin/").and_then(|n| n.split_once('@')).map(|(_, v)| v)
+            && v != CONTRACT
+        {
+            return Err(Failure::Incompatible(format!(
+                "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {CONTRACT} (see proto/README.md)"
+            )));
+        }
+    }
+    for name in names {
+        if !GRANTED.contains(&name) && !EMPTY_WASI.iter().any(|p| name.starts_with(p)) {
+            return Err(Failure::Incompatible(format!(
+                "imports {name}, which is not granted (a plugin may import only {}, and WASI's {} interfaces, which are empty)",
+                GRANTED.join(" and "),
+                EMPTY_WASI.map(|p| p.trim_end_matches('/')).join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The names a component imports at its top level (not those of components nested in it),
+/// read without compiling; empty if the bytes do not parse (the compile then says why).
+fn top_level_imports(bytes: &[u8]) -> Vec<String> {
+    let mut depth = 0usize;
+    let mut out = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload {
+            Ok(wasmparser::Payload::Version { .. }) => depth += 1,
+            Ok(wasmparser::Payload::End(_)) => depth = depth.saturating_sub(1),
+            Ok(wasmparser::Payload::ComponentImportSection(section)) if depth == 1 => {
+                // Interfaces and functions; type imports (the world's `use`d types) are not
+                // capabilities.
+                out.extend(
+                    section
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| matches!(i.ty, wasmparser::ComponentTypeRef::Instance(_) | wasmparser::ComponentTypeRef::Func(_)))
+                        .map(|i| i.name.name.to_owned()),
+                );
+            }
+            Ok(_) => {}
+            Err(_) => return Vec::new(),
+        }
+    }
+    out
 }
 
 fn is_core_module(bytes: &[u8]) -> bool {

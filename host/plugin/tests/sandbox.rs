@@ -168,3 +168,18 @@ fn fuel_limits_the_work_of_a_call() {
     let e = p.translate(&request("loop")).unwrap_err();
     assert_eq!(e.failure, Failure::Fuel { limit: 10_000_000 });
 }
+
+/// A component importing something not granted is refused before it is compiled: the check
+/// reads the import section, so a refused interpreter component costs no minute of Cranelift.
+#[test]
+fn ungranted_imports_are_refused_before_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let wat = r#"(component
+        (import "wasi:http/outgoing-handler@0.2.0" (instance
+            (export "handle" (func (result u32))))))"#;
+    let e = rt.load("early.wasm", &wat::parse_str(wat).unwrap(), Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted"), "{e}");
+    // Nothing was compiled into the cache.
+    assert_eq!(std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(0), 0);
+}
