@@ -62,7 +62,7 @@ enum Outcome {
 }
 
 fn run(plugin: &Arc<Plugin>, set: &IntentSet) -> Outcome {
-    let configured = [Configured { plugin: plugin.clone(), config: "null".into() }];
+    let configured = [Configured::new(plugin.clone(), "null")];
     match translate(&configured, set, "") {
         Ok(out) => {
             let mut map = BTreeMap::new();

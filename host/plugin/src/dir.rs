@@ -6,6 +6,9 @@
 //!
 //! ```yaml
 //! config: {defaultTimeout: 15s}   # handed to the plugin as JSON on every call
+//! priority: 0                     # patch plugins: lower runs first, then by name
+//! failurePolicy: fail-closed      # patch plugins: fail-closed (the generation fails and the
+//!                                 # last good config serves) or fail-open (skipped, a warning)
 //! limits:                         # each is optional; these are the defaults
 //!   deadlineMs: 2000
 //!   memoryMiB: 256
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::pipeline::Configured;
+use crate::pipeline::{Configured, FailurePolicy};
 use crate::{Limits, Plugin, PluginError, Runtime};
 
 /// A plugin loaded from a directory.
@@ -32,11 +35,13 @@ pub struct Loaded {
     pub file: PathBuf,
     pub plugin: Arc<Plugin>,
     pub config: String,
+    pub priority: i32,
+    pub failure: FailurePolicy,
 }
 
 impl Loaded {
     pub fn configured(&self) -> Configured {
-        Configured { plugin: self.plugin.clone(), config: self.config.clone() }
+        Configured { plugin: self.plugin.clone(), config: self.config.clone(), priority: self.priority, failure: self.failure }
     }
 }
 
@@ -61,6 +66,10 @@ pub enum DirError {
 struct Settings {
     #[serde(default)]
     config: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default, rename = "failurePolicy")]
+    failure_policy: FailurePolicy,
     #[serde(default)]
     limits: LimitSettings,
 }
@@ -147,11 +156,12 @@ impl DirLoader {
         let settings = read_settings(file)?;
         let limits = limits_of(&settings);
         let config = settings.config.map(|c| c.to_string()).unwrap_or_else(|| "null".into());
+        let (priority, failure) = (settings.priority, settings.failure_policy);
 
         let bytes = std::fs::read(file).map_err(|e| DirError::Read(file.to_owned(), e))?;
         let digest = crate::runtime::digest(&bytes);
         if let Some(p) = self.loaded.lock().unwrap().get(&(digest.clone(), key(&limits))) {
-            return Ok(Loaded { file: file.to_owned(), plugin: p.clone(), config });
+            return Ok(Loaded { file: file.to_owned(), plugin: p.clone(), config, priority, failure });
         }
         let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let plugin = self
@@ -165,7 +175,7 @@ impl DirLoader {
             })?;
         let plugin = Arc::new(plugin);
         self.loaded.lock().unwrap().insert((digest, key(&limits)), plugin.clone());
-        Ok(Loaded { file: file.to_owned(), plugin, config })
+        Ok(Loaded { file: file.to_owned(), plugin, config, priority, failure })
     }
 }
 

@@ -45,11 +45,34 @@ impl Translate for Plugin {
     }
 }
 
-/// A loaded plugin and the operator's configuration for it (JSON).
+/// A loaded plugin and the operator's settings for it.
 #[derive(Clone)]
 pub struct Configured {
     pub plugin: Arc<dyn Translate>,
+    /// Its configuration, as JSON (`null` when none).
     pub config: String,
+    /// Order among `patch` plugins: lower runs first, then by name. Unused for `translate`.
+    pub priority: i32,
+    /// What a failure of a `patch` plugin does.
+    pub failure: FailurePolicy,
+}
+
+impl Configured {
+    /// Priority 0, fail-closed.
+    pub fn new(plugin: Arc<dyn Translate>, config: impl Into<String>) -> Self {
+        Configured { plugin, config: config.into(), priority: 0, failure: FailurePolicy::FailClosed }
+    }
+}
+
+/// What a `patch` plugin's failure does to the generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    /// The generation fails, and the last good configuration keeps serving.
+    #[default]
+    FailClosed,
+    /// The plugin's contribution is skipped, with a warning; the rest is served.
+    FailOpen,
 }
 
 /// What one generation produced.
@@ -172,11 +195,13 @@ impl Pipeline {
 
     /// Runs one generation. On success the pipeline remembers it; on failure nothing changes.
     pub fn run(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
+        let mut patches: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Patch).collect();
+        patches.sort_by(|a, b| (a.priority, &a.plugin.info().name).cmp(&(b.priority, &b.plugin.info().name)));
         let mut plugins: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Translate).collect();
         plugins.sort_by(|a, b| a.plugin.info().name.cmp(&b.plugin.info().name));
 
         let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-        for p in &plugins {
+        for p in plugins.iter().chain(&patches) {
             for kind in &p.plugin.info().kinds {
                 if let Some(first) = owner.insert(kind, &p.plugin.info().name) {
                     return Err(PipelineError::KindClaimedTwice {
@@ -232,9 +257,107 @@ impl Pipeline {
                 builder.build()
             }
         };
+        // The patch phase, on top of what the translate plugins produced (which stays the base
+        // of the next generation's incremental work).
+        let mut served = snapshot.clone();
+        for p in patches {
+            let name = p.plugin.info().name.clone();
+            match self.run_patch(p, intent, &served, &mut calls) {
+                Ok((remove, add, diags)) => {
+                    served = served.apply(remove, add)?;
+                    diagnostics.extend(diags.into_iter().map(|d| (name.clone(), d)));
+                }
+                Err(e) if p.failure == FailurePolicy::FailOpen => {
+                    tracing::warn!(plugin = %name, error = %e, "patch plugin failed; skipped (failure policy fail-open)");
+                    diagnostics.push((
+                        name,
+                        wit::Diagnostic {
+                            severity: wit::Severity::Warning,
+                            message: format!("skipped (failure policy fail-open): {e}"),
+                            document: None,
+                            field: None,
+                        },
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
         self.plugins = next;
-        self.snapshot = Some(snapshot.clone());
-        Ok(Translation { snapshot, diagnostics, calls })
+        self.snapshot = Some(snapshot);
+        Ok(Translation { snapshot: served, diagnostics, calls })
+    }
+
+    /// Runs one `patch` plugin over `current`: it gets every document of its kinds and every
+    /// resource, and returns the resources it changes (same type and name) or adds. Returns
+    /// what to take out, what to put in, and its diagnostics.
+    #[allow(clippy::type_complexity)]
+    fn run_patch(
+        &self,
+        p: &Configured,
+        intent: &IntentSet,
+        current: &Snapshot,
+        calls: &mut Vec<(String, usize)>,
+    ) -> Result<(Vec<(Arc<str>, Arc<str>)>, Vec<Resource>, Vec<wit::Diagnostic>), PipelineError> {
+        let info = p.plugin.info();
+        let mut kinds: Vec<&String> = info.kinds.iter().collect();
+        kinds.sort();
+        let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
+        docs.sort_by(|a, b| a.id().cmp(b.id()));
+        let resources = current
+            .types()
+            .flat_map(|(_, set)| set.resources())
+            .map(|r| wit::XdsResource {
+                type_url: r.type_url().to_string(),
+                name: r.name().to_string(),
+                body: wit::Body::Proto(r.body().to_vec()),
+                document: r.origin().and_then(|o| o.split_once(" from ")).map(|(_, d)| d.split(';').next().unwrap_or(d).to_owned()),
+            })
+            .collect();
+        let request = wit::TranslateRequest {
+            node_group: self.node_group.clone(),
+            documents: docs
+                .iter()
+                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
+                .collect(),
+            resources,
+            config: p.config.clone(),
+        };
+        calls.push((info.name.clone(), docs.len()));
+        let response = p.plugin.translate(&request).map_err(|error| {
+            let origin = match &error.failure {
+                crate::Failure::Reported { document: Some(doc), .. } => docs.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
+                _ => None,
+            };
+            PipelineError::Plugin { error, origin }
+        })?;
+        let (mut remove, mut add) = (Vec::new(), Vec::new());
+        for r in response.resources {
+            let body = match &r.body {
+                wit::Body::Json(s) => Body::Json(s),
+                wit::Body::Proto(b) => Body::Proto(b),
+            };
+            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| PipelineError::InvalidResource {
+                plugin: info.name.clone(),
+                digest: p.plugin.digest().to_owned(),
+                type_url: r.type_url.clone(),
+                name: r.name.clone(),
+                document: r.document.clone(),
+                field,
+                message,
+            })?;
+            let origin = match current.resource(&r.type_url, &r.name) {
+                Some(old) => {
+                    remove.push((old.type_url().clone(), old.name().clone()));
+                    format!("{}; changed by plugin {}", old.origin().unwrap_or("?"), info.name)
+                }
+                None => match &r.document {
+                    Some(d) => format!("plugin {} from {d}", info.name),
+                    None => format!("plugin {}", info.name),
+                },
+            };
+            add.push(resource.with_origin(origin));
+        }
+        Ok((remove, add, response.diagnostics))
     }
 
     /// Translates what changed for one plugin, recording in `changes` what its output lost and

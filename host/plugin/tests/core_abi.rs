@@ -22,30 +22,7 @@ fn module(translate: &str, data: &str) -> Vec<u8> {
 }
 
 fn module_with(extra: &str, translate: &str, data: &str) -> Vec<u8> {
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let wat = format!(
-        r#"(module
-        {extra}
-        (memory (export "memory") 1)
-        (data (i32.const 0) "{describe}")
-        (data (i32.const 4096) "{data}")
-        (func (export "xdst_plugin_abi_0_1_0"))
-        (func (export "xdst_alloc") (param $n i32) (result i32)
-            (local $p i32)
-            (local.set $p (i32.mul (memory.size) (i32.const 65536)))
-            (drop (memory.grow (i32.div_u (i32.add (local.get $n) (i32.const 65535)) (i32.const 65536))))
-            (local.get $p))
-        (func (export "xdst_describe") (result i64) (i64.const {dlen}))
-        (func $out (param $len i32) (result i64)
-            (i64.or (i64.shl (i64.const 4096) (i64.const 32)) (i64.extend_i32_u (local.get $len))))
-        (func (export "xdst_translate") (param $ptr i32) (param $len i32) (result i64)
-            {translate})
-    )"#,
-        describe = esc(DESCRIBE),
-        dlen = DESCRIBE.len(),
-        data = esc(data),
-    );
-    wat::parse_str(wat).unwrap()
+    common::core_plugin(DESCRIBE, extra, translate, data)
 }
 
 fn returning(json: &str) -> Vec<u8> {

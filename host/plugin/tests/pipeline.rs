@@ -14,10 +14,7 @@ fn adversary(mode: &str) -> Configured {
     let plugin = runtime()
         .load("adversary.wasm", adversary_component(), Limits::default())
         .unwrap();
-    Configured {
-        plugin: Arc::new(plugin),
-        config: format!("{mode:?}"),
-    }
+    Configured::new(Arc::new(plugin), format!("{mode:?}"))
 }
 
 fn intent(text: &str) -> IntentSet {
@@ -115,4 +112,80 @@ fn a_pipeline_reruns_only_what_changed() {
     assert!(failed.is_err());
     let after = p.run(&[spaced], &intent(&two)).unwrap();
     assert!(after.calls.is_empty(), "{:?}", after.calls);
+}
+
+/// Issue 7, composition: `patch` plugins (here core-ABI modules in WAT) run after the translate
+/// plugins, in priority then name order, over every translated resource; what they change is
+/// attributed to both plugins; a failing one fails the generation (fail-closed) or is skipped
+/// with a warning (fail-open).
+mod composition {
+    use super::*;
+    use xdst_plugin::pipeline::FailurePolicy;
+
+    fn patch(name: &str, priority: i32, failure: FailurePolicy, response: &str) -> Configured {
+        let describe = format!(r#"{{"name": "{name}", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}}"#);
+        let bytes = common::core_returning(&describe, response);
+        let plugin = runtime().load_any(&format!("{name}.wasm"), &bytes, Limits::default()).unwrap();
+        Configured { priority, failure, ..Configured::new(Arc::new(plugin), "null") }
+    }
+
+    fn timeout_to(secs: u32) -> String {
+        format!(r#"{{"ok": {{"resources": [{{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {{"json": {{"name": "c1", "connect_timeout": "{secs}s"}}}}}}]}}}}"#)
+    }
+
+    fn timeout_of(out: &xdst_plugin::pipeline::Translation) -> String {
+        let r = out.snapshot.resource(xdst_core::types::CLUSTER, "c1").unwrap();
+        // connect_timeout is field 4: a Duration whose seconds are field 1.
+        let body = r.body().as_ref();
+        let at = body.windows(2).position(|w| w == [0x22, 0x02]).expect("connect_timeout");
+        format!("{}s", body[at + 3])
+    }
+
+    #[test]
+    fn patches_change_translated_resources_in_priority_then_name_order() {
+        let a = patch("patch-a", 0, FailurePolicy::FailClosed, &timeout_to(5));
+        let b = patch("patch-b", 1, FailurePolicy::FailClosed, &timeout_to(7));
+        let out = translate(&[adversary("ok"), a.clone(), b.clone()], &intent(ONE), "").unwrap();
+        assert_eq!(timeout_of(&out), "7s", "patch-b (priority 1) runs last");
+        let origin = out.snapshot.resource(xdst_core::types::CLUSTER, "c1").unwrap().origin().unwrap().to_owned();
+        assert_eq!(origin, "plugin adversary from Adversary/one; changed by plugin patch-a; changed by plugin patch-b");
+        // Swapping the priorities swaps the outcome, and only that.
+        let a = Configured { priority: 2, ..a };
+        let out = translate(&[adversary("ok"), a, b.clone()], &intent(ONE), "").unwrap();
+        assert_eq!(timeout_of(&out), "5s");
+        // Equal priorities: by name.
+        let a = patch("patch-z", 1, FailurePolicy::FailClosed, &timeout_to(5));
+        let out = translate(&[adversary("ok"), a, b], &intent(ONE), "").unwrap();
+        assert_eq!(timeout_of(&out), "5s", "patch-z runs after patch-b");
+        assert_eq!(out.calls.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["adversary", "patch-b", "patch-z"]);
+    }
+
+    #[test]
+    fn a_patch_may_add_resources_which_it_then_owns() {
+        let add = r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "extra", "body": {"json": {"name": "extra"}}}]}}"#;
+        let out = translate(&[adversary("ok"), patch("adder", 0, FailurePolicy::FailClosed, add)], &intent(ONE), "").unwrap();
+        assert_eq!(out.snapshot.len(), 2);
+        assert_eq!(out.snapshot.resource(xdst_core::types::CLUSTER, "extra").unwrap().origin(), Some("plugin adder"));
+    }
+
+    #[test]
+    fn a_failing_patch_fails_closed_or_is_skipped_open() {
+        let broken = r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {"json": {"name": "c1", "connect_timeout": 5}}}]}}"#;
+        let e = translate(&[adversary("ok"), patch("strict", 0, FailurePolicy::FailClosed, broken)], &intent(ONE), "").unwrap_err();
+        assert!(matches!(&e, PipelineError::InvalidResource { plugin, .. } if plugin == "strict"), "{e}");
+        assert!(e.to_string().contains("connect_timeout"), "{e}");
+
+        let out = translate(&[adversary("ok"), patch("lenient", 0, FailurePolicy::FailOpen, broken)], &intent(ONE), "").unwrap();
+        assert_eq!(timeout_of(&out), "1s", "the skipped patch changed nothing");
+        let (who, d) = &out.diagnostics[0];
+        assert_eq!(who, "lenient");
+        assert!(d.message.starts_with("skipped (failure policy fail-open)"), "{}", d.message);
+
+        // A trap is a failure like any other.
+        let describe = r#"{"name": "trapper", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}"#;
+        let plugin = runtime().load_any("trapper.wasm", &common::core_plugin(describe, "", "(unreachable)", ""), Limits::default()).unwrap();
+        let trapper = Configured::new(Arc::new(plugin), "null");
+        let e = translate(&[adversary("ok"), trapper], &intent(ONE), "").unwrap_err();
+        assert!(e.to_string().contains("plugin \"trapper\"") && e.to_string().contains("trapped"), "{e}");
+    }
 }

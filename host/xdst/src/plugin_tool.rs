@@ -298,7 +298,7 @@ pub fn test_with(plugin: Arc<Plugin>, cases: &Path, bless: bool) -> anyhow::Resu
     if dirs.is_empty() {
         bail!("{} has no cases (one directory per case, each with intent.yaml and expected.yaml)", cases.display());
     }
-    let configured = [Configured { plugin, config: "null".into() }];
+    let configured = [Configured::new(plugin, "null")];
     let mut results = Vec::new();
     for dir in dirs {
         let case = dir.file_name().unwrap().to_string_lossy().into_owned();

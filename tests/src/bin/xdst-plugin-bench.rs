@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
         let bytes = std::fs::read(&path)?;
         let (compile, plugin) = admission(&path, &bytes, args.compiles)?;
         let plugin = Arc::new(plugin);
-        let configured = [Configured { plugin: plugin.clone(), config: "null".into() }];
+        let configured = [Configured::new(plugin.clone(), "null")];
         // Warm up, then time every call.
         for set in &cases {
             translate(&configured, set, "").map_err(|e| anyhow::anyhow!("{lang}: {e}"))?;

@@ -123,7 +123,7 @@ struct Measured {
 }
 
 fn run(plugin: Arc<dyn Translate>, n: usize, runs: usize, changes: usize) -> anyhow::Result<Measured> {
-    let plugins = [Configured { plugin, config: "null".into() }];
+    let plugins = [Configured::new(plugin, "null")];
     let base = intent(n, None)?;
     let mut full = Vec::new();
     let mut resources = 0;
