@@ -432,3 +432,82 @@ async fn every_language_s_port_routes_envoy_traffic_like_the_rust_plugin() -> an
     }
     Ok(())
 }
+
+/// `n` requests to `/flaky-noretry` (its upstream fails every other request): how many failed,
+/// and whether every answer carried `x-policy`.
+async fn flaky_outcome(proxy: SocketAddr) -> anyhow::Result<(usize, bool)> {
+    let (mut failed, mut all_headed) = (0, true);
+    for _ in 0..10 {
+        let r = http_request(proxy, "/flaky-noretry", &[]).await?;
+        if r.status != 200 {
+            failed += 1;
+        }
+        all_headed &= r.header("x-policy") == Some("edge");
+    }
+    Ok((failed, all_headed))
+}
+
+/// Issue 7, composition with a real Envoy: the Rust reference translator (team A) and a
+/// JavaScript patch plugin (team B, `plugins/route-policy-js`) that puts a retry policy on every
+/// route and a response header on every virtual host. Envoy's traffic shows the patch: the
+/// route the intent leaves without retries now hides its upstream's 503s. A failing patch
+/// (a bad configuration) keeps the last good config when fail-closed, and is skipped with a
+/// warning when fail-open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let ups = Upstreams::start().await?;
+    let intent = tempfile::Builder::new().prefix("xdst-intent-").tempdir()?;
+    let plugin_dir = tempfile::Builder::new().prefix("xdst-plugins-").tempdir()?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    let policy = "priority: 10\nconfig:\n  retries: {attempts: 3, on: 5xx}\n  responseHeaders: {x-policy: edge}\n";
+    plugins::install(plugin_dir.path(), &plugins::route_policy()?, "route-policy.wasm", Some(policy))?;
+    let port = free_port()?;
+    write_intent(intent.path(), port, &ups)?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-patched")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_for_proxy(proxy).await?;
+
+    let (failed, headed) = flaky_outcome(proxy).await?;
+    ensure!(failed == 0 && headed, "with the patch: {failed} of 10 failed, x-policy on all: {headed}");
+    let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+    ensure!(r.status == 200 && r.body == "c", "the translate plugin's routing still holds: {} {}", r.status, r.body);
+    eprintln!("[compose] Envoy routes with the JavaScript patch applied");
+
+    // Fail-closed (the default): a bad configuration fails the patch; the last good stays.
+    let served = versions(&envoy.stats().await?);
+    std::fs::write(plugin_dir.path().join("route-policy.yaml"), "priority: 10\nconfig:\n  retries: {attempts: 0}\n")?;
+    let deadline = Instant::now() + WAIT;
+    let refusal = loop {
+        let s = plugins_status(xdst.admin_addr).await?;
+        if let Some(r) = s["refused"].as_array().and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("route-policy.wasm")))) {
+            break r.clone();
+        }
+        ensure!(Instant::now() < deadline, "the failing fail-closed patch was not refused: {s:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let reason = refusal["reason"].as_str().unwrap_or_default();
+    ensure!(reason.contains("route-policy") && reason.contains("config.retries.attempts"), "refusal: {refusal:#}");
+    ensure!(versions(&envoy.stats().await?) == served, "Envoy's config changed after a refused patch");
+    let (failed, headed) = flaky_outcome(proxy).await?;
+    ensure!(failed == 0 && headed, "fail-closed kept the last good config: {failed} failed, header: {headed}");
+    eprintln!("[compose] fail-closed: refused ({reason}); Envoy unchanged");
+
+    // Fail-open: the same failure skips the patch, with a warning; the rest is served.
+    let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    std::fs::write(plugin_dir.path().join("route-policy.yaml"), "priority: 10\nfailurePolicy: fail-open\nconfig:\n  retries: {attempts: 0}\n")?;
+    let status = wait_for_ok(xdst.admin_addr, ok_before).await?;
+    ensure!(status.to_string().contains("skipped (failure policy fail-open)"), "no fail-open warning: {status:#}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (failed, headed) = flaky_outcome(proxy).await?;
+        if failed >= 3 && !headed {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "fail-open: the patch still applies ({failed} failed, header: {headed})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("[compose] fail-open: the patch is skipped with a warning; the translate plugin's config is served");
+    Ok(())
+}

@@ -88,14 +88,24 @@ pub const PORTS: [&str; 4] = ["c", "js", "python", "assemblyscript"];
 /// installs the language's toolchain under ~/.cache/xdst/toolchains when missing), once per
 /// test process, and returns the plugin file.
 pub fn port(lang: &str) -> anyhow::Result<PathBuf> {
+    build_script(&format!("reference-{lang}"))
+}
+
+/// The route-policy patch plugin (`plugins/route-policy-js`, JavaScript).
+pub fn route_policy() -> anyhow::Result<PathBuf> {
+    build_script("route-policy-js")
+}
+
+/// Builds `plugins/<dir>` with its `build.sh`, once per test process.
+fn build_script(dir: &str) -> anyhow::Result<PathBuf> {
     static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
-    if let Some(p) = BUILT.lock().unwrap().get_or_insert_with(HashMap::new).get(lang) {
+    if let Some(p) = BUILT.lock().unwrap().get_or_insert_with(HashMap::new).get(dir) {
         return Ok(p.clone());
     }
     let root = crate::repo_root();
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-    let out = target.join("xdst-ports").join(format!("reference-{lang}.wasm"));
-    let script = root.join(format!("plugins/reference-{lang}/build.sh"));
+    let out = target.join("xdst-ports").join(format!("{dir}.wasm"));
+    let script = root.join(format!("plugins/{dir}/build.sh"));
     let started = std::time::Instant::now();
     let status = std::process::Command::new("bash")
         .arg(&script)
@@ -109,7 +119,7 @@ pub fn port(lang: &str) -> anyhow::Result<PathBuf> {
     if !out.exists() {
         bail!("{} succeeded but wrote no {}", script.display(), out.display());
     }
-    eprintln!("[plugins] built reference-{lang} in {:.1}s", started.elapsed().as_secs_f64());
-    BUILT.lock().unwrap().get_or_insert_with(HashMap::new).insert(lang.to_owned(), out.clone());
+    eprintln!("[plugins] built {dir} in {:.1}s", started.elapsed().as_secs_f64());
+    BUILT.lock().unwrap().get_or_insert_with(HashMap::new).insert(dir.to_owned(), out.clone());
     Ok(out)
 }

@@ -346,3 +346,17 @@ filter_chains:
         assert!(decode_file("e.yaml", "").unwrap().is_empty());
     }
 }
+
+/// A resource's body as canonical proto3 JSON with Envoy's field names (`connect_timeout`),
+/// `Any`s expanded with their `@type`: what a plugin that patches resources reads. `None` for a
+/// type the descriptor set lacks or bytes that do not decode.
+pub fn to_json(type_url: &str, body: &[u8]) -> Option<String> {
+    let desc = descriptors::message_for_type_url(type_url)?;
+    let message = DynamicMessage::decode(desc, body).ok()?;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::new(&mut out);
+    message
+        .serialize_with_options(&mut ser, &prost_reflect::SerializeOptions::new().use_proto_field_name(true))
+        .ok()?;
+    String::from_utf8(out).ok()
+}

@@ -309,7 +309,11 @@ impl Pipeline {
             .map(|r| wit::XdsResource {
                 type_url: r.type_url().to_string(),
                 name: r.name().to_string(),
-                body: wit::Body::Proto(r.body().to_vec()),
+                // JSON, so a plugin in any language can read and edit it.
+                body: match xdst_core::decode::to_json(r.type_url(), r.body()) {
+                    Some(json) => wit::Body::Json(json),
+                    None => wit::Body::Proto(r.body().to_vec()),
+                },
                 document: r.origin().and_then(|o| o.split_once(" from ")).map(|(_, d)| d.split(';').next().unwrap_or(d).to_owned()),
             })
             .collect();
