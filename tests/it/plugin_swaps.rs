@@ -167,9 +167,11 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
     write_intent("v1")?;
     plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
     let swap = std::fs::read(plugins::swap()?)?;
-    // Version A routes to u0 and is slow; version B routes to u1 at once.
+    // Version A routes to u0 and is slow; version B routes to u1, and takes a fifth of A's time:
+    // long enough that the state A's last translation publishes is served for a while before
+    // B's replaces it, so polling sees it even on a loaded machine.
     let slow = plugins::swap_variant_slow(&swap, [100, 0, 0, 0, 0, 0], 999)?;
-    let fast = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
+    let fast = plugins::swap_variant_slow(&swap, [0, 100, 0, 0, 0, 0], 200)?;
     std::fs::write(plugin_dir.path().join("swap.yaml"), "limits: {deadlineMs: 30000}\n")?;
     std::fs::write(plugin_dir.path().join("swap.wasm"), &slow)?;
     let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
