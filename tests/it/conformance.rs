@@ -68,7 +68,7 @@ fn run(plugin: &Arc<Plugin>, set: &IntentSet) -> Outcome {
             let mut map = BTreeMap::new();
             for (ty, resources) in out.snapshot.types() {
                 for r in resources.resources() {
-                    let yaml = serde_yaml_ng_to_string(&xdst::translate::resource_json(r));
+                    let yaml = pretty_json(&xdst::translate::resource_json(r));
                     map.insert(format!("{} {}", plugin_tool::message_name(ty), r.name()), (r.body().to_vec(), yaml));
                 }
             }
@@ -82,8 +82,9 @@ fn run(plugin: &Arc<Plugin>, set: &IntentSet) -> Outcome {
     }
 }
 
-fn serde_yaml_ng_to_string(v: &serde_json::Value) -> String {
-    // The tests crate has no YAML dependency of its own: JSON, pretty, is as readable here.
+/// JSON is YAML, so `plugin_tool::diff_resources` reads it; the tests crate has no YAML
+/// dependency of its own.
+fn pretty_json(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap()
 }
 

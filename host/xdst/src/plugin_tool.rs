@@ -19,7 +19,6 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
-use xdst_core::consistency;
 use xdst_plugin::pipeline::{Configured, PipelineError, translate};
 use xdst_plugin::{Failure, Limits, Plugin, Runtime, RuntimeConfig};
 
@@ -325,12 +324,9 @@ fn run_case(plugins: &[Configured], dir: &Path, bless: bool) -> anyhow::Result<O
         }
         let (set, _) = crate::intent::read_intent(&work)?;
         Ok(match translate(plugins, &set, "") {
-            Ok(out) => match consistency::check(&out.snapshot) {
-                Ok(()) => Ok(crate::translate::render_yaml(&out.snapshot)),
-                Err(errors) => {
-                    let e = xdst_core::cache::PublishError { group: None, errors };
-                    Err(ExpectedError { document: None, field: None, message: Some(crate::intent::explain_publish(&e, &out.snapshot)) })
-                }
+            Ok(out) => match crate::translate::inconsistency(&out.snapshot, "") {
+                None => Ok(crate::translate::render_yaml(&out.snapshot)),
+                Some(message) => Err(ExpectedError { document: None, field: None, message: Some(message) }),
             },
             Err(e) => Err(expected_error(&e)),
         })

@@ -25,13 +25,19 @@ pub fn run(intent: &Path, plugins: &Path, group: &str, cache_dir: Option<PathBuf
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
     let (set, _files) = crate::intent::read_intent(intent)?;
     let out = translate(&configured, &set, group).map_err(anyhow::Error::from)?;
-    // The check the cache runs before publishing, so `translate` succeeds exactly when
-    // `serve` would publish.
-    if let Err(errors) = consistency::check(&out.snapshot) {
-        let e = xdst_core::cache::PublishError { group: (!group.is_empty()).then(|| group.to_owned()), errors };
-        anyhow::bail!(crate::intent::explain_publish(&e, &out.snapshot));
+    if let Some(message) = inconsistency(&out.snapshot, group) {
+        anyhow::bail!(message);
     }
     Ok((out, loaded, set.len()))
+}
+
+/// The check the cache runs before publishing (dangling references), explained; `None` when
+/// `snapshot` would publish. So `translate` and `plugin test` succeed exactly when `serve`
+/// would publish.
+pub fn inconsistency(snapshot: &Snapshot, group: &str) -> Option<String> {
+    let errors = consistency::check(snapshot).err()?;
+    let e = xdst_core::cache::PublishError { group: (!group.is_empty()).then(|| group.to_owned()), errors };
+    Some(crate::intent::explain_publish(&e, snapshot))
 }
 
 /// Resources in listing order: clusters, endpoints, listeners, routes, then any other type;
