@@ -8,6 +8,7 @@
 pub mod envoy;
 pub mod fixtures;
 pub mod plugins;
+pub mod registry;
 pub mod server;
 pub mod traffic;
 pub mod upstream;

@@ -14,7 +14,11 @@
 //!   memoryMiB: 256
 //!   outputMiB: 64
 //!   fuel: null                    # only with `serve --fuel`
+//! capabilities: []                # clocks, random: none by default
+//! sha256: null                    # the digest the .wasm must have
 //! ```
+//!
+//! A configuration file (`serve --config`) lists [`Entry`]s with the same settings inline.
 //!
 //! Plugins are loaded in file-name order. A file that is not a plugin, a settings file with an
 //! unknown field, or a plugin that cannot be loaded is an error naming the file.
@@ -29,10 +33,17 @@ use serde::Deserialize;
 use crate::pipeline::{Configured, FailurePolicy};
 use crate::{Limits, Plugin, PluginError, Runtime};
 
-/// A plugin loaded from a directory.
+/// A plugin loaded from a directory or a configuration file's entry.
 #[derive(Clone)]
 pub struct Loaded {
+    /// What names it in errors and keeps its last good version: the `.wasm` file, or the
+    /// configuration's entry (`xdst.yaml plugins[route-policy]`).
     pub file: PathBuf,
+    /// The name the pipeline knows it by: the configuration entry's `name`, else the name the
+    /// plugin declares.
+    pub name: String,
+    /// Where its code came from (a path, or `oci://...@sha256:...`).
+    pub source: String,
     pub plugin: Arc<Plugin>,
     pub config: String,
     pub priority: i32,
@@ -41,7 +52,62 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn configured(&self) -> Configured {
-        Configured { plugin: self.plugin.clone(), config: self.config.clone(), priority: self.priority, failure: self.failure }
+        let plugin: Arc<dyn crate::pipeline::Translate> = if self.name == self.plugin.info().name {
+            self.plugin.clone()
+        } else {
+            Arc::new(crate::pipeline::Renamed::new(self.plugin.clone(), &self.name))
+        };
+        Configured { plugin, config: self.config.clone(), priority: self.priority, failure: self.failure }
+    }
+}
+
+/// A plugin to load: its code and the operator's settings for it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// What names it (see [`Loaded::file`]).
+    pub id: PathBuf,
+    /// The `.wasm` file holding its code (for a pulled plugin, the cached artifact).
+    pub wasm: PathBuf,
+    /// Where the code came from, for reports.
+    pub source: String,
+    /// The instance name (else the plugin's own).
+    pub name: Option<String>,
+    pub settings: SettingsFrom,
+}
+
+/// Where an entry's settings are.
+#[derive(Debug, Clone)]
+pub enum SettingsFrom {
+    /// `NAME.yaml` (or `.yml`, `.json`) beside `NAME.wasm`, if there is one.
+    Beside,
+    /// Given inline (a configuration file's entry), with their text for change detection.
+    Inline(Settings, String),
+}
+
+impl Entry {
+    /// A `.wasm` file of a plugins directory.
+    pub fn file(wasm: &Path) -> Entry {
+        Entry { id: wasm.to_owned(), wasm: wasm.to_owned(), source: wasm.display().to_string(), name: None, settings: SettingsFrom::Beside }
+    }
+
+    /// A digest of everything that makes this plugin what it is: the code and the settings.
+    pub fn key(&self) -> Result<String, DirError> {
+        let mut bytes = std::fs::read(&self.wasm).map_err(|e| DirError::Read(self.wasm.clone(), e))?;
+        match &self.settings {
+            SettingsFrom::Beside => bytes.extend(std::fs::read(self.wasm.with_extension("yaml")).unwrap_or_default()),
+            SettingsFrom::Inline(_, text) => bytes.extend(text.as_bytes()),
+        }
+        if let Some(n) = &self.name {
+            bytes.extend(n.as_bytes());
+        }
+        Ok(crate::runtime::digest(&bytes))
+    }
+
+    fn read_settings(&self) -> Result<Settings, DirError> {
+        match &self.settings {
+            SettingsFrom::Beside => read_settings(&self.wasm),
+            SettingsFrom::Inline(s, _) => Ok(s.clone()),
+        }
     }
 }
 
@@ -59,30 +125,72 @@ pub enum DirError {
     NotWasm { file: PathBuf, message: String },
     #[error("plugin name {name:?} is used by {first} and by {second}")]
     DuplicateName { name: String, first: PathBuf, second: PathBuf },
+    #[error("{file}: sha256 mismatch: the settings pin {expected}, but {origin} is {actual}")]
+    Digest { file: PathBuf, origin: String, expected: String, actual: String },
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    #[serde(default)]
-    config: Option<serde_json::Value>,
-    #[serde(default)]
-    priority: i32,
-    #[serde(default, rename = "failurePolicy")]
-    failure_policy: FailurePolicy,
-    #[serde(default)]
-    limits: LimitSettings,
-}
-
-#[derive(Debug, Default, Deserialize)]
+/// The operator's settings for one plugin (`NAME.yaml`, or a configuration file's entry).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct LimitSettings {
-    deadline_ms: Option<u64>,
+pub struct Settings {
+    /// Handed to the plugin, as JSON, on every call.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    #[serde(default)]
+    pub limits: LimitSettings,
+    /// Granted capabilities (see [`crate::Capabilities`]); none by default.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// The SHA-256 the code must have (`sha256:<hex>` or `<hex>`).
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitSettings {
+    pub deadline_ms: Option<u64>,
     #[serde(rename = "memoryMiB")]
-    memory_mib: Option<usize>,
+    pub memory_mib: Option<usize>,
     #[serde(rename = "outputMiB")]
-    output_mib: Option<usize>,
-    fuel: Option<u64>,
+    pub output_mib: Option<usize>,
+    pub fuel: Option<u64>,
+}
+
+impl Settings {
+    /// The limits and capabilities these settings give; an unknown capability is an error
+    /// naming its index.
+    pub fn limits(&self) -> Result<Limits, (String, String)> {
+        let mut limits = Limits::default();
+        if let Some(ms) = self.limits.deadline_ms {
+            limits.deadline = Duration::from_millis(ms);
+        }
+        if let Some(m) = self.limits.memory_mib {
+            limits.memory_bytes = m << 20;
+        }
+        if let Some(m) = self.limits.output_mib {
+            limits.output_bytes = m << 20;
+        }
+        limits.fuel = self.limits.fuel;
+        for (i, c) in self.capabilities.iter().enumerate() {
+            limits.capabilities.grant(c).map_err(|m| (format!("capabilities[{i}]"), m))?;
+        }
+        Ok(limits)
+    }
+
+    /// The pinned digest, as `sha256:<hex>`; a malformed pin is an error.
+    pub fn pin(&self) -> Result<Option<String>, String> {
+        let Some(p) = &self.sha256 else { return Ok(None) };
+        let hex = p.strip_prefix("sha256:").unwrap_or(p).to_ascii_lowercase();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("{p:?} is not a SHA-256 digest (64 hex digits, optionally after \"sha256:\")"));
+        }
+        Ok(Some(format!("sha256:{hex}")))
+    }
 }
 
 /// Loads plugin directories, keeping what it compiled so an unchanged file is not loaded twice.
@@ -91,10 +199,10 @@ pub struct DirLoader {
     loaded: Mutex<HashMap<(String, LimitsKey), Arc<Plugin>>>,
 }
 
-type LimitsKey = (u128, usize, usize, Option<u64>);
+type LimitsKey = (u128, usize, usize, Option<u64>, crate::Capabilities);
 
 fn key(l: &Limits) -> LimitsKey {
-    (l.deadline.as_nanos(), l.memory_bytes, l.output_bytes, l.fuel)
+    (l.deadline.as_nanos(), l.memory_bytes, l.output_bytes, l.fuel, l.capabilities)
 }
 
 impl DirLoader {
@@ -126,7 +234,7 @@ impl DirLoader {
         let mut keep = std::collections::HashSet::new();
         for file in files {
             let loaded = self.load_file(&file)?;
-            let name = loaded.plugin.info().name.clone();
+            let name = loaded.name.clone();
             if let Some(first) = seen.insert(name.clone(), file.clone()) {
                 return Err(DirError::DuplicateName { name, first, second: file });
             }
@@ -145,53 +253,67 @@ impl DirLoader {
 
     /// Whether `file`'s current contents (with its settings' limits) are compiled already.
     pub fn is_loaded(&self, file: &Path) -> bool {
-        let Ok(bytes) = std::fs::read(file) else { return false };
-        let Ok(settings) = read_settings(file) else { return false };
-        let limits = limits_of(&settings);
+        self.is_entry_loaded(&Entry::file(file))
+    }
+
+    /// Whether the entry's current code (with its settings' limits) is compiled already.
+    pub fn is_entry_loaded(&self, entry: &Entry) -> bool {
+        let Ok(bytes) = std::fs::read(&entry.wasm) else { return false };
+        let Ok(Ok(limits)) = entry.read_settings().map(|s| s.limits()) else { return false };
         self.loaded.lock().unwrap().contains_key(&(crate::runtime::digest(&bytes), key(&limits)))
     }
 
     /// Loads one plugin file and its settings.
     pub fn load_file(&self, file: &Path) -> Result<Loaded, DirError> {
-        let settings = read_settings(file)?;
-        let limits = limits_of(&settings);
+        self.load_entry(&Entry::file(file))
+    }
+
+    /// Loads one entry: its settings, then its code, checked against the pinned digest.
+    pub fn load_entry(&self, entry: &Entry) -> Result<Loaded, DirError> {
+        let file = &entry.id;
+        let settings = entry.read_settings()?;
+        let settings_file = match &entry.settings {
+            SettingsFrom::Beside => entry.wasm.with_extension("yaml"),
+            SettingsFrom::Inline(..) => file.clone(),
+        };
+        let limits = settings
+            .limits()
+            .map_err(|(field, message)| DirError::Settings { file: settings_file.clone(), field: Some(field), message })?;
+        let pin = settings.pin().map_err(|message| DirError::Settings { file: settings_file.clone(), field: Some("sha256".into()), message })?;
         let config = settings.config.map(|c| c.to_string()).unwrap_or_else(|| "null".into());
         let (priority, failure) = (settings.priority, settings.failure_policy);
 
-        let bytes = std::fs::read(file).map_err(|e| DirError::Read(file.to_owned(), e))?;
+        let bytes = std::fs::read(&entry.wasm).map_err(|e| DirError::Read(entry.wasm.clone(), e))?;
         let digest = crate::runtime::digest(&bytes);
-        if let Some(p) = self.loaded.lock().unwrap().get(&(digest.clone(), key(&limits))) {
-            return Ok(Loaded { file: file.to_owned(), plugin: p.clone(), config, priority, failure });
+        if let Some(expected) = pin
+            && expected != digest
+        {
+            return Err(DirError::Digest { file: file.clone(), origin: entry.source.clone(), expected, actual: digest });
         }
-        let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let done = |plugin: Arc<Plugin>| {
+            let name = entry.name.clone().unwrap_or_else(|| plugin.info().name.clone());
+            Loaded { file: file.clone(), name, source: entry.source.clone(), plugin, config: config.clone(), priority, failure }
+        };
+        if let Some(p) = self.loaded.lock().unwrap().get(&(digest.clone(), key(&limits))) {
+            return Ok(done(p.clone()));
+        }
+        let label = match &entry.name {
+            Some(n) => n.clone(),
+            None => file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        };
         let plugin = self
             .runtime
             .load_any(&label, &bytes, limits)
             .map_err(|error| match error.failure {
                 crate::Failure::Compile(message) if !bytes.starts_with(b"\0asm") => {
-                    DirError::NotWasm { file: file.to_owned(), message }
+                    DirError::NotWasm { file: file.clone(), message }
                 }
-                _ => DirError::Load { file: file.to_owned(), error },
+                _ => DirError::Load { file: file.clone(), error },
             })?;
         let plugin = Arc::new(plugin);
         self.loaded.lock().unwrap().insert((digest, key(&limits)), plugin.clone());
-        Ok(Loaded { file: file.to_owned(), plugin, config, priority, failure })
+        Ok(done(plugin))
     }
-}
-
-fn limits_of(settings: &Settings) -> Limits {
-    let mut limits = Limits::default();
-    if let Some(ms) = settings.limits.deadline_ms {
-        limits.deadline = Duration::from_millis(ms);
-    }
-    if let Some(m) = settings.limits.memory_mib {
-        limits.memory_bytes = m << 20;
-    }
-    if let Some(m) = settings.limits.output_mib {
-        limits.output_bytes = m << 20;
-    }
-    limits.fuel = settings.limits.fuel;
-    limits
 }
 
 fn read_settings(wasm: &Path) -> Result<Settings, DirError> {

@@ -28,7 +28,7 @@ pub mod pipeline;
 mod runtime;
 
 pub use error::{Failure, Fault, PluginError};
-pub use runtime::{Abi, CONTRACT, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded, digest};
+pub use runtime::{Abi, CONTRACT, Capabilities, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded, digest};
 
 /// The types of the WIT contract, as generated for the host.
 pub mod wit {

@@ -45,6 +45,36 @@ impl Translate for Plugin {
     }
 }
 
+/// A plugin under the name an operator gave it (one plugin can run twice, as two instances
+/// with their own configuration and priority).
+pub struct Renamed {
+    plugin: Arc<Plugin>,
+    info: PluginInfo,
+}
+
+impl Renamed {
+    pub fn new(plugin: Arc<Plugin>, name: &str) -> Self {
+        let mut info = plugin.info().clone();
+        info.name = name.to_owned();
+        Renamed { plugin, info }
+    }
+}
+
+impl Translate for Renamed {
+    fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+    fn digest(&self) -> &str {
+        self.plugin.digest()
+    }
+    fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
+        self.plugin.translate(request).map_err(|mut e| {
+            e.plugin = self.info.name.clone();
+            e
+        })
+    }
+}
+
 /// A loaded plugin and the operator's settings for it.
 #[derive(Clone)]
 pub struct Configured {

@@ -63,6 +63,60 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Fuel per call, if the runtime was created with fuel metering.
     pub fuel: Option<u64>,
+    /// What the plugin may see beyond its input. Nothing by default.
+    pub capabilities: Capabilities,
+}
+
+/// Capabilities an operator can grant a plugin. Without them a plugin that imports WASI sees a
+/// clock stopped at the Unix epoch and random bytes that are the same on every call, so its
+/// output depends on its input only (which is what lets the pipeline skip unchanged work).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Capabilities {
+    /// `clocks`: the real wall and monotonic clocks.
+    pub clocks: bool,
+    /// `random`: real random bytes.
+    pub random: bool,
+}
+
+impl Capabilities {
+    /// The names, as settings spell them.
+    pub const NAMES: [&str; 2] = ["clocks", "random"];
+
+    /// Grants the capability `name`; an unknown name is an error listing the known ones.
+    pub fn grant(&mut self, name: &str) -> Result<(), String> {
+        match name {
+            "clocks" => self.clocks = true,
+            "random" => self.random = true,
+            other => return Err(format!("unknown capability {other:?}: the capabilities are {}", Self::NAMES.join(", "))),
+        }
+        Ok(())
+    }
+
+    /// The granted ones, by name.
+    pub fn names(&self) -> Vec<&'static str> {
+        [(self.clocks, "clocks"), (self.random, "random")].into_iter().filter(|(on, _)| *on).map(|(_, n)| n).collect()
+    }
+}
+
+/// The clocks of a plugin without the `clocks` capability: stopped.
+struct StoppedClock;
+
+impl wasmtime_wasi::HostWallClock for StoppedClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for StoppedClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
 }
 
 impl Default for Limits {
@@ -72,6 +126,7 @@ impl Default for Limits {
             memory_bytes: 256 << 20,
             output_bytes: 64 << 20,
             fuel: None,
+            capabilities: Capabilities::default(),
         }
     }
 }
@@ -421,6 +476,7 @@ impl Plugin {
                 memory_hit: false,
                 logs: 0,
                 wasi: None,
+                capabilities: self.limits.capabilities,
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
@@ -503,6 +559,7 @@ pub struct CallState {
     logs: usize,
     /// The empty WASI, made on first use (only plugins that import WASI pay for it).
     wasi: Option<Wasi>,
+    capabilities: Capabilities,
 }
 
 struct Wasi {
@@ -518,11 +575,20 @@ impl wasmtime_wasi::WasiView for CallState {
             let stdout = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
             let stderr = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
             // Nothing is granted: no preopened directories, environment, arguments or network
-            // (the builder's defaults); stdin is empty.
-            let ctx = wasmtime_wasi::WasiCtxBuilder::new()
-                .stdout(stdout.clone())
-                .stderr(stderr.clone())
-                .build();
+            // (the builder's defaults); stdin is empty; clocks and random only if granted.
+            let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
+            builder.stdout(stdout.clone()).stderr(stderr.clone());
+            if !self.capabilities.clocks {
+                builder.wall_clock(StoppedClock).monotonic_clock(StoppedClock);
+            }
+            if !self.capabilities.random {
+                let bytes: Vec<u8> = (0..=255u8).collect();
+                builder
+                    .secure_random(wasmtime_wasi::Deterministic::new(bytes.clone()))
+                    .insecure_random(wasmtime_wasi::Deterministic::new(bytes))
+                    .insecure_random_seed(0);
+            }
+            let ctx = builder.build();
             Wasi { ctx, table: Default::default(), stdout, stderr }
         });
         wasmtime_wasi::WasiCtxView { ctx: &mut wasi.ctx, table: &mut wasi.table }

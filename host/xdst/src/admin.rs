@@ -104,6 +104,7 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
         }
     };
     let before = count(ctx);
+    ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     ctx.rescan.notify_one();
     tracing::info!("POST /reload: rescanning");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -24,6 +24,9 @@ pub struct Context {
     pub debounce: Duration,
     /// Rescan the watched directories now (`POST /reload`, SIGHUP), whatever the watcher saw.
     pub rescan: Arc<tokio::sync::Notify>,
+    /// Explicit reloads (`POST /reload`, SIGHUP) so far: a plugin configuration resolves its
+    /// remote sources (registry tags, URLs) again when this moves, and only then.
+    pub reloads: std::sync::atomic::AtomicU64,
     /// The bearer token admin writes (`POST /reload`) must carry; none: writes are refused.
     pub admin_token: Option<String>,
     /// The intent source, when serving `--intent` with `--plugins`.

@@ -22,7 +22,7 @@ use xdst_core::cache::Publication;
 use xdst_core::decode::DecodeError;
 use xdst_core::intent::{DuplicateIntent, IntentSet, parse_file};
 use xdst_core::snapshot::Snapshot;
-use xdst_plugin::dir::{DirError, DirLoader, Loaded};
+use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
 use xdst_plugin::pipeline::{Configured, Pipeline, PipelineError, Translation};
 
 use crate::context::Ctx;
@@ -45,6 +45,8 @@ pub enum GenerationError {
     Pipeline { group: String, error: PipelineError },
     #[error("{0}")]
     Publish(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 fn group_prefix(group: &str) -> String {
@@ -133,8 +135,12 @@ pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) 
 #[derive(Default, Clone, Serialize)]
 pub struct Status {
     pub intent_dir: String,
+    /// The plugins directory, or the configuration file listing the plugins.
     pub plugins_dir: String,
     pub plugins: Vec<PluginReport>,
+    /// With a configuration file: each plugin's source and what it resolved to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<crate::config::SourceReport>,
     pub generations_ok: u64,
     pub generations_failed: u64,
     /// Unix seconds of the last good generation.
@@ -164,6 +170,8 @@ pub struct PluginReport {
     pub name: String,
     pub version: String,
     pub file: String,
+    /// Where its code came from: the path, or the registry reference with its digest.
+    pub source: String,
     pub digest: String,
     pub kinds: Vec<String>,
     pub phase: &'static str,
@@ -178,6 +186,7 @@ pub struct LimitsReport {
     pub memory_bytes: usize,
     pub output_bytes: usize,
     pub fuel: Option<u64>,
+    pub capabilities: Vec<&'static str>,
 }
 
 #[derive(Clone, Serialize)]
@@ -216,14 +225,22 @@ fn unix_now() -> u64 {
 /// The loaded plugins and one pipeline per node group.
 pub struct IntentSource {
     intent_dir: PathBuf,
-    plugins_dir: PathBuf,
+    plugins: PluginSet,
     loader: Arc<DirLoader>,
     /// Plugin versions compiling off the generation thread, and their results.
     background: Arc<Mutex<Background>>,
     pipelines: Mutex<BTreeMap<String, Pipeline>>,
     parsed: Mutex<ParseCache>,
     status: Mutex<Status>,
-    plugins: Mutex<PluginState>,
+    state: Mutex<PluginState>,
+}
+
+/// Where the plugins are listed.
+pub enum PluginSet {
+    /// Every `*.wasm` in a directory, with `NAME.yaml` settings beside it.
+    Dir(PathBuf),
+    /// The `plugins` list of a configuration file.
+    Config(crate::config::ConfiguredPlugins),
 }
 
 /// Plugin versions being compiled in the background, by content key, and those done.
@@ -242,6 +259,8 @@ struct PluginState {
     good_keys: BTreeMap<PathBuf, String>,
     /// File contents refused (by digest), with why: used no more until the file changes.
     refused: BTreeMap<PathBuf, Refusal>,
+    /// The plugin files (or configuration entries) listed by the last generation.
+    listed: std::collections::BTreeSet<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -252,21 +271,24 @@ struct Refusal {
 }
 
 impl IntentSource {
-    pub fn new(intent_dir: PathBuf, plugins_dir: PathBuf, loader: DirLoader) -> Self {
+    pub fn new(intent_dir: PathBuf, plugins: PluginSet, loader: DirLoader) -> Self {
         let status = Status {
             intent_dir: intent_dir.display().to_string(),
-            plugins_dir: plugins_dir.display().to_string(),
+            plugins_dir: match &plugins {
+                PluginSet::Dir(d) => d.display().to_string(),
+                PluginSet::Config(c) => c.file().display().to_string(),
+            },
             ..Default::default()
         };
         IntentSource {
             intent_dir,
-            plugins_dir,
+            plugins,
             loader: Arc::new(loader),
             background: Arc::new(Mutex::new(Background::default())),
             pipelines: Mutex::new(BTreeMap::new()),
             parsed: Mutex::new(ParseCache::new()),
             status: Mutex::new(status),
-            plugins: Mutex::new(PluginState::default()),
+            state: Mutex::new(PluginState::default()),
         }
     }
 
@@ -281,7 +303,12 @@ impl IntentSource {
     }
 
     pub fn dirs(&self) -> Vec<PathBuf> {
-        vec![self.intent_dir.clone(), self.plugins_dir.clone()]
+        let mut dirs = vec![self.intent_dir.clone()];
+        match &self.plugins {
+            PluginSet::Dir(d) => dirs.push(d.clone()),
+            PluginSet::Config(c) => dirs.extend(c.dirs()),
+        }
+        dirs
     }
 
     pub fn status(&self) -> Status {
@@ -320,12 +347,12 @@ impl IntentSource {
                     let blamed = candidates
                         .iter()
                         .copied()
-                        .find(|&i| named.as_deref() == Some(chosen[i].loaded.plugin.info().name.as_str()))
+                        .find(|&i| named.as_deref() == Some(chosen[i].loaded.name.as_str()))
                         .or_else(|| (candidates.len() == 1).then(|| candidates[0]));
                     let Some(i) = blamed else { return Err(e) };
                     let mut without = chosen.clone();
                     let bad = without.remove(i);
-                    if let Some(good) = self.plugins.lock().unwrap().good.get(&bad.file).cloned() {
+                    if let Some(good) = self.state.lock().unwrap().good.get(&bad.file).cloned() {
                         without.insert(i, Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false });
                     }
                     let mut retry_calls = BTreeMap::new();
@@ -422,15 +449,22 @@ impl IntentSource {
     /// its last good version, or nothing). A file that fails to load is refused the same way,
     /// except before the first good generation, when there is nothing to fall back to.
     fn choose_plugins(&self, ctx: &Ctx) -> Result<Vec<Choice>, GenerationError> {
-        let files = self.loader.files(&self.plugins_dir)?;
-        let first = self.plugins.lock().unwrap().good.is_empty();
+        let entries: Vec<Entry> = match &self.plugins {
+            PluginSet::Dir(d) => self.loader.files(d)?.iter().map(|f| Entry::file(f)).collect(),
+            PluginSet::Config(c) => {
+                let entries = c.entries(ctx.reloads.load(std::sync::atomic::Ordering::SeqCst));
+                self.status.lock().unwrap().sources = c.reports();
+                entries?
+            }
+        };
+        let first = self.state.lock().unwrap().good.is_empty();
+        self.state.lock().unwrap().listed = entries.iter().map(|e| e.id.clone()).collect();
         let mut chosen: Vec<Choice> = Vec::new();
-        for file in files {
-            let mut bytes = std::fs::read(&file).map_err(|e| GenerationError::Plugins(DirError::Read(file.clone(), e)))?;
-            bytes.extend(std::fs::read(file.with_extension("yaml")).unwrap_or_default());
-            let key = xdst_plugin::digest(&bytes);
+        for entry in entries {
+            let file = entry.id.clone();
+            let key = entry.key()?;
             let (refused, good, unchanged) = {
-                let st = self.plugins.lock().unwrap();
+                let st = self.state.lock().unwrap();
                 (st.refused.get(&file).is_some_and(|r| r.digest == key), st.good.get(&file).cloned(), st.good_keys.get(&file) == Some(&key))
             };
             if unchanged && let Some(good) = good {
@@ -459,13 +493,13 @@ impl IntentSource {
                         chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
                         continue;
                     }
-                    None if !self.loader.is_loaded(&file) => {
+                    None if !self.loader.is_entry_loaded(&entry) => {
                         if bg.compiling.insert(key.clone()) {
-                            let (loader, background, rescan, file, key) =
-                                (self.loader.clone(), self.background.clone(), ctx.rescan.clone(), file.clone(), key.clone());
-                            info!(file = %file.display(), "plugin changed: compiling it in the background; the previous version keeps serving");
+                            let (loader, background, rescan, entry, key) =
+                                (self.loader.clone(), self.background.clone(), ctx.rescan.clone(), entry.clone(), key.clone());
+                            info!(file = %file.display(), source = %entry.source, "plugin changed: compiling it in the background; the previous version keeps serving");
                             std::thread::spawn(move || {
-                                let result = loader.load_file(&file).map_err(|e| e.to_string());
+                                let result = loader.load_entry(&entry).map_err(|e| e.to_string());
                                 let mut bg = background.lock().unwrap();
                                 bg.compiling.remove(&key);
                                 bg.done.insert(key, result);
@@ -479,7 +513,7 @@ impl IntentSource {
                     None => {}
                 }
             }
-            match self.loader.load_file(&file) {
+            match self.loader.load_entry(&entry) {
                 Ok(loaded) => {
                     let candidate = good.as_ref().is_none_or(|g| g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config);
                     chosen.push(Choice { file, key, loaded, candidate });
@@ -496,8 +530,8 @@ impl IntentSource {
         // Two files with one plugin name: the newcomer is refused.
         let mut i = 0;
         while i < chosen.len() {
-            let name = chosen[i].loaded.plugin.info().name.clone();
-            if let Some(j) = (0..chosen.len()).find(|&j| j != i && chosen[j].loaded.plugin.info().name == name) {
+            let name = chosen[i].loaded.name.clone();
+            if let Some(j) = (0..chosen.len()).find(|&j| j != i && chosen[j].loaded.name == name) {
                 let newcomer = if chosen[i].candidate { i } else if chosen[j].candidate { j } else { i.max(j) };
                 if first || !chosen[newcomer].candidate {
                     let (a, b) = (chosen[i.min(j)].file.clone(), chosen[i.max(j)].file.clone());
@@ -515,7 +549,7 @@ impl IntentSource {
     }
 
     fn refuse(&self, ctx: &Ctx, file: &Path, key: &str, reason: &str) {
-        let mut st = self.plugins.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
         let serving = st.good.get(file).map(|g| g.plugin.digest().to_owned());
         warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
         let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -526,7 +560,7 @@ impl IntentSource {
     /// A good generation ran with `chosen`: they are the new last good; refusals of files now
     /// fixed or gone are dropped.
     fn accept(&self, chosen: &[Choice]) {
-        let mut st = self.plugins.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
         st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
         // A file kept at its last good version (its new contents refused or still compiling)
         // keeps the key that version came from.
@@ -538,15 +572,17 @@ impl IntentSource {
                 key.map(|k| (c.file.clone(), k))
             })
             .collect();
-        // A refusal stands while the file holds the refused contents: not once the file is gone,
-        // or its (new) contents were taken.
+        // A refusal stands while the file holds the refused contents: not once the file (or
+        // configuration entry) is gone, or its (new) contents were taken.
+        let listed = std::mem::take(&mut st.listed);
         st.refused.retain(|f, r| {
-            f.exists()
+            listed.contains(f)
                 && match chosen.iter().find(|c| c.file == *f) {
                     Some(c) => !c.candidate && c.key == r.digest,
                     None => true,
                 }
         });
+        st.listed = listed;
         self.loader.keep_only(st.good.values());
         // Results of compiles that are no longer any file's contents.
         let keys: std::collections::HashSet<&str> = chosen.iter().map(|c| c.key.as_str()).collect();
@@ -607,7 +643,7 @@ impl IntentSource {
 
     /// Refusals, for `/debug/plugins`.
     fn refusal_reports(&self) -> Vec<RefusalReport> {
-        let st = self.plugins.lock().unwrap();
+        let st = self.state.lock().unwrap();
         st.refused
             .iter()
             .map(|(f, r)| RefusalReport {
@@ -625,9 +661,10 @@ fn plugin_report(l: &Loaded) -> PluginReport {
     let info = l.plugin.info();
     let limits = l.plugin.limits();
     PluginReport {
-        name: info.name.clone(),
+        name: l.name.clone(),
         version: info.version.clone(),
         file: l.file.display().to_string(),
+        source: l.source.clone(),
         digest: l.plugin.digest().to_owned(),
         kinds: info.kinds.clone(),
         phase: match info.phase {
@@ -643,6 +680,7 @@ fn plugin_report(l: &Loaded) -> PluginReport {
             memory_bytes: limits.memory_bytes,
             output_bytes: limits.output_bytes,
             fuel: limits.fuel,
+            capabilities: limits.capabilities.names(),
         },
         config: serde_json::from_str(&l.config).unwrap_or(serde_json::Value::Null),
     }

@@ -20,7 +20,9 @@
 
 pub mod admin;
 pub mod codec;
+pub mod config;
 pub mod context;
+pub mod distribution;
 pub mod intent;
 pub mod intent_api;
 pub mod machine;
@@ -55,7 +57,14 @@ pub struct Config {
     /// Intent documents to translate with the plugins in `plugins` (both or neither).
     pub intent: Option<PathBuf>,
     pub plugins: Option<PathBuf>,
-    /// Where compiled plugins are cached (none: compile on every start).
+    /// A configuration file whose `plugins` list to run (instead of a `plugins` directory).
+    pub plugin_list: Option<PathBuf>,
+    /// Registries spoken to over plain HTTP (loopback ones always are).
+    pub insecure_registries: Vec<String>,
+    /// PEM certificates trusted for `https://` sources and registries.
+    pub ca_file: Option<PathBuf>,
+    /// Where compiled plugins are cached, and pulled ones under `artifacts/` (none: compile on
+    /// every start, pull into a temporary directory).
     pub plugin_cache: Option<PathBuf>,
     /// Meter fuel, so plugins' `limits.fuel` applies.
     pub fuel: bool,
@@ -80,6 +89,9 @@ impl Default for Config {
             resources: None,
             intent: None,
             plugins: None,
+            plugin_list: None,
+            insecure_registries: Vec::new(),
+            ca_file: None,
             plugin_cache: None,
             fuel: false,
             group_key: GroupKey::Cluster,
@@ -116,16 +128,29 @@ impl Running {
 /// to yet), binds both ports and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let intent_source = match (&config.intent, &config.plugins) {
+    let plugins = match (&config.plugins, &config.plugin_list) {
+        (Some(_), Some(f)) => anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display()),
+        (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
+        (None, Some(file)) => {
+            let artifacts = match &config.plugin_cache {
+                Some(c) => c.join("artifacts"),
+                None => std::env::temp_dir().join(format!("xdst-artifacts-{}", std::process::id())),
+            };
+            let fetcher = distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())?;
+            Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(file.clone(), fetcher)))
+        }
+        (None, None) => None,
+    };
+    let intent_source = match (&config.intent, plugins) {
         (Some(i), Some(p)) => {
             if config.resources.is_some() {
                 anyhow::bail!("--resources cannot be combined with --intent/--plugins: serve one source");
             }
             let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig { cache_dir: config.plugin_cache.clone(), fuel: config.fuel })?;
-            Some(Arc::new(intent::IntentSource::new(i.clone(), p.clone(), xdst_plugin::dir::DirLoader::new(runtime))))
+            Some(Arc::new(intent::IntentSource::new(i.clone(), p, xdst_plugin::dir::DirLoader::new(runtime))))
         }
-        (Some(_), None) => anyhow::bail!("--intent needs --plugins: the plugins that translate it"),
-        (None, Some(_)) => anyhow::bail!("--plugins needs --intent: the documents to translate"),
+        (Some(_), None) => anyhow::bail!("--intent needs plugins: --plugins DIR, or a `plugins` list in --config"),
+        (None, Some(_)) => anyhow::bail!("plugins need --intent: the documents to translate"),
         (None, None) => None,
     };
     let ctx = Arc::new(context::Context {
@@ -139,6 +164,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         debounce: config.debounce,
         intent: intent_source.clone(),
         rescan: Arc::new(tokio::sync::Notify::new()),
+        reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
     });
     if let Some(dir) = &config.resources {

@@ -37,7 +37,8 @@ enum Command {
     /// With --out-dir, write Envoy filesystem-subscription files instead.
     #[command(after_help = TRANSLATE_HELP)]
     Translate(TranslateArgs),
-    /// Write, build, test and inspect plugins, in Rust, C, JavaScript, Python or AssemblyScript.
+    /// Write, build, test, inspect and push plugins, in Rust, C, JavaScript, Python or
+    /// AssemblyScript.
     #[command(subcommand)]
     Plugin(PluginCommand),
 }
@@ -86,6 +87,21 @@ enum PluginCommand {
         #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
         plugin_cache: Option<PathBuf>,
     },
+    /// Push a plugin to an OCI registry as a wasm artifact (config media type
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer), after loading it to
+    /// check it is one. Prints the manifest digest and the plugin's sha256 to pin.
+    #[command(after_help = PUSH_HELP)]
+    Push {
+        /// The plugin (.wasm).
+        plugin: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        target: String,
+        /// Registries spoken to over plain HTTP (loopback ones always are).
+        #[arg(long, value_name = "HOST:PORT")]
+        insecure_registry: Vec<String>,
+        #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
+        plugin_cache: Option<PathBuf>,
+    },
     /// Say what a plugin is: component or core module, contract version, name, version,
     /// kinds, phase, the imports it asks for, size and sha256.
     Inspect {
@@ -113,6 +129,17 @@ Languages and what they produce:
                   compiles it for 10-60 s, then it is cached by digest
   assemblyscript  a core module speaking the core-module ABI (proto/core-abi), ~20 KB
 The guides are guest-sdk/<lang>/README.md in the xdst repository.";
+
+const PUSH_HELP: &str = "\
+Example:
+  xdst plugin push build/route-policy.wasm oci://registry.example:5000/security/route-policy:1.0
+then, in xdst.yaml:
+  plugins:
+  - name: route-policy
+    source: oci://registry.example:5000/security/route-policy:1.0
+    sha256: <the sha256 printed>
+The tag is resolved to a digest when xdst starts and on reload; a moved tag is not picked up
+before. Credentials: ~/.docker/config.json (docker login, oras login).";
 
 const TRANSLATE_HELP: &str = "\
 Output:
@@ -202,6 +229,12 @@ Logging: RUST_LOG (default info), e.g. RUST_LOG=xdst=debug.";
 
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// A configuration file (YAML or JSON) with any of these flags (camelCase: xdsAddr,
+    /// planGrace, ...) and the `plugins` list: each plugin from a path, an https:// URL or an
+    /// OCI registry, with its sha256 pin, limits, capabilities, config, priority and failure
+    /// policy. Flags given here win over the file. See examples/xdst.yaml.
+    #[arg(long, value_name = "FILE", env = "XDST_CONFIG")]
+    config: Option<PathBuf>,
     /// Address for xDS: gRPC (ADS, per-type services) and REST (POST /v3/discovery:*).
     #[arg(
         long,
@@ -224,11 +257,11 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR", env = "XDST_RESOURCES", conflicts_with_all = ["intent", "plugins"])]
     resources: Option<PathBuf>,
     /// Directory of intent documents to translate with --plugins (watched for changes).
-    #[arg(long, value_name = "DIR", env = "XDST_INTENT", requires = "plugins")]
+    #[arg(long, value_name = "DIR", env = "XDST_INTENT")]
     intent: Option<PathBuf>,
     /// Directory of plugins (*.wasm) that translate --intent (watched for changes: plugins
     /// hot-reload without dropping streams).
-    #[arg(long, value_name = "DIR", env = "XDST_PLUGINS", requires = "intent")]
+    #[arg(long, value_name = "DIR", env = "XDST_PLUGINS")]
     plugins: Option<PathBuf>,
     /// Where compiled plugins are cached, by SHA-256 [default: ~/.cache/xdst/plugins].
     #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
@@ -269,24 +302,16 @@ struct ServeArgs {
     /// port 0).
     #[arg(long, value_name = "FILE")]
     ready_file: Option<PathBuf>,
+    /// Set from the configuration file only.
+    #[arg(skip)]
+    plugin_list: Option<PathBuf>,
+    #[arg(skip)]
+    insecure_registries: Vec<String>,
+    #[arg(skip)]
+    ca_file: Option<PathBuf>,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map(|i| s.split_at(i))
-        .unwrap_or((s, "s"));
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(secs))
-}
+use xdst::config::parse_duration;
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -296,11 +321,19 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
-        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(serve(args)),
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match cli.command {
+        Command::Serve(mut args) => {
+            if let Some(file) = args.config.clone() {
+                let given = matches.subcommand_matches("serve").expect("serve");
+                apply_config_file(&mut args, &file, given)?;
+            }
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(serve(args))
+        }
         Command::Validate { resources } => {
             let (p, files) = source::load(&resources)?;
             let cache = Cache::new();
@@ -345,6 +378,11 @@ fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
             if !failed.is_empty() {
                 anyhow::bail!("{} of {} cases failed (if the new output is intended: --bless)", failed.len(), results.len());
             }
+            Ok(())
+        }
+        PluginCommand::Push { plugin, target, insecure_registry, plugin_cache } => {
+            let r = tool::push(&plugin, &target, insecure_registry, plugin_cache.or_else(default_plugin_cache))?;
+            println!("pushed {} to {}\n  manifest {}\n  sha256   {}\n  pinned   {}", r.name, r.target, r.manifest, r.digest, r.pinned);
             Ok(())
         }
         PluginCommand::Inspect { plugin, json, plugin_cache } => {
@@ -404,6 +442,50 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fills in what the command line left to the configuration file: a flag given on the command
+/// line or by its environment variable wins.
+fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap::ArgMatches) -> anyhow::Result<()> {
+    use clap::parser::ValueSource;
+    let c = xdst::config::read(file)?;
+    let set = |id: &str| matches!(given.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
+    macro_rules! take {
+        ($field:ident) => {
+            if !set(stringify!($field)) && let Some(v) = c.$field.clone() {
+                args.$field = v;
+            }
+        };
+        (opt $field:ident) => {
+            if !set(stringify!($field)) && c.$field.is_some() {
+                args.$field = c.$field.clone();
+            }
+        };
+    }
+    take!(xds_addr);
+    take!(admin_addr);
+    take!(opt resources);
+    take!(opt intent);
+    take!(opt plugin_cache);
+    take!(fuel);
+    take!(node_group_key);
+    take!(debounce);
+    take!(resync);
+    take!(shutdown_grace);
+    take!(plan_grace);
+    take!(unsafe_unordered_push);
+    take!(opt admin_token_file);
+    take!(opt ready_file);
+    if !set("plugins") {
+        if let Some(dir) = &c.plugins_dir {
+            args.plugins = Some(dir.clone());
+        } else if c.plugins.is_some() {
+            args.plugin_list = Some(file.to_owned());
+        }
+    }
+    args.insecure_registries = c.insecure_registries;
+    args.ca_file = c.ca_file;
+    Ok(())
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = xdst::Config {
         xds_addr: args.xds_addr,
@@ -411,6 +493,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         resources: args.resources,
         intent: args.intent,
         plugins: args.plugins,
+        plugin_list: args.plugin_list,
+        insecure_registries: args.insecure_registries,
+        ca_file: args.ca_file,
         plugin_cache: args.plugin_cache.or_else(default_plugin_cache),
         fuel: args.fuel,
         group_key: args.node_group_key,
@@ -433,10 +518,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     {
         // SIGHUP: rescan the watched directories now, as POST /reload does.
         let rescan = server.ctx.rescan.clone();
+        let ctx = server.ctx.clone();
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("installing the SIGHUP handler")?;
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 info!("SIGHUP: rescanning");
+                ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 rescan.notify_one();
             }
         });

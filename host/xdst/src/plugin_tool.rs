@@ -212,6 +212,32 @@ pub struct Inspection {
     pub sha256: String,
 }
 
+/// What `xdst plugin push` did.
+pub struct Pushed {
+    pub name: String,
+    pub target: String,
+    /// The manifest's digest (what the tag now points at).
+    pub manifest: String,
+    /// The plugin's own digest (the layer): what `sha256:` pins.
+    pub digest: String,
+    /// The reference by digest.
+    pub pinned: String,
+}
+
+/// Loads the plugin (so only plugins reach the registry) and pushes it as a wasm OCI artifact.
+pub fn push(file: &Path, target: &str, insecure: Vec<String>, cache_dir: Option<PathBuf>) -> anyhow::Result<Pushed> {
+    use crate::distribution::{Fetcher, OciRef, PushInfo};
+    let oci = OciRef::parse(target.strip_prefix("oci://").ok_or_else(|| anyhow::anyhow!("{target:?}: the target is oci://REGISTRY/REPOSITORY:TAG"))?)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let plugin = load(file, cache_dir.clone())?;
+    let info = PushInfo { name: plugin.info().name.clone(), version: plugin.info().version.clone(), component: !bytes.starts_with(b"\0asm\x01\0\0\0") };
+    let artifacts = cache_dir.map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
+    let fetcher = Fetcher::new(artifacts, insecure, None)?;
+    let manifest = fetcher.push(&oci, &bytes, &info).with_context(|| format!("pushing {} to {oci}", file.display()))?;
+    Ok(Pushed { name: info.name, target: oci.to_string(), pinned: oci.at(&manifest).to_string(), manifest, digest: plugin.digest().to_owned() })
+}
+
 pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspection> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let plugin = load(file, cache_dir)?;

@@ -196,7 +196,7 @@ fn main() -> anyhow::Result<()> {
     let bytes = std::fs::read(&wasm_path).with_context(|| format!("reading {wasm_path}"))?;
     let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false })?;
     let t = Instant::now();
-    let limits = Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, fuel: None };
+    let limits = Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, ..Limits::default() };
     let wasm = runtime.load_any("reference.wasm", &bytes, limits)?;
     eprintln!("compiled the plugin ({} bytes) in {}", bytes.len(), ms(t.elapsed()));
 

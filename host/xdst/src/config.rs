@@ -1,0 +1,357 @@
+//! The configuration file (`xdst serve --config xdst.yaml`): every `serve` flag, and the
+//! plugins to run, each from a path, an `https://` URL or an OCI registry, with its digest pin,
+//! limits, capabilities, configuration, priority and failure policy. `examples/xdst.yaml` is a
+//! complete, commented example.
+//!
+//! Flags given on the command line (or through their environment variables) win over the file.
+//! Paths in the file are relative to the file's directory. The `plugins` list is live: an edit
+//! of the file, `POST /reload` or SIGHUP reads it again and resolves every remote source again
+//! (a tag is resolved to a digest then, and only then). Everything else is read at start.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use tracing::{info, warn};
+use xdst_core::node::GroupKey;
+use xdst_plugin::dir::{Entry, LimitSettings, Settings, SettingsFrom};
+use xdst_plugin::pipeline::FailurePolicy;
+
+use crate::distribution::{Fetcher, Resolved, Source};
+
+/// A problem with the configuration file, naming the file and the field.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{file}{}: {message}", field.as_ref().map(|f| format!(" field {f}")).unwrap_or_default())]
+pub struct ConfigError {
+    pub file: String,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// `xdst.yaml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileConfig {
+    pub xds_addr: Option<SocketAddr>,
+    pub admin_addr: Option<SocketAddr>,
+    pub resources: Option<PathBuf>,
+    pub intent: Option<PathBuf>,
+    /// A plugins directory, instead of `plugins`.
+    pub plugins_dir: Option<PathBuf>,
+    pub plugins: Option<Vec<PluginEntry>>,
+    pub plugin_cache: Option<PathBuf>,
+    pub fuel: Option<bool>,
+    #[serde(default, deserialize_with = "group_key")]
+    pub node_group_key: Option<GroupKey>,
+    #[serde(default, deserialize_with = "duration")]
+    pub debounce: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    pub resync: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    pub shutdown_grace: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    pub plan_grace: Option<Duration>,
+    pub unsafe_unordered_push: Option<bool>,
+    pub admin_token_file: Option<PathBuf>,
+    pub ready_file: Option<PathBuf>,
+    /// Registries (`host:port`) spoken to over plain HTTP (loopback ones always are).
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
+    /// PEM certificates trusted for `https://` sources and registries instead of the built-in
+    /// web roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// One plugin of the `plugins` list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginEntry {
+    /// The instance's name: what errors, attribution and `/debug/plugins` call it.
+    pub name: String,
+    /// A path, an `https://` URL, or `oci://REGISTRY/REPOSITORY:TAG` (or `@sha256:...`).
+    pub source: String,
+    /// The SHA-256 the plugin's bytes must have.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    #[serde(default)]
+    pub limits: LimitSettings,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<GroupKey>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+/// `10ms`, `2s`, `1m`, or a number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Reads and checks a configuration file; relative paths become relative to its directory.
+pub fn read(file: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError { file: file.display().to_string(), field: None, message: e.to_string() })?;
+    parse(file, &text)
+}
+
+/// Parses a configuration file's text (`file` names it in errors and anchors relative paths).
+pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    let err = |field: Option<String>, message: String| ConfigError { file: file.display().to_string(), field, message };
+    let value: serde_json::Value = serde_yaml_ng::from_str(text).map_err(|e| err(None, e.to_string()))?;
+    if value.is_null() {
+        return Ok(FileConfig::default());
+    }
+    let mut c: FileConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        err((path != ".").then_some(path), e.into_inner().to_string())
+    })?;
+    let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    for p in [&mut c.resources, &mut c.intent, &mut c.plugins_dir, &mut c.plugin_cache, &mut c.admin_token_file, &mut c.ready_file, &mut c.ca_file]
+        .into_iter()
+        .flatten()
+    {
+        *p = base.join(&*p);
+    }
+    if c.plugins.is_some() && c.plugins_dir.is_some() {
+        return Err(err(Some("plugins".into()), "give either `plugins` (a list) or `pluginsDir` (a directory), not both".into()));
+    }
+    if c.resources.is_some() && (c.intent.is_some() || c.plugins.is_some() || c.plugins_dir.is_some()) {
+        return Err(err(Some("resources".into()), "serve one source: `resources`, or `intent` with `plugins`".into()));
+    }
+    check_plugins(c.plugins.as_deref().unwrap_or_default(), &base).map_err(|(field, message)| err(Some(field), message))?;
+    Ok(c)
+}
+
+fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, String)> {
+    let mut names = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let ok = !e.name.is_empty()
+            && e.name.len() <= 64
+            && e.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !e.name.starts_with('-');
+        if !ok {
+            return Err((format!("plugins[{i}].name"), format!("{:?} is not a plugin name (lowercase letters, digits and dashes)", e.name)));
+        }
+        if let Some(j) = names.insert(e.name.clone(), i) {
+            return Err((format!("plugins[{i}].name"), format!("{:?} is also the name of plugins[{j}]", e.name)));
+        }
+        Source::parse(&e.source, base).map_err(|m| (format!("plugins[{i}].source"), m))?;
+        let settings = settings_of(e);
+        settings.limits().map_err(|(f, m)| (format!("plugins[{i}].{f}"), m))?;
+        settings.pin().map_err(|m| (format!("plugins[{i}].sha256"), m))?;
+    }
+    Ok(())
+}
+
+fn settings_of(e: &PluginEntry) -> Settings {
+    Settings {
+        config: e.config.clone(),
+        priority: e.priority,
+        failure_policy: e.failure_policy,
+        limits: e.limits.clone(),
+        capabilities: e.capabilities.clone(),
+        sha256: e.sha256.clone(),
+    }
+}
+
+/// What `/debug/plugins` says about each configured plugin's source.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceReport {
+    pub name: String,
+    pub source: String,
+    /// What it resolved to (`oci://...@sha256:...`, a URL and its digest, or a path).
+    pub resolved: Option<String>,
+    pub digest: Option<String>,
+    /// The last attempt to resolve it failed (the previous resolution, if any, is used).
+    pub error: Option<String>,
+}
+
+/// The `plugins` list of a configuration file, resolved: read again when the file changes,
+/// remote sources resolved again only then and on reload.
+pub struct ConfiguredPlugins {
+    file: PathBuf,
+    fetcher: Fetcher,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The file's text when last read.
+    text: Option<String>,
+    /// The reload count when remote sources were last resolved.
+    reloads: Option<u64>,
+    entries: Vec<(PluginEntry, String)>,
+    /// By plugin name: the source and what it resolved to.
+    resolved: BTreeMap<String, (String, Resolved)>,
+    reports: Vec<SourceReport>,
+}
+
+impl ConfiguredPlugins {
+    pub fn new(file: PathBuf, fetcher: Fetcher) -> Self {
+        ConfiguredPlugins { file, fetcher, state: Mutex::new(State::default()) }
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Directories to watch: the file's, and those of plugins given by path.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let base = self.file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut dirs = vec![if base.as_os_str().is_empty() { PathBuf::from(".") } else { base.clone() }];
+        if let Ok(c) = read(&self.file) {
+            for e in c.plugins.unwrap_or_default() {
+                if let Ok(Source::Path(p)) = Source::parse(&e.source, &base)
+                    && let Some(d) = p.parent()
+                    && !dirs.iter().any(|x| x == d)
+                {
+                    dirs.push(d.to_owned());
+                }
+            }
+        }
+        dirs
+    }
+
+    pub fn reports(&self) -> Vec<SourceReport> {
+        self.state.lock().unwrap().reports.clone()
+    }
+
+    /// The plugins to load now. `reloads` counts explicit reloads: when it moved (or the
+    /// file changed), remote sources are resolved again. A remote source that cannot be
+    /// resolved keeps its previous resolution (or the one remembered on disk from an earlier
+    /// run), with a warning; with neither, it is an error naming the plugin and the source.
+    pub fn entries(&self, reloads: u64) -> Result<Vec<Entry>, ConfigError> {
+        let text = std::fs::read_to_string(&self.file).map_err(|e| ConfigError { file: self.file.display().to_string(), field: None, message: e.to_string() })?;
+        let mut st = self.state.lock().unwrap();
+        let changed = st.text.as_deref() != Some(text.as_str());
+        let refresh = changed || st.reloads != Some(reloads);
+        if changed {
+            let c = parse(&self.file, &text)?;
+            let value: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap_or_default();
+            let entries = c.plugins.unwrap_or_default();
+            st.entries = entries.into_iter().enumerate().map(|(i, e)| (e, value["plugins"][i].to_string())).collect();
+            st.text = Some(text);
+            if st.reloads.is_some() {
+                info!(file = %self.file.display(), plugins = st.entries.len(), "configuration file changed: plugins read again");
+            }
+        }
+        let base = self.file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut reports = Vec::new();
+        let mut resolved = BTreeMap::new();
+        for (i, (e, settings_text)) in st.entries.iter().enumerate() {
+            let source = Source::parse(&e.source, &base).expect("checked when read");
+            let previous = st.resolved.get(&e.name).filter(|(s, _)| *s == e.source).map(|(_, r)| r.clone());
+            let mut error = None;
+            let r = match (&source, previous) {
+                (Source::Path(p), _) => Resolved { path: p.clone(), digest: String::new(), manifest: None, pinned: p.display().to_string() },
+                (_, Some(prev)) if !refresh => prev,
+                (_, previous) => match self.fetcher.resolve(&source) {
+                    Ok(r) => {
+                        if previous.as_ref().is_some_and(|p| p.digest != r.digest) {
+                            info!(plugin = %e.name, source = %source, digest = %r.digest, "plugin source resolved to new code");
+                        }
+                        r
+                    }
+                    Err((err, fallback)) => {
+                        let keep = previous.or(fallback.map(|f| f.resolved));
+                        match keep {
+                            Some(r) => {
+                                warn!(plugin = %e.name, source = %source, error = format!("{err:#}"), digest = %r.digest, "cannot resolve the plugin's source; the digest it last resolved to (cached) is used");
+                                error = Some(format!("{err:#}"));
+                                r
+                            }
+                            None => {
+                                return Err(ConfigError {
+                                    file: self.file.display().to_string(),
+                                    field: Some(format!("plugins[{i}].source")),
+                                    message: format!("plugin {:?}: cannot get {source}: {err:#}", e.name),
+                                });
+                            }
+                        }
+                    }
+                },
+            };
+            reports.push(SourceReport {
+                name: e.name.clone(),
+                source: e.source.clone(),
+                resolved: Some(r.pinned.clone()),
+                digest: (!r.digest.is_empty()).then(|| r.digest.clone()),
+                error,
+            });
+            out.push(Entry {
+                id: PathBuf::from(format!("{} plugins[{}]", self.file.display(), e.name)),
+                wasm: r.path.clone(),
+                source: r.pinned.clone(),
+                name: Some(e.name.clone()),
+                settings: SettingsFrom::Inline(settings_of(e), settings_text.clone()),
+            });
+            if source.is_remote() {
+                resolved.insert(e.name.clone(), (e.source.clone(), r));
+            }
+        }
+        st.resolved = resolved;
+        st.reports = reports;
+        st.reloads = Some(reloads);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(Path::new("/etc/xdst/xdst.yaml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_full_file_parses_and_paths_are_relative_to_it() {
+        let c = parse(
+            Path::new("/etc/xdst/xdst.yaml"),
+            "xdsAddr: 0.0.0.0:18000\nintent: intent\nplanGrace: 3s\nnodeGroupKey: metadata:team\nplugins:\n- name: gw\n  source: plugins/gw.wasm\n  sha256: sha256:0000000000000000000000000000000000000000000000000000000000000000\n  limits: {deadlineMs: 500}\n  capabilities: [clocks]\n  failurePolicy: fail-open\n  priority: 3\n  config: {a: 1}\n",
+        )
+        .unwrap();
+        assert_eq!(c.intent.as_deref(), Some(Path::new("/etc/xdst/intent")));
+        assert_eq!(c.plan_grace, Some(Duration::from_secs(3)));
+        let p = &c.plugins.unwrap()[0];
+        assert_eq!((p.priority, p.failure_policy), (3, FailurePolicy::FailOpen));
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_field() {
+        assert!(err("xdsAdr: 1").contains("/etc/xdst/xdst.yaml field xdsAdr: unknown field `xdsAdr`, expected one of `xdsAddr`"), "{}", err("xdsAdr: 1"));
+        assert!(err("planGrace: soon").contains("field planGrace: invalid duration"));
+        assert!(err("plugins:\n- {name: a, source: a.wasm, sha256: abc}").contains("field plugins[0].sha256: \"abc\" is not a SHA-256 digest"));
+        assert!(err("plugins:\n- {name: a, source: a.wasm, capabilities: [network]}").contains("field plugins[0].capabilities[0]: unknown capability \"network\""));
+        assert!(err("plugins:\n- {name: a, source: a.wasm}\n- {name: a, source: b.wasm}").contains("field plugins[1].name: \"a\" is also the name of plugins[0]"));
+        assert!(err("plugins:\n- {name: A, source: a.wasm}").contains("field plugins[0].name"));
+        assert!(err("plugins:\n- {name: a, source: \"oci://r.io/Bad:1\"}").contains("field plugins[0].source: oci://r.io/Bad:1"));
+        assert!(err("plugins:\n- {name: a, source: a.wasm, failurePolicy: maybe}").contains("field plugins[0].failurePolicy: unknown variant `maybe`"));
+        assert!(err("plugins: []\npluginsDir: p").contains("not both"));
+        assert!(err("resources: r\nintent: i").contains("serve one source"));
+    }
+}

@@ -1,0 +1,284 @@
+//! Issue 7, must-show 1: plugins shared through a real OCI registry (Debian's
+//! `docker-registry`, the CNCF distribution registry, on loopback) and a configuration file.
+//!
+//! - `xdst plugin push` puts a plugin in the registry as a wasm artifact; `xdst serve --config`
+//!   pulls it by tag, resolves the tag to a digest once, and runs that digest.
+//! - A `sha256` pin that the artifact does not match is refused at start, showing both digests.
+//! - A tag moved to a new digest is not picked up by the periodic rescans, only by a reload
+//!   (`POST /reload`); the new code then goes through the same checks as a file plugin: a good
+//!   one is served, a broken one is refused while the previous digest keeps serving.
+//! - With the registry down, a restart serves the digest cached from the last resolution (with
+//!   the error shown in `/debug/plugins`); with nothing cached it fails, naming the plugin and
+//!   the source.
+//! - A plugin from an `https://` URL is downloaded over TLS (a certificate trusted through
+//!   `caFile`) and checked against its pin.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::Value;
+use xdst_tests::plugins;
+use xdst_tests::registry::Registry;
+use xdst_tests::server::{Process, binary};
+use xdst_tests::upstream::http_get;
+use xdst_tests::xds::http_with;
+
+const WAIT: Duration = Duration::from_secs(60);
+const TOKEN: &str = "t0ken";
+
+/// `xdst plugin push FILE TARGET`; returns the plugin's sha256 as printed.
+fn push(file: &Path, target: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new(binary()?).args(["plugin", "push"]).arg(file).arg(target).env("RUST_LOG", "warn").output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    ensure!(out.status.success(), "xdst plugin push failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
+    let digest = stdout.lines().find_map(|l| l.trim().strip_prefix("sha256")).map(|d| d.trim().to_owned()).context("no sha256 line")?;
+    ensure!(stdout.contains(&format!(" to {target}")), "push output: {stdout}");
+    Ok(digest)
+}
+
+/// `xdst serve --config FILE`, expected to fail: its stderr.
+fn serve_fails(config: &Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new(binary()?)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("XDST_PLUGIN_CACHE")
+        .output()?;
+    ensure!(!out.status.success(), "xdst serve started with {}", config.display());
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+async fn status(admin: std::net::SocketAddr) -> anyhow::Result<Value> {
+    let (code, body) = http_get(admin, "/debug/plugins").await?;
+    ensure!(code == 200, "/debug/plugins: {code} {body}");
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// The clusters the `split` route sends traffic to (weight > 0), from `/debug/resources`.
+async fn split_targets(admin: std::net::SocketAddr) -> anyhow::Result<Vec<String>> {
+    let (_, body) = http_get(admin, "/debug/resources?bodies=true").await?;
+    let v: Value = serde_json::from_str(&body)?;
+    let rc = v["default"]["rds"]["resources"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["name"] == "split"))
+        .with_context(|| format!("no RouteConfiguration split: {v:#}"))?;
+    let weighted = &rc["body"]["virtual_hosts"][0]["routes"][0]["route"]["weighted_clusters"]["clusters"];
+    Ok(weighted.as_array().into_iter().flatten().filter(|c| c["weight"].as_u64().unwrap_or(0) > 0).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect())
+}
+
+async fn wait_for(admin: std::net::SocketAddr, what: &str, mut ok: impl FnMut(&Value, &[String]) -> bool) -> anyhow::Result<(Value, Vec<String>)> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = status(admin).await?;
+        let t = split_targets(admin).await?;
+        if ok(&s, &t) {
+            return Ok((s, t));
+        }
+        ensure!(Instant::now() < deadline, "{what}: not reached; targets {t:?}, status {s:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn reload(admin: std::net::SocketAddr) -> anyhow::Result<String> {
+    let (code, body) = http_with(admin, "POST", "/reload", &[("Authorization", &format!("Bearer {TOKEN}"))], "").await;
+    ensure!(code == 200, "POST /reload: {code} {body}");
+    Ok(body)
+}
+
+fn plugin_digest(s: &Value, name: &str) -> String {
+    s["plugins"].as_array().into_iter().flatten().find(|p| p["name"] == name).and_then(|p| p["digest"].as_str()).unwrap_or_default().to_owned()
+}
+
+fn write_config(dir: &Path, cache: &Path, split_source: &str, pin: Option<&str>) -> anyhow::Result<std::path::PathBuf> {
+    let pin = pin.map(|p| format!("  sha256: {p}\n")).unwrap_or_default();
+    let text = format!(
+        "# written by tests/it/distribution.rs\nintent: intent\npluginCache: {}\nresync: 100ms\nadminTokenFile: token\nplugins:\n- name: platform\n  source: reference.wasm\n- name: split\n  source: {split_source}\n{pin}",
+        cache.display()
+    );
+    let path = dir.join("xdst.yaml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage_is_survived() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let mut registry = Registry::start()?;
+    let work = tempfile::Builder::new().prefix("xdst-dist-").tempdir()?;
+    let dir = work.path();
+    // Caches outside the watched directory (the configuration file's).
+    let caches = tempfile::Builder::new().prefix("xdst-dist-cache-").tempdir()?;
+    std::fs::create_dir(dir.join("intent"))?;
+    let split_doc = |tag: &str| format!("kind: Split\nmetadata: {{name: split}}\nspec: {{port: 10998, tag: {tag}}}\n");
+    let services: Vec<String> = (0..2).map(|i| format!("kind: Service\nmetadata: {{name: u{i}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", 9100 + i)).collect();
+    let write_intent = |tag: &str| std::fs::write(dir.join("intent/intent.yaml"), format!("{}---\n{}", services.join("---\n"), split_doc(tag)));
+    write_intent("one")?;
+    std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
+    std::fs::write(dir.join("token"), TOKEN)?;
+    let swap = std::fs::read(plugins::swap()?)?;
+    let version = |weights: [u16; 6], name: &str| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join(name);
+        std::fs::write(&path, plugins::swap_variant(&swap, weights)?)?;
+        Ok(path)
+    };
+    let tag = registry.reference("team/split:stable");
+
+    // v1 (all traffic to u0) pushed with the real CLI.
+    let v1 = push(&version([100, 0, 0, 0, 0, 0], "v1.wasm")?, &tag)?;
+    let v2_file = version([0, 100, 0, 0, 0, 0], "v2.wasm")?;
+    let v2_digest = xdst_plugin::digest(&std::fs::read(&v2_file)?);
+
+    // A pin the artifact does not match: refused at start, with both digests.
+    let cache = caches.path().join("cache");
+    let config = write_config(dir, &cache, &tag, Some(&v2_digest))?;
+    let err = serve_fails(&config)?;
+    ensure!(err.contains("sha256 mismatch") && err.contains(&v2_digest) && err.contains(&v1) && err.contains("plugins[split]"), "pin mismatch error: {err}");
+    eprintln!("[dist] a wrong sha256 is refused: {}", err.lines().last().unwrap_or_default());
+
+    // The right pin: served, by digest.
+    write_config(dir, &cache, &tag, Some(&v1))?;
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.clone().into()]).await?;
+    let (s, targets) = wait_for(xdst.admin_addr, "v1 served", |s, t| plugin_digest(s, "split") == v1 && t == ["u0"]).await?;
+    let source = s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
+    ensure!(source["resolved"].as_str().is_some_and(|r| r.contains("team/split@sha256:")), "resolved to a manifest digest: {source:#}");
+    let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
+    ensure!(res.contains("plugin split from Split/split"), "attribution to the configured plugin name: {res}");
+    eprintln!("[dist] pulled by tag, running {v1}: routes to {targets:?}");
+
+    // Unpinned from here on (the edit of the file is a reload of the list: wait for it to be
+    // taken before moving the tag).
+    let ok_before = status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    write_config(dir, &cache, &tag, None)?;
+    wait_for(xdst.admin_addr, "the unpinned configuration read", |s, _| s["generations_ok"].as_u64().unwrap_or(0) > ok_before).await?;
+    // The tag moves to v2. Generations (an intent edit) and rescans do not pick it up.
+    let pushed_v2 = push(&v2_file, &tag)?;
+    ensure!(pushed_v2 == v2_digest);
+    let ok_before = status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    write_intent("two")?;
+    wait_for(xdst.admin_addr, "a generation after the tag moved", |s, _| s["generations_ok"].as_u64().unwrap_or(0) > ok_before).await?;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let s = status(xdst.admin_addr).await?;
+        ensure!(plugin_digest(&s, "split") == v1, "the moved tag was picked up without a reload: {s:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ensure!(split_targets(xdst.admin_addr).await? == ["u0"]);
+    eprintln!("[dist] the tag moved; an intent edit later, still serving {v1}");
+
+    // A reload resolves the tag again: v2 is compiled, checked and served.
+    reload(xdst.admin_addr).await?;
+    wait_for(xdst.admin_addr, "v2 served after reload", |s, t| plugin_digest(s, "split") == v2_digest && t == ["u1"]).await?;
+    eprintln!("[dist] after POST /reload: {v2_digest}, routes to u1");
+
+    // Registry outage: a restart serves the cached digest, and says why.
+    drop(xdst);
+    registry.stop();
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.clone().into()]).await?;
+    let (s, _) = wait_for(xdst.admin_addr, "cached v2 served with the registry down", |s, t| plugin_digest(s, "split") == v2_digest && t == ["u1"]).await?;
+    let source = s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
+    ensure!(source["error"].as_str().is_some_and(|e| e.contains("Connection refused") || e.contains("connect")), "the outage is shown: {source:#}");
+    // A reload while it is down keeps the digest too.
+    let body = reload(xdst.admin_addr).await?;
+    ensure!(body.contains("\"ok\""), "reload with the registry down: {body}");
+    ensure!(plugin_digest(&status(xdst.admin_addr).await?, "split") == v2_digest);
+    eprintln!("[dist] registry down: started from the cached {v2_digest}");
+    // Nothing cached (a fresh cache): fatal, naming the plugin and the source.
+    let fresh = write_config(dir, &caches.path().join("fresh"), &tag, None)?;
+    let err = serve_fails(&fresh)?;
+    ensure!(err.contains("plugins[1].source") && err.contains("\"split\"") && err.contains(&tag), "no cache, registry down: {err}");
+    write_config(dir, &cache, &tag, None)?;
+    eprintln!("[dist] registry down, nothing cached: {}", err.lines().last().unwrap_or_default());
+
+    // Back up; the tag moves to a broken build (its weight table corrupt, so every translation
+    // fails). The reload refuses it, naming the plugin, and v2 keeps serving.
+    registry.resume()?;
+    let mut broken = plugins::swap_variant(&swap, [0, 0, 100, 0, 0, 0])?;
+    let at = broken.windows(10).position(|w| w == b"XDST-SWAP:").context("marker")? + 10;
+    broken[at] = b'x';
+    std::fs::write(dir.join("broken.wasm"), &broken)?;
+    let broken_digest = push(&dir.join("broken.wasm"), &tag)?;
+    reload(xdst.admin_addr).await?;
+    let (s, t) = wait_for(xdst.admin_addr, "the broken tag refused", |s, _| {
+        s["refused"].as_array().is_some_and(|r| r.iter().any(|r| r["digest"].as_str().is_some_and(|d| !d.is_empty()) && r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]"))))
+    })
+    .await?;
+    let refusal = s["refused"].as_array().and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]")))).cloned().unwrap_or_default();
+    ensure!(refusal["reason"].as_str().is_some_and(|r| r.contains("weight table is corrupt")), "refusal: {refusal:#}");
+    ensure!(refusal["serving"] == v2_digest.as_str() && plugin_digest(&s, "split") == v2_digest && t == ["u1"], "v2 keeps serving: {s:#}");
+    eprintln!("[dist] the tag moved to a broken build ({broken_digest}): refused, {v2_digest} keeps serving");
+    Ok(())
+}
+
+/// `https://` sources: downloaded over TLS from a server whose certificate `caFile` trusts,
+/// verified against the pin, and refused when it does not match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let work = tempfile::Builder::new().prefix("xdst-https-").tempdir()?;
+    let dir = work.path();
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("plugins"))?;
+    std::fs::create_dir(dir.join("intent"))?;
+    std::fs::write(dir.join("intent/web.yaml"), "kind: Service\nmetadata: {name: web}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n")?;
+    let reference = std::fs::read(plugins::reference()?)?;
+    std::fs::write(www.join("plugins/reference.wasm"), &reference)?;
+    let digest = xdst_plugin::digest(&reference);
+
+    // A test CA, a certificate for 127.0.0.1 it signs, and a Python HTTPS server with it.
+    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\n")?;
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    for args in [
+        [&["req", "-x509"][..], &ec, &["-days", "1", "-subj", "/CN=xdst test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-keyout", "ca.key", "-out", "ca.pem"]].concat(),
+        [&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "leaf.csr"]].concat(),
+        vec!["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1", "-extfile", "leaf.ext", "-out", "cert.pem"],
+    ] {
+        let ok = std::process::Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .context("running openssl (tests/setup.sh installs it)")?;
+        ensure!(ok.success(), "openssl {args:?} failed");
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let script = format!(
+        "import http.server, ssl, functools\nh = functools.partial(http.server.SimpleHTTPRequestHandler, directory={www:?})\ns = http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h)\nc = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\nc.load_cert_chain({cert:?}, {key:?})\ns.socket = c.wrap_socket(s.socket, server_side=True)\ns.serve_forever()\n",
+        www = www.display().to_string(),
+        cert = dir.join("cert.pem").display().to_string(),
+        key = dir.join("key.pem").display().to_string(),
+    );
+    let mut server = tokio::process::Command::new("python3").arg("-c").arg(script).stderr(std::process::Stdio::null()).kill_on_drop(true).spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(s) = server.try_wait()? {
+            bail!("the HTTPS server exited: {s}");
+        }
+        ensure!(Instant::now() < deadline, "the HTTPS server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("https://127.0.0.1:{port}/plugins/reference.wasm");
+    let config = |pin: &str, ca: bool| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join("xdst.yaml");
+        let ca = if ca { "caFile: ca.pem\n" } else { "" };
+        std::fs::write(&path, format!("intent: intent\npluginCache: cache\n{ca}plugins:\n- name: platform\n  source: {url}\n  sha256: {pin}\n"))?;
+        Ok(path)
+    };
+
+    // Without trusting the certificate: refused, saying so.
+    let err = serve_fails(&config(&digest, false)?)?;
+    ensure!(err.contains(&url) && (err.contains("certificate") || err.contains("UnknownIssuer")), "untrusted certificate: {err}");
+    // A wrong pin: refused, with both digests.
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let err = serve_fails(&config(&wrong, true)?)?;
+    ensure!(err.contains("sha256 mismatch") && err.contains(&wrong) && err.contains(&digest), "wrong pin: {err}");
+    // The right pin: served.
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config(&digest, true)?.into()]).await?;
+    let s = status(xdst.admin_addr).await?;
+    ensure!(plugin_digest(&s, "platform") == digest && s["plugins"][0]["source"].as_str().is_some_and(|x| x.starts_with(&url)), "{s:#}");
+    let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
+    ensure!(res.contains("plugin platform from Service/web"), "{res}");
+    eprintln!("[https] {url} verified against {digest} and served");
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! A real OCI registry on loopback: Debian's `docker-registry` (the CNCF distribution
+//! registry), installed by `tests/setup.sh`, storing into a temporary directory. It can be
+//! stopped and started again on the same port and storage, as a registry outage.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+pub struct Registry {
+    /// `127.0.0.1:PORT`.
+    pub host: String,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Registry {
+    pub fn binary() -> PathBuf {
+        std::env::var_os("XDST_REGISTRY_BIN").map(PathBuf::from).unwrap_or_else(|| "/usr/bin/docker-registry".into())
+    }
+
+    /// Starts a registry on a free loopback port.
+    pub fn start() -> anyhow::Result<Registry> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let dir = tempfile::Builder::new().prefix("xdst-registry-").tempdir()?;
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(dir.path().join("config.yml"), config)?;
+        let mut r = Registry { host: format!("127.0.0.1:{port}"), dir, child: None };
+        r.resume()?;
+        Ok(r)
+    }
+
+    /// Starts it again (same port, same storage) after [`Registry::stop`].
+    pub fn resume(&mut self) -> anyhow::Result<()> {
+        let bin = Self::binary();
+        if !bin.exists() {
+            bail!("{} not found: tests/setup.sh installs Debian's docker-registry package", bin.display());
+        }
+        let child = Command::new(&bin)
+            .arg("serve")
+            .arg(self.dir.path().join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(&self.host) {
+                use std::io::{Read, Write};
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let req = format!("GET /v2/ HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host);
+                let mut answer = String::new();
+                if s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut answer).is_ok() && answer.starts_with("HTTP/1.1 200") {
+                    return Ok(());
+                }
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("the registry exited: {status}");
+            }
+            if Instant::now() > deadline {
+                bail!("the registry at {} did not answer within 20 s", self.host);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops it (a registry outage); [`Registry::resume`] brings it back.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `oci://HOST/REPOSITORY:TAG`.
+    pub fn reference(&self, repository_and_tag: &str) -> String {
+        format!("oci://{}/{repository_and_tag}", self.host)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
