@@ -511,3 +511,130 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
     eprintln!("[compose] fail-open: the patch is skipped with a warning; the translate plugin's config is served");
     Ok(())
 }
+
+/// `xdst.yaml` for [`teams_compose_through_a_configuration_file`]: the platform team's Rust
+/// translator and two instances of the security team's JavaScript patch plugin, `edge` and
+/// `strict`, each setting `x-policy` on every virtual host, in the given priorities.
+fn team_config(dir: &Path, edge: (i32, &str), strict: i32, split: bool) -> anyhow::Result<()> {
+    let split = if split { "- name: split\n  source: swap.wasm\n" } else { "" };
+    let text = format!(
+        "intent: intent\nplugins:\n- name: platform\n  source: reference.wasm\n{split}- name: edge\n  source: route-policy.wasm\n  priority: {}\n  config:\n    retries: {{attempts: 3, on: 5xx}}\n    responseHeaders: {{\"{}\": edge}}\n- name: strict\n  source: route-policy.wasm\n  priority: {strict}\n  config:\n    responseHeaders: {{x-policy: strict}}\n",
+        edge.0, edge.1
+    );
+    let tmp = dir.join(".xdst.yaml.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, dir.join("xdst.yaml"))?;
+    Ok(())
+}
+
+async fn wait_for_policy(proxy: SocketAddr, want: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+        if r.status == 200 && r.header("x-policy") == Some(want) {
+            return Ok(());
+        }
+        ensure!(Instant::now() < deadline, "x-policy never became {want:?}: {} {:?}", r.status, r.header("x-policy"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 7, must-shows 2 and 3, through a configuration file (`xdst serve --config`):
+///
+/// - Two teams compose: Envoy's traffic shows the Rust translator's routing with both patch
+///   instances applied. Patch plugins run in ascending priority, each on the previous one's
+///   output, so for this plugin the later `x-policy` wins: `strict` (20) over `edge` (10);
+///   swapping the priorities makes it `edge`, and changes nothing else.
+/// - A second translate plugin producing a resource the first one produces is refused, naming
+///   both plugins and the resource, and Envoy keeps its config.
+/// - A patch that Envoy rejects (a `:path` response header, which Envoy refuses to modify):
+///   `/debug/nodes` shows the NACK with the rejected route configuration, the plugin and
+///   document that produced it and the patch plugins that changed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let ups = Upstreams::start().await?;
+    let dir = tempfile::Builder::new().prefix("xdst-teams-").tempdir()?;
+    let d = dir.path();
+    std::fs::create_dir(d.join("intent"))?;
+    std::fs::copy(plugins::reference()?, d.join("reference.wasm"))?;
+    std::fs::copy(plugins::route_policy()?, d.join("route-policy.wasm"))?;
+    std::fs::copy(plugins::swap()?, d.join("swap.wasm"))?;
+    let port = free_port()?;
+    write_intent(&d.join("intent"), port, &ups)?;
+    team_config(d, (10, "x-policy"), 20, false)?;
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), d.join("xdst.yaml").into(), "--debounce".into(), "20ms".into()]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-teams")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_for_proxy(proxy).await?;
+
+    // Composed: the translator's routing, edge's retries, strict's header last.
+    wait_for_policy(proxy, "strict").await?;
+    let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+    ensure!(r.body == "c", "the translator's header match: {}", r.body);
+    let (failed, _) = flaky_outcome(proxy).await?;
+    ensure!(failed == 0, "edge's retries: {failed} of 10 failed");
+    let s = plugins_status(xdst.admin_addr).await?;
+    let names: Vec<&str> = s["plugins"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    ensure!(names == ["platform", "edge", "strict"], "plugins: {names:?}");
+    let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
+    let res: Value = serde_json::from_str(&res)?;
+    let web = res["default"]["rds"]["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();
+    ensure!(web["produced_by"] == "platform" && web["document"] == "HttpGateway/web" && web["changed_by"] == serde_json::json!(["edge", "strict"]), "attribution: {web:#}");
+    eprintln!("[teams] composed: platform's routes, edge then strict; x-policy: strict");
+
+    // Swapped priorities: edge runs last; only the header changes.
+    team_config(d, (30, "x-policy"), 20, false)?;
+    wait_for_policy(proxy, "edge").await?;
+    let (failed, _) = flaky_outcome(proxy).await?;
+    ensure!(failed == 0, "retries still apply after the swap: {failed} failed");
+    let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+    ensure!(r.body == "c", "routing unchanged after the swap: {}", r.body);
+    eprintln!("[teams] priorities swapped: x-policy: edge, nothing else changed");
+
+    // A second translate plugin (split) claims a resource the first one makes.
+    team_config(d, (30, "x-policy"), 20, true)?;
+    let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    wait_for_ok(xdst.admin_addr, ok_before).await?;
+    let served = versions(&envoy.stats().await?);
+    let failed_before = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
+    std::fs::write(d.join("intent/split.yaml"), format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"))?;
+    let err = wait_for_failure(xdst.admin_addr, failed_before).await?;
+    let message = err["message"].as_str().unwrap_or_default();
+    ensure!(message.contains("\"web\" is produced by plugin platform from HttpGateway/web and again by plugin split from Split/web"), "conflict: {err:#}");
+    ensure!(versions(&envoy.stats().await?) == served, "Envoy's config changed after a conflict");
+    wait_for_policy(proxy, "edge").await?;
+    std::fs::remove_file(d.join("intent/split.yaml"))?;
+    eprintln!("[teams] conflict refused: {message}");
+
+    // A patch Envoy rejects. Envoy NACKs the route configuration and keeps the last good.
+    let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
+    team_config(d, (10, ":path"), 20, false)?;
+    wait_for_ok(xdst.admin_addr, ok_before).await?;
+    let deadline = Instant::now() + WAIT;
+    let rejection = loop {
+        let (_, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
+        let nodes: Value = serde_json::from_str(&body)?;
+        let node = nodes.as_array().and_then(|n| n.iter().find(|n| n["id"] == "envoy-teams")).cloned().unwrap_or_default();
+        if let Some(r) = node["plan"]["last_rejection"].as_object().filter(|r| r["type"] == "rds") {
+            break (Value::Object(r.clone()), node["plan"]["stopped"].clone());
+        }
+        ensure!(Instant::now() < deadline, "no NACK in /debug/nodes: {node:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (last, stopped) = rejection;
+    let web = last["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();
+    ensure!(
+        web["produced_by"] == "platform" && web["document"] == "HttpGateway/web" && web["changed_by"] == serde_json::json!(["edge", "strict"]),
+        "the rejected route configuration's authors: {last:#}"
+    );
+    ensure!(stopped["type"] == "rds" && stopped["resources"] == last["resources"], "the stopped plan shows the same: {stopped:#}");
+    let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
+    ensure!(r.status == 200 && r.body == "c" && r.header("x-policy") == Some("edge"), "Envoy keeps the last good routes: {} {} {:?}", r.status, r.body, r.header("x-policy"));
+    eprintln!("[teams] NACK: {} -> {web}", last["message"]);
+
+    // Fixed: served again.
+    team_config(d, (10, "x-policy"), 20, false)?;
+    wait_for_policy(proxy, "strict").await?;
+    Ok(())
+}

@@ -109,6 +109,10 @@ impl Resource {
     pub fn origin(&self) -> Option<&str> {
         self.origin.as_deref()
     }
+    /// Who made it: the origin, read as the plugin pipeline writes it.
+    pub fn attribution(&self) -> Attribution {
+        Attribution::parse(self.origin().unwrap_or(""))
+    }
     /// The other resources this one names; decoded on first use, then cached.
     pub fn references(&self) -> &crate::consistency::References {
         self.refs.get_or_init(|| crate::consistency::References::of(self))
@@ -192,5 +196,58 @@ mod tests {
         assert_ne!(a.version(), c.version());
         assert_eq!(a.version().len(), 16);
         assert_ne!(set_version([("a", "1")]), set_version([("a", "2")]));
+    }
+}
+
+/// Who made a resource, from its origin: `plugin P from Kind/name` (a translate plugin and
+/// the intent document), then `; changed by plugin Q` for each patch plugin that changed it;
+/// or `file#index` for a resource read from a resources directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Attribution {
+    /// The plugin that produced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub produced_by: Option<String>,
+    /// The intent document it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<String>,
+    /// The patch plugins that changed it, in the order they ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_by: Vec<String>,
+    /// The file (and document index) it was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+impl Attribution {
+    pub fn parse(origin: &str) -> Attribution {
+        let mut parts = origin.split("; ");
+        let first = parts.next().unwrap_or("");
+        let mut a = Attribution::default();
+        match first.strip_prefix("plugin ") {
+            Some(rest) => match rest.split_once(" from ") {
+                Some((p, d)) => (a.produced_by, a.document) = (Some(p.to_owned()), Some(d.to_owned())),
+                None => a.produced_by = Some(rest.to_owned()),
+            },
+            None if !first.is_empty() => a.file = Some(first.to_owned()),
+            None => {}
+        }
+        a.changed_by = parts.filter_map(|p| p.strip_prefix("changed by plugin ")).map(str::to_owned).collect();
+        a
+    }
+}
+
+#[cfg(test)]
+mod attribution_tests {
+    use super::Attribution;
+
+    #[test]
+    fn origins_read_back() {
+        let a = Attribution::parse("plugin platform from HttpGateway/web; changed by plugin security; changed by plugin edge");
+        assert_eq!(a.produced_by.as_deref(), Some("platform"));
+        assert_eq!(a.document.as_deref(), Some("HttpGateway/web"));
+        assert_eq!(a.changed_by, ["security", "edge"]);
+        assert_eq!(Attribution::parse("plugin policy").produced_by.as_deref(), Some("policy"));
+        assert_eq!(Attribution::parse("routes.yaml#2").file.as_deref(), Some("routes.yaml#2"));
+        assert_eq!(Attribution::parse(""), Attribution::default());
     }
 }

@@ -111,6 +111,19 @@ struct Rejected {
     update: Update,
     message: String,
     at: Instant,
+    /// What in it was new to the node, with who made it.
+    suspects: Vec<RejectedResource>,
+}
+
+/// A resource in a rejected response that the node did not hold (new, or changed since it
+/// last acknowledged), and who made it: one of these is what the node rejected.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RejectedResource {
+    pub name: String,
+    #[serde(flatten)]
+    pub attribution: crate::resource::Attribution,
+    /// Whether the node's error message names it.
+    pub named_in_error: bool,
 }
 
 /// How many unanswered responses are remembered per stream and type. Envoy answers each in
@@ -132,6 +145,8 @@ pub struct Rollout {
     in_flight: BTreeMap<(u64, Arc<str>), VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
+    /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
+    last_rejection: Option<(Arc<str>, Rejected)>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
     stopped: bool,
     step: Step,
@@ -160,6 +175,7 @@ impl Rollout {
             by_name: false,
             in_flight: BTreeMap::new(),
             rejected: BTreeMap::new(),
+            last_rejection: None,
             stopped: false,
             step: Step::Clusters,
             step_since: now,
@@ -302,14 +318,36 @@ impl Rollout {
             Some(message) => {
                 // A rejection of a response already superseded stops nothing: the newer one
                 // is on its way.
+                let suspects = self.suspects(type_url, &update, message);
+                let rejected = Rejected { update, message: message.to_owned(), at: now, suspects };
+                self.last_rejection = Some((type_url.clone(), rejected.clone()));
                 if latest {
-                    self.rejected.insert(key, Rejected { update, message: message.to_owned(), at: now });
+                    self.rejected.insert(key, rejected);
                 }
             }
             None => self.apply(type_url, update),
         }
         self.replan(now, &mut notes);
         notes
+    }
+
+    /// The resources of `update` the node does not hold as they are (what it may have rejected).
+    fn suspects(&self, type_url: &Arc<str>, update: &Update, message: &str) -> Vec<RejectedResource> {
+        let held = |r: &Resource| self.acked.resource(type_url, r.name()).is_some_and(|a| a.version() == r.version());
+        let resources: Vec<Arc<Resource>> = match update {
+            Update::Replace(set) => set.resources().cloned().collect(),
+            Update::List { resources, .. } => resources.clone(),
+            Update::Patch { added, .. } => added.clone(),
+        };
+        resources
+            .iter()
+            .filter(|r| !held(r))
+            .map(|r| RejectedResource {
+                name: r.name().to_string(),
+                attribution: r.attribution(),
+                named_in_error: !r.name().is_empty() && message.contains(r.name().as_ref() as &str),
+            })
+            .collect()
     }
 
     /// The node accepted `update`.
@@ -530,10 +568,17 @@ impl Rollout {
                     r#type: short(t),
                     message: rj.message.clone(),
                     seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
+                    resources: rj.suspects.clone(),
                 })
             } else {
                 None
             },
+            last_rejection: self.last_rejection.as_ref().map(|(t, rj)| StoppedStatus {
+                r#type: short(t),
+                message: rj.message.clone(),
+                seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
+                resources: rj.suspects.clone(),
+            }),
             in_sync: self.in_sync(),
             convergences: self.convergences,
             last_convergence_seconds: self.last_convergence.map(round_ms),
@@ -577,6 +622,8 @@ pub struct RolloutStatus {
     /// Responses sent to the node and not answered yet.
     pub unanswered: usize,
     pub stopped: Option<StoppedStatus>,
+    /// The last response the node rejected (kept after the plan moves on).
+    pub last_rejection: Option<StoppedStatus>,
     /// Whether the node holds its target of every type it subscribes to.
     pub in_sync: bool,
     /// Changes the node has converged on (its first configuration is not counted).
@@ -594,6 +641,9 @@ pub struct StoppedStatus {
     pub r#type: String,
     pub message: String,
     pub seconds_ago: f64,
+    /// The resources of the rejected response the node did not hold, with the plugin (and
+    /// intent document) that produced each and the patch plugins that changed it.
+    pub resources: Vec<RejectedResource>,
 }
 
 #[cfg(test)]

@@ -154,6 +154,9 @@ struct ResourceReport {
     version: String,
     bytes: usize,
     origin: Option<String>,
+    /// The origin, structured: produced_by, document, changed_by, file.
+    #[serde(flatten)]
+    attribution: xdst_core::resource::Attribution,
     #[serde(skip_serializing_if = "Option::is_none")]
     body: Option<serde_json::Value>,
 }
@@ -180,6 +183,7 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
                     version: r.version().to_string(),
                     bytes: r.body().len(),
                     origin: r.origin().map(str::to_owned),
+                    attribution: r.attribution(),
                     body: bodies.then(|| body_json(t, r.body())).flatten(),
                 })
                 .collect();

@@ -342,6 +342,24 @@ mod tests {
     }
 
     #[test]
+    fn the_example_is_a_valid_and_complete_configuration() {
+        let text = include_str!("../../../examples/xdst.yaml");
+        let c = parse(Path::new("/etc/xdst/xdst.yaml"), text).unwrap();
+        let plugins = c.plugins.as_deref().unwrap();
+        assert_eq!(plugins.len(), 4);
+        assert!(c.xds_addr.is_some() && c.admin_addr.is_some() && c.plan_grace.is_some() && c.node_group_key.is_some());
+        let sources: Vec<Source> = plugins.iter().map(|p| Source::parse(&p.source, Path::new("/etc/xdst")).unwrap()).collect();
+        assert!(matches!(sources[0], Source::Path(_)) && matches!(sources[1], Source::Oci(_)) && matches!(sources[3], Source::Https(_)));
+        // Every key of the file is shown in the example (commented or not).
+        for key in ["xdsAddr", "adminAddr", "resources", "intent", "pluginsDir", "plugins", "pluginCache", "fuel", "nodeGroupKey", "debounce", "resync", "shutdownGrace", "planGrace", "unsafeUnorderedPush", "adminTokenFile", "readyFile", "insecureRegistries", "caFile"] {
+            assert!(text.contains(&format!("{key}:")), "examples/xdst.yaml does not show {key}");
+        }
+        for key in ["name", "source", "sha256", "config", "priority", "failurePolicy", "limits", "capabilities", "deadlineMs", "memoryMiB", "outputMiB", "fuel"] {
+            assert!(text.contains(&format!(" {key}:")), "examples/xdst.yaml does not show plugins[].{key}");
+        }
+    }
+
+    #[test]
     fn mistakes_name_the_file_and_field() {
         assert!(err("xdsAdr: 1").contains("/etc/xdst/xdst.yaml field xdsAdr: unknown field `xdsAdr`, expected one of `xdsAddr`"), "{}", err("xdsAdr: 1"));
         assert!(err("planGrace: soon").contains("field planGrace: invalid duration"));
