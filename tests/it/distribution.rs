@@ -39,14 +39,25 @@ fn push(file: &Path, target: &str) -> anyhow::Result<String> {
 
 /// `xdst serve --config FILE`, expected to fail: its stderr.
 fn serve_fails(config: &Path) -> anyhow::Result<String> {
-    let out = std::process::Command::new(binary()?)
-        .args(["serve", "--config"])
+    let mut child = std::process::Command::new(binary()?)
+        .args(["serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--config"])
         .arg(config)
         .env("RUST_LOG", "warn")
         .env("RUST_BACKTRACE", "0")
         .env_remove("XDST_PLUGIN_CACHE")
-        .output()?;
-    ensure!(!out.status.success(), "xdst serve started with {}", config.display());
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let deadline = Instant::now() + WAIT;
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("xdst serve started with {} (still running after {WAIT:?})", config.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output()?;
+    ensure!(!out.status.success(), "xdst serve exited 0 with {}", config.display());
     Ok(String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -280,5 +291,87 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
     ensure!(res.contains("plugin platform from Service/web"), "{res}");
     eprintln!("[https] {url} verified against {digest} and served");
+    Ok(())
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let ok = std::process::Command::new("openssl").args(args).current_dir(dir).stderr(std::process::Stdio::null()).status().context("running openssl")?;
+    ensure!(ok.success(), "openssl {args:?} failed");
+    Ok(())
+}
+
+/// Signatures: ed25519 over the plugin's digest, made by `xdst plugin push --sign` (stored in
+/// the registry beside the plugin) or by `openssl pkeyutl` (a `.sig` file beside a path
+/// source), verified against the key the configuration names; a wrong key, a missing
+/// signature and a signature of other code are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let registry = Registry::start()?;
+    let work = tempfile::Builder::new().prefix("xdst-sig-").tempdir()?;
+    let dir = work.path();
+    let caches = tempfile::Builder::new().prefix("xdst-sig-cache-").tempdir()?;
+    for who in ["team", "other"] {
+        openssl(dir, &["genpkey", "-algorithm", "ed25519", "-out", &format!("{who}.key")])?;
+        openssl(dir, &["pkey", "-in", &format!("{who}.key"), "-pubout", "-out", &format!("{who}.pub")])?;
+    }
+    std::fs::create_dir(dir.join("intent"))?;
+    std::fs::write(
+        dir.join("intent/intent.yaml"),
+        "kind: Service\nmetadata: {name: u0}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n---\nkind: Split\nmetadata: {name: split}\nspec: {port: 10997}\n",
+    )?;
+    let reference = std::fs::read(plugins::reference()?)?;
+    std::fs::write(dir.join("reference.wasm"), &reference)?;
+    let sign_file = |digest: &str, out: &str| -> anyhow::Result<()> {
+        std::fs::write(dir.join("digest.txt"), digest)?;
+        openssl(dir, &["pkeyutl", "-sign", "-rawin", "-inkey", "team.key", "-in", "digest.txt", "-out", out])
+    };
+    sign_file(&xdst_plugin::digest(&reference), "reference.wasm.sig")?;
+    let swap = std::fs::read(plugins::swap()?)?;
+    std::fs::write(dir.join("split.wasm"), plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?)?;
+    let signed_tag = registry.reference("team/split:signed");
+    let out = std::process::Command::new(binary()?).args(["plugin", "push"]).arg(dir.join("split.wasm")).arg(&signed_tag).arg("--sign").arg(dir.join("team.key")).env("RUST_LOG", "warn").output()?;
+    ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("signed   oci://"), "push --sign: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // Other code (its own digest), pushed without a signature.
+    std::fs::write(dir.join("unsigned.wasm"), plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?)?;
+    let unsigned_tag = registry.reference("team/split:unsigned");
+    push(&dir.join("unsigned.wasm"), &unsigned_tag)?;
+
+    let config = |split: &str, key: &str| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join("xdst.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "intent: intent\npluginCache: {}\nplugins:\n- name: platform\n  source: reference.wasm\n  signature: {{publicKey: team.pub}}\n- name: split\n  source: {split}\n  signature: {{publicKey: {key}}}\n",
+                caches.path().display()
+            ),
+        )?;
+        Ok(path)
+    };
+    let err = serve_fails(&config(&signed_tag, "other.pub")?)?;
+    ensure!(err.contains("plugins[split]: signature refused: the signature does not verify with the key") && err.contains("other.pub"), "wrong key: {err}");
+    let err = serve_fails(&config(&unsigned_tag, "team.pub")?)?;
+    ensure!(err.contains("signature refused: no signature") && err.contains("no signature in the registry"), "unsigned: {err}");
+    eprintln!("[sig] a wrong key and a missing signature are refused");
+
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config(&signed_tag, "team.pub")?.into()]).await?;
+    let s = status(xdst.admin_addr).await?;
+    let names: Vec<&str> = s["plugins"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    ensure!(names == ["platform", "split"], "{s:#}");
+    eprintln!("[sig] signed by xdst (in the registry) and by openssl (a .sig file): both verified and served");
+
+    // The .sig file replaced by a signature of other code: refused, the last good keeps serving.
+    sign_file(&format!("sha256:{}", "1".repeat(64)), "reference.wasm.sig")?;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = status(xdst.admin_addr).await?;
+        if let Some(r) = s["refused"].as_array().and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[platform]")))) {
+            ensure!(r["reason"].as_str().is_some_and(|x| x.contains("does not verify")) && r["serving"] == xdst_plugin::digest(&reference).as_str(), "{r:#}");
+            break;
+        }
+        ensure!(Instant::now() < deadline, "a bad signature was not refused: {s:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("[sig] a signature of other code is refused live; the verified version keeps serving");
     Ok(())
 }

@@ -44,7 +44,8 @@ impl Registry {
             .arg("serve")
             .arg(self.dir.path().join("config.yml"))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            // It logs every 404 (a blob it does not have yet, before each upload) as an error.
+            .stderr(std::fs::File::create(self.dir.path().join("registry.log"))?)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         self.child = Some(child);

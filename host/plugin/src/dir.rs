@@ -73,6 +73,47 @@ pub struct Entry {
     /// The instance name (else the plugin's own).
     pub name: Option<String>,
     pub settings: SettingsFrom,
+    /// A signature the code must carry.
+    pub signature: Option<SignatureCheck>,
+}
+
+/// A detached ed25519 signature over the plugin's digest (the ASCII text `sha256:<hex>`), and
+/// the public key it must verify with.
+#[derive(Debug, Clone)]
+pub struct SignatureCheck {
+    /// The public key file (PEM, as `openssl pkey -pubout` writes it), for messages.
+    pub key_file: String,
+    pub key: ed25519_dalek::VerifyingKey,
+    /// The signature (raw 64 bytes, or base64 text), or why there is none.
+    pub signature: Result<Vec<u8>, String>,
+}
+
+impl SignatureCheck {
+    /// Reads a public key file; the error says what is wrong with it.
+    pub fn read_key(path: &Path) -> Result<ed25519_dalek::VerifyingKey, String> {
+        use ed25519_dalek::pkcs8::DecodePublicKey;
+        let pem = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        ed25519_dalek::VerifyingKey::from_public_key_pem(&pem)
+            .map_err(|e| format!("{}: not an ed25519 public key in PEM (openssl pkey -pubout writes one): {e}", path.display()))
+    }
+
+    /// Whether the signature verifies for `digest` (`sha256:<hex>`).
+    pub fn verify(&self, digest: &str) -> Result<(), String> {
+        let raw = self.signature.as_ref().map_err(|e| format!("no signature: {e}"))?;
+        let bytes = if raw.len() == 64 {
+            raw.clone()
+        } else {
+            use base64::Engine as _;
+            let text = String::from_utf8_lossy(raw);
+            base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .map_err(|_| "the signature is neither 64 raw bytes nor base64".to_owned())?
+        };
+        let sig = ed25519_dalek::Signature::from_slice(&bytes).map_err(|_| format!("the signature is {} bytes, not 64", bytes.len()))?;
+        self.key
+            .verify_strict(digest.as_bytes(), &sig)
+            .map_err(|_| format!("the signature does not verify with the key {} for {digest}", self.key_file))
+    }
 }
 
 /// Where an entry's settings are.
@@ -87,7 +128,7 @@ pub enum SettingsFrom {
 impl Entry {
     /// A `.wasm` file of a plugins directory.
     pub fn file(wasm: &Path) -> Entry {
-        Entry { id: wasm.to_owned(), wasm: wasm.to_owned(), source: wasm.display().to_string(), name: None, settings: SettingsFrom::Beside }
+        Entry { id: wasm.to_owned(), wasm: wasm.to_owned(), source: wasm.display().to_string(), name: None, settings: SettingsFrom::Beside, signature: None }
     }
 
     /// A digest of everything that makes this plugin what it is: the code and the settings.
@@ -99,6 +140,10 @@ impl Entry {
         }
         if let Some(n) = &self.name {
             bytes.extend(n.as_bytes());
+        }
+        if let Some(s) = &self.signature {
+            bytes.extend(s.key.as_bytes());
+            bytes.extend(s.signature.as_ref().map(Vec::as_slice).unwrap_or(b"-"));
         }
         Ok(crate::runtime::digest(&bytes))
     }
@@ -127,6 +172,8 @@ pub enum DirError {
     DuplicateName { name: String, first: PathBuf, second: PathBuf },
     #[error("{file}: sha256 mismatch: the settings pin {expected}, but {origin} is {actual}")]
     Digest { file: PathBuf, origin: String, expected: String, actual: String },
+    #[error("{file}: signature refused: {message} ({origin})")]
+    Signature { file: PathBuf, origin: String, message: String },
 }
 
 /// The operator's settings for one plugin (`NAME.yaml`, or a configuration file's entry).
@@ -289,6 +336,9 @@ impl DirLoader {
             && expected != digest
         {
             return Err(DirError::Digest { file: file.clone(), origin: entry.source.clone(), expected, actual: digest });
+        }
+        if let Some(check) = &entry.signature {
+            check.verify(&digest).map_err(|message| DirError::Signature { file: file.clone(), origin: entry.source.clone(), message })?;
         }
         let done = |plugin: Arc<Plugin>| {
             let name = entry.name.clone().unwrap_or_else(|| plugin.info().name.clone());

@@ -86,6 +86,17 @@ pub struct PluginEntry {
     pub limits: LimitSettings,
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// Require a detached ed25519 signature over the plugin's digest.
+    #[serde(default)]
+    pub signature: Option<SignatureSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SignatureSettings {
+    /// The signer's public key (PEM). The signature is `<path>.sig` or `<url>.sig` beside the
+    /// plugin, or the registry's `sha256-<hex>.sig` tag for an OCI source.
+    pub public_key: PathBuf,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -135,6 +146,11 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     {
         *p = base.join(&*p);
     }
+    for e in c.plugins.iter_mut().flatten() {
+        if let Some(s) = &mut e.signature {
+            s.public_key = base.join(&s.public_key);
+        }
+    }
     if c.plugins.is_some() && c.plugins_dir.is_some() {
         return Err(err(Some("plugins".into()), "give either `plugins` (a list) or `pluginsDir` (a directory), not both".into()));
     }
@@ -162,6 +178,7 @@ fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, St
         let settings = settings_of(e);
         settings.limits().map_err(|(f, m)| (format!("plugins[{i}].{f}"), m))?;
         settings.pin().map_err(|m| (format!("plugins[{i}].sha256"), m))?;
+
     }
     Ok(())
 }
@@ -204,8 +221,8 @@ struct State {
     /// The reload count when remote sources were last resolved.
     reloads: Option<u64>,
     entries: Vec<(PluginEntry, String)>,
-    /// By plugin name: the source and what it resolved to.
-    resolved: BTreeMap<String, (String, Resolved)>,
+    /// By plugin name: the source, what it resolved to, and its signature (fetched then).
+    resolved: BTreeMap<String, (String, Resolved, Option<Result<Vec<u8>, String>>)>,
     reports: Vec<SourceReport>,
 }
 
@@ -264,13 +281,17 @@ impl ConfiguredPlugins {
         let mut resolved = BTreeMap::new();
         for (i, (e, settings_text)) in st.entries.iter().enumerate() {
             let source = Source::parse(&e.source, &base).expect("checked when read");
-            let previous = st.resolved.get(&e.name).filter(|(s, _)| *s == e.source).map(|(_, r)| r.clone());
+            let remembered = st.resolved.get(&e.name).filter(|(s, _, _)| *s == e.source);
+            let previous = remembered.map(|(_, r, _)| r.clone());
+            let previous_sig = remembered.and_then(|(_, _, sig)| sig.clone());
             let mut error = None;
+            let mut fresh = false;
             let r = match (&source, previous) {
                 (Source::Path(p), _) => Resolved { path: p.clone(), digest: String::new(), manifest: None, pinned: p.display().to_string() },
                 (_, Some(prev)) if !refresh => prev,
                 (_, previous) => match self.fetcher.resolve(&source) {
                     Ok(r) => {
+                        fresh = true;
                         if previous.as_ref().is_some_and(|p| p.digest != r.digest) {
                             info!(plugin = %e.name, source = %source, digest = %r.digest, "plugin source resolved to new code");
                         }
@@ -302,7 +323,24 @@ impl ConfiguredPlugins {
                 digest: (!r.digest.is_empty()).then(|| r.digest.clone()),
                 error,
             });
+            let signature = match &e.signature {
+                None => None,
+                Some(s) => {
+                    let key = xdst_plugin::dir::SignatureCheck::read_key(&s.public_key)
+                        .map_err(|message| ConfigError { file: self.file.display().to_string(), field: Some(format!("plugins[{i}].signature.publicKey")), message })?;
+                    // A path's signature is read with the file, every time; a remote one is
+                    // fetched when the source is resolved.
+                    let signature = match (&source, previous_sig) {
+                        (Source::Path(p), _) => self.fetcher.signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
+                        (_, Some(sig)) if !fresh => sig,
+                        _ => self.fetcher.signature(&source, &r.digest),
+                    };
+                    Some(xdst_plugin::dir::SignatureCheck { key_file: s.public_key.display().to_string(), key, signature })
+                }
+            };
+            let sig_bytes = signature.as_ref().map(|s| s.signature.clone());
             out.push(Entry {
+                signature,
                 id: PathBuf::from(format!("{} plugins[{}]", self.file.display(), e.name)),
                 wasm: r.path.clone(),
                 source: r.pinned.clone(),
@@ -310,7 +348,7 @@ impl ConfiguredPlugins {
                 settings: SettingsFrom::Inline(settings_of(e), settings_text.clone()),
             });
             if source.is_remote() {
-                resolved.insert(e.name.clone(), (e.source.clone(), r));
+                resolved.insert(e.name.clone(), (e.source.clone(), r, sig_bytes));
             }
         }
         st.resolved = resolved;

@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// A detached ed25519 signature over a plugin's digest, stored in the plugin's repository at
+/// the tag `sha256-<hex>.sig` (cosign's tag convention, with our own payload).
+pub const SIGNATURE_MEDIA_TYPE: &str = "application/vnd.dev.xdst.signature.ed25519";
+pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The largest plugin or manifest fetched.
 const MAX_BYTES: u64 = 512 << 20;
 
@@ -393,6 +397,94 @@ impl Fetcher {
         Ok(Resolved { path, digest, manifest: Some(manifest_digest), pinned })
     }
 
+    /// The signature of the plugin with `digest` from `source`: `<path>.sig`, `<url>.sig`, or
+    /// the registry's `sha256-<hex>.sig` tag. Fetched ones are cached beside the plugin, and the
+    /// cached one is used when the fetch fails (a registry outage).
+    pub fn signature(&self, source: &Source, digest: &str) -> Result<Vec<u8>, String> {
+        if let Source::Path(p) = source {
+            let sig = PathBuf::from(format!("{}.sig", p.display()));
+            return std::fs::read(&sig).map_err(|e| format!("{}: {e}", sig.display()));
+        }
+        let cached = self.blob_path(digest).with_extension("sig");
+        self.fetch_signature(source, digest, &cached).or_else(|e| std::fs::read(&cached).map_err(|_| e))
+    }
+
+    fn fetch_signature(&self, source: &Source, digest: &str, cached: &Path) -> Result<Vec<u8>, String> {
+        match source {
+            Source::Path(_) => unreachable!("read directly"),
+            Source::Https(url) => {
+                let url = format!("{url}.sig");
+                let mut resp = self.agent.get(&url).call().map_err(|e| format!("fetching {url}: {e}"))?;
+                if resp.status() != 200 {
+                    return Err(format!("fetching {url}: HTTP {}", resp.status()));
+                }
+                let bytes = resp.body_mut().with_config().limit(4096).read_to_vec().map_err(|e| format!("reading {url}: {e}"))?;
+                let _ = write_atomic(cached, &bytes);
+                Ok(bytes)
+            }
+            Source::Oci(oci) => {
+                let tag = oci.at(&signature_tag(digest));
+                let bytes = self.pull_signature(&tag).map_err(|e| format!("{e:#}"))?;
+                let _ = write_atomic(cached, &bytes);
+                Ok(bytes)
+            }
+        }
+    }
+
+    fn pull_signature(&self, tag: &OciRef) -> anyhow::Result<Vec<u8>> {
+        let mut resp = self.get(tag, &format!("manifests/{}", tag.reference), MANIFEST_MEDIA_TYPE)?;
+        match resp.status().as_u16() {
+            200 => {}
+            404 => bail!("{tag}: no signature in the registry (push one with `xdst plugin push --sign KEY`)"),
+            s => bail!("{tag}: HTTP {s}"),
+        }
+        let manifest: Manifest = serde_json::from_slice(&resp.body_mut().with_config().limit(1 << 20).read_to_vec()?)?;
+        let layer = manifest.layers.iter().find(|l| l.media_type == SIGNATURE_MEDIA_TYPE).ok_or_else(|| anyhow!("{tag}: no {SIGNATURE_MEDIA_TYPE} layer"))?;
+        let mut resp = self.get(tag, &format!("blobs/{}", layer.digest), "*/*")?;
+        if resp.status() != 200 {
+            bail!("{tag}: HTTP {} for the signature blob", resp.status());
+        }
+        let bytes = resp.body_mut().with_config().limit(4096).read_to_vec()?;
+        if xdst_plugin::digest(&bytes) != layer.digest {
+            bail!("{tag}: the signature blob does not match its digest");
+        }
+        Ok(bytes)
+    }
+
+    /// Pushes a signature of the plugin with `digest` to `oci`'s repository.
+    pub fn push_signature(&self, oci: &OciRef, digest: &str, signature: &[u8]) -> anyhow::Result<String> {
+        let tag = oci.at(&signature_tag(digest));
+        let empty = b"{}";
+        let config_digest = self.upload(oci, empty)?;
+        let sig_digest = self.upload(oci, signature)?;
+        let manifest = Manifest {
+            schema_version: 2,
+            media_type: Some(MANIFEST_MEDIA_TYPE.into()),
+            config: Descriptor { media_type: EMPTY_MEDIA_TYPE.into(), digest: config_digest, size: empty.len() as u64, annotations: None },
+            layers: vec![Descriptor { media_type: SIGNATURE_MEDIA_TYPE.into(), digest: sig_digest, size: signature.len() as u64, annotations: None }],
+            annotations: Some([("dev.xdst.signature.subject".to_owned(), digest.to_owned())].into()),
+        };
+        self.put_manifest(&tag, &serde_json::to_vec(&manifest)?)?;
+        Ok(tag.to_string())
+    }
+
+    fn put_manifest(&self, oci: &OciRef, body: &[u8]) -> anyhow::Result<()> {
+        let url = format!("{}/v2/{}/manifests/{}", self.base(&oci.registry), oci.repository, oci.reference);
+        let make = |auth: Option<&str>| {
+            let mut r = self.agent.put(&url).header("content-type", MANIFEST_MEDIA_TYPE);
+            if let Some(a) = auth {
+                r = r.header("authorization", a);
+            }
+            r
+        };
+        let mut resp = self.send(oci, "pull,push", &make, body).with_context(|| format!("PUT {url}"))?;
+        if resp.status() != 201 {
+            let text = resp.body_mut().read_to_string().unwrap_or_default();
+            bail!("{oci}: the registry refused the manifest: HTTP {}: {}", resp.status(), text.trim());
+        }
+        Ok(())
+    }
+
     /// Pushes `wasm` (a plugin; `info` from loading it) as a wasm OCI artifact, and returns the
     /// manifest's digest.
     pub fn push(&self, oci: &OciRef, wasm: &[u8], info: &PushInfo) -> anyhow::Result<String> {
@@ -428,19 +520,7 @@ impl Fetcher {
             ),
         };
         let body = serde_json::to_vec(&manifest)?;
-        let url = format!("{}/v2/{}/manifests/{}", self.base(&oci.registry), oci.repository, oci.reference);
-        let make = |auth: Option<&str>| {
-            let mut r = self.agent.put(&url).header("content-type", MANIFEST_MEDIA_TYPE);
-            if let Some(a) = auth {
-                r = r.header("authorization", a);
-            }
-            r
-        };
-        let mut resp = self.send(oci, "pull,push", &make, &body).with_context(|| format!("PUT {url}"))?;
-        if resp.status() != 201 {
-            let text = resp.body_mut().read_to_string().unwrap_or_default();
-            bail!("{oci}: the registry refused the manifest: HTTP {}: {}", resp.status(), text.trim());
-        }
+        self.put_manifest(oci, &body)?;
         Ok(xdst_plugin::digest(&body))
     }
 
@@ -488,6 +568,23 @@ impl Fetcher {
         }
         Ok(digest)
     }
+}
+
+/// The tag a plugin's signature is stored at: `sha256-<hex>.sig`.
+pub fn signature_tag(digest: &str) -> String {
+    format!("sha256-{}.sig", digest.trim_start_matches("sha256:"))
+}
+
+/// Signs a plugin's digest (`sha256:<hex>`) with an ed25519 private key (PKCS#8 PEM, as
+/// `openssl genpkey -algorithm ed25519` writes it); returns the signature as base64.
+pub fn sign(key_file: &Path, digest: &str) -> anyhow::Result<String> {
+    use base64::Engine as _;
+    use ed25519_dalek::Signer as _;
+    use ed25519_dalek::pkcs8::DecodePrivateKey;
+    let pem = std::fs::read_to_string(key_file).with_context(|| format!("reading {}", key_file.display()))?;
+    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem)
+        .map_err(|e| anyhow!("{}: not an ed25519 private key in PEM (openssl genpkey -algorithm ed25519 writes one): {e}", key_file.display()))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(key.sign(digest.as_bytes()).to_bytes()))
 }
 
 /// What a pushed artifact says about its plugin.

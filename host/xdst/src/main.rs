@@ -99,8 +99,27 @@ enum PluginCommand {
         /// Registries spoken to over plain HTTP (loopback ones always are).
         #[arg(long, value_name = "HOST:PORT")]
         insecure_registry: Vec<String>,
+        /// Also sign the plugin's digest with this ed25519 private key (PEM) and push the
+        /// signature to the tag sha256-<hex>.sig of the same repository.
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
         #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
         plugin_cache: Option<PathBuf>,
+    },
+    /// Sign a plugin: a detached ed25519 signature over its digest (the text sha256:<hex>),
+    /// written as base64 to PLUGIN.sig, which `signature: {publicKey: ...}` in xdst.yaml
+    /// verifies. The key is PKCS#8 PEM: `openssl genpkey -algorithm ed25519 -out key.pem`;
+    /// its public half: `openssl pkey -in key.pem -pubout -out key.pub`. The same signature
+    /// can be made with `openssl pkeyutl -sign -rawin -inkey key.pem` over the digest text.
+    Sign {
+        /// The plugin (.wasm).
+        plugin: PathBuf,
+        /// The ed25519 private key (PEM).
+        #[arg(long, value_name = "KEY")]
+        key: PathBuf,
+        /// Where to write the signature [default: PLUGIN.sig].
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Say what a plugin is: component or core module, contract version, name, version,
     /// kinds, phase, the imports it asks for, size and sha256.
@@ -207,6 +226,18 @@ Intent and plugins (--intent DIR --plugins DIR):
   that was serving. Plugin settings go in NAME.yaml beside NAME.wasm:
       config: {...}        # handed to the plugin
       limits: {deadlineMs: 2000, memoryMiB: 256, outputMiB: 64, fuel: null}
+      priority: 0          # patch plugins run in ascending priority, then by name
+      failurePolicy: fail-closed   # or fail-open: a failing patch plugin is skipped
+      capabilities: []     # clocks, random (otherwise a stopped clock, fixed random bytes)
+      sha256: null         # the digest the .wasm must have
+
+Configuration file (--config xdst.yaml):
+  Every flag above in camelCase (xdsAddr, planGrace, ...; flags given here win), and a
+  `plugins` list instead of --plugins DIR: each plugin by name, from a path, an https:// URL
+  or oci://REGISTRY/REPOSITORY:TAG (or @sha256:...), with the settings above inline.
+  Tags and URLs are resolved to a digest at start and on reload (POST /reload, SIGHUP or an
+  edit of the file), then cached by digest. See examples/xdst.yaml; `xdst plugin push`
+  publishes a plugin to a registry.
 
 Resources directory (--resources DIR), instead of intent:
   Every *.yaml, *.yml and *.json file directly in DIR is served to every node. A file holds
@@ -380,9 +411,21 @@ fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        PluginCommand::Push { plugin, target, insecure_registry, plugin_cache } => {
-            let r = tool::push(&plugin, &target, insecure_registry, plugin_cache.or_else(default_plugin_cache))?;
+        PluginCommand::Push { plugin, target, insecure_registry, sign, plugin_cache } => {
+            let r = tool::push(&plugin, &target, insecure_registry, sign.as_deref(), plugin_cache.or_else(default_plugin_cache))?;
             println!("pushed {} to {}\n  manifest {}\n  sha256   {}\n  pinned   {}", r.name, r.target, r.manifest, r.digest, r.pinned);
+            if let Some(tag) = &r.signature {
+                println!("  signed   {tag}");
+            }
+            Ok(())
+        }
+        PluginCommand::Sign { plugin, key, out } => {
+            let bytes = std::fs::read(&plugin).with_context(|| format!("reading {}", plugin.display()))?;
+            let digest = xdst_plugin::digest(&bytes);
+            let sig = xdst::distribution::sign(&key, &digest)?;
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("{}.sig", plugin.display())));
+            std::fs::write(&out, format!("{sig}\n")).with_context(|| format!("writing {}", out.display()))?;
+            println!("signed {digest}\n  {}", out.display());
             Ok(())
         }
         PluginCommand::Inspect { plugin, json, plugin_cache } => {

@@ -222,10 +222,12 @@ pub struct Pushed {
     pub digest: String,
     /// The reference by digest.
     pub pinned: String,
+    /// Where the signature went, if signed.
+    pub signature: Option<String>,
 }
 
 /// Loads the plugin (so only plugins reach the registry) and pushes it as a wasm OCI artifact.
-pub fn push(file: &Path, target: &str, insecure: Vec<String>, cache_dir: Option<PathBuf>) -> anyhow::Result<Pushed> {
+pub fn push(file: &Path, target: &str, insecure: Vec<String>, sign: Option<&Path>, cache_dir: Option<PathBuf>) -> anyhow::Result<Pushed> {
     use crate::distribution::{Fetcher, OciRef, PushInfo};
     let oci = OciRef::parse(target.strip_prefix("oci://").ok_or_else(|| anyhow::anyhow!("{target:?}: the target is oci://REGISTRY/REPOSITORY:TAG"))?)
         .map_err(|e| anyhow::anyhow!(e))?;
@@ -234,8 +236,14 @@ pub fn push(file: &Path, target: &str, insecure: Vec<String>, cache_dir: Option<
     let info = PushInfo { name: plugin.info().name.clone(), version: plugin.info().version.clone(), component: !bytes.starts_with(b"\0asm\x01\0\0\0") };
     let artifacts = cache_dir.map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
     let fetcher = Fetcher::new(artifacts, insecure, None)?;
+    // Sign first: a bad key fails before anything is pushed.
+    let sig = sign.map(|key| crate::distribution::sign(key, plugin.digest())).transpose()?;
     let manifest = fetcher.push(&oci, &bytes, &info).with_context(|| format!("pushing {} to {oci}", file.display()))?;
-    Ok(Pushed { name: info.name, target: oci.to_string(), pinned: oci.at(&manifest).to_string(), manifest, digest: plugin.digest().to_owned() })
+    let signature = match sig {
+        Some(sig) => Some(fetcher.push_signature(&oci, plugin.digest(), format!("{sig}\n").as_bytes()).context("pushing the signature")?),
+        None => None,
+    };
+    Ok(Pushed { name: info.name, target: oci.to_string(), pinned: oci.at(&manifest).to_string(), manifest, digest: plugin.digest().to_owned(), signature })
 }
 
 pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspection> {

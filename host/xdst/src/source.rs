@@ -188,7 +188,8 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
 }
 
 /// A cheap fingerprint of a directory tree: names, sizes and modification times of the
-/// files that matter (resources, intent, plugins and their settings). `None` if it is gone.
+/// files that matter (resources, intent, plugins, their settings, signatures and keys). `None`
+/// if it is gone.
 pub fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
@@ -201,7 +202,7 @@ pub fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>
                     stack.push(path.clone());
                 }
                 out.push((path, 0, None));
-            } else if is_resource_file(&path) || path.extension().is_some_and(|e| e == "wasm") {
+            } else if is_resource_file(&path) || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub") {
                 out.push((path, meta.len(), meta.modified().ok()));
             }
         }
