@@ -148,8 +148,14 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     ensure!(err.contains("sha256 mismatch") && err.contains(&v2_digest) && err.contains(&v1) && err.contains("plugins[split]"), "pin mismatch error: {err}");
     eprintln!("[dist] a wrong sha256 is refused: {}", err.lines().last().unwrap_or_default());
 
-    // The right pin: served, by digest.
+    // The right pin: `xdst translate --config` shows what would be served, and serve serves it.
     write_config(dir, &cache, &tag, Some(&v1))?;
+    let out = std::process::Command::new(binary()?).args(["translate", "--format", "json", "--config"]).arg(&config).env("RUST_LOG", "warn").output()?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    ensure!(out.status.success() && stderr.contains("plugins (platform 0.1.0, split 0.1.0)"), "translate --config: {stderr}");
+    let printed: Value = serde_json::from_str(&stdout)?;
+    let weighted = printed["resources"].as_array().into_iter().flatten().find(|r| r["name"] == "split" && r["virtual_hosts"].is_array()).map(|r| r["virtual_hosts"][0]["routes"][0]["route"]["weighted_clusters"].to_string()).unwrap_or_default();
+    ensure!(weighted.contains("\"u0\"") && weighted.contains("100"), "translate --config routes: {weighted}");
     let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.clone().into()]).await?;
     let (s, targets) = wait_for(xdst.admin_addr, "v1 served", |s, t| plugin_digest(s, "split") == v1 && t == ["u0"]).await?;
     let source = s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();

@@ -179,12 +179,17 @@ Filesystem subscription (--out-dir DIR):
 
 #[derive(clap::Args)]
 struct TranslateArgs {
-    /// Directory of intent documents (YAML or JSON; subdirectories included).
-    #[arg(long, value_name = "DIR")]
-    intent: PathBuf,
+    /// Directory of intent documents (YAML or JSON; subdirectories included) [default: the
+    /// configuration file's `intent`].
+    #[arg(long, value_name = "DIR", required_unless_present = "config")]
+    intent: Option<PathBuf>,
     /// Directory of plugins (*.wasm, with optional NAME.yaml settings).
-    #[arg(long, value_name = "DIR")]
-    plugins: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "config", conflicts_with = "config")]
+    plugins: Option<PathBuf>,
+    /// Take the plugins from a configuration file (as `serve --config`): its `plugins` list,
+    /// pulled, pinned and signature-checked as `serve` would, or its `pluginsDir`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The node group to translate for, as plugins see it ("" is the default group).
     #[arg(long, value_name = "GROUP", default_value = "")]
     node_group: String,
@@ -443,7 +448,11 @@ fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
 fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     use xdst::translate as t;
     let cache = args.plugin_cache.or_else(default_plugin_cache);
-    let (out, plugins, documents) = t::run(&args.intent, &args.plugins, &args.node_group, cache)?;
+    let (out, plugins, documents) = match (&args.config, &args.intent, &args.plugins) {
+        (Some(file), intent, _) => t::run_config(file, intent.as_deref(), &args.node_group, cache)?,
+        (None, Some(intent), Some(plugins)) => t::run(intent, plugins, &args.node_group, cache)?,
+        _ => anyhow::bail!("give --intent DIR --plugins DIR, or --config FILE"),
+    };
     for (plugin, d) in &out.diagnostics {
         eprintln!(
             "{plugin}: {}{}{}",
@@ -460,7 +469,7 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     let summary = format!(
         "{documents} documents, {} plugins ({}): {} (version {})",
         plugins.len(),
-        plugins.iter().map(|p| format!("{} {}", p.plugin.info().name, p.plugin.info().version)).collect::<Vec<_>>().join(", "),
+        plugins.iter().map(|p| format!("{} {}", p.name, p.plugin.info().version)).collect::<Vec<_>>().join(", "),
         if counts.is_empty() { "no resources".into() } else { counts.join(", ") },
         out.snapshot.version()
     );

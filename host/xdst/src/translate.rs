@@ -31,6 +31,30 @@ pub fn run(intent: &Path, plugins: &Path, group: &str, cache_dir: Option<PathBuf
     Ok((out, loaded, set.len()))
 }
 
+/// [`run`] with the plugins of a configuration file (`serve --config`): its `plugins` list
+/// (pulled and checked exactly as `serve` would: pins, signatures) or its `pluginsDir`. The
+/// intent directory is `intent`, else the file's.
+pub fn run_config(file: &Path, intent: Option<&Path>, group: &str, cache_dir: Option<PathBuf>) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
+    let c = crate::config::read(file)?;
+    let intent = intent.map(Path::to_path_buf).or(c.intent.clone()).ok_or_else(|| anyhow::anyhow!("no intent: give --intent DIR or `intent` in {}", file.display()))?;
+    let cache_dir = c.plugin_cache.clone().or(cache_dir);
+    if let Some(dir) = &c.plugins_dir {
+        return run(&intent, dir, group, cache_dir);
+    }
+    let artifacts = cache_dir.as_ref().map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
+    let fetcher = crate::distribution::Fetcher::new(artifacts, c.insecure_registries.clone(), c.ca_file.as_deref())?;
+    let entries = crate::config::ConfiguredPlugins::new(file.to_owned(), fetcher).entries(0)?;
+    let loader = DirLoader::new(Runtime::new(RuntimeConfig { cache_dir, fuel: false })?);
+    let loaded = entries.iter().map(|e| loader.load_entry(e)).collect::<Result<Vec<_>, _>>()?;
+    let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
+    let (set, _files) = crate::intent::read_intent(&intent)?;
+    let out = translate(&configured, &set, group).map_err(anyhow::Error::from)?;
+    if let Some(message) = inconsistency(&out.snapshot, group) {
+        anyhow::bail!(message);
+    }
+    Ok((out, loaded, set.len()))
+}
+
 /// The check the cache runs before publishing (dangling references), explained; `None` when
 /// `snapshot` would publish. So `translate` and `plugin test` succeed exactly when `serve`
 /// would publish.
