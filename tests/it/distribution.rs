@@ -381,3 +381,51 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
     eprintln!("[sig] a signature of other code is refused live; the verified version keeps serving");
     Ok(())
 }
+
+/// A registry that wants a login: without credentials the push and the pull are refused with
+/// a message that says where credentials go; with them in a docker config file
+/// (`$DOCKER_CONFIG/config.json`, as `docker login` writes it), both work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_wants_a_login_gets_the_docker_config_credentials() -> anyhow::Result<()> {
+    use base64::Engine as _;
+    xdst_tests::init_logging();
+    let registry = Registry::start_with_login("team", "s3cret")?;
+    let work = tempfile::Builder::new().prefix("xdst-login-").tempdir()?;
+    let dir = work.path();
+    let swap = std::fs::read(plugins::swap()?)?;
+    std::fs::write(dir.join("split.wasm"), plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?)?;
+    let tag = registry.reference("team/split:1");
+    let push = |docker_config: &Path| {
+        std::process::Command::new(binary()?).args(["plugin", "push"]).arg(dir.join("split.wasm")).arg(&tag).env("DOCKER_CONFIG", docker_config).env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0").output().map_err(anyhow::Error::from)
+    };
+
+    let nobody = dir.join("nobody");
+    std::fs::create_dir(&nobody)?;
+    let out = push(&nobody)?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && err.contains("the registry wants credentials") && err.contains("docker login"), "push without credentials: {err}");
+
+    let docker = dir.join("docker");
+    std::fs::create_dir(&docker)?;
+    let auth = base64::engine::general_purpose::STANDARD.encode("team:s3cret");
+    std::fs::write(docker.join("config.json"), format!("{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}", registry.host))?;
+    let out = push(&docker)?;
+    ensure!(out.status.success(), "push with credentials: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Pull: `xdst translate --config` with and without the credentials.
+    std::fs::create_dir(dir.join("intent"))?;
+    std::fs::write(dir.join("intent/split.yaml"), "kind: Split\nmetadata: {name: split}\nspec: {port: 10996}\n")?;
+    std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
+    std::fs::write(dir.join("intent/u0.yaml"), "kind: Service\nmetadata: {name: u0}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n")?;
+    std::fs::write(dir.join("xdst.yaml"), format!("intent: intent\npluginCache: cache\nplugins:\n- name: platform\n  source: reference.wasm\n- name: split\n  source: {tag}\n"))?;
+    let translate = |docker_config: &Path| {
+        std::process::Command::new(binary()?).args(["translate", "--config"]).arg(dir.join("xdst.yaml")).env("DOCKER_CONFIG", docker_config).env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0").output().map_err(anyhow::Error::from)
+    };
+    let out = translate(&nobody)?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && err.contains("plugins[1].source") && err.contains("the registry wants credentials"), "pull without credentials: {err}");
+    let out = translate(&docker)?;
+    ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("name: split"), "pull with credentials: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("[login] refused without credentials; pushed and pulled with the docker config's");
+    Ok(())
+}

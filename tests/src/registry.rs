@@ -22,12 +22,31 @@ impl Registry {
 
     /// Starts a registry on a free loopback port.
     pub fn start() -> anyhow::Result<Registry> {
+        Self::start_with(None)
+    }
+
+    /// Starts a registry that wants HTTP Basic credentials (`htpasswd` auth, bcrypt from
+    /// apache2-utils' `htpasswd`, which `tests/setup.sh` installs).
+    pub fn start_with_login(user: &str, password: &str) -> anyhow::Result<Registry> {
+        Self::start_with(Some((user, password)))
+    }
+
+    fn start_with(login: Option<(&str, &str)>) -> anyhow::Result<Registry> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let dir = tempfile::Builder::new().prefix("xdst-registry-").tempdir()?;
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
             dir.path().join("data").display()
         );
+        let mut config = config;
+        if let Some((user, password)) = login {
+            let out = Command::new("htpasswd").args(["-Bbn", user, password]).output().context("running htpasswd (apache2-utils)")?;
+            if !out.status.success() {
+                bail!("htpasswd failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::fs::write(dir.path().join("htpasswd"), &out.stdout)?;
+            config.push_str(&format!("auth:\n  htpasswd:\n    realm: xdst-test\n    path: {}\n", dir.path().join("htpasswd").display()));
+        }
         std::fs::write(dir.path().join("config.yml"), config)?;
         let mut r = Registry { host: format!("127.0.0.1:{port}"), dir, child: None };
         r.resume()?;
@@ -56,7 +75,8 @@ impl Registry {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let req = format!("GET /v2/ HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host);
                 let mut answer = String::new();
-                if s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut answer).is_ok() && answer.starts_with("HTTP/1.1 200") {
+                // 401 is a registry that wants a login: up, too.
+                if s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut answer).is_ok() && (answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 401")) {
                     return Ok(());
                 }
             }
