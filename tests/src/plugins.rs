@@ -74,7 +74,11 @@ pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> a
     let tmp = dir.join(format!(".{file}.tmp"));
     std::fs::copy(wasm, &tmp).with_context(|| format!("copying {}", wasm.display()))?;
     if let Some(s) = settings {
-        std::fs::write(dest.with_extension("yaml"), s)?;
+        // Atomically: a generation that read a half-written file would fail for the wrong
+        // reason (a plugin run with no configuration).
+        let yaml_tmp = dir.join(format!(".{file}.yaml.tmp"));
+        std::fs::write(&yaml_tmp, s)?;
+        std::fs::rename(&yaml_tmp, dest.with_extension("yaml"))?;
     }
     std::fs::rename(&tmp, &dest)?;
     Ok(())
