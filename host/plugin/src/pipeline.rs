@@ -317,6 +317,35 @@ impl Pipeline {
         Ok(Translation { snapshot: served, diagnostics, calls })
     }
 
+    /// Calls `p` with the documents `sent` (and, for a patch plugin, `resources`), counting the
+    /// call. A plugin error that names a document gets that document's origin (from `known`).
+    fn call(
+        &self,
+        p: &Configured,
+        sent: &[&IntentDocument],
+        known: &[&IntentDocument],
+        resources: Vec<wit::XdsResource>,
+        calls: &mut Vec<(String, usize)>,
+    ) -> Result<wit::TranslateResponse, PipelineError> {
+        let request = wit::TranslateRequest {
+            node_group: self.node_group.clone(),
+            documents: sent
+                .iter()
+                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
+                .collect(),
+            resources,
+            config: p.config.clone(),
+        };
+        calls.push((p.plugin.info().name.clone(), sent.len()));
+        p.plugin.translate(&request).map_err(|error| {
+            let origin = match &error.failure {
+                crate::Failure::Reported { document: Some(doc), .. } => known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
+                _ => None,
+            };
+            PipelineError::Plugin { error, origin }
+        })
+    }
+
     /// Runs one `patch` plugin over `current`: it gets every document of its kinds and every
     /// resource, and returns the resources it changes (same type and name) or adds. Returns
     /// what to take out, what to put in, and its diagnostics.
@@ -344,26 +373,10 @@ impl Pipeline {
                     Some(json) => wit::Body::Json(json),
                     None => wit::Body::Proto(r.body().to_vec()),
                 },
-                document: r.origin().and_then(|o| o.split_once(" from ")).map(|(_, d)| d.split(';').next().unwrap_or(d).to_owned()),
+                document: r.attribution().document,
             })
             .collect();
-        let request = wit::TranslateRequest {
-            node_group: self.node_group.clone(),
-            documents: docs
-                .iter()
-                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
-                .collect(),
-            resources,
-            config: p.config.clone(),
-        };
-        calls.push((info.name.clone(), docs.len()));
-        let response = p.plugin.translate(&request).map_err(|error| {
-            let origin = match &error.failure {
-                crate::Failure::Reported { document: Some(doc), .. } => docs.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
-                _ => None,
-            };
-            PipelineError::Plugin { error, origin }
-        })?;
+        let response = self.call(p, &docs, &docs, resources, calls)?;
         let (mut remove, mut add) = (Vec::new(), Vec::new());
         for r in response.resources {
             let body = match &r.body {
@@ -497,23 +510,7 @@ impl Pipeline {
             return Ok(Some(state(outputs, diagnostics, inputs)));
         }
 
-        let request = wit::TranslateRequest {
-            node_group: self.node_group.clone(),
-            documents: changed
-                .iter()
-                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
-                .collect(),
-            resources: vec![],
-            config: p.config.clone(),
-        };
-        calls.push((info.name.clone(), changed.len()));
-        let response = p.plugin.translate(&request).map_err(|error| {
-            let origin = match &error.failure {
-                crate::Failure::Reported { document: Some(doc), .. } => docs.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
-                _ => None,
-            };
-            PipelineError::Plugin { error, origin }
-        })?;
+        let response = self.call(p, &changed, &docs, vec![], calls)?;
 
         let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = if per_document {
             changed.iter().map(|d| (d.id().clone(), Vec::new())).collect()
