@@ -10,7 +10,9 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     entries.sort();
     for p in entries {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        if matches!(name.as_str(), "target" | "build" | "node_modules" | "__pycache__") || (name.starts_with('.') && name != ".gitignore") {
+        if matches!(name.as_str(), "target" | "build" | "node_modules" | "__pycache__")
+            || (name.starts_with('.') && name != ".gitignore")
+        {
             continue;
         }
         if p.is_dir() {
@@ -24,7 +26,9 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
     let sdk = root.join("guest-sdk");
-    let mut code = String::from("/// (language, recipe, [(path in the template, contents)])\npub static LANGUAGES: &[(&str, &str, &[(&str, &[u8])])] = &[\n");
+    let mut code = String::from(
+        "/// (language, recipe, [(path in the template, contents)])\npub static LANGUAGES: &[(&str, &str, &[(&str, &[u8])])] = &[\n",
+    );
     for lang in ["rust", "c", "js", "python", "assemblyscript"] {
         let dir = sdk.join(lang);
         println!("cargo:rerun-if-changed={}", dir.display());
@@ -46,7 +50,10 @@ fn main() {
     code.push_str("];\n");
     let wit = root.join("proto/wit/xdst-plugin-0.1.0/plugin.wit");
     println!("cargo:rerun-if-changed={}", wit.display());
-    code.push_str(&format!("/// The WIT contract.\npub static WIT: &str = include_str!({:?});\n", wit.canonicalize().unwrap()));
+    code.push_str(&format!(
+        "/// The WIT contract.\npub static WIT: &str = include_str!({:?});\n",
+        wit.canonicalize().unwrap()
+    ));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("languages.rs");
     std::fs::write(out, code).unwrap();
 }

@@ -100,7 +100,9 @@ fn compare(case: &str, lang: &str, want: &Outcome, got: &Outcome) -> Vec<String>
                         let diff = plugin_tool::diff_resources(&format!("---\n{yaml}\n"), &format!("---\n{y}\n")).unwrap_or_else(|| {
                             format!("  the same canonical JSON, different bytes:\n    rust {bytes:02x?}\n    {lang} {b:02x?}\n")
                         });
-                        problems.push(format!("case {case}, {lang}: {key} differs from the Rust plugin's (- rust, + {lang}):\n{diff}"));
+                        problems.push(format!(
+                            "case {case}, {lang}: {key} differs from the Rust plugin's (- rust, + {lang}):\n{diff}"
+                        ));
                     }
                     Some(_) => {}
                 }
@@ -116,12 +118,10 @@ fn compare(case: &str, lang: &str, want: &Outcome, got: &Outcome) -> Vec<String>
                 ));
             }
         }
-        (Outcome::Resources(_), Outcome::Error(d, f, m)) => {
-            problems.push(format!("case {case}, {lang}: fails ({d:?} field {f:?}: {m}) where the Rust plugin translates"))
-        }
-        (Outcome::Error(d, f, m), Outcome::Resources(_)) => {
-            problems.push(format!("case {case}, {lang}: translates where the Rust plugin fails ({d:?} field {f:?}: {m})"))
-        }
+        (Outcome::Resources(_), Outcome::Error(d, f, m)) => problems
+            .push(format!("case {case}, {lang}: fails ({d:?} field {f:?}: {m}) where the Rust plugin translates")),
+        (Outcome::Error(d, f, m), Outcome::Resources(_)) => problems
+            .push(format!("case {case}, {lang}: translates where the Rust plugin fails ({d:?} field {f:?}: {m})")),
     }
     problems
 }
@@ -180,7 +180,8 @@ fn assemblyscript_conforms() -> anyhow::Result<()> {
 fn the_rust_plugin_matches_the_committed_expectations() -> anyhow::Result<()> {
     let rust = load(&plugins::reference()?)?;
     let results = plugin_tool::test_with(rust, &cases_dir(), false)?;
-    let failed: Vec<String> = results.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.case))).collect();
+    let failed: Vec<String> =
+        results.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.case))).collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     Ok(())
 }
@@ -190,7 +191,9 @@ fn the_rust_plugin_matches_the_committed_expectations() -> anyhow::Result<()> {
 #[test]
 fn a_difference_is_reported_naming_case_language_and_resource() {
     let resource = |timeout: &str| {
-        let yaml = format!("'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\nconnect_timeout: {timeout}\n");
+        let yaml = format!(
+            "'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\nconnect_timeout: {timeout}\n"
+        );
         Outcome::Resources(BTreeMap::from([("Cluster web".to_owned(), (timeout.as_bytes().to_vec(), yaml))]))
     };
     let problems = compare("service-options", "python", &resource("1s"), &resource("2s"));
@@ -200,6 +203,9 @@ fn a_difference_is_reported_naming_case_language_and_resource() {
     assert!(p.contains("- connect_timeout: 1s") && p.contains("+ connect_timeout: 2s"), "{p}");
     let err = Outcome::Error(Some("Service/web".into()), Some("spec.port".into()), "bad".into());
     let other = Outcome::Error(Some("Service/web".into()), Some("spec.address".into()), "bad".into());
-    assert!(compare("error-bad-port", "c", &err, &other)[0].contains("fails at Some(\"Service/web\") field Some(\"spec.address\")"));
+    assert!(
+        compare("error-bad-port", "c", &err, &other)[0]
+            .contains("fails at Some(\"Service/web\") field Some(\"spec.address\")")
+    );
     assert!(compare("x", "js", &resource("1s"), &err)[0].contains("where the Rust plugin translates"));
 }

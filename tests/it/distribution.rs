@@ -29,10 +29,19 @@ const TOKEN: &str = "t0ken";
 
 /// `xdst plugin push FILE TARGET`; returns the plugin's sha256 as printed.
 fn push(file: &Path, target: &str) -> anyhow::Result<String> {
-    let out = std::process::Command::new(binary()?).args(["plugin", "push"]).arg(file).arg(target).env("RUST_LOG", "warn").output()?;
+    let out = std::process::Command::new(binary()?)
+        .args(["plugin", "push"])
+        .arg(file)
+        .arg(target)
+        .env("RUST_LOG", "warn")
+        .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     ensure!(out.status.success(), "xdst plugin push failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
-    let digest = stdout.lines().find_map(|l| l.trim().strip_prefix("sha256")).map(|d| d.trim().to_owned()).context("no sha256 line")?;
+    let digest = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sha256"))
+        .map(|d| d.trim().to_owned())
+        .context("no sha256 line")?;
     ensure!(stdout.contains(&format!(" to {target}")), "push output: {stdout}");
     Ok(digest)
 }
@@ -76,10 +85,20 @@ async fn split_targets(admin: std::net::SocketAddr) -> anyhow::Result<Vec<String
         .and_then(|rs| rs.iter().find(|r| r["name"] == "split"))
         .with_context(|| format!("no RouteConfiguration split: {v:#}"))?;
     let weighted = &rc["body"]["virtual_hosts"][0]["routes"][0]["route"]["weighted_clusters"]["clusters"];
-    Ok(weighted.as_array().into_iter().flatten().filter(|c| c["weight"].as_u64().unwrap_or(0) > 0).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect())
+    Ok(weighted
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["weight"].as_u64().unwrap_or(0) > 0)
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .collect())
 }
 
-async fn wait_for(admin: std::net::SocketAddr, what: &str, mut ok: impl FnMut(&Value, &[String]) -> bool) -> anyhow::Result<(Value, Vec<String>)> {
+async fn wait_for(
+    admin: std::net::SocketAddr,
+    what: &str,
+    mut ok: impl FnMut(&Value, &[String]) -> bool,
+) -> anyhow::Result<(Value, Vec<String>)> {
     let deadline = Instant::now() + WAIT;
     loop {
         let s = status(admin).await?;
@@ -99,7 +118,14 @@ async fn reload(admin: std::net::SocketAddr) -> anyhow::Result<String> {
 }
 
 fn plugin_digest(s: &Value, name: &str) -> String {
-    s["plugins"].as_array().into_iter().flatten().find(|p| p["name"] == name).and_then(|p| p["digest"].as_str()).unwrap_or_default().to_owned()
+    s["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["digest"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn write_config(dir: &Path, cache: &Path, split_source: &str, pin: Option<&str>) -> anyhow::Result<std::path::PathBuf> {
@@ -124,7 +150,9 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     std::fs::create_dir(dir.join("intent"))?;
     let split_doc = |tag: &str| format!("kind: Split\nmetadata: {{name: split}}\nspec: {{port: 10998, tag: {tag}}}\n");
     let services: Vec<String> = (0..2).map(|i| format!("kind: Service\nmetadata: {{name: u{i}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", 9100 + i)).collect();
-    let write_intent = |tag: &str| std::fs::write(dir.join("intent/intent.yaml"), format!("{}---\n{}", services.join("---\n"), split_doc(tag)));
+    let write_intent = |tag: &str| {
+        std::fs::write(dir.join("intent/intent.yaml"), format!("{}---\n{}", services.join("---\n"), split_doc(tag)))
+    };
     write_intent("one")?;
     std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
     std::fs::write(dir.join("token"), TOKEN)?;
@@ -145,21 +173,45 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     let cache = caches.path().join("cache");
     let config = write_config(dir, &cache, &tag, Some(&v2_digest))?;
     let err = serve_fails(&config)?;
-    ensure!(err.contains("sha256 mismatch") && err.contains(&v2_digest) && err.contains(&v1) && err.contains("plugins[split]"), "pin mismatch error: {err}");
+    ensure!(
+        err.contains("sha256 mismatch")
+            && err.contains(&v2_digest)
+            && err.contains(&v1)
+            && err.contains("plugins[split]"),
+        "pin mismatch error: {err}"
+    );
     eprintln!("[dist] a wrong sha256 is refused: {}", err.lines().last().unwrap_or_default());
 
     // The right pin: `xdst translate --config` shows what would be served, and serve serves it.
     write_config(dir, &cache, &tag, Some(&v1))?;
-    let out = std::process::Command::new(binary()?).args(["translate", "--format", "json", "--config"]).arg(&config).env("RUST_LOG", "warn").output()?;
+    let out = std::process::Command::new(binary()?)
+        .args(["translate", "--format", "json", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .output()?;
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    ensure!(out.status.success() && stderr.contains("plugins (platform 0.1.0, split 0.1.0)"), "translate --config: {stderr}");
+    ensure!(
+        out.status.success() && stderr.contains("plugins (platform 0.1.0, split 0.1.0)"),
+        "translate --config: {stderr}"
+    );
     let printed: Value = serde_json::from_str(&stdout)?;
-    let weighted = printed["resources"].as_array().into_iter().flatten().find(|r| r["name"] == "split" && r["virtual_hosts"].is_array()).map(|r| r["virtual_hosts"][0]["routes"][0]["route"]["weighted_clusters"].to_string()).unwrap_or_default();
+    let weighted = printed["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == "split" && r["virtual_hosts"].is_array())
+        .map(|r| r["virtual_hosts"][0]["routes"][0]["route"]["weighted_clusters"].to_string())
+        .unwrap_or_default();
     ensure!(weighted.contains("\"u0\"") && weighted.contains("100"), "translate --config routes: {weighted}");
     let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.clone().into()]).await?;
-    let (s, targets) = wait_for(xdst.admin_addr, "v1 served", |s, t| plugin_digest(s, "split") == v1 && t == ["u0"]).await?;
-    let source = s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
-    ensure!(source["resolved"].as_str().is_some_and(|r| r.contains("team/split@sha256:")), "resolved to a manifest digest: {source:#}");
+    let (s, targets) =
+        wait_for(xdst.admin_addr, "v1 served", |s, t| plugin_digest(s, "split") == v1 && t == ["u0"]).await?;
+    let source =
+        s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
+    ensure!(
+        source["resolved"].as_str().is_some_and(|r| r.contains("team/split@sha256:")),
+        "resolved to a manifest digest: {source:#}"
+    );
     let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
     ensure!(res.contains("plugin split from Split/split"), "attribution to the configured plugin name: {res}");
     eprintln!("[dist] pulled by tag, running {v1}: routes to {targets:?}");
@@ -168,13 +220,19 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     // taken before moving the tag).
     let ok_before = status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     write_config(dir, &cache, &tag, None)?;
-    wait_for(xdst.admin_addr, "the unpinned configuration read", |s, _| s["generations_ok"].as_u64().unwrap_or(0) > ok_before).await?;
+    wait_for(xdst.admin_addr, "the unpinned configuration read", |s, _| {
+        s["generations_ok"].as_u64().unwrap_or(0) > ok_before
+    })
+    .await?;
     // The tag moves to v2. Generations (an intent edit) and rescans do not pick it up.
     let pushed_v2 = push(&v2_file, &tag)?;
     ensure!(pushed_v2 == v2_digest);
     let ok_before = status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     write_intent("two")?;
-    wait_for(xdst.admin_addr, "a generation after the tag moved", |s, _| s["generations_ok"].as_u64().unwrap_or(0) > ok_before).await?;
+    wait_for(xdst.admin_addr, "a generation after the tag moved", |s, _| {
+        s["generations_ok"].as_u64().unwrap_or(0) > ok_before
+    })
+    .await?;
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {
         let s = status(xdst.admin_addr).await?;
@@ -186,16 +244,24 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
 
     // A reload resolves the tag again: v2 is compiled, checked and served.
     reload(xdst.admin_addr).await?;
-    wait_for(xdst.admin_addr, "v2 served after reload", |s, t| plugin_digest(s, "split") == v2_digest && t == ["u1"]).await?;
+    wait_for(xdst.admin_addr, "v2 served after reload", |s, t| plugin_digest(s, "split") == v2_digest && t == ["u1"])
+        .await?;
     eprintln!("[dist] after POST /reload: {v2_digest}, routes to u1");
 
     // Registry outage: a restart serves the cached digest, and says why.
     drop(xdst);
     registry.stop();
     let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.clone().into()]).await?;
-    let (s, _) = wait_for(xdst.admin_addr, "cached v2 served with the registry down", |s, t| plugin_digest(s, "split") == v2_digest && t == ["u1"]).await?;
-    let source = s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
-    ensure!(source["error"].as_str().is_some_and(|e| e.contains("Connection refused") || e.contains("connect")), "the outage is shown: {source:#}");
+    let (s, _) = wait_for(xdst.admin_addr, "cached v2 served with the registry down", |s, t| {
+        plugin_digest(s, "split") == v2_digest && t == ["u1"]
+    })
+    .await?;
+    let source =
+        s["sources"].as_array().and_then(|a| a.iter().find(|x| x["name"] == "split")).cloned().unwrap_or_default();
+    ensure!(
+        source["error"].as_str().is_some_and(|e| e.contains("Connection refused") || e.contains("connect")),
+        "the outage is shown: {source:#}"
+    );
     // A reload while it is down keeps the digest too.
     let body = reload(xdst.admin_addr).await?;
     ensure!(body.contains("\"ok\""), "reload with the registry down: {body}");
@@ -204,7 +270,10 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     // Nothing cached (a fresh cache): fatal, naming the plugin and the source.
     let fresh = write_config(dir, &caches.path().join("fresh"), &tag, None)?;
     let err = serve_fails(&fresh)?;
-    ensure!(err.contains("plugins[1].source") && err.contains("\"split\"") && err.contains(&tag), "no cache, registry down: {err}");
+    ensure!(
+        err.contains("plugins[1].source") && err.contains("\"split\"") && err.contains(&tag),
+        "no cache, registry down: {err}"
+    );
     write_config(dir, &cache, &tag, None)?;
     eprintln!("[dist] registry down, nothing cached: {}", err.lines().last().unwrap_or_default());
 
@@ -218,12 +287,24 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     let broken_digest = push(&dir.join("broken.wasm"), &tag)?;
     reload(xdst.admin_addr).await?;
     let (s, t) = wait_for(xdst.admin_addr, "the broken tag refused", |s, _| {
-        s["refused"].as_array().is_some_and(|r| r.iter().any(|r| r["digest"].as_str().is_some_and(|d| !d.is_empty()) && r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]"))))
+        s["refused"].as_array().is_some_and(|r| {
+            r.iter().any(|r| {
+                r["digest"].as_str().is_some_and(|d| !d.is_empty())
+                    && r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]"))
+            })
+        })
     })
     .await?;
-    let refusal = s["refused"].as_array().and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]")))).cloned().unwrap_or_default();
+    let refusal = s["refused"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[split]"))))
+        .cloned()
+        .unwrap_or_default();
     ensure!(refusal["reason"].as_str().is_some_and(|r| r.contains("weight table is corrupt")), "refusal: {refusal:#}");
-    ensure!(refusal["serving"] == v2_digest.as_str() && plugin_digest(&s, "split") == v2_digest && t == ["u1"], "v2 keeps serving: {s:#}");
+    ensure!(
+        refusal["serving"] == v2_digest.as_str() && plugin_digest(&s, "split") == v2_digest && t == ["u1"],
+        "v2 keeps serving: {s:#}"
+    );
     eprintln!("[dist] the tag moved to a broken build ({broken_digest}): refused, {v2_digest} keeps serving");
     Ok(())
 }
@@ -238,7 +319,10 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     let www = dir.join("www");
     std::fs::create_dir_all(www.join("plugins"))?;
     std::fs::create_dir(dir.join("intent"))?;
-    std::fs::write(dir.join("intent/web.yaml"), "kind: Service\nmetadata: {name: web}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n")?;
+    std::fs::write(
+        dir.join("intent/web.yaml"),
+        "kind: Service\nmetadata: {name: web}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n",
+    )?;
     let reference = std::fs::read(plugins::reference()?)?;
     std::fs::write(www.join("plugins/reference.wasm"), &reference)?;
     let digest = xdst_plugin::digest(&reference);
@@ -247,9 +331,41 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\n")?;
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     for args in [
-        [&["req", "-x509"][..], &ec, &["-days", "1", "-subj", "/CN=xdst test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-keyout", "ca.key", "-out", "ca.pem"]].concat(),
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=xdst test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
         [&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "leaf.csr"]].concat(),
-        vec!["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1", "-extfile", "leaf.ext", "-out", "cert.pem"],
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            "cert.pem",
+        ],
     ] {
         let ok = std::process::Command::new("openssl")
             .args(&args)
@@ -266,7 +382,12 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
         cert = dir.join("cert.pem").display().to_string(),
         key = dir.join("key.pem").display().to_string(),
     );
-    let mut server = tokio::process::Command::new("python3").arg("-c").arg(script).stderr(std::process::Stdio::null()).kill_on_drop(true).spawn()?;
+    let mut server = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Some(s) = server.try_wait()? {
@@ -279,13 +400,21 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     let config = |pin: &str, ca: bool| -> anyhow::Result<std::path::PathBuf> {
         let path = dir.join("xdst.yaml");
         let ca = if ca { "caFile: ca.pem\n" } else { "" };
-        std::fs::write(&path, format!("intent: intent\npluginCache: cache\n{ca}plugins:\n- name: platform\n  source: {url}\n  sha256: {pin}\n"))?;
+        std::fs::write(
+            &path,
+            format!(
+                "intent: intent\npluginCache: cache\n{ca}plugins:\n- name: platform\n  source: {url}\n  sha256: {pin}\n"
+            ),
+        )?;
         Ok(path)
     };
 
     // Without trusting the certificate: refused, saying so.
     let err = serve_fails(&config(&digest, false)?)?;
-    ensure!(err.contains(&url) && (err.contains("certificate") || err.contains("UnknownIssuer")), "untrusted certificate: {err}");
+    ensure!(
+        err.contains(&url) && (err.contains("certificate") || err.contains("UnknownIssuer")),
+        "untrusted certificate: {err}"
+    );
     // A wrong pin: refused, with both digests.
     let wrong = format!("sha256:{}", "0".repeat(64));
     let err = serve_fails(&config(&wrong, true)?)?;
@@ -293,7 +422,11 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     // The right pin: served.
     let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config(&digest, true)?.into()]).await?;
     let s = status(xdst.admin_addr).await?;
-    ensure!(plugin_digest(&s, "platform") == digest && s["plugins"][0]["source"].as_str().is_some_and(|x| x.starts_with(&url)), "{s:#}");
+    ensure!(
+        plugin_digest(&s, "platform") == digest
+            && s["plugins"][0]["source"].as_str().is_some_and(|x| x.starts_with(&url)),
+        "{s:#}"
+    );
     let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
     ensure!(res.contains("plugin platform from Service/web"), "{res}");
     eprintln!("[https] {url} verified against {digest} and served");
@@ -301,7 +434,12 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let ok = std::process::Command::new("openssl").args(args).current_dir(dir).stderr(std::process::Stdio::null()).status().context("running openssl")?;
+    let ok = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("running openssl")?;
     ensure!(ok.success(), "openssl {args:?} failed");
     Ok(())
 }
@@ -336,8 +474,20 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
     let swap = std::fs::read(plugins::swap()?)?;
     std::fs::write(dir.join("split.wasm"), plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?)?;
     let signed_tag = registry.reference("team/split:signed");
-    let out = std::process::Command::new(binary()?).args(["plugin", "push"]).arg(dir.join("split.wasm")).arg(&signed_tag).arg("--sign").arg(dir.join("team.key")).env("RUST_LOG", "warn").output()?;
-    ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("signed   oci://"), "push --sign: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(binary()?)
+        .args(["plugin", "push"])
+        .arg(dir.join("split.wasm"))
+        .arg(&signed_tag)
+        .arg("--sign")
+        .arg(dir.join("team.key"))
+        .env("RUST_LOG", "warn")
+        .output()?;
+    ensure!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("signed   oci://"),
+        "push --sign: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Other code (its own digest), pushed without a signature.
     std::fs::write(dir.join("unsigned.wasm"), plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?)?;
     let unsigned_tag = registry.reference("team/split:unsigned");
@@ -355,12 +505,20 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
         Ok(path)
     };
     let err = serve_fails(&config(&signed_tag, "other.pub")?)?;
-    ensure!(err.contains("plugins[split]: signature refused: the signature does not verify with the key") && err.contains("other.pub"), "wrong key: {err}");
+    ensure!(
+        err.contains("plugins[split]: signature refused: the signature does not verify with the key")
+            && err.contains("other.pub"),
+        "wrong key: {err}"
+    );
     let err = serve_fails(&config(&unsigned_tag, "team.pub")?)?;
-    ensure!(err.contains("signature refused: no signature") && err.contains("no signature in the registry"), "unsigned: {err}");
+    ensure!(
+        err.contains("signature refused: no signature") && err.contains("no signature in the registry"),
+        "unsigned: {err}"
+    );
     eprintln!("[sig] a wrong key and a missing signature are refused");
 
-    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config(&signed_tag, "team.pub")?.into()]).await?;
+    let xdst =
+        Process::start_with("127.0.0.1:0", &["--config".into(), config(&signed_tag, "team.pub")?.into()]).await?;
     let s = status(xdst.admin_addr).await?;
     let names: Vec<&str> = s["plugins"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
     ensure!(names == ["platform", "split"], "{s:#}");
@@ -371,8 +529,15 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
     let deadline = Instant::now() + WAIT;
     loop {
         let s = status(xdst.admin_addr).await?;
-        if let Some(r) = s["refused"].as_array().and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[platform]")))) {
-            ensure!(r["reason"].as_str().is_some_and(|x| x.contains("does not verify")) && r["serving"] == xdst_plugin::digest(&reference).as_str(), "{r:#}");
+        if let Some(r) = s["refused"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("plugins[platform]"))))
+        {
+            ensure!(
+                r["reason"].as_str().is_some_and(|x| x.contains("does not verify"))
+                    && r["serving"] == xdst_plugin::digest(&reference).as_str(),
+                "{r:#}"
+            );
             break;
         }
         ensure!(Instant::now() < deadline, "a bad signature was not refused: {s:#}");
@@ -396,19 +561,33 @@ async fn a_registry_that_wants_a_login_gets_the_docker_config_credentials() -> a
     std::fs::write(dir.join("split.wasm"), plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?)?;
     let tag = registry.reference("team/split:1");
     let push = |docker_config: &Path| {
-        std::process::Command::new(binary()?).args(["plugin", "push"]).arg(dir.join("split.wasm")).arg(&tag).env("DOCKER_CONFIG", docker_config).env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0").output().map_err(anyhow::Error::from)
+        std::process::Command::new(binary()?)
+            .args(["plugin", "push"])
+            .arg(dir.join("split.wasm"))
+            .arg(&tag)
+            .env("DOCKER_CONFIG", docker_config)
+            .env("RUST_LOG", "warn")
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .map_err(anyhow::Error::from)
     };
 
     let nobody = dir.join("nobody");
     std::fs::create_dir(&nobody)?;
     let out = push(&nobody)?;
     let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(!out.status.success() && err.contains("the registry wants credentials") && err.contains("docker login"), "push without credentials: {err}");
+    ensure!(
+        !out.status.success() && err.contains("the registry wants credentials") && err.contains("docker login"),
+        "push without credentials: {err}"
+    );
 
     let docker = dir.join("docker");
     std::fs::create_dir(&docker)?;
     let auth = base64::engine::general_purpose::STANDARD.encode("team:s3cret");
-    std::fs::write(docker.join("config.json"), format!("{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}", registry.host))?;
+    std::fs::write(
+        docker.join("config.json"),
+        format!("{{\"auths\": {{\"{}\": {{\"auth\": \"{auth}\"}}}}}}", registry.host),
+    )?;
     let out = push(&docker)?;
     ensure!(out.status.success(), "push with credentials: {}", String::from_utf8_lossy(&out.stderr));
 
@@ -416,16 +595,38 @@ async fn a_registry_that_wants_a_login_gets_the_docker_config_credentials() -> a
     std::fs::create_dir(dir.join("intent"))?;
     std::fs::write(dir.join("intent/split.yaml"), "kind: Split\nmetadata: {name: split}\nspec: {port: 10996}\n")?;
     std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
-    std::fs::write(dir.join("intent/u0.yaml"), "kind: Service\nmetadata: {name: u0}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n")?;
-    std::fs::write(dir.join("xdst.yaml"), format!("intent: intent\npluginCache: cache\nplugins:\n- name: platform\n  source: reference.wasm\n- name: split\n  source: {tag}\n"))?;
+    std::fs::write(
+        dir.join("intent/u0.yaml"),
+        "kind: Service\nmetadata: {name: u0}\nspec:\n  endpoints:\n  - {address: 127.0.0.1, port: 9100}\n",
+    )?;
+    std::fs::write(
+        dir.join("xdst.yaml"),
+        format!(
+            "intent: intent\npluginCache: cache\nplugins:\n- name: platform\n  source: reference.wasm\n- name: split\n  source: {tag}\n"
+        ),
+    )?;
     let translate = |docker_config: &Path| {
-        std::process::Command::new(binary()?).args(["translate", "--config"]).arg(dir.join("xdst.yaml")).env("DOCKER_CONFIG", docker_config).env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0").output().map_err(anyhow::Error::from)
+        std::process::Command::new(binary()?)
+            .args(["translate", "--config"])
+            .arg(dir.join("xdst.yaml"))
+            .env("DOCKER_CONFIG", docker_config)
+            .env("RUST_LOG", "warn")
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .map_err(anyhow::Error::from)
     };
     let out = translate(&nobody)?;
     let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(!out.status.success() && err.contains("plugins[1].source") && err.contains("the registry wants credentials"), "pull without credentials: {err}");
+    ensure!(
+        !out.status.success() && err.contains("plugins[1].source") && err.contains("the registry wants credentials"),
+        "pull without credentials: {err}"
+    );
     let out = translate(&docker)?;
-    ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("name: split"), "pull with credentials: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("name: split"),
+        "pull with credentials: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("[login] refused without credentials; pushed and pulled with the docker config's");
     Ok(())
 }

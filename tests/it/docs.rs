@@ -13,7 +13,9 @@ fn named_paths(text: &str) -> Vec<String> {
         .skip(1)
         .step_by(2)
         .filter(|t| {
-            ["host/", "tests/", "examples/", "docs/", ".ci/"].iter().any(|p| t.starts_with(p)) && !t.contains(' ') && !t.contains('*')
+            ["host/", "tests/", "examples/", "docs/", ".ci/"].iter().any(|p| t.starts_with(p))
+                && !t.contains(' ')
+                && !t.contains('*')
         })
         .map(|t| t.trim_end_matches('/').to_owned())
         .collect()

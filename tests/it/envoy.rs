@@ -210,7 +210,11 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     }
     // ORDER: the NACK stopped the node's make-before-break plan, and says why.
     let nodes = xdst_json(xdst.admin_addr, "/debug/nodes").await?;
-    let plan = nodes.as_array().and_then(|ns| ns.iter().find(|n| n["id"] == node.as_str())).map(|n| n["plan"].clone()).unwrap_or_default();
+    let plan = nodes
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["id"] == node.as_str()))
+        .map(|n| n["plan"].clone())
+        .unwrap_or_default();
     ensure!(
         plan["stopped"]["type"] == "cds"
             && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("ConnectTimeout"))
@@ -219,7 +223,10 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
         "/debug/nodes should show the plan stopped by the CDS NACK: {plan:#}"
     );
     let (_, metrics) = xdst_tests::xds::http_get(xdst.admin_addr, "/metrics").await;
-    ensure!(metrics.lines().any(|l| l.starts_with("xdst_plan_nack_stops_total ") && !l.ends_with(" 0")), "xdst_plan_nack_stops_total:\n{metrics}");
+    ensure!(
+        metrics.lines().any(|l| l.starts_with("xdst_plan_nack_stops_total ") && !l.ends_with(" 0")),
+        "xdst_plan_nack_stops_total:\n{metrics}"
+    );
     // The previous config keeps serving.
     for _ in 0..3 {
         expect_body(proxy, "/", "b").await?;

@@ -132,7 +132,12 @@ async fn check_routing(proxy: SocketAddr, ups: &Upstreams) -> anyhow::Result<()>
     let before = ups.a.flaky_requests();
     for i in 0..10 {
         let r = http_request(proxy, "/flaky", &[]).await?;
-        ensure!(r.status == 200 && r.body == "a", "/flaky #{i}: {} {} (the retry policy should hide the 503)", r.status, r.body);
+        ensure!(
+            r.status == 200 && r.body == "a",
+            "/flaky #{i}: {} {} (the retry policy should hide the 503)",
+            r.status,
+            r.body
+        );
         ensure!(r.header("x-served-by") == Some("xdst"), "/flaky: response header not set: {:?}", r.headers);
     }
     let tried = ups.a.flaky_requests() - before;
@@ -163,11 +168,8 @@ async fn wait_for_proxy(proxy: SocketAddr) -> anyhow::Result<()> {
 }
 
 fn versions(stats: &Stats) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = stats
-        .all_text()
-        .into_iter()
-        .filter(|(k, _)| k.ends_with("version_text"))
-        .collect();
+    let mut v: Vec<(String, String)> =
+        stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
     v.sort();
     v
 }
@@ -226,7 +228,12 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
 
     let token_file = intent.path().join(".admin-token");
     std::fs::write(&token_file, "t0ken")?;
-    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms", "--admin-token-file", token_file.to_str().unwrap()]).await?;
+    let xdst = Process::start_intent(
+        intent.path(),
+        plugin_dir.path(),
+        &["--debounce", "20ms", "--admin-token-file", token_file.to_str().unwrap()],
+    )
+    .await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-intent")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for_proxy(proxy).await?;
@@ -235,9 +242,13 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
 
     // POST /reload re-runs the generation now and answers with its outcome (issue 5).
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
-    let (status, body) = xdst_tests::xds::http_with(xdst.admin_addr, "POST", "/reload", &[("Authorization", "Bearer t0ken")], "").await;
+    let (status, body) =
+        xdst_tests::xds::http_with(xdst.admin_addr, "POST", "/reload", &[("Authorization", "Bearer t0ken")], "").await;
     ensure!(status == 200 && body.contains(r#""source":"intent","result":"ok""#), "POST /reload: {status} {body}");
-    ensure!(plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0) > ok_before, "POST /reload ran no generation");
+    ensure!(
+        plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0) > ok_before,
+        "POST /reload ran no generation"
+    );
 
     let status = plugins_status(xdst.admin_addr).await?;
     let p = &status["plugins"][0];
@@ -269,7 +280,9 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
         let error = wait_for_failure(xdst.admin_addr, failed).await?;
         let message = error["message"].as_str().unwrap_or_default();
         ensure!(
-            error["plugin"] == "adversary" && message.contains("plugin \"adversary\" (sha256:") && message.contains(want),
+            error["plugin"] == "adversary"
+                && message.contains("plugin \"adversary\" (sha256:")
+                && message.contains(want),
             "{what}: the error should name the plugin and say {want:?}: {error:#}"
         );
         still_serving(&envoy, &served, proxy, what).await?;
@@ -301,7 +314,10 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     let deadline = Instant::now() + WAIT;
     let refusal = loop {
         let s = plugins_status(xdst.admin_addr).await?;
-        if let Some(r) = s["refused"].as_array().and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("sneaky.wasm")))) {
+        if let Some(r) = s["refused"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("sneaky.wasm"))))
+        {
             break r.clone();
         }
         ensure!(Instant::now() < deadline, "sneaky.wasm was not refused within {WAIT:?}: {s:#}");
@@ -309,7 +325,8 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     };
     let message = refusal["reason"].as_str().unwrap_or_default();
     ensure!(
-        message.contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted") && refusal["serving"].is_null(),
+        message.contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted")
+            && refusal["serving"].is_null(),
         "WASI import: {refusal:#}"
     );
     still_serving(&envoy, &served, proxy, "WASI import").await?;
@@ -333,7 +350,12 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
 }
 
 /// Envoy still has exactly the versions it had, is connected, and proxies.
-async fn still_serving(envoy: &Envoy, served: &[(String, String)], proxy: SocketAddr, what: &str) -> anyhow::Result<()> {
+async fn still_serving(
+    envoy: &Envoy,
+    served: &[(String, String)],
+    proxy: SocketAddr,
+    what: &str,
+) -> anyhow::Result<()> {
     // Give a (wrong) push time to arrive before looking.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stats = envoy.stats().await?;
@@ -396,7 +418,8 @@ async fn envoy_runs_from_translate_out_dir_files() -> anyhow::Result<()> {
     }
     let stats = envoy.stats().await?;
     ensure!(
-        stats.count("listener_manager.lds.update_rejected") == 0 && stats.count("cluster_manager.cds.update_rejected") == 0,
+        stats.count("listener_manager.lds.update_rejected") == 0
+            && stats.count("cluster_manager.cds.update_rejected") == 0,
         "Envoy rejected the files: {}",
         stats.xds_related()
     );
@@ -425,7 +448,10 @@ async fn every_language_s_port_routes_envoy_traffic_like_the_rust_plugin() -> an
         wait_for_proxy(proxy).await.with_context(|| format!("{lang}: Envoy never proxied"))?;
         check_routing(proxy, &ups).await.with_context(|| format!("{lang}: routing"))?;
         let status = plugins_status(xdst.admin_addr).await?;
-        ensure!(status["plugins"][0]["name"] == format!("reference-{lang}").as_str(), "{lang}: /debug/plugins: {status:#}");
+        ensure!(
+            status["plugins"][0]["name"] == format!("reference-{lang}").as_str(),
+            "{lang}: /debug/plugins: {status:#}"
+        );
         eprintln!("[serve] {lang}: Envoy routes as the intent says ({:?})", started.elapsed());
         drop(envoy);
         drop(xdst);
@@ -481,7 +507,10 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
     let deadline = Instant::now() + WAIT;
     let refusal = loop {
         let s = plugins_status(xdst.admin_addr).await?;
-        if let Some(r) = s["refused"].as_array().and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("route-policy.wasm")))) {
+        if let Some(r) = s["refused"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("route-policy.wasm"))))
+        {
             break r.clone();
         }
         ensure!(Instant::now() < deadline, "the failing fail-closed patch was not refused: {s:#}");
@@ -496,7 +525,10 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
 
     // Fail-open: the same failure skips the patch, with a warning; the rest is served.
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
-    std::fs::write(plugin_dir.path().join("route-policy.yaml"), "priority: 10\nfailurePolicy: fail-open\nconfig:\n  retries: {attempts: 0}\n")?;
+    std::fs::write(
+        plugin_dir.path().join("route-policy.yaml"),
+        "priority: 10\nfailurePolicy: fail-open\nconfig:\n  retries: {attempts: 0}\n",
+    )?;
     let status = wait_for_ok(xdst.admin_addr, ok_before).await?;
     ensure!(status.to_string().contains("skipped (failure policy fail-open)"), "no fail-open warning: {status:#}");
     let deadline = Instant::now() + WAIT;
@@ -563,7 +595,11 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     let port = free_port()?;
     write_intent(&d.join("intent"), port, &ups)?;
     team_config(d, (10, "x-policy"), 20, false)?;
-    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), d.join("xdst.yaml").into(), "--debounce".into(), "20ms".into()]).await?;
+    let xdst = Process::start_with(
+        "127.0.0.1:0",
+        &["--config".into(), d.join("xdst.yaml").into(), "--debounce".into(), "20ms".into()],
+    )
+    .await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "envoy-teams")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for_proxy(proxy).await?;
@@ -579,8 +615,17 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     ensure!(names == ["platform", "edge", "strict"], "plugins: {names:?}");
     let (_, res) = http_get(xdst.admin_addr, "/debug/resources").await?;
     let res: Value = serde_json::from_str(&res)?;
-    let web = res["default"]["rds"]["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();
-    ensure!(web["produced_by"] == "platform" && web["document"] == "HttpGateway/web" && web["changed_by"] == serde_json::json!(["edge", "strict"]), "attribution: {web:#}");
+    let web = res["default"]["rds"]["resources"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["name"] == "web"))
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        web["produced_by"] == "platform"
+            && web["document"] == "HttpGateway/web"
+            && web["changed_by"] == serde_json::json!(["edge", "strict"]),
+        "attribution: {web:#}"
+    );
     eprintln!("[teams] composed: platform's routes, edge then strict; x-policy: strict");
 
     // Swapped priorities: edge runs last; only the header changes.
@@ -598,10 +643,18 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     wait_for_ok(xdst.admin_addr, ok_before).await?;
     let served = versions(&envoy.stats().await?);
     let failed_before = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
-    std::fs::write(d.join("intent/split.yaml"), format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"))?;
+    std::fs::write(
+        d.join("intent/split.yaml"),
+        format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"),
+    )?;
     let err = wait_for_failure(xdst.admin_addr, failed_before).await?;
     let message = err["message"].as_str().unwrap_or_default();
-    ensure!(message.contains("\"web\" is produced by plugin platform from HttpGateway/web and again by plugin split from Split/web"), "conflict: {err:#}");
+    ensure!(
+        message.contains(
+            "\"web\" is produced by plugin platform from HttpGateway/web and again by plugin split from Split/web"
+        ),
+        "conflict: {err:#}"
+    );
     ensure!(versions(&envoy.stats().await?) == served, "Envoy's config changed after a conflict");
     wait_for_policy(proxy, "edge").await?;
     std::fs::remove_file(d.join("intent/split.yaml"))?;
@@ -615,7 +668,8 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     let rejection = loop {
         let (_, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
         let nodes: Value = serde_json::from_str(&body)?;
-        let node = nodes.as_array().and_then(|n| n.iter().find(|n| n["id"] == "envoy-teams")).cloned().unwrap_or_default();
+        let node =
+            nodes.as_array().and_then(|n| n.iter().find(|n| n["id"] == "envoy-teams")).cloned().unwrap_or_default();
         if let Some(r) = node["plan"]["last_rejection"].as_object().filter(|r| r["type"] == "rds") {
             break (Value::Object(r.clone()), node["plan"]["stopped"].clone());
         }
@@ -623,14 +677,26 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let (last, stopped) = rejection;
-    let web = last["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();
+    let web =
+        last["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();
     ensure!(
-        web["produced_by"] == "platform" && web["document"] == "HttpGateway/web" && web["changed_by"] == serde_json::json!(["edge", "strict"]),
+        web["produced_by"] == "platform"
+            && web["document"] == "HttpGateway/web"
+            && web["changed_by"] == serde_json::json!(["edge", "strict"]),
         "the rejected route configuration's authors: {last:#}"
     );
-    ensure!(stopped["type"] == "rds" && stopped["resources"] == last["resources"], "the stopped plan shows the same: {stopped:#}");
+    ensure!(
+        stopped["type"] == "rds" && stopped["resources"] == last["resources"],
+        "the stopped plan shows the same: {stopped:#}"
+    );
     let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
-    ensure!(r.status == 200 && r.body == "c" && r.header("x-policy") == Some("edge"), "Envoy keeps the last good routes: {} {} {:?}", r.status, r.body, r.header("x-policy"));
+    ensure!(
+        r.status == 200 && r.body == "c" && r.header("x-policy") == Some("edge"),
+        "Envoy keeps the last good routes: {} {} {:?}",
+        r.status,
+        r.body,
+        r.header("x-policy")
+    );
     eprintln!("[teams] NACK: {} -> {web}", last["message"]);
 
     // Fixed: served again.

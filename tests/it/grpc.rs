@@ -70,7 +70,11 @@ async fn sotw_nack_is_recorded_and_not_answered_by_resending_the_same_bytes() {
     let first = s.recv().await;
     s.send(sotw_ack(&first, &[])).await;
 
-    write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 8080).replace("connect_timeout: 1s", "connect_timeout: 2s"));
+    write(
+        dir.path(),
+        "backend.yaml",
+        &fixtures::cluster("backend", 8080).replace("connect_timeout: 1s", "connect_timeout: 2s"),
+    );
     let second = s.recv().await;
     assert_eq!(second.type_url, CLUSTER);
     // SOTW-3: the NACK keeps the previous version and carries error_detail.
@@ -80,7 +84,8 @@ async fn sotw_nack_is_recorded_and_not_answered_by_resending_the_same_bytes() {
     let (status, body) = http_get(server.admin_addr, "/debug/nodes").await;
     assert_eq!(status, 200);
     let nodes: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let cds = nodes[0]["streams"][0]["types"].as_array().unwrap().iter().find(|t| t["type_url"] == CLUSTER).unwrap().clone();
+    let cds =
+        nodes[0]["streams"][0]["types"].as_array().unwrap().iter().find(|t| t["type_url"] == CLUSTER).unwrap().clone();
     assert_eq!(cds["last_nack"]["message"], "cluster backend: rejected by test", "{cds}");
     assert_eq!(cds["version_acked"], first.version_info.as_str());
     assert_eq!(cds["version_sent"], second.version_info.as_str());
@@ -88,7 +93,11 @@ async fn sotw_nack_is_recorded_and_not_answered_by_resending_the_same_bytes() {
     assert!(metrics.contains("xdst_nacks_total{type=\"cds\"} 1"), "{metrics}");
 
     // A fix is pushed.
-    write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 8080).replace("connect_timeout: 1s", "connect_timeout: 3s"));
+    write(
+        dir.path(),
+        "backend.yaml",
+        &fixtures::cluster("backend", 8080).replace("connect_timeout: 1s", "connect_timeout: 3s"),
+    );
     let third = s.recv().await;
     assert_ne!(third.version_info, second.version_info);
     server.shutdown().await;
@@ -197,9 +206,12 @@ async fn delta_reconnect_with_initial_resource_versions_resends_nothing_unchange
     // Nothing changed at all: nothing is sent.
     let mut s2 = delta_ads(server.xds_addr).await;
     let mut req = delta_req(CLUSTER, &[], &[]);
-    req.initial_resource_versions = resumed.resources.iter().map(|r| (r.name.clone(), r.version.clone())).chain(
-        held.iter().filter(|(n, _)| *n == "backend").map(|(n, v)| (n.clone(), v.clone())),
-    ).collect();
+    req.initial_resource_versions = resumed
+        .resources
+        .iter()
+        .map(|r| (r.name.clone(), r.version.clone()))
+        .chain(held.iter().filter(|(n, _)| *n == "backend").map(|(n, v)| (n.clone(), v.clone())))
+        .collect();
     s2.send(req).await;
     s2.expect_silence("the client already holds every resource").await;
     server.shutdown().await;
@@ -238,7 +250,11 @@ async fn per_type_services_stream_delta_and_fetch() {
 
     // CDS over its own service (SotW), empty type_url allowed on a per-type stream.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let resp = ClusterDiscoveryServiceClient::new(ch.clone()).stream_clusters(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let resp = ClusterDiscoveryServiceClient::new(ch.clone())
+        .stream_clusters(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
     let mut cds = XdsStream::new(tx, resp);
     cds.send(sotw_req("", &[])).await;
     assert_eq!(sotw_names(&cds.recv().await), ["backend"]);
@@ -249,7 +265,11 @@ async fn per_type_services_stream_delta_and_fetch() {
 
     // EDS over Delta.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let resp = EndpointDiscoveryServiceClient::new(ch.clone()).delta_endpoints(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let resp = EndpointDiscoveryServiceClient::new(ch.clone())
+        .delta_endpoints(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
     let mut eds = XdsStream::new(tx, resp);
     eds.send(delta_req(ENDPOINT, &["backend"], &[])).await;
     let endpoints = eds.recv().await;
@@ -259,7 +279,8 @@ async fn per_type_services_stream_delta_and_fetch() {
     // its routes wait until the endpoints they lead to are acknowledged, on whichever stream
     // they came.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let resp = RouteDiscoveryServiceClient::new(ch.clone()).stream_routes(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let resp =
+        RouteDiscoveryServiceClient::new(ch.clone()).stream_routes(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut rds = XdsStream::new(tx, resp);
     rds.send(sotw_req(ROUTE, &["local"])).await;
     rds.expect_silence("routes are held until the EDS response is acknowledged").await;
@@ -267,7 +288,11 @@ async fn per_type_services_stream_delta_and_fetch() {
     assert_eq!(sotw_names(&rds.recv().await), ["local"]);
 
     // LDS fetch: one-shot, not gated.
-    let fetched = ListenerDiscoveryServiceClient::new(ch.clone()).fetch_listeners(sotw_req(LISTENER, &[])).await.unwrap().into_inner();
+    let fetched = ListenerDiscoveryServiceClient::new(ch.clone())
+        .fetch_listeners(sotw_req(LISTENER, &[]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(sotw_names(&fetched), ["http"]);
     assert_eq!(fetched.type_url, LISTENER);
     server.shutdown().await;
@@ -283,7 +308,10 @@ async fn rest_fetch_takes_and_returns_proto3_json() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["resources"][0]["@type"], ENDPOINT);
     assert_eq!(v["resources"][0]["cluster_name"], "backend");
-    assert_eq!(v["resources"][0]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]["port_value"], 8080);
+    assert_eq!(
+        v["resources"][0]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]["port_value"],
+        8080
+    );
     let version = v["version_info"].as_str().unwrap().to_owned();
 
     // Already current: 304.
@@ -337,9 +365,12 @@ async fn garbage_and_truncated_grpc_frames_close_only_that_stream() {
         ("bad compression flag", vec![7u8, 0, 0, 0, 1, 0]),
     ] {
         let tcp = tokio::net::TcpStream::connect(server.xds_addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
         tokio::spawn(conn);
         let req = http::Request::post(format!("http://{}{path}", server.xds_addr))
             .header("content-type", "application/grpc")
@@ -416,14 +447,28 @@ async fn bad_resource_files_are_refused_and_the_last_good_set_keeps_serving() {
     };
 
     // A malformed field: the error names the file, the document and the field.
-    write(dir.path(), "bad.yaml", &format!("{}---\n{}", fixtures::route("r2", "backend"), fixtures::cluster("c2", 1).replace("connect_timeout: 1s", "connect_timeout: soon")));
-    eventually("the malformed file to be reported", async || last_error().await.contains("bad.yaml document 2 field connect_timeout")).await;
+    write(
+        dir.path(),
+        "bad.yaml",
+        &format!(
+            "{}---\n{}",
+            fixtures::route("r2", "backend"),
+            fixtures::cluster("c2", 1).replace("connect_timeout: 1s", "connect_timeout: soon")
+        ),
+    );
+    eventually("the malformed file to be reported", async || {
+        last_error().await.contains("bad.yaml document 2 field connect_timeout")
+    })
+    .await;
     // A duplicate name.
     write(dir.path(), "bad.yaml", &fixtures::cluster("backend", 9999));
     eventually("the duplicate to be reported", async || last_error().await.contains("duplicate cds \"backend\"")).await;
     // A dangling reference.
     write(dir.path(), "bad.yaml", &fixtures::route("r2", "nowhere"));
-    eventually("the dangling reference to be reported", async || last_error().await.contains("cluster \"nowhere\", which does not exist")).await;
+    eventually("the dangling reference to be reported", async || {
+        last_error().await.contains("cluster \"nowhere\", which does not exist")
+    })
+    .await;
     s.expect_silence("nothing that was serving changed").await;
     let (_, metrics) = http_get(server.admin_addr, "/metrics").await;
     assert!(metrics.contains("xdst_resource_loads_total{result=\"refused\"} 3"), "{metrics}");

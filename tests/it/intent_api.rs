@@ -13,7 +13,9 @@ use xdst_tests::xds::{http_get, http_with};
 const TOKEN: (&str, &str) = ("Authorization", "Bearer api-t0ken");
 
 fn service(name: &str, port: u16) -> String {
-    format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n")
+    format!(
+        "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n"
+    )
 }
 
 fn gateway(backend: &str) -> String {
@@ -42,7 +44,10 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     std::fs::write(intent.path().join("gateway.yaml"), gateway("a")).unwrap();
     let token = intent.path().join(".token");
     std::fs::write(&token, "api-t0ken").unwrap();
-    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()]).await.unwrap();
+    let xdst =
+        Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()])
+            .await
+            .unwrap();
     let admin = xdst.admin_addr;
     assert_eq!(clusters(admin).await, ["a"]);
 
@@ -50,7 +55,10 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     let (status, body) = http_get(admin, "/intent").await;
     assert_eq!(status, 200, "{body}");
     let listed: Value = serde_json::from_str(&body).unwrap();
-    assert!(listed.as_array().unwrap().iter().any(|d| d["kind"] == "Service" && d["name"] == "a" && d["source"] == "file"), "{listed}");
+    assert!(
+        listed.as_array().unwrap().iter().any(|d| d["kind"] == "Service" && d["name"] == "a" && d["source"] == "file"),
+        "{listed}"
+    );
 
     // No token: refused, nothing written.
     let (status, _) = http_with(admin, "PUT", "/intent/Service/b", &[], &service("b", 8082)).await;
@@ -61,7 +69,11 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     let (status, body) = http_with(admin, "PUT", "/intent/Service/b", &[TOKEN], &service("b", 8082)).await;
     assert_eq!(status, 200, "{body}");
     let written: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((written["result"].as_str(), written["file"].as_str()), (Some("ok"), Some("_api/Service/b.yaml")), "{written}");
+    assert_eq!(
+        (written["result"].as_str(), written["file"].as_str()),
+        (Some("ok"), Some("_api/Service/b.yaml")),
+        "{written}"
+    );
     assert_eq!(clusters(admin).await, ["a", "b"]);
     assert!(intent.path().join("_api/Service/b.yaml").exists());
     let (_, body) = http_get(admin, "/intent/Service/b").await;
@@ -95,7 +107,10 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     let (status, body) = http_with(admin, "PUT", "/intent/Service/b", &[TOKEN], &bad).await;
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("connectTimeout"), "{body}");
-    assert!(std::fs::read_to_string(intent.path().join("_api/Service/b.yaml")).unwrap().contains("connectTimeout: 1s"), "the refused write was not undone");
+    assert!(
+        std::fs::read_to_string(intent.path().join("_api/Service/b.yaml")).unwrap().contains("connectTimeout: 1s"),
+        "the refused write was not undone"
+    );
     assert_eq!(clusters(admin).await, ["a", "b"]);
 
     // A body that is not the document the path names, or that names a file's document.

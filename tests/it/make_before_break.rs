@@ -75,7 +75,8 @@ impl World {
             })
             .collect();
         let gateway = |name: &str, port: u16, backends: &[(String, u32)]| {
-            let backends: Vec<String> = backends.iter().map(|(s, w)| format!("{{service: {s}, weight: {w}}}")).collect();
+            let backends: Vec<String> =
+                backends.iter().map(|(s, w)| format!("{{service: {s}, weight: {w}}}")).collect();
             format!(
                 "kind: HttpGateway\nmetadata: {{name: {name}}}\nspec:\n  address: 127.0.0.1\n  port: {port}\n  hosts:\n  - hostnames: [\"*\"]\n    routes:\n    - name: all\n      match: {{pathPrefix: /}}\n      backends: [{}]\n",
                 backends.join(", ")
@@ -137,7 +138,8 @@ fn random_change(w: &World, rng: &mut Rng, fresh: &mut usize, in_place: bool) ->
                 *fresh += 1;
                 let name = format!("s{fresh}");
                 next.services.insert(name.clone(), rng.below(UPSTREAMS));
-                next.web = if rng.below(2) == 0 { vec![(name, 1)] } else { vec![(name, 50), (next.web[0].0.clone(), 50)] };
+                next.web =
+                    if rng.below(2) == 0 { vec![(name, 1)] } else { vec![(name, 50), (next.web[0].0.clone(), 50)] };
                 "new backend"
             }
             3 => {
@@ -239,14 +241,23 @@ impl Run {
         let plugin_dir = tempfile::Builder::new().prefix("xdst-mbb-plugins-").tempdir()?;
         plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
         let (port, port2) = (free_port()?, free_port()?);
-        let world = World { services: [("a".to_owned(), 0)].into(), web: vec![("a".to_owned(), 1)], web2: None, timeout_ms: 1000 };
+        let world = World {
+            services: [("a".to_owned(), 0)].into(),
+            web: vec![("a".to_owned(), 1)],
+            web2: None,
+            timeout_ms: 1000,
+        };
         write_intent(intent.path(), &world.render(&ups, port, port2))?;
         let mut args = vec!["--debounce", "20ms"];
         if unordered {
             args.push("--unsafe-unordered-push");
         }
         let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &args).await?;
-        let node = format!("mbb-{}{}", if api == ApiType::Sotw { "sotw" } else { "delta" }, if unordered { "-unordered" } else { "" });
+        let node = format!(
+            "mbb-{}{}",
+            if api == ApiType::Sotw { "sotw" } else { "delta" },
+            if unordered { "-unordered" } else { "" }
+        );
         let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, &node)).await?;
         let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
         let deadline = Instant::now() + WAIT;
@@ -327,24 +338,38 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
     let mut outcomes = Vec::new();
     let mut seen: (Report, Report) = (traffic.report(), Report::default());
 
-    let mut record = |name: &'static str, timings: Vec<Timing>, t: &Traffic, t2: Option<&Traffic>, seen: &mut (Report, Report)| {
-        let now = (t.report(), t2.map(Traffic::report).unwrap_or_default());
-        let (sent1, failed1) = delta(&now.0, &seen.0);
-        let (sent2, failed2) = delta(&now.1, &seen.1);
-        let mut first_failures = now.0.first_failures.clone();
-        first_failures.extend(now.1.first_failures.clone());
-        outcomes.push(Outcome { name, changes: timings.len(), sent: sent1 + sent2, failed: failed1 + failed2, first_failures, timings });
-        *seen = now;
-    };
+    let mut record =
+        |name: &'static str, timings: Vec<Timing>, t: &Traffic, t2: Option<&Traffic>, seen: &mut (Report, Report)| {
+            let now = (t.report(), t2.map(Traffic::report).unwrap_or_default());
+            let (sent1, failed1) = delta(&now.0, &seen.0);
+            let (sent2, failed2) = delta(&now.1, &seen.1);
+            let mut first_failures = now.0.first_failures.clone();
+            first_failures.extend(now.1.first_failures.clone());
+            outcomes.push(Outcome {
+                name,
+                changes: timings.len(),
+                sent: sent1 + sent2,
+                failed: failed1 + failed2,
+                first_failures,
+                timings,
+            });
+            *seen = now;
+        };
 
     // a: the route moves from a to a new b (another endpoint); a is deleted.
-    let next = World { services: [("b".to_owned(), 1)].into(), web: vec![("b".to_owned(), 1)], web2: None, timeout_ms: 1000 };
+    let next =
+        World { services: [("b".to_owned(), 1)].into(), web: vec![("b".to_owned(), 1)], web2: None, timeout_ms: 1000 };
     let t = run.change(next).await?;
     tokio::time::sleep(settle).await;
     record("a: route moves to a new cluster, old one deleted", vec![t], &traffic, None, &mut seen);
 
     // b: b is renamed b2.
-    let next = World { services: [("b2".to_owned(), 1)].into(), web: vec![("b2".to_owned(), 1)], web2: None, timeout_ms: 1000 };
+    let next = World {
+        services: [("b2".to_owned(), 1)].into(),
+        web: vec![("b2".to_owned(), 1)],
+        web2: None,
+        timeout_ms: 1000,
+    };
     let t = run.change(next).await?;
     tokio::time::sleep(settle).await;
     record("b: cluster renamed", vec![t], &traffic, None, &mut seen);
@@ -423,7 +448,10 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
         };
         ensure!(value("xdst_plan_convergence_seconds_count ") >= 100.0, "xdst_plan_convergence_seconds:\n{metrics}");
         for step in ["clusters", "routes", "cleanup", "converged"] {
-            ensure!(value(&format!("xdst_plan_steps_total{{step=\"{step}\"}} ")) > 0.0, "no {step} step counted:\n{metrics}");
+            ensure!(
+                value(&format!("xdst_plan_steps_total{{step=\"{step}\"}} ")) > 0.0,
+                "no {step} step counted:\n{metrics}"
+            );
         }
     }
     run.envoy.kill().await?;
@@ -446,7 +474,11 @@ fn report(api: ApiType, unordered: bool, outcomes: &[Outcome]) {
             o.changes,
             o.sent,
             o.failed,
-            if o.failed > 0 { format!(" (first: {:?})", o.first_failures.iter().take(3).collect::<Vec<_>>()) } else { String::new() }
+            if o.failed > 0 {
+                format!(" (first: {:?})", o.first_failures.iter().take(3).collect::<Vec<_>>())
+            } else {
+                String::new()
+            }
         );
     }
     let all: Vec<&Timing> = outcomes.iter().flat_map(|o| &o.timings).collect();
@@ -475,7 +507,14 @@ async fn ordered(api: ApiType) -> anyhow::Result<()> {
     let outcomes = scenarios(api, false).await?;
     report(api, false, &outcomes);
     for o in &outcomes {
-        ensure!(o.failed == 0, "{api:?}, {}: {} of {} requests failed: {:?}", o.name, o.failed, o.sent, o.first_failures);
+        ensure!(
+            o.failed == 0,
+            "{api:?}, {}: {} of {} requests failed: {:?}",
+            o.name,
+            o.failed,
+            o.sent,
+            o.first_failures
+        );
     }
     Ok(())
 }

@@ -27,7 +27,8 @@ async fn status(admin: SocketAddr) -> anyhow::Result<Value> {
 }
 
 fn versions(stats: &Stats) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
+    let mut v: Vec<(String, String)> =
+        stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
     v.sort();
     v
 }
@@ -46,7 +47,10 @@ async fn refused(admin: SocketAddr, file: &str, want: &str) -> anyhow::Result<Va
     loop {
         let s = status(admin).await?;
         let found = s["refused"].as_array().and_then(|rs| {
-            rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with(file)) && r["reason"].as_str().is_some_and(|m| m.contains(want)))
+            rs.iter().find(|r| {
+                r["file"].as_str().is_some_and(|f| f.ends_with(file))
+                    && r["reason"].as_str().is_some_and(|m| m.contains(want))
+            })
         });
         if let Some(r) = found {
             return Ok(r.clone());
@@ -76,7 +80,10 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
     std::fs::write(intent.path().join("services.yaml"), services(&ups, 1000))?;
-    std::fs::write(intent.path().join("split.yaml"), format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"))?;
+    std::fs::write(
+        intent.path().join("split.yaml"),
+        format!("kind: Split\nmetadata: {{name: web}}\nspec: {{port: {port}}}\n"),
+    )?;
     let reference = std::fs::read(plugins::reference()?)?;
     install(plugin_dir.path(), "reference.wasm", &reference)?;
     let swap = std::fs::read(plugins::swap()?)?;
@@ -92,33 +99,52 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
         ensure!(Instant::now() < deadline, "Envoy did not route to u0 within {WAIT:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let serving_digest = status(admin).await?["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "swap").unwrap()["digest"].clone();
+    let serving_digest =
+        status(admin).await?["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "swap").unwrap()["digest"]
+            .clone();
     let mut timeout_ms = 1000;
 
     // Each refusal: the reason is shown, the previous version is what serves, Envoy keeps
     // every version, and an intent edit is still translated (with the previous version).
     let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
-        ("does not compile", "swap.wasm", b"\0asm\x01\0\0\0garbage".to_vec(), "a core module that is not valid WebAssembly"),
+        (
+            "does not compile",
+            "swap.wasm",
+            b"\0asm\x01\0\0\0garbage".to_vec(),
+            "a core module that is not valid WebAssembly",
+        ),
         ("plugin name taken", "reference2.wasm", reference.clone(), "plugin name \"reference\" is already used by"),
-        ("claims a kind another plugin owns", "other.wasm", {
-            // The reference plugin under another name: it claims the same kinds.
-            let mut v = reference.clone();
-            let at = v.windows(14).position(|w| w == b"reference0.1.0").expect("the reference plugin names itself");
-            v[at + 8] = b'x';
-            v
-        }, "is claimed by plugin \"reference\" and by plugin \"referencx\""),
+        (
+            "claims a kind another plugin owns",
+            "other.wasm",
+            {
+                // The reference plugin under another name: it claims the same kinds.
+                let mut v = reference.clone();
+                let at = v.windows(14).position(|w| w == b"reference0.1.0").expect("the reference plugin names itself");
+                v[at + 8] = b'x';
+                v
+            },
+            "is claimed by plugin \"reference\" and by plugin \"referencx\"",
+        ),
         (
             "another contract version",
             "future.wasm",
-            wat::parse_str(r#"(component (import "xdst:plugin/log@0.2.0" (instance (export "log" (func (param "message" string))))))"#)?,
+            wat::parse_str(
+                r#"(component (import "xdst:plugin/log@0.2.0" (instance (export "log" (func (param "message" string))))))"#,
+            )?,
             "speaks version 0.2.0 of the xdst:plugin contract",
         ),
-        ("fails on the current intent", "swap.wasm", {
-            let mut v = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
-            let at = v.windows(10).position(|w| w == b"XDST-SWAP:").unwrap() + 10;
-            v[at] = b'x';
-            v
-        }, "fails on the current intent: plugin \"swap\""),
+        (
+            "fails on the current intent",
+            "swap.wasm",
+            {
+                let mut v = plugins::swap_variant(&swap, [0, 100, 0, 0, 0, 0])?;
+                let at = v.windows(10).position(|w| w == b"XDST-SWAP:").unwrap() + 10;
+                v[at] = b'x';
+                v
+            },
+            "fails on the current intent: plugin \"swap\"",
+        ),
     ];
     for (what, file, bytes, want) in cases {
         let before = versions(&envoy.stats().await?);
@@ -137,7 +163,11 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
         std::fs::write(intent.path().join("services.yaml"), services(&ups, timeout_ms))?;
         let deadline = Instant::now() + WAIT;
         while envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default() == cds_before {
-            ensure!(Instant::now() < deadline, "{what}: an intent edit was not served while the plugin was refused: {:#}", status(admin).await?);
+            ensure!(
+                Instant::now() < deadline,
+                "{what}: an intent edit was not served while the plugin was refused: {:#}",
+                status(admin).await?
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let s = status(admin).await?;
@@ -176,7 +206,10 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     ensure!(error.contains("Split"), "the error should name the kind left without a plugin: {error}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     ensure!(versions(&envoy.stats().await?) == before, "Envoy's versions changed after a refused removal");
-    ensure!(matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2"), "routing changed after a refused removal");
+    ensure!(
+        matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2"),
+        "routing changed after a refused removal"
+    );
 
     // With its documents gone as well, its listener and routes go (through the planner).
     std::fs::remove_file(intent.path().join("split.yaml"))?;

@@ -35,7 +35,11 @@ async fn json(admin: SocketAddr, path: &str) -> anyhow::Result<Value> {
 
 async fn plan(admin: SocketAddr, node: &str) -> anyhow::Result<Value> {
     let nodes = json(admin, "/debug/nodes").await?;
-    Ok(nodes.as_array().and_then(|ns| ns.iter().find(|n| n["id"] == node)).map(|n| n["plan"].clone()).unwrap_or(Value::Null))
+    Ok(nodes
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["id"] == node))
+        .map(|n| n["plan"].clone())
+        .unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +119,10 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
         let stats = envoy.stats().await?;
         ensure!(stats.count("control_plane.connected_state") == 1, "swap {i}: Envoy is not connected to xdst");
         let status = json(xdst.admin_addr, "/debug/plugins").await?;
-        let digest = status["plugins"].as_array().and_then(|ps| ps.iter().find(|p| p["name"] == "swap")).map(|p| p["digest"].clone());
+        let digest = status["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "swap"))
+            .map(|p| p["digest"].clone());
         digests.insert(digest.unwrap_or_default().to_string());
     }
     let report = traffic.stop().await;
@@ -131,7 +138,13 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
         report.failed(),
         report.by_body
     );
-    ensure!(report.failed() == 0, "{} of {} requests failed: {:?}", report.failed(), report.sent, report.first_failures);
+    ensure!(
+        report.failed() == 0,
+        "{} of {} requests failed: {:?}",
+        report.failed(),
+        report.sent,
+        report.first_failures
+    );
     ensure!(rate >= 200.0, "the load generator fell behind: {rate:.0} requests/s");
     ensure!(digests.len() == SWAPS, "expected {SWAPS} distinct plugin digests, saw {}", digests.len());
     ensure!(
@@ -158,7 +171,10 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
         .map(|i| format!("kind: Service\nmetadata: {{name: u{i}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", 9000 + i))
         .collect();
     let write_intent = |tag: &str| -> anyhow::Result<()> {
-        let text = format!("{}---\nkind: Split\nmetadata: {{name: web}}\nspec: {{port: 10999, tag: {tag}}}\n", services.join("---\n"));
+        let text = format!(
+            "{}---\nkind: Split\nmetadata: {{name: web}}\nspec: {{port: 10999, tag: {tag}}}\n",
+            services.join("---\n")
+        );
         let tmp = intent.path().join(".intent.yaml.tmp");
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, intent.path().join("intent.yaml"))?;
@@ -181,13 +197,24 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
     // generation that served it.
     async fn state(admin: SocketAddr) -> anyhow::Result<(String, Vec<String>)> {
         let r = json(admin, "/debug/resources?bodies=true").await?;
-        let web = r["default"]["rds"]["resources"].as_array().and_then(|rs| rs.iter().find(|x| x["name"] == "web")).cloned().unwrap_or_default();
+        let web = r["default"]["rds"]["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|x| x["name"] == "web"))
+            .cloned()
+            .unwrap_or_default();
         let route = &web["body"]["virtual_hosts"][0]["routes"][0];
-        let clusters = route["route"]["weighted_clusters"]["clusters"].as_array().map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        let clusters = route["route"]["weighted_clusters"]["clusters"]
+            .as_array()
+            .map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
         Ok((route["name"].as_str().unwrap_or_default().to_owned(), clusters))
     }
     let slow_ms = json(admin, "/debug/plugins").await?["last_generation"]["elapsed_ms"].as_f64().unwrap_or(0.0);
-    ensure!(state(admin).await? == ("v1".to_owned(), vec!["u0".to_owned()]), "initial state: {:?}", state(admin).await?);
+    ensure!(
+        state(admin).await? == ("v1".to_owned(), vec!["u0".to_owned()]),
+        "initial state: {:?}",
+        state(admin).await?
+    );
     ensure!(slow_ms > 600.0, "version A should be slow for this test to mean anything: {slow_ms:.0} ms");
 
     // New intent: a generation starts with A. While it runs, B replaces A.
@@ -195,7 +222,10 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
     write_intent("v2")?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let plugins_now = json(admin, "/debug/plugins").await?;
-    ensure!(plugins_now["generations_ok"].as_u64().unwrap_or(0) == before, "the slow generation already finished: {plugins_now:#}");
+    ensure!(
+        plugins_now["generations_ok"].as_u64().unwrap_or(0) == before,
+        "the slow generation already finished: {plugins_now:#}"
+    );
     let tmp = plugin_dir.path().join(".swap.wasm.tmp");
     std::fs::write(&tmp, &fast)?;
     std::fs::rename(&tmp, plugin_dir.path().join("swap.wasm"))?;
@@ -230,17 +260,33 @@ async fn a_plugin_compiles_in_the_background_while_intent_edits_are_served() -> 
     xdst_tests::init_logging();
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
-    let service = |timeout: u32| format!("kind: Service\nmetadata: {{name: s1}}\nspec:\n  connectTimeout: {timeout}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: 9000}}\n");
+    let service = |timeout: u32| {
+        format!(
+            "kind: Service\nmetadata: {{name: s1}}\nspec:\n  connectTimeout: {timeout}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: 9000}}\n"
+        )
+    };
     std::fs::write(intent.path().join("s.yaml"), service(1000))?;
     let reference = std::fs::read(plugins::reference()?)?;
     std::fs::write(plugin_dir.path().join("reference.wasm"), &reference)?;
     // A fresh cache, so the new version really compiles.
     let cache = tempfile::tempdir()?;
-    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms", "--plugin-cache", cache.path().to_str().unwrap()]).await?;
+    let xdst = Process::start_intent(
+        intent.path(),
+        plugin_dir.path(),
+        &["--debounce", "20ms", "--plugin-cache", cache.path().to_str().unwrap()],
+    )
+    .await?;
     let admin = xdst.admin_addr;
-    let digest = |s: &Value| s["plugins"].as_array().and_then(|ps| ps.iter().find(|p| p["name"] == "reference")).map(|p| p["digest"].clone()).unwrap_or_default();
+    let digest = |s: &Value| {
+        s["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "reference"))
+            .map(|p| p["digest"].clone())
+            .unwrap_or_default()
+    };
     let old = digest(&json(admin, "/debug/plugins").await?);
-    let timeout_served = |r: &Value| r["default"]["cds"]["resources"][0]["body"]["connect_timeout"].as_str().map(str::to_owned);
+    let timeout_served =
+        |r: &Value| r["default"]["cds"]["resources"][0]["body"]["connect_timeout"].as_str().map(str::to_owned);
 
     // The same plugin with a custom section appended: another digest, the same behaviour.
     let mut changed = reference.clone();
@@ -264,7 +310,9 @@ async fn a_plugin_compiles_in_the_background_while_intent_edits_are_served() -> 
     let deadline = Instant::now() + WAIT;
     while edit_at.is_none() || swap_at.is_none() {
         ensure!(Instant::now() < deadline, "edit served: {edit_at:?}, new version in: {swap_at:?}");
-        if edit_at.is_none() && timeout_served(&json(admin, "/debug/resources?bodies=true").await?).as_deref() == Some("1.500s") {
+        if edit_at.is_none()
+            && timeout_served(&json(admin, "/debug/resources?bodies=true").await?).as_deref() == Some("1.500s")
+        {
             edit_at = Some(t0.elapsed());
         }
         if swap_at.is_none() && digest(&json(admin, "/debug/plugins").await?) != old {
@@ -274,7 +322,10 @@ async fn a_plugin_compiles_in_the_background_while_intent_edits_are_served() -> 
     }
     let (edit_at, swap_at) = (edit_at.unwrap(), swap_at.unwrap());
     eprintln!("[background compile] intent edit served after {edit_at:?}; the new plugin version in after {swap_at:?}");
-    ensure!(edit_at < swap_at, "the intent edit waited for the compile: served at {edit_at:?}, new version at {swap_at:?}");
+    ensure!(
+        edit_at < swap_at,
+        "the intent edit waited for the compile: served at {edit_at:?}, new version at {swap_at:?}"
+    );
     xdst.kill().await?;
     Ok(())
 }

@@ -52,7 +52,15 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
     let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases])?;
     let t = text(&o);
     ensure!(!o.status.success(), "a wrong expectation passed ({lang}): {t}");
-    ensure!(t.contains("FAILED  basic") && t.contains("Cluster ") && t.contains(" differs (- expected, + actual)") && t.contains("- ") && t.contains("port_value: 9090") && t.contains("+ ") , "{lang}: {t}");
+    ensure!(
+        t.contains("FAILED  basic")
+            && t.contains("Cluster ")
+            && t.contains(" differs (- expected, + actual)")
+            && t.contains("- ")
+            && t.contains("port_value: 9090")
+            && t.contains("+ "),
+        "{lang}: {t}"
+    );
     // --bless rewrites it, and the test passes again.
     let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases, "--bless"])?;
     ensure!(o.status.success(), "bless ({lang}): {}", text(&o));
@@ -62,7 +70,10 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
     let bad = dir.path().join(&cases).join("missing-port");
     std::fs::create_dir_all(&bad)?;
     let kind: String = name.split('-').map(|p| p[..1].to_uppercase() + &p[1..]).collect();
-    std::fs::write(bad.join("intent.yaml"), format!("kind: {kind}\nmetadata: {{name: web}}\nspec: {{address: 10.0.0.1}}\n"))?;
+    std::fs::write(
+        bad.join("intent.yaml"),
+        format!("kind: {kind}\nmetadata: {{name: web}}\nspec: {{address: 10.0.0.1}}\n"),
+    )?;
     let o = xdst(dir.path(), &["plugin", "test", &wasm, "--cases", &cases, "--bless"])?;
     ensure!(o.status.success(), "bless an error case ({lang}): {}", text(&o));
     let err = std::fs::read_to_string(bad.join("expected-error.yaml"))?;
@@ -73,8 +84,14 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
     let o = xdst(dir.path(), &["plugin", "inspect", &wasm, "--json"])?;
     ensure!(o.status.success(), "inspect ({lang}): {}", text(&o));
     let info: Value = serde_json::from_slice(&o.stdout)?;
-    ensure!(info["name"] == name.as_str() && info["kinds"] == serde_json::json!([kind]) && info["phase"] == "translate", "{lang}: {info:#}");
-    ensure!(info["sha256"].as_str().is_some_and(|s| s.len() == 64) && info["size"].as_u64().is_some_and(|s| s > 0), "{info:#}");
+    ensure!(
+        info["name"] == name.as_str() && info["kinds"] == serde_json::json!([kind]) && info["phase"] == "translate",
+        "{lang}: {info:#}"
+    );
+    ensure!(
+        info["sha256"].as_str().is_some_and(|s| s.len() == 64) && info["size"].as_u64().is_some_and(|s| s > 0),
+        "{info:#}"
+    );
     Ok(info)
 }
 
@@ -82,7 +99,10 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
 fn rust() -> anyhow::Result<()> {
     let info = scaffold_build_test("rust")?;
     assert_eq!(info["module"], "component");
-    assert!(info["imports"].as_array().unwrap().iter().all(|i| i.as_str().unwrap().starts_with("xdst:plugin/")), "{info:#}");
+    assert!(
+        info["imports"].as_array().unwrap().iter().all(|i| i.as_str().unwrap().starts_with("xdst:plugin/")),
+        "{info:#}"
+    );
     Ok(())
 }
 
@@ -126,7 +146,11 @@ fn bad_names_and_existing_directories_are_refused() -> anyhow::Result<()> {
     let o = xdst(dir.path(), &["plugin", "new", "--lang", "rust", "taken"])?;
     ensure!(!o.status.success() && text(&o).contains("already exists and is not empty"), "{}", text(&o));
     let o = xdst(dir.path(), &["plugin", "new", "--lang", "cobol", "x"])?;
-    ensure!(!o.status.success() && text(&o).contains("possible values: rust, c, js, python, assemblyscript"), "{}", text(&o));
+    ensure!(
+        !o.status.success() && text(&o).contains("possible values: rust, c, js, python, assemblyscript"),
+        "{}",
+        text(&o)
+    );
     let o = xdst(dir.path(), &["plugin", "build", "nowhere"])?;
     ensure!(!o.status.success() && text(&o).contains("xdst-plugin.yaml"), "{}", text(&o));
     Ok(())
@@ -143,6 +167,9 @@ fn a_build_error_is_the_language_s_own_message() -> anyhow::Result<()> {
     let o = xdst(dir.path(), &["plugin", "build", "broken"])?;
     let t = text(&o);
     ensure!(!o.status.success() && t.contains("the assemblyscript build of broken failed"), "{t}");
-    ensure!(t.contains("not a number") || t.contains("TS2322") || t.contains("ERROR"), "the compiler's message is not shown: {t}");
+    ensure!(
+        t.contains("not a number") || t.contains("TS2322") || t.contains("ERROR"),
+        "the compiler's message is not shown: {t}"
+    );
     Ok(())
 }

@@ -146,7 +146,11 @@ fn translating_twice_in_one_process_gives_identical_bytes() -> anyhow::Result<()
     let cold = tempfile::tempdir()?;
     let (a, _, docs) = xdst::translate::run(intent.path(), plugins.path(), "", Some(plugin_cache()))?;
     let (b, _, _) = xdst::translate::run(intent.path(), plugins.path(), "", Some(cold.path().to_owned()))?;
-    ensure!(docs >= 3 && a.snapshot.len() >= 8, "too little to compare: {docs} documents, {} resources", a.snapshot.len());
+    ensure!(
+        docs >= 3 && a.snapshot.len() >= 8,
+        "too little to compare: {docs} documents, {} resources",
+        a.snapshot.len()
+    );
     ensure!(a.snapshot.version() == b.snapshot.version(), "versions differ");
     let bytes = |s: &xdst_core::snapshot::Snapshot| -> Vec<(String, String, Vec<u8>)> {
         xdst::translate::ordered(s)
@@ -188,7 +192,9 @@ fn translating_in_two_processes_gives_identical_bytes() -> anyhow::Result<()> {
     run(c2.path(), Some(o2.path()))?;
     let mut files = vec!["cds.json".to_owned(), "lds.json".to_owned()];
     for sub in ["eds", "rds"] {
-        let mut names: Vec<String> = std::fs::read_dir(o1.path().join(sub))?.map(|e| Ok(format!("{sub}/{}", e?.file_name().to_string_lossy()))).collect::<anyhow::Result<_>>()?;
+        let mut names: Vec<String> = std::fs::read_dir(o1.path().join(sub))?
+            .map(|e| Ok(format!("{sub}/{}", e?.file_name().to_string_lossy())))
+            .collect::<anyhow::Result<_>>()?;
         ensure!(!names.is_empty(), "no files in {sub}/");
         names.sort();
         files.extend(names);

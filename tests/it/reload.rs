@@ -22,7 +22,13 @@ async fn reload_and_sighup_rescan_now_and_writes_need_the_token() {
     let token_file = secrets.path().join("token");
     std::fs::write(&token_file, "s3cret\n").unwrap();
     // A one-minute resync: within this test only a forced rescan (or a file event) reloads.
-    let xdst = Process::start(dir.path(), "127.0.0.1:0", &["--admin-token-file", token_file.to_str().unwrap(), "--resync", "1m"]).await.unwrap();
+    let xdst = Process::start(
+        dir.path(),
+        "127.0.0.1:0",
+        &["--admin-token-file", token_file.to_str().unwrap(), "--resync", "1m"],
+    )
+    .await
+    .unwrap();
     let admin = xdst.admin_addr;
 
     let (status, body) = http_with(admin, "POST", "/reload", &[], "").await;

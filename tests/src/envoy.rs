@@ -40,11 +40,7 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn envoy_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("ENVOY_BIN").filter(|b| !b.is_empty()) {
         let bin = PathBuf::from(bin);
-        assert!(
-            bin.is_file(),
-            "ENVOY_BIN={} does not exist; run tests/setup.sh",
-            bin.display()
-        );
+        assert!(bin.is_file(), "ENVOY_BIN={} does not exist; run tests/setup.sh", bin.display());
         return bin;
     }
     let bin = crate::cache_dir().join("venv/bin/envoy");
@@ -197,13 +193,7 @@ impl Envoy {
         let mut child = tokio::process::Command::new(envoy_bin())
             .arg("-c")
             .arg(&config)
-            .args([
-                "--disable-hot-restart",
-                "--concurrency",
-                "1",
-                "-l",
-                "warning",
-            ])
+            .args(["--disable-hot-restart", "--concurrency", "1", "-l", "warning"])
             .arg("--admin-address-path")
             .arg(&admin_path)
             .arg("--log-path")
@@ -224,26 +214,14 @@ impl Envoy {
                 break addr;
             }
             if let Some(status) = child.try_wait()? {
-                bail!(
-                    "envoy exited before its admin port was up: {status}\n{}",
-                    tail(&log, 30)
-                );
+                bail!("envoy exited before its admin port was up: {status}\n{}", tail(&log, 30));
             }
             if Instant::now() > deadline {
-                bail!(
-                    "envoy's admin port was not up within 20s\n{}",
-                    tail(&log, 30)
-                );
+                bail!("envoy's admin port was not up within 20s\n{}", tail(&log, 30));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        Ok(Envoy {
-            child,
-            admin_addr,
-            node_id: bootstrap.node_id.clone(),
-            log,
-            _dir: dir,
-        })
+        Ok(Envoy { child, admin_addr, node_id: bootstrap.node_id.clone(), log, _dir: dir })
     }
 
     /// Every counter, gauge and text readout (`/stats?format=json`; histograms left out).
@@ -254,9 +232,8 @@ impl Envoy {
 
     /// `GET` an admin path; an error unless the status is 200.
     pub async fn admin_get(&self, path: &str) -> anyhow::Result<String> {
-        let (status, body) = http_get(self.admin_addr, path)
-            .await
-            .with_context(|| format!("envoy admin GET {path}"))?;
+        let (status, body) =
+            http_get(self.admin_addr, path).await.with_context(|| format!("envoy admin GET {path}"))?;
         if status != 200 {
             bail!("envoy admin GET {path}: status {status}: {body}");
         }
@@ -337,15 +314,10 @@ impl Envoy {
 }
 
 fn tail(path: &std::path::Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| format!("(no log at {}: {e})", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("(no log at {}: {e})", path.display()));
     let all: Vec<&str> = text.lines().collect();
     let start = all.len().saturating_sub(lines);
-    if all.is_empty() {
-        "(empty)".to_owned()
-    } else {
-        all[start..].join("\n")
-    }
+    if all.is_empty() { "(empty)".to_owned() } else { all[start..].join("\n") }
 }
 
 /// One reading of Envoy's stats: name to value (a number, or a string for text readouts
@@ -355,13 +327,9 @@ pub struct Stats(pub BTreeMap<String, Value>);
 
 impl Stats {
     pub fn from_json(body: &str) -> anyhow::Result<Stats> {
-        let v: Value =
-            serde_json::from_str(body).context("envoy /stats?format=json is not JSON")?;
+        let v: Value = serde_json::from_str(body).context("envoy /stats?format=json is not JSON")?;
         let mut map = BTreeMap::new();
-        for s in v["stats"]
-            .as_array()
-            .context("envoy /stats?format=json has no \"stats\" array")?
-        {
+        for s in v["stats"].as_array().context("envoy /stats?format=json has no \"stats\" array")? {
             if let (Some(name), Some(value)) = (s["name"].as_str(), s.get("value")) {
                 map.insert(name.to_owned(), value.clone());
             }
@@ -489,10 +457,7 @@ impl Expect {
     /// Each named text readout exactly as in `before`.
     pub fn same_text(mut self, before: &Stats, names: &[&str]) -> Expect {
         for n in names {
-            self.0.push((
-                (*n).to_owned(),
-                Want::Text(before.text(n).unwrap_or("<absent>").to_owned()),
-            ));
+            self.0.push(((*n).to_owned(), Want::Text(before.text(n).unwrap_or("<absent>").to_owned())));
         }
         self
     }
@@ -505,10 +470,7 @@ impl Expect {
     pub fn diff(&self, stats: &Stats) -> String {
         let mut out = String::new();
         for (name, want) in &self.0 {
-            let actual = stats
-                .get(name)
-                .map(Value::to_string)
-                .unwrap_or_else(|| "<absent>".to_owned());
+            let actual = stats.get(name).map(Value::to_string).unwrap_or_else(|| "<absent>".to_owned());
             if want.holds(stats, name) {
                 let _ = writeln!(out, "  {name}: {actual}");
             } else {
@@ -546,15 +508,10 @@ mod tests {
         assert!(!bad.holds(&stats));
         let diff = bad.diff(&stats);
         assert!(
-            diff.contains(
-                "- listener_manager.lds.update_success: 1\n+ listener_manager.lds.update_success: 2"
-            ),
+            diff.contains("- listener_manager.lds.update_success: 1\n+ listener_manager.lds.update_success: 2"),
             "{diff}"
         );
-        assert!(
-            diff.contains("- listener_manager.lds.version_text: anything but \"abc\""),
-            "{diff}"
-        );
+        assert!(diff.contains("- listener_manager.lds.version_text: anything but \"abc\""), "{diff}");
     }
 
     #[test]

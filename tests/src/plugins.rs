@@ -24,7 +24,9 @@ pub fn build(package: &str) -> anyhow::Result<PathBuf> {
         .status()
         .context("running cargo")?;
     if !status.success() {
-        bail!("building plugin {package} failed (is the wasm32-unknown-unknown target installed? tests/setup.sh adds it)");
+        bail!(
+            "building plugin {package} failed (is the wasm32-unknown-unknown target installed? tests/setup.sh adds it)"
+        );
     }
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
     let path = target.join("wasm32-unknown-unknown/release").join(format!("{}.wasm", package.replace('-', "_")));

@@ -40,12 +40,18 @@ impl Registry {
         );
         let mut config = config;
         if let Some((user, password)) = login {
-            let out = Command::new("htpasswd").args(["-Bbn", user, password]).output().context("running htpasswd (apache2-utils)")?;
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", user, password])
+                .output()
+                .context("running htpasswd (apache2-utils)")?;
             if !out.status.success() {
                 bail!("htpasswd failed: {}", String::from_utf8_lossy(&out.stderr));
             }
             std::fs::write(dir.path().join("htpasswd"), &out.stdout)?;
-            config.push_str(&format!("auth:\n  htpasswd:\n    realm: xdst-test\n    path: {}\n", dir.path().join("htpasswd").display()));
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: xdst-test\n    path: {}\n",
+                dir.path().join("htpasswd").display()
+            ));
         }
         std::fs::write(dir.path().join("config.yml"), config)?;
         let mut r = Registry { host: format!("127.0.0.1:{port}"), dir, child: None };
@@ -76,7 +82,10 @@ impl Registry {
                 let req = format!("GET /v2/ HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host);
                 let mut answer = String::new();
                 // 401 is a registry that wants a login: up, too.
-                if s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut answer).is_ok() && (answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 401")) {
+                if s.write_all(req.as_bytes()).is_ok()
+                    && s.read_to_string(&mut answer).is_ok()
+                    && (answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 401"))
+                {
                     return Ok(());
                 }
             }

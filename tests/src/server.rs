@@ -28,15 +28,11 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     }
     let exe = std::env::current_exe()?;
     // target/<profile>/deps/<test> -> target/<profile>/xdst
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("test executable has no profile dir")?;
+    let profile_dir = exe.parent().and_then(Path::parent).context("test executable has no profile dir")?;
     let bin = profile_dir.join("xdst");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "xdst", "--bin", "xdst"])
-        .current_dir(crate::repo_root());
+    cmd.args(["build", "-q", "-p", "xdst", "--bin", "xdst"]).current_dir(crate::repo_root());
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
@@ -57,11 +53,7 @@ pub struct Process {
 
 impl Process {
     /// Starts `xdst serve` with `args` appended (ports default to 0 unless given in args).
-    pub async fn start(
-        resources: &Path,
-        xds_addr: &str,
-        extra: &[&str],
-    ) -> anyhow::Result<Process> {
+    pub async fn start(resources: &Path, xds_addr: &str, extra: &[&str]) -> anyhow::Result<Process> {
         let mut args: Vec<std::ffi::OsString> = vec!["--resources".into(), resources.into()];
         args.extend(extra.iter().map(Into::into));
         Self::start_with(xds_addr, &args).await
@@ -82,18 +74,9 @@ impl Process {
         let mut child = tokio::process::Command::new(binary()?)
             .arg("serve")
             .args(args)
-            .args([
-                "--xds-addr",
-                xds_addr,
-                "--admin-addr",
-                "127.0.0.1:0",
-                "--ready-file",
-            ])
+            .args(["--xds-addr", xds_addr, "--admin-addr", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

@@ -60,13 +60,7 @@ impl Upstream {
                 });
             }
         });
-        Ok(Upstream {
-            name: name.to_owned(),
-            addr,
-            requests,
-            flaky,
-            task,
-        })
+        Ok(Upstream { name: name.to_owned(), addr, requests, flaky, task })
     }
 
     /// Requests answered so far.
@@ -97,11 +91,7 @@ async fn serve_connection(conn: TcpStream, body: &str, counter: &AtomicU64, flak
         let mut length = 0usize;
         for (name, value) in &head.headers {
             match name.as_str() {
-                "content-length" => {
-                    length = value
-                        .parse()
-                        .map_err(|_| bad(format!("bad content-length {value:?}")))?
-                }
+                "content-length" => length = value.parse().map_err(|_| bad(format!("bad content-length {value:?}")))?,
                 "connection" => close = value.eq_ignore_ascii_case("close"),
                 // Not needed by any test; refuse rather than misread the stream.
                 "transfer-encoding" => return Err(bad("chunked request bodies are not supported")),
@@ -155,15 +145,10 @@ async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> io::Resu
         if line.is_empty() {
             break;
         }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| bad(format!("bad header line {line:?}")))?;
+        let (name, value) = line.split_once(':').ok_or_else(|| bad(format!("bad header line {line:?}")))?;
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
     }
-    Ok(Some(Head {
-        first: first.trim_end().to_owned(),
-        headers,
-    }))
+    Ok(Some(Head { first: first.trim_end().to_owned(), headers }))
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
@@ -204,36 +189,32 @@ pub async fn http_request(addr: SocketAddr, path: &str, headers: &[(&str, &str)]
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Result<Response> {
     let mut conn = TcpStream::connect(addr).await?;
-    let host = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map(|(_, v)| v.to_string()).unwrap_or_else(|| addr.to_string());
-    let extra: String = headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: xdst-tests\r\n{extra}connection: close\r\n\r\n"
-    );
+    let host = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_else(|| addr.to_string());
+    let extra: String =
+        headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: xdst-tests\r\n{extra}connection: close\r\n\r\n");
     conn.write_all(request.as_bytes()).await?;
     let mut read = BufReader::new(conn);
-    let head = read_head(&mut read)
-        .await?
-        .ok_or_else(|| bad("connection closed before a response"))?;
+    let head = read_head(&mut read).await?.ok_or_else(|| bad("connection closed before a response"))?;
     let status = head
         .first
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .ok_or_else(|| bad(format!("bad status line {:?}", head.first)))?;
-    let header = |n: &str| {
-        head.headers
-            .iter()
-            .find(|(k, _)| k == n)
-            .map(|(_, v)| v.as_str())
-    };
+    let header = |n: &str| head.headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
     let mut body = Vec::new();
     if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         loop {
             let mut size = String::new();
             read.read_line(&mut size).await?;
             let size = size.trim().split(';').next().unwrap_or("");
-            let size = usize::from_str_radix(size, 16)
-                .map_err(|_| bad(format!("bad chunk size {size:?}")))?;
+            let size = usize::from_str_radix(size, 16).map_err(|_| bad(format!("bad chunk size {size:?}")))?;
             if size == 0 {
                 break;
             }
@@ -244,9 +225,7 @@ async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Resu
             read.read_line(&mut crlf).await?;
         }
     } else if let Some(length) = header("content-length") {
-        let length: usize = length
-            .parse()
-            .map_err(|_| bad(format!("bad content-length {length:?}")))?;
+        let length: usize = length.parse().map_err(|_| bad(format!("bad content-length {length:?}")))?;
         body.resize(length, 0);
         read.read_exact(&mut body).await?;
     } else {
@@ -262,10 +241,7 @@ mod tests {
     #[tokio::test]
     async fn upstream_answers_with_its_name_and_keeps_alive() {
         let up = Upstream::start("alpha").await.unwrap();
-        assert_eq!(
-            http_get(up.addr, "/x").await.unwrap(),
-            (200, "alpha".to_owned())
-        );
+        assert_eq!(http_get(up.addr, "/x").await.unwrap(), (200, "alpha".to_owned()));
 
         // Two requests on one connection: keep-alive works.
         let mut conn = TcpStream::connect(up.addr).await.unwrap();

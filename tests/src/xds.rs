@@ -85,7 +85,8 @@ pub async fn sotw_ads(addr: std::net::SocketAddr) -> Sotw {
 pub async fn delta_ads(addr: std::net::SocketAddr) -> Delta {
     let mut client = AggregatedDiscoveryServiceClient::new(channel(addr).await);
     let (tx, rx) = mpsc::channel(16);
-    let resp = client.delta_aggregated_resources(ReceiverStream::new(rx)).await.expect("opening delta ADS").into_inner();
+    let resp =
+        client.delta_aggregated_resources(ReceiverStream::new(rx)).await.expect("opening delta ADS").into_inner();
     XdsStream::new(tx, resp)
 }
 
@@ -162,7 +163,13 @@ pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &s
 }
 
 /// [`http`] with extra headers.
-pub async fn http_with(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+pub async fn http_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
@@ -176,7 +183,8 @@ pub async fn http_with(addr: std::net::SocketAddr, method: &str, path: &str, hea
     let text = String::from_utf8_lossy(&out).into_owned();
     let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_owned() };
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_owned() };
     (status, body)
 }
 

@@ -64,9 +64,7 @@ impl IntentDocument {
     /// A [`PluginError`] about `field` of this document (`spec.routes[1].backends`). The host
     /// shows it as `Kind/name field <field>: <message> (in <origin>)`.
     pub fn error(&self, field: impl Into<String>, message: impl fmt::Display) -> PluginError {
-        PluginError::new(message.to_string())
-            .with_document(self.id())
-            .with_field(field)
+        PluginError::new(message.to_string()).with_document(self.id()).with_field(field)
     }
 
     /// A [`PluginError`] about this document as a whole.
@@ -87,11 +85,7 @@ impl IntentDocument {
     }
 
     fn located(&self, message: impl fmt::Display) -> String {
-        if self.origin.is_empty() {
-            message.to_string()
-        } else {
-            format!("{message} ({})", self.origin)
-        }
+        if self.origin.is_empty() { message.to_string() } else { format!("{message} ({})", self.origin) }
     }
 }
 
@@ -109,11 +103,7 @@ impl PluginError {
     /// An error with a message only; add where it is with [`with_document`](Self::with_document)
     /// and [`with_field`](Self::with_field), or start from [`IntentDocument::error`].
     pub fn new(message: impl Into<String>) -> Self {
-        PluginError {
-            message: message.into(),
-            document: None,
-            field: None,
-        }
+        PluginError { message: message.into(), document: None, field: None }
     }
 
     /// Names the intent document at fault (`Kind/name`).
@@ -162,10 +152,8 @@ mod tests {
 
     #[test]
     fn spec_parses_and_skips_kind_and_metadata() {
-        let d = doc(
-            r#"{"kind":"HttpService","metadata":{"name":"web","labels":{"a":"b"}},
-                "spec":{"routes":[{"pathPrefix":"/"}]}}"#,
-        );
+        let d = doc(r#"{"kind":"HttpService","metadata":{"name":"web","labels":{"a":"b"}},
+                "spec":{"routes":[{"pathPrefix":"/"}]}}"#);
         let spec: Spec = d.spec().unwrap();
         assert_eq!(spec.routes[0].path_prefix, "/");
         assert_eq!(d.id(), "HttpService/web");
@@ -191,11 +179,7 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("spec.routes[1].timeoutMs"));
         assert!(e.message.contains("invalid type"), "{}", e.message);
         assert!(!e.message.contains("line"), "{}", e.message);
-        assert!(
-            !e.message.contains("web.yaml"),
-            "the host adds the origin: {}",
-            e.message
-        );
+        assert!(!e.message.contains("web.yaml"), "the host adds the origin: {}", e.message);
     }
 
     #[test]
@@ -203,21 +187,11 @@ mod tests {
         let d = doc(r#"{"spec":{"routes":[{"pathPrefix":"/","tiemout":1}]}}"#);
         let e = d.spec::<Spec>().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.routes[0].tiemout"));
-        assert!(
-            e.message.contains("unknown field `tiemout`"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("unknown field `tiemout`"), "{}", e.message);
 
-        let e = doc(r#"{"spec":{"routes":[{}]}}"#)
-            .spec::<Spec>()
-            .unwrap_err();
+        let e = doc(r#"{"spec":{"routes":[{}]}}"#).spec::<Spec>().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.routes[0]"));
-        assert!(
-            e.message.contains("missing field `pathPrefix`"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("missing field `pathPrefix`"), "{}", e.message);
 
         #[derive(Debug, Deserialize)]
         struct Required {
@@ -231,9 +205,7 @@ mod tests {
 
     #[test]
     fn plugin_error_builder() {
-        let e = PluginError::new("no endpoints")
-            .with_document("Service/a")
-            .with_field("spec.endpoints");
+        let e = PluginError::new("no endpoints").with_document("Service/a").with_field("spec.endpoints");
         assert_eq!(e.document.as_deref(), Some("Service/a"));
         assert_eq!(e.field.as_deref(), Some("spec.endpoints"));
         let w = doc("{}").warning("spec.routes", "shadowed");

@@ -95,8 +95,8 @@ pub mod bindings {
 pub use bindings::Guest as Translator;
 pub use bindings::xdst::plugin::log::Level;
 pub use bindings::xdst::plugin::types::{
-    Body, Diagnostic, Granularity, IntentDocument, Phase, PluginError, PluginInfo, Severity,
-    TranslateRequest, TranslateResponse, XdsResource,
+    Body, Diagnostic, Granularity, IntentDocument, Phase, PluginError, PluginInfo, Severity, TranslateRequest,
+    TranslateResponse, XdsResource,
 };
 
 /// Writes to the host's log, tagged with the plugin's name (rate- and size-limited there).

@@ -3,8 +3,7 @@
 use prost::{Message, Name};
 
 use crate::envoy::envoy::config::{
-    cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
-    route::v3::RouteConfiguration,
+    cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener, route::v3::RouteConfiguration,
 };
 use crate::envoy::envoy::extensions::transport_sockets::tls::v3::Secret;
 use crate::envoy::google::protobuf::Any;
@@ -79,26 +78,14 @@ pub fn resource<R: Resource>(message: &R, document: Option<String>) -> XdsResour
 
 /// Like [`resource`], for message types without a [`Resource`] impl: `name` must equal the
 /// message's own name field, or the host refuses the resource.
-pub fn resource_named<M: Message + Name>(
-    name: String,
-    message: &M,
-    document: Option<String>,
-) -> XdsResource {
-    XdsResource {
-        type_url: type_url::<M>(),
-        name,
-        body: Body::Proto(message.encode_to_vec()),
-        document,
-    }
+pub fn resource_named<M: Message + Name>(name: String, message: &M, document: Option<String>) -> XdsResource {
+    XdsResource { type_url: type_url::<M>(), name, body: Body::Proto(message.encode_to_vec()), document }
 }
 
 /// Packs a message into a `google.protobuf.Any` with its full type URL, for `typed_config`
 /// and other extension points.
 pub fn pack<M: Message + Name>(message: &M) -> Any {
-    Any {
-        type_url: type_url::<M>(),
-        value: message.encode_to_vec(),
-    }
+    Any { type_url: type_url::<M>(), value: message.encode_to_vec() }
 }
 
 #[cfg(test)]
@@ -108,18 +95,9 @@ mod tests {
 
     #[test]
     fn type_urls_are_full() {
-        assert_eq!(
-            type_url::<Listener>(),
-            "type.googleapis.com/envoy.config.listener.v3.Listener"
-        );
-        assert_eq!(
-            type_url::<RouteConfiguration>(),
-            "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-        );
-        assert_eq!(
-            type_url::<Cluster>(),
-            "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-        );
+        assert_eq!(type_url::<Listener>(), "type.googleapis.com/envoy.config.listener.v3.Listener");
+        assert_eq!(type_url::<RouteConfiguration>(), "type.googleapis.com/envoy.config.route.v3.RouteConfiguration");
+        assert_eq!(type_url::<Cluster>(), "type.googleapis.com/envoy.config.cluster.v3.Cluster");
         assert_eq!(
             type_url::<ClusterLoadAssignment>(),
             "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
@@ -132,20 +110,12 @@ mod tests {
 
     #[test]
     fn resource_takes_the_message_name_and_encodes_protobuf() {
-        let cla = ClusterLoadAssignment {
-            cluster_name: "web".into(),
-            ..Default::default()
-        };
+        let cla = ClusterLoadAssignment { cluster_name: "web".into(), ..Default::default() };
         let r = resource(&cla, Some("Service/web".into()));
         assert_eq!(r.name, "web");
         assert_eq!(r.document.as_deref(), Some("Service/web"));
-        let Body::Proto(bytes) = &r.body else {
-            panic!("expected protobuf bytes")
-        };
-        assert_eq!(
-            ClusterLoadAssignment::decode(bytes.as_slice()).unwrap(),
-            cla
-        );
+        let Body::Proto(bytes) = &r.body else { panic!("expected protobuf bytes") };
+        assert_eq!(ClusterLoadAssignment::decode(bytes.as_slice()).unwrap(), cla);
         assert_eq!(ClusterLoadAssignment::kind(), "ClusterLoadAssignment");
     }
 }

@@ -155,7 +155,11 @@ mod tests {
 
     fn cla(name: &str) -> Resource {
         use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-        Resource::new(ENDPOINT, name, &ClusterLoadAssignment { cluster_name: name.into(), ..Default::default() }.encode_to_vec())
+        Resource::new(
+            ENDPOINT,
+            name,
+            &ClusterLoadAssignment { cluster_name: name.into(), ..Default::default() }.encode_to_vec(),
+        )
     }
 
     fn publication(rs: Vec<Resource>) -> Publication {

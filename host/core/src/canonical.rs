@@ -55,10 +55,8 @@ fn encode_any(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) -> Res
     if type_url.is_empty() && value.is_empty() {
         return Ok(());
     }
-    let desc = descriptors::message_for_type_url(&type_url).ok_or_else(|| CanonicalError::UnknownAnyType {
-        path: path.clone(),
-        type_url: type_url.clone(),
-    })?;
+    let desc = descriptors::message_for_type_url(&type_url)
+        .ok_or_else(|| CanonicalError::UnknownAnyType { path: path.clone(), type_url: type_url.clone() })?;
     let inner = DynamicMessage::decode(desc, value).map_err(|e| CanonicalError::BadAny {
         path: path.clone(),
         type_url: type_url.clone(),
@@ -77,7 +75,12 @@ fn encode_any(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) -> Res
     Ok(())
 }
 
-fn encode_field(field: &FieldDescriptor, value: &Value, out: &mut Vec<u8>, path: &mut String) -> Result<(), CanonicalError> {
+fn encode_field(
+    field: &FieldDescriptor,
+    value: &Value,
+    out: &mut Vec<u8>,
+    path: &mut String,
+) -> Result<(), CanonicalError> {
     let number = field.number();
     match value {
         Value::List(values) if field.is_packed() && is_packable(&field.kind()) => {
@@ -123,7 +126,13 @@ fn encode_field(field: &FieldDescriptor, value: &Value, out: &mut Vec<u8>, path:
     Ok(())
 }
 
-fn encode_single(number: u32, kind: &Kind, value: &Value, out: &mut Vec<u8>, path: &mut String) -> Result<(), CanonicalError> {
+fn encode_single(
+    number: u32,
+    kind: &Kind,
+    value: &Value,
+    out: &mut Vec<u8>,
+    path: &mut String,
+) -> Result<(), CanonicalError> {
     match (kind, value) {
         (Kind::Message(_), Value::Message(m)) => {
             let mut body = Vec::new();

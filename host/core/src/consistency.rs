@@ -117,7 +117,10 @@ pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<C
             }
         }
     }
-    check_resources(snapshot, changed.into_iter().filter(|r| matches!(r.type_url().as_ref(), LISTENER | ROUTE | CLUSTER)))
+    check_resources(
+        snapshot,
+        changed.into_iter().filter(|r| matches!(r.type_url().as_ref(), LISTENER | ROUTE | CLUSTER)),
+    )
 }
 
 /// Checks every reference in `snapshot`; returns all dangling ones (empty when consistent).
@@ -131,7 +134,10 @@ pub fn check(snapshot: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
     check_resources(snapshot, all)
 }
 
-fn check_resources<'a>(snapshot: &Snapshot, resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> Result<(), Vec<ConsistencyError>> {
+fn check_resources<'a>(
+    snapshot: &Snapshot,
+    resources: impl IntoIterator<Item = &'a Arc<Resource>>,
+) -> Result<(), Vec<ConsistencyError>> {
     let mut errors = Vec::new();
     let mut undecodable = Vec::new();
     for r in resources {
@@ -306,7 +312,10 @@ cluster_name: api-v2
 
     fn snapshot_without(skip: &str) -> Snapshot {
         let rs = decode_file("set.yaml", SET).unwrap();
-        Snapshot::from_resources(rs.into_iter().filter(|r| format!("{}/{}", short_name(r.type_url()), r.name()) != skip)).unwrap()
+        Snapshot::from_resources(
+            rs.into_iter().filter(|r| format!("{}/{}", short_name(r.type_url()), r.name()) != skip),
+        )
+        .unwrap()
     }
 
     fn only_error(skip: &str) -> String {

@@ -56,7 +56,8 @@ pub fn decode_file(file: &str, contents: &str) -> Result<Vec<Resource>, DecodeEr
     } else {
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
             let v = serde_json::Value::deserialize(doc).map_err(|e| {
-                let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+                let at =
+                    e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
                 err(Some(i + 1), None, format!("invalid YAML{at}: {e}"))
             })?;
             docs.push(v);
@@ -111,18 +112,24 @@ pub fn decode_resource(value: serde_json::Value) -> Result<Resource, (Option<Str
     let type_url = match map.remove("@type") {
         Some(serde_json::Value::String(t)) => t,
         Some(_) => return Err((Some("@type".into()), "must be a string".into())),
-        None => return Err((None, "missing \"@type\" (e.g. type.googleapis.com/envoy.config.cluster.v3.Cluster)".into())),
+        None => {
+            return Err((None, "missing \"@type\" (e.g. type.googleapis.com/envoy.config.cluster.v3.Cluster)".into()));
+        }
     };
     let desc = descriptors::message_for_type_url(&type_url)
         .ok_or_else(|| (Some("@type".into()), format!("unknown type {type_url:?}")))?;
     let msg = decode_message(desc, serde_json::Value::Object(map))?;
-    let name = resource_name(&msg).ok_or_else(|| (Some(name_field(&type_url).into()), "resource has no name".to_string()))?;
+    let name =
+        resource_name(&msg).ok_or_else(|| (Some(name_field(&type_url).into()), "resource has no name".to_string()))?;
     let body = canonical::encode(&msg).map_err(|e| (None, e.to_string()))?;
     Ok(Resource::new(type_url, name, &body))
 }
 
 /// Decodes proto3 JSON into a message, refusing unknown fields, with the failing field's path.
-pub fn decode_message(desc: MessageDescriptor, value: serde_json::Value) -> Result<DynamicMessage, (Option<String>, String)> {
+pub fn decode_message(
+    desc: MessageDescriptor,
+    value: serde_json::Value,
+) -> Result<DynamicMessage, (Option<String>, String)> {
     let mut track = serde_path_to_error::Track::new();
     let de = serde_path_to_error::Deserializer::new(value, &mut track);
     let options = DeserializeOptions::new().deny_unknown_fields(true);
@@ -151,12 +158,17 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
         .ok_or_else(|| (Some("type_url".to_owned()), format!("unknown type {type_url:?}")))?;
     let msg = match body {
         Body::Json(text) => {
-            let mut value: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| (None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
+            let mut value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| (None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
             if let serde_json::Value::Object(map) = &mut value {
                 match map.remove("@type") {
                     Some(serde_json::Value::String(t)) if t == type_url => {}
-                    Some(other) => return Err((Some("@type".into()), format!("{other} does not match the resource's type {type_url:?}"))),
+                    Some(other) => {
+                        return Err((
+                            Some("@type".into()),
+                            format!("{other} does not match the resource's type {type_url:?}"),
+                        ));
+                    }
                     None => {}
                 }
             }
@@ -172,8 +184,15 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
     };
     match resource_name(&msg) {
         Some(n) if n == name => {}
-        Some(n) => return Err((Some(name_field(type_url).into()), format!("is {n:?} but the resource is declared as {name:?}"))),
-        None => return Err((Some(name_field(type_url).into()), format!("missing (the resource is declared as {name:?})"))),
+        Some(n) => {
+            return Err((
+                Some(name_field(type_url).into()),
+                format!("is {n:?} but the resource is declared as {name:?}"),
+            ));
+        }
+        None => {
+            return Err((Some(name_field(type_url).into()), format!("missing (the resource is declared as {name:?})")));
+        }
     }
     let body = canonical::encode(&msg).map_err(|e| (None, e.to_string()))?;
     Ok(Resource::new(type_url, name, &body))
@@ -267,7 +286,10 @@ endpoints:
         let bad = CLUSTERS.replace("port_value: 8080", "port_value: 8080, colour: red");
         let e = decode_file("c.yaml", &bad).unwrap_err();
         assert_eq!(e.document, Some(2));
-        assert!(e.field.as_deref().unwrap().starts_with("endpoints[0].lb_endpoints[0].endpoint.address.socket_address"), "{e}");
+        assert!(
+            e.field.as_deref().unwrap().starts_with("endpoints[0].lb_endpoints[0].endpoint.address.socket_address"),
+            "{e}"
+        );
         assert!(e.to_string().contains("colour"), "{e}");
     }
 
@@ -327,7 +349,12 @@ filter_chains:
         assert!(e.1.contains("colour"), "{e:?}");
         let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"name": "api"}"#)).unwrap_err();
         assert_eq!(e.0.as_deref(), Some("name"));
-        let e = decode_body(types::CLUSTER, "web", Body::Json(r#"{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "web"}"#)).unwrap_err();
+        let e = decode_body(
+            types::CLUSTER,
+            "web",
+            Body::Json(r#"{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "web"}"#),
+        )
+        .unwrap_err();
         assert_eq!(e.0.as_deref(), Some("@type"));
         let e = decode_body("type.googleapis.com/nope.Nope", "web", Body::Json("{}")).unwrap_err();
         assert_eq!(e.0.as_deref(), Some("type_url"));

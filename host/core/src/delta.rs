@@ -12,7 +12,9 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::resource::Resource;
 use crate::snapshot::Snapshot;
-use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
+use crate::stream::{
+    self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
+};
 use crate::types;
 
 /// A `DeltaDiscoveryResponse` to write.
@@ -75,7 +77,11 @@ impl DeltaStream {
     }
 
     /// Applies one request; responses come from the next [`poll`](Self::poll).
-    pub fn handle_request(&mut self, req: &DeltaDiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
+    pub fn handle_request(
+        &mut self,
+        req: &DeltaDiscoveryRequest,
+        now: SystemTime,
+    ) -> Result<Vec<Event>, ProtocolError> {
         stream::node_info(&mut self.node, req.node.as_ref())?;
         let type_url = stream::check_type(&self.scope, &req.type_url)?;
         if req.resource_names_subscribe.len() + req.initial_resource_versions.len() > MAX_NAMES_PER_TYPE {
@@ -104,7 +110,11 @@ impl DeltaStream {
                         message: status.message.clone(),
                         at: now,
                     };
-                    events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
+                    events.push(Event::Nack {
+                        type_url: type_url.clone(),
+                        nonce: nack.nonce.clone(),
+                        message: nack.message.clone(),
+                    });
                     t.last_nack = Some(nack);
                     // The client applied none of it: what it holds is what it held before.
                     for (name, before) in std::mem::take(&mut t.prior) {
@@ -255,7 +265,10 @@ impl DeltaStream {
             }
             let digest = (!resources.is_empty() || !removed.is_empty()).then(|| {
                 crate::snapshot::pairs_version(
-                    resources.iter().map(|r| (r.name().as_ref(), r.version().as_ref())).chain(removed.iter().map(|n| (n.as_ref(), ""))),
+                    resources
+                        .iter()
+                        .map(|r| (r.name().as_ref(), r.version().as_ref()))
+                        .chain(removed.iter().map(|n| (n.as_ref(), ""))),
                 )
             });
             if digest.is_some() && digest == t.rejected {
@@ -274,7 +287,10 @@ impl DeltaStream {
             let system_version = |t: &TypeState| -> Arc<str> {
                 match (only_wildcard, set) {
                     (true, Some(s)) => s.version().clone(),
-                    _ => crate::snapshot::pairs_version(t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?)))).into(),
+                    _ => crate::snapshot::pairs_version(
+                        t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?))),
+                    )
+                    .into(),
                 }
             };
             let answer_empty = std::mem::take(&mut t.answer_empty);

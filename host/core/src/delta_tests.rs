@@ -78,9 +78,10 @@ fn delta_3_initial_resource_versions_are_not_resent() {
     let snapshot = base();
     let c1 = snapshot.resource(CLUSTER, "c1").unwrap().version().to_string();
     let mut r = req(CLUSTER, &[], &[]);
-    r.initial_resource_versions = [("c1".to_string(), c1), ("c2".to_string(), "stale".to_string()), ("gone".to_string(), "x".to_string())]
-        .into_iter()
-        .collect();
+    r.initial_resource_versions =
+        [("c1".to_string(), c1), ("c2".to_string(), "stale".to_string()), ("gone".to_string(), "x".to_string())]
+            .into_iter()
+            .collect();
     let mut s = ads();
     let out = send(&mut s, r, &snapshot);
     assert_eq!(names(&out[0]), ["c2"]);
@@ -88,7 +89,8 @@ fn delta_3_initial_resource_versions_are_not_resent() {
 
     // Everything current: nothing at all is sent, explicit names included.
     let mut r = req(ENDPOINT, &["c1"], &[]);
-    r.initial_resource_versions = [("c1".to_string(), snapshot.resource(ENDPOINT, "c1").unwrap().version().to_string())].into_iter().collect();
+    r.initial_resource_versions =
+        [("c1".to_string(), snapshot.resource(ENDPOINT, "c1").unwrap().version().to_string())].into_iter().collect();
     let mut s = ads();
     assert!(send(&mut s, r, &snapshot).is_empty());
     assert!(s.status()[0].version_acked.is_some(), "what the client holds counts as acknowledged");
@@ -200,7 +202,10 @@ fn missing_node_and_wrong_type() {
     let mut r = req(ENDPOINT, &["c1"], &[]);
     r.node = None;
     assert_eq!(s.handle_request(&r, SystemTime::now()), Err(ProtocolError::MissingNode));
-    assert!(matches!(s.handle_request(&req(CLUSTER, &[], &[]), SystemTime::now()), Err(ProtocolError::WrongType { .. })));
+    assert!(matches!(
+        s.handle_request(&req(CLUSTER, &[], &[]), SystemTime::now()),
+        Err(ProtocolError::WrongType { .. })
+    ));
 }
 
 /// After a NACK the client holds what it held before: a later change that still carries the

@@ -32,12 +32,7 @@ impl IntentDocument {
     }
 }
 
-fn err(
-    file: &str,
-    document: usize,
-    field: Option<&str>,
-    message: impl Into<String>,
-) -> DecodeError {
+fn err(file: &str, document: usize, field: Option<&str>, message: impl Into<String>) -> DecodeError {
     DecodeError {
         file: file.to_owned(),
         document: Some(document),
@@ -50,18 +45,8 @@ fn err(
 pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, DecodeError> {
     let mut values = Vec::new();
     if file.ends_with(".json") {
-        let v: serde_json::Value = serde_json::from_str(contents).map_err(|e| {
-            err(
-                file,
-                1,
-                None,
-                format!(
-                    "invalid JSON at line {} column {}: {e}",
-                    e.line(),
-                    e.column()
-                ),
-            )
-        })?;
+        let v: serde_json::Value = serde_json::from_str(contents)
+            .map_err(|e| err(file, 1, None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
         match v {
             serde_json::Value::Array(list) => values.extend(list),
             v => values.push(v),
@@ -69,10 +54,8 @@ pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, Dec
     } else {
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
             let v = serde_json::Value::deserialize(doc).map_err(|e| {
-                let at = e
-                    .location()
-                    .map(|l| format!(" at line {} column {}", l.line(), l.column()))
-                    .unwrap_or_default();
+                let at =
+                    e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
                 err(file, i + 1, None, format!("invalid YAML{at}: {e}"))
             })?;
             values.push(v);
@@ -85,23 +68,13 @@ pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, Dec
             continue;
         }
         let serde_json::Value::Object(map) = &v else {
-            return Err(err(
-                file,
-                index,
-                None,
-                "an intent document must be a mapping with kind, metadata and spec",
-            ));
+            return Err(err(file, index, None, "an intent document must be a mapping with kind, metadata and spec"));
         };
         let kind = match map.get("kind") {
             Some(serde_json::Value::String(k)) if !k.trim().is_empty() => k.clone(),
             Some(_) => return Err(err(file, index, Some("kind"), "must be a non-empty string")),
             None => {
-                return Err(err(
-                    file,
-                    index,
-                    Some("kind"),
-                    "missing (which plugin should translate this document?)",
-                ));
+                return Err(err(file, index, Some("kind"), "missing (which plugin should translate this document?)"));
             }
         };
         let name = match map.get("metadata").map(|m| m.get("name")) {
@@ -111,37 +84,19 @@ pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, Dec
             }
             Some(None) => return Err(err(file, index, Some("metadata.name"), "missing")),
             None => {
-                return Err(err(
-                    file,
-                    index,
-                    Some("metadata"),
-                    "missing (it must carry a name)",
-                ));
+                return Err(err(file, index, Some("metadata"), "missing (it must carry a name)"));
             }
         };
         if let Some(problem) = name_problem(&name) {
-            return Err(err(
-                file,
-                index,
-                Some("metadata.name"),
-                format!("{name:?}: {problem}"),
-            ));
+            return Err(err(file, index, Some("metadata.name"), format!("{name:?}: {problem}")));
         }
         if let Some(spec) = map.get("spec") {
             if !spec.is_object() {
                 return Err(err(file, index, Some("spec"), "must be a mapping"));
             }
         }
-        if let Some(extra) = map
-            .keys()
-            .find(|k| !["kind", "metadata", "spec", "apiVersion"].contains(&k.as_str()))
-        {
-            return Err(err(
-                file,
-                index,
-                Some(extra),
-                "unknown top-level field (expected kind, metadata, spec)",
-            ));
+        if let Some(extra) = map.keys().find(|k| !["kind", "metadata", "spec", "apiVersion"].contains(&k.as_str())) {
+            return Err(err(file, index, Some(extra), "unknown top-level field (expected kind, metadata, spec)"));
         }
         out.push(IntentDocument {
             id: format!("{kind}/{name}").into(),
@@ -163,10 +118,7 @@ fn name_problem(name: &str) -> Option<&'static str> {
     if name.len() > 253 {
         return Some("longer than 253 characters");
     }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
-    {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)) {
         return Some("may contain only letters, digits, '-', '.' and '_'");
     }
     None
@@ -190,9 +142,7 @@ pub struct DuplicateIntent {
 
 /// A document whose kind no plugin translates.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{origin} field kind: no plugin translates kind {kind:?} (loaded plugins translate: {known})"
-)]
+#[error("{origin} field kind: no plugin translates kind {kind:?} (loaded plugins translate: {known})")]
 pub struct UnclaimedKind {
     pub origin: String,
     pub kind: String,
@@ -253,11 +203,7 @@ impl IntentSet {
                 } else {
                     claimed.iter().cloned().collect::<Vec<_>>().join(", ")
                 };
-                return Err(UnclaimedKind {
-                    origin: first.origin.clone(),
-                    kind: kind.clone(),
-                    known,
-                });
+                return Err(UnclaimedKind { origin: first.origin.clone(), kind: kind.clone(), known });
             }
         }
         Ok(())
@@ -274,13 +220,9 @@ mod tests {
     fn multi_document_yaml_and_json() {
         let docs = parse_file("svc.yaml", TWO).unwrap();
         assert_eq!(docs.len(), 2);
-        assert_eq!(
-            (docs[1].id().as_ref(), docs[1].origin.as_str()),
-            ("HttpService/api", "svc.yaml#2")
-        );
+        assert_eq!((docs[1].id().as_ref(), docs[1].origin.as_str()), ("HttpService/api", "svc.yaml#2"));
         assert_eq!(docs[1].json["metadata"]["team"], "payments");
-        let json =
-            r#"[{"kind": "HttpService", "metadata": {"name": "web"}, "spec": {"port": 80}}]"#;
+        let json = r#"[{"kind": "HttpService", "metadata": {"name": "web"}, "spec": {"port": 80}}]"#;
         assert_eq!(parse_file("svc.json", json).unwrap()[0].json, docs[0].json);
     }
 
@@ -298,20 +240,11 @@ mod tests {
         for (text, field) in cases {
             let doc = format!("kind: Ok\nmetadata: {{name: fine}}\n---\n{text}");
             let e = parse_file("f.yaml", &doc).unwrap_err();
-            assert_eq!(
-                (e.document, e.field.as_deref()),
-                (Some(2), Some(field)),
-                "{text}: {e}"
-            );
+            assert_eq!((e.document, e.field.as_deref()), (Some(2), Some(field)), "{text}: {e}");
         }
         let e = parse_file("f.yaml", "kind: [\n").unwrap_err();
         assert!(e.message.contains("invalid YAML"), "{e}");
-        assert!(
-            parse_file("f.yaml", "- 1\n")
-                .unwrap_err()
-                .message
-                .contains("mapping")
-        );
+        assert!(parse_file("f.yaml", "- 1\n").unwrap_err().message.contains("mapping"));
     }
 
     #[test]
@@ -320,26 +253,18 @@ mod tests {
         for d in parse_file("a.yaml", TWO).unwrap() {
             set.add(d).unwrap();
         }
-        let dup = parse_file("b.yaml", "kind: HttpService\nmetadata: {name: web}\n")
-            .unwrap()
-            .remove(0);
+        let dup = parse_file("b.yaml", "kind: HttpService\nmetadata: {name: web}\n").unwrap().remove(0);
         assert_eq!(
             set.add(dup).unwrap_err().to_string(),
             "duplicate HttpService \"web\": defined in a.yaml#1 and again in b.yaml#1"
         );
-        assert_eq!(
-            set.of_kind("HttpService")
-                .map(|d| d.name.as_str())
-                .collect::<Vec<_>>(),
-            ["api", "web"]
-        );
+        assert_eq!(set.of_kind("HttpService").map(|d| d.name.as_str()).collect::<Vec<_>>(), ["api", "web"]);
         let claimed: BTreeSet<String> = ["Gateway".to_string()].into();
         let e = set.check_claimed(&claimed).unwrap_err();
         assert_eq!(
             e.to_string(),
             "a.yaml#2 field kind: no plugin translates kind \"HttpService\" (loaded plugins translate: Gateway)"
         );
-        set.check_claimed(&["HttpService".to_string()].into())
-            .unwrap();
+        set.check_claimed(&["HttpService".to_string()].into()).unwrap();
     }
 }

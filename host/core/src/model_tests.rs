@@ -41,10 +41,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn snapshot(sets: &[BTreeMap<&'static str, u8>; 2]) -> Snapshot {
-    Snapshot::from_resources(
-        TYPES.iter().zip(sets).flat_map(|(t, m)| m.iter().map(|(n, c)| res(t, n, &c.to_string()))),
-    )
-    .unwrap()
+    Snapshot::from_resources(TYPES.iter().zip(sets).flat_map(|(t, m)| m.iter().map(|(n, c)| res(t, n, &c.to_string()))))
+        .unwrap()
 }
 
 /// What a client subscribed to `names` (with `wildcard`) must hold: name -> version.
@@ -185,8 +183,16 @@ mod arbitrary {
     use envoy_types::pb::google::rpc::Status;
 
     fn type_url() -> impl Strategy<Value = String> {
-        prop::sample::select(vec![CLUSTER, ENDPOINT, types::LISTENER, types::ROUTE, "", "garbage", "type.googleapis.com/x.Y"])
-            .prop_map(str::to_owned)
+        prop::sample::select(vec![
+            CLUSTER,
+            ENDPOINT,
+            types::LISTENER,
+            types::ROUTE,
+            "",
+            "garbage",
+            "type.googleapis.com/x.Y",
+        ])
+        .prop_map(str::to_owned)
     }
     fn name_list() -> impl Strategy<Value = Vec<String>> {
         prop::collection::vec(prop::sample::select(vec!["a", "b", "*", "", "zz"]).prop_map(str::to_owned), 0..4)

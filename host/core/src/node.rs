@@ -68,7 +68,9 @@ mod tests {
     fn keys() {
         let mut node = Node { id: "n1".into(), cluster: "edge".into(), ..Default::default() };
         node.metadata = Some(Struct {
-            fields: [("fleet".to_string(), Value { kind: Some(Kind::StringValue("blue".into())) })].into_iter().collect(),
+            fields: [("fleet".to_string(), Value { kind: Some(Kind::StringValue("blue".into())) })]
+                .into_iter()
+                .collect(),
         });
         assert_eq!(GroupKey::Cluster.group_of(&node), "edge");
         assert_eq!(GroupKey::Id.group_of(&node), "n1");

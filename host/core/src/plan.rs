@@ -100,12 +100,18 @@ pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: 
 }
 
 /// [`plan_with`], with `None` for an offer that is the target itself (no copy).
-pub(crate) fn plan_lean(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: bool) -> (Step, &'static [&'static str], Option<Snapshot>) {
+pub(crate) fn plan_lean(
+    target: &Snapshot,
+    wanted: &Wanted,
+    acked: &Snapshot,
+    settled: bool,
+) -> (Step, &'static [&'static str], Option<Snapshot>) {
     let t = |ty: &str| target.get(ty);
     let a = |ty: &str| acked.get(ty);
     let (wanted_endpoints, wanted_routes) = (&wanted.endpoints, &wanted.routes);
 
-    let clusters_ready = holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(wanted_endpoints));
+    let clusters_ready =
+        holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(wanted_endpoints));
     let listeners_ready = same(a(LISTENER), t(LISTENER));
     let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(wanted_routes)) && settled;
     let cleaned = same(a(CLUSTER), t(CLUSTER));
@@ -149,16 +155,19 @@ pub(crate) fn plan_lean(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, se
 
 /// Names of `ty` that the resources in `set` refer to.
 fn referenced(set: Option<&Arc<TypeSet>>, ty: &str) -> BTreeSet<String> {
-    set.into_iter().flat_map(|s| s.resources()).flat_map(|r| r.references().names(ty).map(str::to_owned).collect::<Vec<_>>()).collect()
+    set.into_iter()
+        .flat_map(|s| s.resources())
+        .flat_map(|r| r.references().names(ty).map(str::to_owned).collect::<Vec<_>>())
+        .collect()
 }
 
 /// Whether `have` holds every resource of `want` (only those in `only`, if given) at the same
 /// version.
 fn holds_all(have: Option<&Arc<TypeSet>>, want: Option<&Arc<TypeSet>>, only: Option<&BTreeSet<String>>) -> bool {
     let Some(want) = want else { return true };
-    want.resources().filter(|r| only.is_none_or(|o| o.contains(r.name().as_ref()))).all(|r| {
-        have.and_then(|h| h.get(r.name())).is_some_and(|h| h.version() == r.version())
-    })
+    want.resources()
+        .filter(|r| only.is_none_or(|o| o.contains(r.name().as_ref())))
+        .all(|r| have.and_then(|h| h.get(r.name())).is_some_and(|h| h.version() == r.version()))
 }
 
 /// Whether two sets hold the same resources at the same versions.

@@ -75,7 +75,10 @@ fn ack(acked: &Snapshot, p: &Plan, types: &[&str]) -> Snapshot {
     }
     let keep = |out: &Snapshot, ty: &str, names: BTreeSet<String>| -> Snapshot {
         match out.get(ty) {
-            Some(s) => out.with_set(Arc::from(ty), Arc::new(TypeSet::from_shared(s.resources().filter(|r| names.contains(r.name().as_ref())).cloned()))),
+            Some(s) => out.with_set(
+                Arc::from(ty),
+                Arc::new(TypeSet::from_shared(s.resources().filter(|r| names.contains(r.name().as_ref())).cloned())),
+            ),
             None => out.clone(),
         }
     };
@@ -153,7 +156,14 @@ fn a_new_generation_midway_restarts_from_what_was_acknowledged() {
     let acked = ack(&before, &p, &[CLUSTER, ENDPOINT]);
     assert_eq!(plan(&gen1, &acked, true).step, Step::Routes);
     // Before the route goes out, the target changes again: r now splits between b and c.
-    let gen2 = snap(vec![listener("l", 10000, "r"), route("r", &["b", "c"]), cluster("b"), cla("b", 8081), cluster("c"), cla("c", 8082)]);
+    let gen2 = snap(vec![
+        listener("l", 10000, "r"),
+        route("r", &["b", "c"]),
+        cluster("b"),
+        cla("b", 8081),
+        cluster("c"),
+        cla("c", 8082),
+    ]);
     let p = plan(&gen2, &acked, true);
     assert_eq!(p.step, Step::Clusters, "c must arrive before a route names it");
     assert_eq!(names(&p.offer, CLUSTER), vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]);
@@ -206,7 +216,9 @@ fn universe_target(routes: &[(usize, Vec<usize>)], extra_clusters: &[usize], por
 
 pub(crate) fn clusters_named(s: &Snapshot, routes: impl Iterator<Item = String>) -> BTreeSet<String> {
     routes
-        .filter_map(|r| s.resource(ROUTE, &r).map(|r| r.references().names(CLUSTER).map(str::to_owned).collect::<Vec<_>>()))
+        .filter_map(|r| {
+            s.resource(ROUTE, &r).map(|r| r.references().names(CLUSTER).map(str::to_owned).collect::<Vec<_>>())
+        })
         .flatten()
         .collect()
 }
@@ -219,7 +231,8 @@ pub(crate) fn arb_target() -> impl Strategy<Value = Snapshot> {
         proptest::array::uniform4(8080u16..8083),
     )
         .prop_map(|(ls, extra, ports)| {
-            let routes: Vec<(usize, Vec<usize>)> = ls.into_iter().map(|(l, cs)| (l, cs.into_iter().collect())).collect();
+            let routes: Vec<(usize, Vec<usize>)> =
+                ls.into_iter().map(|(l, cs)| (l, cs.into_iter().collect())).collect();
             universe_target(&routes, &extra, &ports)
         })
 }

@@ -39,11 +39,19 @@ impl Resource {
         let name = name.into();
         let version: Arc<str> = content_version(&type_url, body).into();
 
-        let any_len = 1 + varint_len(type_url.len() as u64) + type_url.len()
+        let any_len = 1
+            + varint_len(type_url.len() as u64)
+            + type_url.len()
             + if body.is_empty() { 0 } else { 1 + varint_len(body.len() as u64) + body.len() };
-        let total = 1 + varint_len(any_len as u64) + any_len
-            + 1 + varint_len(version.len() as u64) + version.len()
-            + 1 + varint_len(name.len() as u64) + name.len();
+        let total = 1
+            + varint_len(any_len as u64)
+            + any_len
+            + 1
+            + varint_len(version.len() as u64)
+            + version.len()
+            + 1
+            + varint_len(name.len() as u64)
+            + name.len();
         let mut buf = BytesMut::with_capacity(total);
         encode_key(2, WireType::LengthDelimited, &mut buf);
         encode_varint(any_len as u64, &mut buf);
@@ -242,7 +250,9 @@ mod attribution_tests {
 
     #[test]
     fn origins_read_back() {
-        let a = Attribution::parse("plugin platform from HttpGateway/web; changed by plugin security; changed by plugin edge");
+        let a = Attribution::parse(
+            "plugin platform from HttpGateway/web; changed by plugin security; changed by plugin edge",
+        );
         assert_eq!(a.produced_by.as_deref(), Some("platform"));
         assert_eq!(a.document.as_deref(), Some("HttpGateway/web"));
         assert_eq!(a.changed_by, ["security", "edge"]);

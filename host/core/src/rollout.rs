@@ -57,7 +57,9 @@ pub struct Offer {
 
 impl Offer {
     fn same(&self, other: &Offer) -> bool {
-        self.hold == other.hold && self.resync == other.resync && (Arc::ptr_eq(&self.snapshot, &other.snapshot) || self.snapshot.same_content(&other.snapshot))
+        self.hold == other.hold
+            && self.resync == other.resync
+            && (Arc::ptr_eq(&self.snapshot, &other.snapshot) || self.snapshot.same_content(&other.snapshot))
     }
 }
 
@@ -237,7 +239,14 @@ impl Rollout {
     /// A stream of the node subscribed to `type_url` (or changed how): a wildcard, or the
     /// resources named. A resource no stream asks for any more is no longer held (Envoy
     /// drops the endpoints of a cluster it removed, the routes no listener names).
-    pub fn subscribe(&mut self, stream: u64, type_url: &Arc<str>, wildcard: bool, names: &[Arc<str>], now: Instant) -> Vec<Note> {
+    pub fn subscribe(
+        &mut self,
+        stream: u64,
+        type_url: &Arc<str>,
+        wildcard: bool,
+        names: &[Arc<str>],
+        now: Instant,
+    ) -> Vec<Note> {
         let mut notes = Vec::new();
         let sub = (wildcard, names.iter().cloned().collect::<BTreeSet<_>>());
         self.subscriptions.insert((stream, type_url.clone()), sub);
@@ -251,7 +260,8 @@ impl Rollout {
 
     /// Drops from what the node holds of `type_url` the names none of its streams asks for.
     fn forget_unsubscribed(&mut self, type_url: &Arc<str>) {
-        let subs: Vec<&(bool, BTreeSet<Arc<str>>)> = self.subscriptions.iter().filter(|((_, t), _)| t == type_url).map(|(_, s)| s).collect();
+        let subs: Vec<&(bool, BTreeSet<Arc<str>>)> =
+            self.subscriptions.iter().filter(|((_, t), _)| t == type_url).map(|(_, s)| s).collect();
         if subs.is_empty() || subs.iter().any(|(wildcard, _)| *wildcard) {
             return;
         }
@@ -259,7 +269,9 @@ impl Rollout {
         if held.resources().all(|r| subs.iter().any(|(_, names)| names.contains(r.name()))) {
             return;
         }
-        let kept = TypeSet::from_shared(held.resources().filter(|r| subs.iter().any(|(_, names)| names.contains(r.name()))).cloned());
+        let kept = TypeSet::from_shared(
+            held.resources().filter(|r| subs.iter().any(|(_, names)| names.contains(r.name()))).cloned(),
+        );
         self.acked = self.acked.with_set(type_url.clone(), Arc::new(kept));
     }
 
@@ -304,7 +316,14 @@ impl Rollout {
     /// A stream's client answered the response `nonce`: an ACK, or a NACK with its message.
     /// Answers to responses this rollout does not know (already answered, or too old) are
     /// ignored.
-    pub fn answered(&mut self, stream: u64, type_url: &Arc<str>, nonce: &str, nack: Option<&str>, now: Instant) -> Vec<Note> {
+    pub fn answered(
+        &mut self,
+        stream: u64,
+        type_url: &Arc<str>,
+        nonce: &str,
+        nack: Option<&str>,
+        now: Instant,
+    ) -> Vec<Note> {
         let mut notes = Vec::new();
         let key = (stream, type_url.clone());
         let Some(q) = self.in_flight.get_mut(&key) else { return notes };
@@ -354,9 +373,15 @@ impl Rollout {
     fn apply(&mut self, type_url: &Arc<str>, update: Update) {
         let set = match update {
             Update::Replace(set) => set,
-            Update::List { version, resources } => self.known_set(type_url, &version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources))),
+            Update::List { version, resources } => {
+                self.known_set(type_url, &version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources)))
+            }
             Update::Patch { removed, added } => {
-                let set = self.acked.get(type_url).map(|s| s.patch(&removed, &added)).unwrap_or_else(|| TypeSet::default().patch(&removed, &added));
+                let set = self
+                    .acked
+                    .get(type_url)
+                    .map(|s| s.patch(&removed, &added))
+                    .unwrap_or_else(|| TypeSet::default().patch(&removed, &added));
                 // Usually the target's set by now: share it rather than keep a copy per node.
                 self.known_set(type_url, set.version()).unwrap_or_else(|| Arc::new(set))
             }
@@ -366,7 +391,11 @@ impl Rollout {
 
     /// The set of `type_url` with `version` among those the rollout holds (target, acked).
     fn known_set(&self, type_url: &str, version: &str) -> Option<Arc<TypeSet>> {
-        [self.target.get(type_url), self.acked.get(type_url)].into_iter().flatten().find(|s| s.version().as_ref() == version).cloned()
+        [self.target.get(type_url), self.acked.get(type_url)]
+            .into_iter()
+            .flatten()
+            .find(|s| s.version().as_ref() == version)
+            .cloned()
     }
 
     /// A stream of the node closed: its subscriptions and unanswered responses go with it.
@@ -381,7 +410,8 @@ impl Rollout {
 
     /// When [`tick`](Self::tick) should next be called: the end of the current step's grace.
     pub fn deadline(&self) -> Option<Instant> {
-        (self.mode() == Mode::Ordered && !self.stopped && self.step != Step::Converged).then(|| self.step_since + self.config.grace)
+        (self.mode() == Mode::Ordered && !self.stopped && self.step != Step::Converged)
+            .then(|| self.step_since + self.config.grace)
     }
 
     /// Proceeds past a step that has waited out its grace period, as if the node had
@@ -396,7 +426,8 @@ impl Rollout {
             if self.offer.hold.contains(ty) {
                 continue;
             }
-            let keys: Vec<(u64, Arc<str>)> = self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
+            let keys: Vec<(u64, Arc<str>)> =
+                self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
             for key in keys {
                 for (_, update) in self.in_flight.remove(&key).unwrap_or_default() {
                     self.apply(&key.1, update);
@@ -431,7 +462,9 @@ impl Rollout {
         // (the stream has nothing else to send, so the node keeps its last good state); a
         // change that gives the type something new lets the plan go on.
         let blocking = self.rejected.iter().find(|((stream, t), rj)| {
-            self.mode() == Mode::Ordered && !hold.contains(&t.as_ref()) && self.would_repeat(*stream, t, &rj.update, &offer)
+            self.mode() == Mode::Ordered
+                && !hold.contains(&t.as_ref())
+                && self.would_repeat(*stream, t, &rj.update, &offer)
         });
         if let Some(((_, t), rj)) = blocking {
             if !self.stopped {
@@ -452,7 +485,8 @@ impl Rollout {
             for ty in [ENDPOINT, ROUTE] {
                 if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty)) {
                     if held.len() > target.len() {
-                        let kept = TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
+                        let kept =
+                            TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
                         self.acked = self.acked.with_set(self.acked.type_key(ty), Arc::new(kept));
                     }
                 }
@@ -477,9 +511,9 @@ impl Rollout {
                 let after = match update {
                     Update::Replace(set) => set.clone(),
                     Update::List { version, .. } if version == held.version() => continue,
-                    Update::List { version, resources } => {
-                        self.known_set(ty, version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned())))
-                    }
+                    Update::List { version, resources } => self
+                        .known_set(ty, version)
+                        .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
                     Update::Patch { removed, added } => Arc::new(held.patch(removed, added)),
                 };
                 surely = surely.intersect(&after);
@@ -557,7 +591,11 @@ impl Rollout {
             mode: self.mode(),
             step: self.step,
             step_seconds: round_ms(now.saturating_duration_since(self.step_since)),
-            waiting_for: if self.step == Step::Converged { Vec::new() } else { self.step.awaits().iter().map(|t| short(t)).collect() },
+            waiting_for: if self.step == Step::Converged {
+                Vec::new()
+            } else {
+                self.step.awaits().iter().map(|t| short(t)).collect()
+            },
             held: self.offer.hold.iter().map(|t| short(t)).collect(),
             target_version: self.target.version(),
             offer_version: self.offer.snapshot.version(),

@@ -28,7 +28,14 @@ fn ty(t: &str) -> Arc<str> {
 impl Client {
     fn new(config: RolloutConfig, target: Snapshot) -> Self {
         let now = Instant::now();
-        let mut c = Client { r: Rollout::new(config, Arc::new(target), now), now, nonce: 0, sent: BTreeMap::new(), unanswered: BTreeMap::new(), notes: Vec::new() };
+        let mut c = Client {
+            r: Rollout::new(config, Arc::new(target), now),
+            now,
+            nonce: 0,
+            sent: BTreeMap::new(),
+            unanswered: BTreeMap::new(),
+            notes: Vec::new(),
+        };
         for t in ALL {
             // Every type as a wildcard: this client takes whatever it is sent (the property
             // tests below subscribe endpoints and routes by name, as Envoy does).
@@ -187,7 +194,14 @@ fn a_new_target_midway_restarts_the_plan() {
     c.ack(ENDPOINT);
     assert_eq!(c.r.step(), Step::Routes);
     // Before the route is sent, r is to split between b and a new c.
-    let gen2 = snap(vec![listener("l", 10000, "r"), route("r", &["b", "c"]), cluster("b"), cla("b", 8081), cluster("c"), cla("c", 8082)]);
+    let gen2 = snap(vec![
+        listener("l", 10000, "r"),
+        route("r", &["b", "c"]),
+        cluster("b"),
+        cla("b", 8081),
+        cluster("c"),
+        cla("c", 8082),
+    ]);
     c.retarget(gen2);
     assert!(c.notes.contains(&Note::Restarted { step: Step::Routes }));
     assert_eq!(c.r.step(), Step::Clusters, "c must arrive before a route names it");
@@ -205,7 +219,14 @@ fn an_answer_to_a_response_of_the_previous_target_still_counts() {
     let mut c = Client::holding(before());
     c.retarget(moved());
     assert_eq!(c.push(), [CLUSTER, ENDPOINT]);
-    let gen2 = snap(vec![listener("l", 10000, "r"), route("r", &["b"]), cluster("b"), cla("b", 8081), cluster("x"), cla("x", 8083)]);
+    let gen2 = snap(vec![
+        listener("l", 10000, "r"),
+        route("r", &["b"]),
+        cluster("b"),
+        cla("b", 8081),
+        cluster("x"),
+        cla("x", 8083),
+    ]);
     c.retarget(gen2);
     c.ack(CLUSTER);
     c.ack(ENDPOINT);
@@ -220,7 +241,9 @@ fn an_answer_to_a_response_of_the_previous_target_still_counts() {
 #[test]
 fn a_nack_at_any_step_stops_the_plan_until_the_next_target() {
     // (type rejected, step it is rejected at)
-    for (rejected, at) in [(CLUSTER, Step::Clusters), (ENDPOINT, Step::Clusters), (ROUTE, Step::Routes), (CLUSTER, Step::Cleanup)] {
+    for (rejected, at) in
+        [(CLUSTER, Step::Clusters), (ENDPOINT, Step::Clusters), (ROUTE, Step::Routes), (CLUSTER, Step::Cleanup)]
+    {
         let mut c = Client::holding(before());
         c.retarget(moved());
         while c.r.step() != at {
@@ -231,7 +254,10 @@ fn a_nack_at_any_step_stops_the_plan_until_the_next_target() {
         let sent = c.push();
         assert!(sent.contains(&rejected), "{at:?}: {sent:?}");
         c.answer(rejected, Some("rejected"));
-        assert!(c.notes.iter().any(|n| matches!(n, Note::Stopped { type_url, .. } if type_url.as_ref() == rejected)), "{at:?}");
+        assert!(
+            c.notes.iter().any(|n| matches!(n, Note::Stopped { type_url, .. } if type_url.as_ref() == rejected)),
+            "{at:?}"
+        );
         for t in sent.into_iter().filter(|t| *t != rejected) {
             c.ack(t);
         }
@@ -370,7 +396,9 @@ impl Held {
         self.0.insert(t, set);
         let keep = |held: &mut Held, ty: &'static str, names: Vec<String>| {
             if let Some(s) = held.0.get(ty) {
-                let kept = TypeSet::from_shared(s.resources().filter(|r| names.iter().any(|n| n == r.name().as_ref())).cloned());
+                let kept = TypeSet::from_shared(
+                    s.resources().filter(|r| names.iter().any(|n| n == r.name().as_ref())).cloned(),
+                );
                 held.0.insert(ty, Arc::new(kept));
             }
         };
@@ -379,12 +407,18 @@ impl Held {
             keep(self, ROUTE, names);
         }
         if t == CLUSTER {
-            let names = self.0.get(CLUSTER).into_iter().flat_map(|s| s.resources()).map(|r| r.name().to_string()).collect();
+            let names =
+                self.0.get(CLUSTER).into_iter().flat_map(|s| s.resources()).map(|r| r.name().to_string()).collect();
             keep(self, ENDPOINT, names);
         }
     }
     fn names(&self, t: &str, refs: &str) -> Vec<String> {
-        self.0.get(t).into_iter().flat_map(|s| s.resources()).flat_map(|r| r.references().names(refs).map(str::to_owned).collect::<Vec<_>>()).collect()
+        self.0
+            .get(t)
+            .into_iter()
+            .flat_map(|s| s.resources())
+            .flat_map(|r| r.references().names(refs).map(str::to_owned).collect::<Vec<_>>())
+            .collect()
     }
     fn has(&self, t: &str, name: &str) -> bool {
         self.0.get(t).is_some_and(|s| s.get(name).is_some())
@@ -465,8 +499,12 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
     // What Envoy asks for by name: the endpoints of its clusters, the routes its listeners
     // name; it re-subscribes after each response it accepts.
     // The machine forgets what it sent of a name the moment it is unsubscribed (SOTW-9).
-    let resubscribe = |r: &mut Rollout, held: &Held, now: Instant, sent_names: &mut BTreeMap<&'static str, BTreeMap<String, Arc<str>>>| {
-        let clusters: Vec<Arc<str>> = held.0.get(CLUSTER).into_iter().flat_map(|s| s.resources()).map(|r| r.name().clone()).collect();
+    let resubscribe = |r: &mut Rollout,
+                       held: &Held,
+                       now: Instant,
+                       sent_names: &mut BTreeMap<&'static str, BTreeMap<String, Arc<str>>>| {
+        let clusters: Vec<Arc<str>> =
+            held.0.get(CLUSTER).into_iter().flat_map(|s| s.resources()).map(|r| r.name().clone()).collect();
         let routes: Vec<Arc<str>> = held.names(LISTENER, ROUTE).into_iter().map(Arc::from).collect();
         for (t, names) in [(ENDPOINT, &clusters), (ROUTE, &routes)] {
             r.subscribe(0, &ty(t), false, names, now);
@@ -484,7 +522,12 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
     // for them when none of those exist.
     type Names = BTreeMap<&'static str, BTreeMap<String, Arc<str>>>;
     type Versions = BTreeMap<&'static str, Arc<str>>;
-    let mut push = |r: &mut Rollout, queue: &mut VecDeque<_>, sent: &mut Versions, held: &Held, sent_names: &mut Names, rejected_list: &mut Versions| {
+    let mut push = |r: &mut Rollout,
+                    queue: &mut VecDeque<_>,
+                    sent: &mut Versions,
+                    held: &Held,
+                    sent_names: &mut Names,
+                    rejected_list: &mut Versions| {
         let offer = r.offer().clone();
         for t in ALL {
             if offer.hold.contains(&t) {
@@ -497,7 +540,9 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
                 } else {
                     held.names(LISTENER, ROUTE)
                 };
-                set = Arc::new(TypeSet::from_shared(set.resources().filter(|r| wanted.iter().any(|w| w == r.name().as_ref())).cloned()));
+                set = Arc::new(TypeSet::from_shared(
+                    set.resources().filter(|r| wanted.iter().any(|w| w == r.name().as_ref())).cloned(),
+                ));
                 // Per name, as the machine does (SOTW-9): a name unsubscribed and subscribed
                 // again is sent again.
                 let by_name = sent_names.entry(t).or_default();
@@ -529,7 +574,11 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
                 let Some((t, n, set)) = queue.pop_front() else { continue };
                 if *ack {
                     held.accept(t, set);
-                    prop_assert!(!safety || held.consistent().is_ok(), "after accepting {t}: {}", held.consistent().unwrap_err());
+                    prop_assert!(
+                        !safety || held.consistent().is_ok(),
+                        "after accepting {t}: {}",
+                        held.consistent().unwrap_err()
+                    );
                     r.answered(0, &ty(t), &n, None, now);
                     resubscribe(&mut r, &held, now, &mut sent_names);
                 } else {
@@ -558,7 +607,11 @@ fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<()
         }
         while let Some((t, n, set)) = queue.pop_front() {
             held.accept(t, set);
-            prop_assert!(!safety || held.consistent().is_ok(), "after accepting {t}: {}", held.consistent().unwrap_err());
+            prop_assert!(
+                !safety || held.consistent().is_ok(),
+                "after accepting {t}: {}",
+                held.consistent().unwrap_err()
+            );
             now += Duration::from_millis(1);
             r.answered(0, &ty(t), &n, None, now);
             resubscribe(&mut r, &held, now, &mut sent_names);
@@ -615,7 +668,12 @@ fn a_reconnecting_node_that_holds_its_target_is_converged() {
         r.resumed(0, &ty(t), &crate::stream::Holds::Version(target.get(t).unwrap().version().to_string()), now);
     }
     r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
-    r.resumed(0, &ty(ENDPOINT), &crate::stream::Holds::Version(target.get(ENDPOINT).unwrap().version().to_string()), now);
+    r.resumed(
+        0,
+        &ty(ENDPOINT),
+        &crate::stream::Holds::Version(target.get(ENDPOINT).unwrap().version().to_string()),
+        now,
+    );
     r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
     assert_eq!(r.step(), Step::Routes, "the route was not reported");
     let route = target.resource(ROUTE, "r").unwrap();

@@ -226,8 +226,14 @@ impl Snapshot {
         add: impl IntoIterator<Item = Resource>,
     ) -> Result<Snapshot, DuplicateResource> {
         type Map = (OrdMap<Arc<str>, Arc<Resource>>, u128);
-        fn open<'a>(touched: &'a mut BTreeMap<Arc<str>, Map>, types: &BTreeMap<Arc<str>, Arc<TypeSet>>, t: &Arc<str>) -> &'a mut Map {
-            touched.entry(t.clone()).or_insert_with(|| types.get(t).map(|s| (s.resources.clone(), s.sum)).unwrap_or_default())
+        fn open<'a>(
+            touched: &'a mut BTreeMap<Arc<str>, Map>,
+            types: &BTreeMap<Arc<str>, Arc<TypeSet>>,
+            t: &Arc<str>,
+        ) -> &'a mut Map {
+            touched
+                .entry(t.clone())
+                .or_insert_with(|| types.get(t).map(|s| (s.resources.clone(), s.sum)).unwrap_or_default())
         }
         let mut touched: BTreeMap<Arc<str>, Map> = BTreeMap::new();
         for (t, name) in remove {
@@ -369,7 +375,10 @@ mod tests {
         let r = |n: &str, body: &[u8]| Resource::new(CLUSTER, n, body);
         let base = Snapshot::from_resources([r("a", b"1"), r("b", b"1"), r("c", b"1")]).unwrap();
         let changed = base
-            .apply([(Arc::from(CLUSTER), Arc::from("b")), (Arc::from(CLUSTER), Arc::from("c"))], [r("c", b"2"), r("d", b"1")])
+            .apply(
+                [(Arc::from(CLUSTER), Arc::from("b")), (Arc::from(CLUSTER), Arc::from("c"))],
+                [r("c", b"2"), r("d", b"1")],
+            )
             .unwrap();
         let fresh = Snapshot::from_resources([r("a", b"1"), r("c", b"2"), r("d", b"1")]).unwrap();
         assert_eq!(changed.get(CLUSTER).unwrap().version(), fresh.get(CLUSTER).unwrap().version());
@@ -377,7 +386,10 @@ mod tests {
         assert_ne!(changed.get(CLUSTER).unwrap().version(), base.get(CLUSTER).unwrap().version());
         // Back again: the original version.
         let back = changed
-            .apply([(Arc::from(CLUSTER), Arc::from("c")), (Arc::from(CLUSTER), Arc::from("d"))], [r("b", b"1"), r("c", b"1")])
+            .apply(
+                [(Arc::from(CLUSTER), Arc::from("c")), (Arc::from(CLUSTER), Arc::from("d"))],
+                [r("b", b"1"), r("c", b"1")],
+            )
             .unwrap();
         assert_eq!(back.get(CLUSTER).unwrap().version(), base.get(CLUSTER).unwrap().version());
         // A name still present is a duplicate.

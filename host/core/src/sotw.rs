@@ -27,7 +27,9 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use crate::resource::Resource;
 use crate::snapshot::{Snapshot, TypeSet};
-use crate::stream::{self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus};
+use crate::stream::{
+    self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
+};
 use crate::types;
 
 /// The resources of one response.
@@ -143,7 +145,11 @@ impl SotwStream {
                     message: status.message.clone(),
                     at: now,
                 };
-                events.push(Event::Nack { type_url: type_url.clone(), nonce: nack.nonce.clone(), message: nack.message.clone() });
+                events.push(Event::Nack {
+                    type_url: type_url.clone(),
+                    nonce: nack.nonce.clone(),
+                    message: nack.message.clone(),
+                });
                 t.last_nack = Some(nack);
                 if !full_state {
                     t.sent.clear();
@@ -157,7 +163,11 @@ impl SotwStream {
             } else {
                 t.version_acked = Some(req.version_info.clone());
                 t.nonce_acked = t.nonce_sent.clone();
-                events.push(Event::Ack { type_url: type_url.clone(), version: req.version_info.clone(), nonce: req.response_nonce.clone() });
+                events.push(Event::Ack {
+                    type_url: type_url.clone(),
+                    version: req.version_info.clone(),
+                    nonce: req.response_nonce.clone(),
+                });
             }
         } else {
             // A first request for this type (or a client restarting it). SOTW-12: it reports
@@ -167,7 +177,10 @@ impl SotwStream {
             if !req.version_info.is_empty() {
                 t.version_acked = Some(req.version_info.clone());
                 t.version_sent = Some(req.version_info.as_str().into());
-                events.push(Event::Resumed { type_url: type_url.clone(), holds: stream::Holds::Version(req.version_info.clone()) });
+                events.push(Event::Resumed {
+                    type_url: type_url.clone(),
+                    holds: stream::Holds::Version(req.version_info.clone()),
+                });
             }
         }
 

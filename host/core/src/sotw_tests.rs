@@ -192,7 +192,9 @@ fn sotw_9_rds_eds_send_requested_and_newly_requested_even_if_unchanged() {
     s.snapshot_changed();
     let mut other = base();
     other = Snapshot::from_resources(
-        other.types().flat_map(|(_, set)| set.resources().map(|r| (**r).clone()).collect::<Vec<_>>())
+        other
+            .types()
+            .flat_map(|(_, set)| set.resources().map(|r| (**r).clone()).collect::<Vec<_>>())
             .filter(|r| !(r.type_url().as_ref() == ENDPOINT && r.name().as_ref() == "c2"))
             .chain([res(ENDPOINT, "c2", "2")]),
     )
@@ -261,7 +263,10 @@ fn per_type_stream_accepts_empty_type_url_and_limits_types() {
     for i in 0..MAX_TYPES_PER_STREAM {
         s.handle_request(&req(&format!("type.googleapis.com/t{i}"), &["x"]), SystemTime::now()).unwrap();
     }
-    assert_eq!(s.handle_request(&req("type.googleapis.com/one.more", &["x"]), SystemTime::now()), Err(ProtocolError::TooManyTypes));
+    assert_eq!(
+        s.handle_request(&req("type.googleapis.com/one.more", &["x"]), SystemTime::now()),
+        Err(ProtocolError::TooManyTypes)
+    );
     assert_eq!(s.handle_request(&req("", &["x"]), SystemTime::now()), Err(ProtocolError::MissingTypeUrl));
 }
 
@@ -295,7 +300,10 @@ fn after_a_nack_a_change_resends_what_the_client_did_not_apply() {
     s.snapshot_changed();
     let next = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "2")]);
     let pushed = s.poll(&next);
-    assert!(send(&mut s, nack(&pushed[0], &["c1", "c2"], &out[0].version), &next).is_empty(), "not the same list again");
+    assert!(
+        send(&mut s, nack(&pushed[0], &["c1", "c2"], &out[0].version), &next).is_empty(),
+        "not the same list again"
+    );
     s.snapshot_changed();
     let fixed = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "3")]);
     assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"], "c1 is sent again with the fix");

@@ -79,7 +79,12 @@ pub fn check_imports(module: &Module) -> Result<(), Failure> {
             )));
         }
     }
-    for (name, want) in [("memory", "a memory"), ("xdst_alloc", "a function"), ("xdst_describe", "a function"), ("xdst_translate", "a function")] {
+    for (name, want) in [
+        ("memory", "a memory"),
+        ("xdst_alloc", "a function"),
+        ("xdst_describe", "a function"),
+        ("xdst_translate", "a function"),
+    ] {
         let found = module.exports().find(|e| e.name() == name);
         let ok = match (&found, name) {
             (Some(e), "memory") => e.ty().memory().is_some(),
@@ -177,7 +182,13 @@ pub enum CallError {
     TooLarge(usize),
 }
 
-fn read(store: &mut wasmtime::Store<CallState>, memory: Memory, packed: i64, cap: usize, func: &str) -> Result<String, CallError> {
+fn read(
+    store: &mut wasmtime::Store<CallState>,
+    memory: Memory,
+    packed: i64,
+    cap: usize,
+    func: &str,
+) -> Result<String, CallError> {
     let ptr = (packed as u64 >> 32) as usize;
     let len = (packed as u64 & 0xffff_ffff) as usize;
     if len > cap {
@@ -188,7 +199,8 @@ fn read(store: &mut wasmtime::Store<CallState>, memory: Memory, packed: i64, cap
         .get(ptr..)
         .and_then(|m| m.get(..len))
         .ok_or_else(|| CallError::Malformed(format!("{func} returned {len} bytes at {ptr:#x}, outside memory")))?;
-    String::from_utf8(bytes.to_vec()).map_err(|e| CallError::Malformed(format!("{func} returned text that is not UTF-8: {e}")))
+    String::from_utf8(bytes.to_vec())
+        .map_err(|e| CallError::Malformed(format!("{func} returned text that is not UTF-8: {e}")))
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(text: &str, func: &str) -> Result<T, CallError> {
@@ -394,14 +406,16 @@ fn request_json(r: &TranslateRequest) -> Result<String, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    let out = RequestOut { node_group: &r.node_group, documents, resources, config: raw(&r.config, "the configuration")? };
+    let out =
+        RequestOut { node_group: &r.node_group, documents, resources, config: raw(&r.config, "the configuration")? };
     serde_json::to_string(&out).map_err(|e| e.to_string())
 }
 
 /// Standard alphabet; padding written, and optional when read (as proto3 JSON's `bytes`).
 const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
     &base64::alphabet::STANDARD,
-    base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
 );
 
 fn base64_encode(bytes: &[u8]) -> String {
@@ -433,7 +447,12 @@ mod tests {
     fn the_request_embeds_documents_as_json_values() {
         let r = TranslateRequest {
             node_group: "edge".into(),
-            documents: vec![wit::IntentDocument { kind: "K".into(), name: "n".into(), origin: "f.yaml#1".into(), json: r#"{"a": 1}"#.into() }],
+            documents: vec![wit::IntentDocument {
+                kind: "K".into(),
+                name: "n".into(),
+                origin: "f.yaml#1".into(),
+                json: r#"{"a": 1}"#.into(),
+            }],
             resources: vec![],
             config: String::new(),
         };

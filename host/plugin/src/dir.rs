@@ -93,8 +93,9 @@ impl SignatureCheck {
     pub fn read_key(path: &Path) -> Result<ed25519_dalek::VerifyingKey, String> {
         use ed25519_dalek::pkcs8::DecodePublicKey;
         let pem = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        ed25519_dalek::VerifyingKey::from_public_key_pem(&pem)
-            .map_err(|e| format!("{}: not an ed25519 public key in PEM (openssl pkey -pubout writes one): {e}", path.display()))
+        ed25519_dalek::VerifyingKey::from_public_key_pem(&pem).map_err(|e| {
+            format!("{}: not an ed25519 public key in PEM (openssl pkey -pubout writes one): {e}", path.display())
+        })
     }
 
     /// Whether the signature verifies for `digest` (`sha256:<hex>`).
@@ -109,7 +110,8 @@ impl SignatureCheck {
                 .decode(text.trim())
                 .map_err(|_| "the signature is neither 64 raw bytes nor base64".to_owned())?
         };
-        let sig = ed25519_dalek::Signature::from_slice(&bytes).map_err(|_| format!("the signature is {} bytes, not 64", bytes.len()))?;
+        let sig = ed25519_dalek::Signature::from_slice(&bytes)
+            .map_err(|_| format!("the signature is {} bytes, not 64", bytes.len()))?;
         self.key
             .verify_strict(digest.as_bytes(), &sig)
             .map_err(|_| format!("the signature does not verify with the key {} for {digest}", self.key_file))
@@ -128,7 +130,14 @@ pub enum SettingsFrom {
 impl Entry {
     /// A `.wasm` file of a plugins directory.
     pub fn file(wasm: &Path) -> Entry {
-        Entry { id: wasm.to_owned(), wasm: wasm.to_owned(), source: wasm.display().to_string(), name: None, settings: SettingsFrom::Beside, signature: None }
+        Entry {
+            id: wasm.to_owned(),
+            wasm: wasm.to_owned(),
+            source: wasm.display().to_string(),
+            name: None,
+            settings: SettingsFrom::Beside,
+            signature: None,
+        }
     }
 
     /// A digest of everything that makes this plugin what it is: the code and the settings.
@@ -294,7 +303,8 @@ impl DirLoader {
 
     /// Drops compiled plugins from memory except those of `kept`.
     pub fn keep_only<'a>(&self, kept: impl IntoIterator<Item = &'a Loaded>) {
-        let keep: std::collections::HashSet<_> = kept.into_iter().map(|l| (l.plugin.digest().to_owned(), key(&l.plugin.limits()))).collect();
+        let keep: std::collections::HashSet<_> =
+            kept.into_iter().map(|l| (l.plugin.digest().to_owned(), key(&l.plugin.limits()))).collect();
         self.loaded.lock().unwrap().retain(|k, _| keep.contains(k));
     }
 
@@ -323,10 +333,16 @@ impl DirLoader {
             SettingsFrom::Beside => entry.wasm.with_extension("yaml"),
             SettingsFrom::Inline(..) => file.clone(),
         };
-        let limits = settings
-            .limits()
-            .map_err(|(field, message)| DirError::Settings { file: settings_file.clone(), field: Some(field), message })?;
-        let pin = settings.pin().map_err(|message| DirError::Settings { file: settings_file.clone(), field: Some("sha256".into()), message })?;
+        let limits = settings.limits().map_err(|(field, message)| DirError::Settings {
+            file: settings_file.clone(),
+            field: Some(field),
+            message,
+        })?;
+        let pin = settings.pin().map_err(|message| DirError::Settings {
+            file: settings_file.clone(),
+            field: Some("sha256".into()),
+            message,
+        })?;
         let config = settings.config.map(|c| c.to_string()).unwrap_or_else(|| "null".into());
         let (priority, failure) = (settings.priority, settings.failure_policy);
 
@@ -335,14 +351,31 @@ impl DirLoader {
         if let Some(expected) = pin
             && expected != digest
         {
-            return Err(DirError::Digest { file: file.clone(), origin: entry.source.clone(), expected, actual: digest });
+            return Err(DirError::Digest {
+                file: file.clone(),
+                origin: entry.source.clone(),
+                expected,
+                actual: digest,
+            });
         }
         if let Some(check) = &entry.signature {
-            check.verify(&digest).map_err(|message| DirError::Signature { file: file.clone(), origin: entry.source.clone(), message })?;
+            check.verify(&digest).map_err(|message| DirError::Signature {
+                file: file.clone(),
+                origin: entry.source.clone(),
+                message,
+            })?;
         }
         let done = |plugin: Arc<Plugin>| {
             let name = entry.name.clone().unwrap_or_else(|| plugin.info().name.clone());
-            Loaded { file: file.clone(), name, source: entry.source.clone(), plugin, config: config.clone(), priority, failure }
+            Loaded {
+                file: file.clone(),
+                name,
+                source: entry.source.clone(),
+                plugin,
+                config: config.clone(),
+                priority,
+                failure,
+            }
         };
         if let Some(p) = self.loaded.lock().unwrap().get(&(digest.clone(), key(&limits))) {
             return Ok(done(p.clone()));
@@ -351,15 +384,12 @@ impl DirLoader {
             Some(n) => n.clone(),
             None => file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         };
-        let plugin = self
-            .runtime
-            .load_any(&label, &bytes, limits)
-            .map_err(|error| match error.failure {
-                crate::Failure::Compile(message) if !bytes.starts_with(b"\0asm") => {
-                    DirError::NotWasm { file: file.clone(), message }
-                }
-                _ => DirError::Load { file: file.clone(), error },
-            })?;
+        let plugin = self.runtime.load_any(&label, &bytes, limits).map_err(|error| match error.failure {
+            crate::Failure::Compile(message) if !bytes.starts_with(b"\0asm") => {
+                DirError::NotWasm { file: file.clone(), message }
+            }
+            _ => DirError::Load { file: file.clone(), error },
+        })?;
         let plugin = Arc::new(plugin);
         self.loaded.lock().unwrap().insert((digest, key(&limits)), plugin.clone());
         Ok(done(plugin))
@@ -374,7 +404,8 @@ fn read_settings(wasm: &Path) -> Result<Settings, DirError> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(DirError::Read(path, e)),
         };
-        let settings_err = |field: Option<String>, message: String| DirError::Settings { file: path.clone(), field, message };
+        let settings_err =
+            |field: Option<String>, message: String| DirError::Settings { file: path.clone(), field, message };
         let value: serde_json::Value = if ext == "json" {
             serde_json::from_str(&text).map_err(|e| settings_err(None, e.to_string()))?
         } else {

@@ -21,8 +21,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod dir;
 mod core_abi;
+pub mod dir;
 mod error;
 pub mod pipeline;
 mod runtime;

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use xdst_core::decode::{Body, decode_body};
 use imbl::OrdMap;
+use xdst_core::decode::{Body, decode_body};
 use xdst_core::intent::{IntentDocument, IntentSet, UnclaimedKind};
 use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
@@ -227,7 +227,8 @@ impl Pipeline {
     pub fn run(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
         let mut patches: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Patch).collect();
         patches.sort_by(|a, b| (a.priority, &a.plugin.info().name).cmp(&(b.priority, &b.plugin.info().name)));
-        let mut plugins: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Translate).collect();
+        let mut plugins: Vec<&Configured> =
+            plugins.iter().filter(|p| p.plugin.info().phase == Phase::Translate).collect();
         plugins.sort_by(|a, b| a.plugin.info().name.cmp(&b.plugin.info().name));
 
         let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
@@ -331,7 +332,12 @@ impl Pipeline {
             node_group: self.node_group.clone(),
             documents: sent
                 .iter()
-                .map(|d| wit::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.text.to_string() })
+                .map(|d| wit::IntentDocument {
+                    kind: d.kind.clone(),
+                    name: d.name.clone(),
+                    origin: d.origin.clone(),
+                    json: d.text.to_string(),
+                })
                 .collect(),
             resources,
             config: p.config.clone(),
@@ -339,7 +345,9 @@ impl Pipeline {
         calls.push((p.plugin.info().name.clone(), sent.len()));
         p.plugin.translate(&request).map_err(|error| {
             let origin = match &error.failure {
-                crate::Failure::Reported { document: Some(doc), .. } => known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone()),
+                crate::Failure::Reported { document: Some(doc), .. } => {
+                    known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone())
+                }
                 _ => None,
             };
             PipelineError::Plugin { error, origin }
@@ -383,15 +391,16 @@ impl Pipeline {
                 wit::Body::Json(s) => Body::Json(s),
                 wit::Body::Proto(b) => Body::Proto(b),
             };
-            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| PipelineError::InvalidResource {
-                plugin: info.name.clone(),
-                digest: p.plugin.digest().to_owned(),
-                type_url: r.type_url.clone(),
-                name: r.name.clone(),
-                document: r.document.clone(),
-                field,
-                message,
-            })?;
+            let resource =
+                decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| PipelineError::InvalidResource {
+                    plugin: info.name.clone(),
+                    digest: p.plugin.digest().to_owned(),
+                    type_url: r.type_url.clone(),
+                    name: r.name.clone(),
+                    document: r.document.clone(),
+                    field,
+                    message,
+                })?;
             let origin = match current.resource(&r.type_url, &r.name) {
                 Some(old) => {
                     remove.push((old.type_url().clone(), old.name().clone()));
@@ -494,7 +503,8 @@ impl Pipeline {
         let changed_ids: BTreeSet<&str> = changed.iter().map(|d| d.id().as_ref()).collect();
         let old_diagnostics = prev.map(|p| p.diagnostics.clone()).unwrap_or_else(|| Arc::from([]));
         let mut diagnostics: Vec<wit::Diagnostic> = if per_document {
-            keep_diagnostics(&old_diagnostics, |d| d.is_none_or(|d| inputs.contains_key(d) && !changed_ids.contains(d))).to_vec()
+            keep_diagnostics(&old_diagnostics, |d| d.is_none_or(|d| inputs.contains_key(d) && !changed_ids.contains(d)))
+                .to_vec()
         } else {
             Vec::new()
         };
@@ -531,7 +541,12 @@ impl Pipeline {
                 match &r.document {
                     Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
                     Some(d) => {
-                        return Err(invalid(None, format!("names document {d:?}, which was not in this request (a per-document plugin must attribute each resource to one of the documents it was given)")));
+                        return Err(invalid(
+                            None,
+                            format!(
+                                "names document {d:?}, which was not in this request (a per-document plugin must attribute each resource to one of the documents it was given)"
+                            ),
+                        ));
                     }
                     None => {
                         return Err(invalid(None, "names no document (a per-document plugin must attribute each resource to the document it came from)".into()));
@@ -544,7 +559,8 @@ impl Pipeline {
                 wit::Body::Json(s) => Body::Json(s),
                 wit::Body::Proto(b) => Body::Proto(b),
             };
-            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
+            let resource =
+                decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
             let origin = match &r.document {
                 Some(d) => format!("plugin {} from {d}", info.name),
                 None => format!("plugin {}", info.name),

@@ -29,7 +29,8 @@ const GRANTED: [&str; 2] = ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0"];
 /// environment or arguments, no network, stdin empty; stdout and stderr are captured into the
 /// plugin's log. Interpreters (JavaScript, Python) and libc-based toolchains import these even
 /// when the plugin never uses them.
-const EMPTY_WASI: [&str; 6] = ["wasi:cli/", "wasi:io/", "wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/"];
+const EMPTY_WASI: [&str; 6] =
+    ["wasi:cli/", "wasi:io/", "wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/"];
 /// Bytes of stdout and stderr kept per call (the rest is dropped).
 const MAX_STDIO_BYTES: usize = 64 << 10;
 
@@ -87,7 +88,9 @@ impl Capabilities {
         match name {
             "clocks" => self.clocks = true,
             "random" => self.random = true,
-            other => return Err(format!("unknown capability {other:?}: the capabilities are {}", Self::NAMES.join(", "))),
+            other => {
+                return Err(format!("unknown capability {other:?}: the capabilities are {}", Self::NAMES.join(", ")));
+            }
         }
         Ok(())
     }
@@ -166,9 +169,7 @@ impl Runtime {
             failure: Failure::Host(e.to_string()),
         };
         let mut c = Config::new();
-        c.wasm_component_model(true)
-            .epoch_interruption(true)
-            .consume_fuel(config.fuel);
+        c.wasm_component_model(true).epoch_interruption(true).consume_fuel(config.fuel);
         let engine = Engine::new(&c).map_err(host)?;
         let stop = Arc::new(AtomicBool::new(false));
         {
@@ -205,7 +206,9 @@ impl Runtime {
     pub fn load_any(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
         if is_core_module(bytes) {
             let err = |failure| PluginError { plugin: label.to_owned(), digest: digest(bytes), failure };
-            match core_abi::shape(bytes).map_err(|e| err(Failure::Compile(format!("a core module that is not valid WebAssembly: {e}"))))? {
+            match core_abi::shape(bytes)
+                .map_err(|e| err(Failure::Compile(format!("a core module that is not valid WebAssembly: {e}"))))?
+            {
                 Shape::CoreAbi => return self.load_core(label, bytes, limits),
                 Shape::OtherVersion(v) => {
                     return Err(err(Failure::Incompatible(format!(
@@ -238,12 +241,14 @@ impl Runtime {
     }
 
     /// Loads the component `bytes`, known to users by `digest` (that of the file they gave).
-    fn load_with_digest(&self, label: &str, bytes: &[u8], digest: String, limits: Limits) -> Result<Plugin, PluginError> {
-        let err = |failure| PluginError {
-            plugin: label.to_owned(),
-            digest: digest.clone(),
-            failure,
-        };
+    fn load_with_digest(
+        &self,
+        label: &str,
+        bytes: &[u8],
+        digest: String,
+        limits: Limits,
+    ) -> Result<Plugin, PluginError> {
+        let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
         // Refuse what imports something not granted before paying for the compile (most of a
         // minute for an interpreter component), then again on the compiled type.
         check_imports(top_level_imports(bytes).iter().map(String::as_str)).map_err(|f| err(f))?;
@@ -251,14 +256,9 @@ impl Runtime {
         let ty = component.component_type();
         let names: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
         check_imports(names.into_iter()).map_err(|f| err(f))?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let pre = wit::PluginPre::new(pre).map_err(|e| {
-            err(Failure::Incompatible(format!(
-                "does not implement the xdst:plugin@0.1.0 world: {e:#}"
-            )))
+            err(Failure::Incompatible(format!("does not implement the xdst:plugin@0.1.0 world: {e:#}")))
         })?;
         let imports = ty.imports(&self.engine).map(|(n, _)| n.to_owned()).collect();
         self.describe(label, digest, Code::Component(pre), imports, limits)
@@ -270,16 +270,21 @@ impl Runtime {
         let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
         let module = self.compile_module(bytes, &digest).map_err(|f| err(f))?;
         core_abi::check_imports(&module).map_err(|f| err(f))?;
-        let pre = self
-            .core_linker
-            .instantiate_pre(&module)
-            .map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
+        let pre =
+            self.core_linker.instantiate_pre(&module).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let imports = module.imports().map(|i| format!("{}.{}", i.module(), i.name())).collect();
         self.describe(label, digest, Code::Core(CorePre { pre }), imports, limits)
     }
 
     /// Asks a linked plugin who it is.
-    fn describe(&self, label: &str, digest: String, code: Code, imports: Vec<String>, limits: Limits) -> Result<Plugin, PluginError> {
+    fn describe(
+        &self,
+        label: &str,
+        digest: String,
+        code: Code,
+        imports: Vec<String>,
+        limits: Limits,
+    ) -> Result<Plugin, PluginError> {
         let mut plugin = Plugin {
             name: label.to_owned(),
             digest,
@@ -349,10 +354,7 @@ impl Runtime {
             self.engine.precompile_compatibility_hash().hash(&mut h);
             h.finish()
         };
-        let path = dir.join(format!(
-            "{}-{compat:016x}{suffix}.cwasm",
-            digest.trim_start_matches("sha256:")
-        ));
+        let path = dir.join(format!("{}-{compat:016x}{suffix}.cwasm", digest.trim_start_matches("sha256:")));
         if path.exists() {
             match deserialize(&path) {
                 Ok(c) => {
@@ -437,29 +439,17 @@ impl Plugin {
             |p, store| p.call_translate(store, request).map_err(CallError::Wasm),
             |c, store| c.translate(store, request, cap),
         )?;
-        let response = result.map_err(|e| {
-            self.error(Failure::Reported {
-                message: e.message,
-                document: e.document,
-                field: e.field,
-            })
-        })?;
+        let response = result
+            .map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
         let bytes = output_size(&response);
         if bytes > self.limits.output_bytes {
-            return Err(self.error(Failure::OutputTooLarge {
-                bytes,
-                limit_bytes: self.limits.output_bytes,
-            }));
+            return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }));
         }
         Ok(response)
     }
 
     fn error(&self, failure: Failure) -> PluginError {
-        PluginError {
-            plugin: self.name.clone(),
-            digest: self.digest.clone(),
-            failure,
-        }
+        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure }
     }
 
     /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
@@ -480,19 +470,12 @@ impl Plugin {
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
-        let ticks = self
-            .limits
-            .deadline
-            .as_micros()
-            .div_ceil(TICK.as_micros())
-            .max(1) as u64;
+        let ticks = self.limits.deadline.as_micros().div_ceil(TICK.as_micros()).max(1) as u64;
         store.set_epoch_deadline(ticks + 1);
         store.epoch_deadline_trap();
         if self.fuel_enabled {
             let fuel = self.limits.fuel.unwrap_or(u64::MAX);
-            store
-                .set_fuel(fuel)
-                .map_err(|e| self.error(Failure::Host(e.to_string())))?;
+            store.set_fuel(fuel).map_err(|e| self.error(Failure::Host(e.to_string())))?;
         }
         let outcome = match &self.code {
             Code::Component(pre) => pre
@@ -505,21 +488,17 @@ impl Plugin {
         outcome.map_err(|e| match e {
             CallError::Wasm(e) => self.classify(e, &store),
             CallError::Malformed(m) => self.error(Failure::Malformed(m)),
-            CallError::TooLarge(bytes) => self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }),
+            CallError::TooLarge(bytes) => {
+                self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes })
+            }
         })
     }
 
     fn classify(&self, e: wasmtime::Error, store: &Store<CallState>) -> PluginError {
         let failure = match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => Failure::Deadline {
-                limit_ms: self.limits.deadline.as_millis() as u64,
-            },
-            Some(Trap::OutOfFuel) => Failure::Fuel {
-                limit: self.limits.fuel.unwrap_or(0),
-            },
-            _ if store.data().memory_hit => Failure::Memory {
-                limit_bytes: self.limits.memory_bytes,
-            },
+            Some(Trap::Interrupt) => Failure::Deadline { limit_ms: self.limits.deadline.as_millis() as u64 },
+            Some(Trap::OutOfFuel) => Failure::Fuel { limit: self.limits.fuel.unwrap_or(0) },
+            _ if store.data().memory_hit => Failure::Memory { limit_bytes: self.limits.memory_bytes },
             Some(trap) => Failure::Trap(format!("{trap}: {e:#}")),
             None => Failure::Trap(format!("{e:#}")),
         };
@@ -543,11 +522,7 @@ fn output_size(r: &TranslateResponse) -> usize {
                 }
         })
         .sum();
-    let diag: usize = r
-        .diagnostics
-        .iter()
-        .map(|d| d.message.len() + opt(&d.document) + opt(&d.field))
-        .sum();
+    let diag: usize = r.diagnostics.iter().map(|d| d.message.len() + opt(&d.document) + opt(&d.field)).sum();
     res + diag
 }
 
@@ -637,24 +612,14 @@ impl CallState {
 }
 
 impl ResourceLimiter for CallState {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.memory_cap {
             self.memory_hit = true;
             return Ok(false);
         }
         Ok(true)
     }
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
     fn instances(&self) -> usize {
@@ -714,7 +679,12 @@ fn top_level_imports(bytes: &[u8]) -> Vec<String> {
                     section
                         .into_iter()
                         .flatten()
-                        .filter(|i| matches!(i.ty, wasmparser::ComponentTypeRef::Instance(_) | wasmparser::ComponentTypeRef::Func(_)))
+                        .filter(|i| {
+                            matches!(
+                                i.ty,
+                                wasmparser::ComponentTypeRef::Instance(_) | wasmparser::ComponentTypeRef::Func(_)
+                            )
+                        })
                         .map(|i| i.name.name.to_owned()),
                 );
             }
@@ -735,11 +705,14 @@ pub fn componentize_embedded(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     if !is_core_module(bytes) || !matches!(core_abi::shape(bytes)?, Shape::NoMarker) {
         return Ok(None);
     }
-    wit_component::ComponentEncoder::default()
-        .module(bytes)
-        .and_then(|e| e.validate(true).encode())
-        .map(Some)
-        .map_err(|e| format!("a core module that neither exports {} nor embeds the xdst:plugin WIT world: {e:#}", core_abi::MARKER))
+    wit_component::ComponentEncoder::default().module(bytes).and_then(|e| e.validate(true).encode()).map(Some).map_err(
+        |e| {
+            format!(
+                "a core module that neither exports {} nor embeds the xdst:plugin WIT world: {e:#}",
+                core_abi::MARKER
+            )
+        },
+    )
 }
 
 /// `sha256:<hex>` of a plugin file.

@@ -69,14 +69,21 @@ fn a_reported_error_names_document_and_field() {
         .unwrap_err();
     assert_eq!(
         e.failure,
-        Failure::Reported { message: "spec.port must be a number".into(), document: Some("Adversary/one".into()), field: Some("spec.port".into()) }
+        Failure::Reported {
+            message: "spec.port must be a number".into(),
+            document: Some("Adversary/one".into()),
+            field: Some("spec.port".into())
+        }
     );
     assert!(e.to_string().starts_with("plugin \"core-adversary\" (sha256:"), "{e}");
 }
 
 #[test]
 fn an_infinite_loop_is_stopped_by_the_deadline() {
-    let p = load(&module("(loop (br 0)) (unreachable)", ""), Limits { deadline: Duration::from_millis(100), ..Limits::default() });
+    let p = load(
+        &module("(loop (br 0)) (unreachable)", ""),
+        Limits { deadline: Duration::from_millis(100), ..Limits::default() },
+    );
     let start = Instant::now();
     let e = p.translate(&request()).unwrap_err();
     assert_eq!(e.failure, Failure::Deadline { limit_ms: 100 });
@@ -89,7 +96,13 @@ fn an_infinite_loop_is_stopped_by_the_deadline() {
 #[test]
 fn the_deadline_holds_after_the_runtime_is_dropped() {
     let rt = xdst_plugin::Runtime::new(Default::default()).unwrap();
-    let p = rt.load_any("loop.wasm", &module("(loop (br 0)) (unreachable)", ""), Limits { deadline: Duration::from_millis(100), ..Limits::default() }).unwrap();
+    let p = rt
+        .load_any(
+            "loop.wasm",
+            &module("(loop (br 0)) (unreachable)", ""),
+            Limits { deadline: Duration::from_millis(100), ..Limits::default() },
+        )
+        .unwrap();
     drop(rt);
     let start = Instant::now();
     assert_eq!(p.translate(&request()).unwrap_err().failure, Failure::Deadline { limit_ms: 100 });
@@ -126,7 +139,10 @@ fn a_trap_names_the_plugin() {
 fn responses_that_break_the_abi_are_refused_with_the_reason() {
     let cases = [
         (returning("not json"), "returned JSON the core-module ABI does not allow"),
-        (returning(r#"{"ok": {"resources": [{"typeUrl": "t", "name": "n", "body": {"yaml": "x"}}]}}"#), "at ok.resources[0].body"),
+        (
+            returning(r#"{"ok": {"resources": [{"typeUrl": "t", "name": "n", "body": {"yaml": "x"}}]}}"#),
+            "at ok.resources[0].body",
+        ),
         (returning(r#"{"ok": {"resources": []}, "error": {"message": "m"}}"#), "both `ok` and `error`"),
         (returning(r#"{"result": 1}"#), "unknown field `result`"),
         (returning("{}"), "neither `ok` nor `error`"),
@@ -142,7 +158,12 @@ fn responses_that_break_the_abi_are_refused_with_the_reason() {
 #[test]
 fn proto_bodies_arrive_as_bytes() {
     // base64 of the Cluster {name: "c1"}: field 1, length 2, "c1".
-    let p = load(&returning(r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {"proto": "CgJjMQ=="}}]}}"#), Limits::default());
+    let p = load(
+        &returning(
+            r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {"proto": "CgJjMQ=="}}]}}"#,
+        ),
+        Limits::default(),
+    );
     let out = p.translate(&request()).unwrap();
     assert!(matches!(&out.resources[0].body, xdst_plugin::wit::Body::Proto(b) if b == &[10, 2, b'c', b'1']));
 }
@@ -168,7 +189,11 @@ fn imports_other_than_xdst_log_are_refused_at_load() {
     let e = runtime().load_any("abort.wasm", &bytes, Limits::default()).unwrap_err();
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
     assert!(e.to_string().contains("imports env.abort, which is not granted"), "{e}");
-    let bytes = module_with(r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#, "(unreachable)", "");
+    let bytes = module_with(
+        r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+        "(unreachable)",
+        "",
+    );
     let e = runtime().load_any("wasi.wasm", &bytes, Limits::default()).unwrap_err();
     assert!(e.to_string().contains("imports wasi_snapshot_preview1.fd_write, which is not granted"), "{e}");
 }
@@ -178,7 +203,11 @@ fn another_abi_version_is_refused_naming_both() {
     let wat = r#"(module (memory (export "memory") 1) (func (export "xdst_plugin_abi_0_2_0")))"#;
     let e = runtime().load_any("future.wasm", &wat::parse_str(wat).unwrap(), Limits::default()).unwrap_err();
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
-    assert!(e.to_string().contains("speaks version 0.2.0 of the core-module ABI") && e.to_string().contains("this xdst speaks 0.1.0"), "{e}");
+    assert!(
+        e.to_string().contains("speaks version 0.2.0 of the core-module ABI")
+            && e.to_string().contains("this xdst speaks 0.1.0"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -197,5 +226,9 @@ fn a_bad_describe_is_refused_at_load() {
         (func (export "xdst_describe") (result i64) (i64.const 13))
         (func (export "xdst_translate") (param i32 i32) (result i64) (i64.const 0)))"#;
     let e = runtime().load_any("nameonly.wasm", &wat::parse_str(wat).unwrap(), Limits::default()).unwrap_err();
-    assert!(e.to_string().contains("xdst_describe returned JSON the core-module ABI does not allow") && e.to_string().contains("missing field `version`"), "{e}");
+    assert!(
+        e.to_string().contains("xdst_describe returned JSON the core-module ABI does not allow")
+            && e.to_string().contains("missing field `version`"),
+        "{e}"
+    );
 }

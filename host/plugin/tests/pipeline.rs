@@ -11,9 +11,7 @@ use xdst_plugin::pipeline::{Configured, PipelineError, translate};
 use xdst_plugin::{Failure, Limits};
 
 fn adversary(mode: &str) -> Configured {
-    let plugin = runtime()
-        .load("adversary.wasm", adversary_component(), Limits::default())
-        .unwrap();
+    let plugin = runtime().load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
     Configured::new(Arc::new(plugin), format!("{mode:?}"))
 }
 
@@ -32,10 +30,7 @@ fn resources_are_decoded_canonicalised_and_attributed() {
     let out = translate(&[adversary("ok")], &intent(ONE), "").unwrap();
     assert_eq!(out.snapshot.len(), 1);
     let r = out.snapshot.resource(xdst_core::types::CLUSTER, "c1").unwrap();
-    assert_eq!(
-        (r.type_url().as_ref(), r.name().as_ref()),
-        (xdst_core::types::CLUSTER, "c1")
-    );
+    assert_eq!((r.type_url().as_ref(), r.name().as_ref()), (xdst_core::types::CLUSTER, "c1"));
     assert_eq!(r.origin(), Some("plugin adversary from Adversary/one"));
     // Determinism: the same intent gives the same bytes and version.
     let again = translate(&[adversary("ok")], &intent(ONE), "").unwrap();
@@ -46,10 +41,7 @@ fn resources_are_decoded_canonicalised_and_attributed() {
 #[test]
 fn a_wrongly_typed_field_is_refused_naming_plugin_document_and_field() {
     let e = translate(&[adversary("badjson")], &intent(ONE), "").unwrap_err();
-    assert!(
-        matches!(&e, PipelineError::InvalidResource { field: Some(f), .. } if f == "connect_timeout"),
-        "{e}"
-    );
+    assert!(matches!(&e, PipelineError::InvalidResource { field: Some(f), .. } if f == "connect_timeout"), "{e}");
     let msg = e.to_string();
     assert!(
         msg.starts_with("plugin \"adversary\" (sha256:")
@@ -66,20 +58,12 @@ fn plugin_errors_and_traps_pass_through_attributed() {
         "{e}"
     );
     let e = translate(&[adversary("panic")], &intent(ONE), "").unwrap_err();
-    assert!(
-        matches!(&e, PipelineError::Plugin { error: p, .. } if matches!(p.failure, Failure::Trap(_))),
-        "{e}"
-    );
+    assert!(matches!(&e, PipelineError::Plugin { error: p, .. } if matches!(p.failure, Failure::Trap(_))), "{e}");
 }
 
 #[test]
 fn unclaimed_kinds_and_conflicts_are_refused() {
-    let e = translate(
-        &[adversary("ok")],
-        &intent("kind: Gateway\nmetadata: {name: g}\n"),
-        "",
-    )
-    .unwrap_err();
+    let e = translate(&[adversary("ok")], &intent("kind: Gateway\nmetadata: {name: g}\n"), "").unwrap_err();
     assert_eq!(
         e.to_string(),
         "intent.yaml#1 field kind: no plugin translates kind \"Gateway\" (loaded plugins translate: Adversary)"
@@ -123,14 +107,18 @@ mod composition {
     use xdst_plugin::pipeline::FailurePolicy;
 
     fn patch(name: &str, priority: i32, failure: FailurePolicy, response: &str) -> Configured {
-        let describe = format!(r#"{{"name": "{name}", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}}"#);
+        let describe = format!(
+            r#"{{"name": "{name}", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}}"#
+        );
         let bytes = common::core_returning(&describe, response);
         let plugin = runtime().load_any(&format!("{name}.wasm"), &bytes, Limits::default()).unwrap();
         Configured { priority, failure, ..Configured::new(Arc::new(plugin), "null") }
     }
 
     fn timeout_to(secs: u32) -> String {
-        format!(r#"{{"ok": {{"resources": [{{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {{"json": {{"name": "c1", "connect_timeout": "{secs}s"}}}}}}]}}}}"#)
+        format!(
+            r#"{{"ok": {{"resources": [{{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {{"json": {{"name": "c1", "connect_timeout": "{secs}s"}}}}}}]}}}}"#
+        )
     }
 
     fn timeout_of(out: &xdst_plugin::pipeline::Translation) -> String {
@@ -163,7 +151,8 @@ mod composition {
     #[test]
     fn a_patch_may_add_resources_which_it_then_owns() {
         let add = r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "extra", "body": {"json": {"name": "extra"}}}]}}"#;
-        let out = translate(&[adversary("ok"), patch("adder", 0, FailurePolicy::FailClosed, add)], &intent(ONE), "").unwrap();
+        let out =
+            translate(&[adversary("ok"), patch("adder", 0, FailurePolicy::FailClosed, add)], &intent(ONE), "").unwrap();
         assert_eq!(out.snapshot.len(), 2);
         assert_eq!(out.snapshot.resource(xdst_core::types::CLUSTER, "extra").unwrap().origin(), Some("plugin adder"));
     }
@@ -171,19 +160,24 @@ mod composition {
     #[test]
     fn a_failing_patch_fails_closed_or_is_skipped_open() {
         let broken = r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {"json": {"name": "c1", "connect_timeout": 5}}}]}}"#;
-        let e = translate(&[adversary("ok"), patch("strict", 0, FailurePolicy::FailClosed, broken)], &intent(ONE), "").unwrap_err();
+        let e = translate(&[adversary("ok"), patch("strict", 0, FailurePolicy::FailClosed, broken)], &intent(ONE), "")
+            .unwrap_err();
         assert!(matches!(&e, PipelineError::InvalidResource { plugin, .. } if plugin == "strict"), "{e}");
         assert!(e.to_string().contains("connect_timeout"), "{e}");
 
-        let out = translate(&[adversary("ok"), patch("lenient", 0, FailurePolicy::FailOpen, broken)], &intent(ONE), "").unwrap();
+        let out = translate(&[adversary("ok"), patch("lenient", 0, FailurePolicy::FailOpen, broken)], &intent(ONE), "")
+            .unwrap();
         assert_eq!(timeout_of(&out), "1s", "the skipped patch changed nothing");
         let (who, d) = &out.diagnostics[0];
         assert_eq!(who, "lenient");
         assert!(d.message.starts_with("skipped (failure policy fail-open)"), "{}", d.message);
 
         // A trap is a failure like any other.
-        let describe = r#"{"name": "trapper", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}"#;
-        let plugin = runtime().load_any("trapper.wasm", &common::core_plugin(describe, "", "(unreachable)", ""), Limits::default()).unwrap();
+        let describe =
+            r#"{"name": "trapper", "version": "0.1.0", "kinds": [], "phase": "patch", "granularity": "whole-set"}"#;
+        let plugin = runtime()
+            .load_any("trapper.wasm", &common::core_plugin(describe, "", "(unreachable)", ""), Limits::default())
+            .unwrap();
         let trapper = Configured::new(Arc::new(plugin), "null");
         let e = translate(&[adversary("ok"), trapper], &intent(ONE), "").unwrap_err();
         assert!(e.to_string().contains("plugin \"trapper\"") && e.to_string().contains("trapped"), "{e}");

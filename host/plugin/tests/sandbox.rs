@@ -68,7 +68,10 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
 fn an_oversized_output_is_refused() {
     let p = load(Limits { output_bytes: 1 << 20, ..Limits::default() });
     let e = p.translate(&request("big")).unwrap_err();
-    assert!(matches!(e.failure, Failure::OutputTooLarge { limit_bytes, bytes } if limit_bytes == 1 << 20 && bytes > 4 << 20), "{e}");
+    assert!(
+        matches!(e.failure, Failure::OutputTooLarge { limit_bytes, bytes } if limit_bytes == 1 << 20 && bytes > 4 << 20),
+        "{e}"
+    );
 }
 
 #[test]
@@ -132,7 +135,12 @@ fn another_contract_version_is_refused_naming_both_versions() {
     let bytes = wat::parse_str(wat).unwrap();
     let e = runtime().load("future.wasm", &bytes, Limits::default()).unwrap_err();
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
-    assert!(e.to_string().contains("speaks version 0.2.0 of the xdst:plugin contract (xdst:plugin/log@0.2.0); this xdst speaks 0.1.0"), "{e}");
+    assert!(
+        e.to_string().contains(
+            "speaks version 0.2.0 of the xdst:plugin contract (xdst:plugin/log@0.2.0); this xdst speaks 0.1.0"
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -151,7 +159,8 @@ fn compiled_components_are_cached_by_digest() {
     let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
     let p = rt.load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
     let hex = p.digest().trim_start_matches("sha256:").to_owned();
-    let cached: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let cached: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(cached.len(), 1);
     assert!(cached[0].starts_with(&hex) && cached[0].ends_with(".cwasm"), "{cached:?}");
     // A second runtime loads from the cache and behaves the same.
@@ -164,7 +173,9 @@ fn compiled_components_are_cached_by_digest() {
 #[test]
 fn fuel_limits_the_work_of_a_call() {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, fuel: true }).unwrap();
-    let p = rt.load("adversary.wasm", adversary_component(), Limits { fuel: Some(10_000_000), ..Limits::default() }).unwrap();
+    let p = rt
+        .load("adversary.wasm", adversary_component(), Limits { fuel: Some(10_000_000), ..Limits::default() })
+        .unwrap();
     let e = p.translate(&request("loop")).unwrap_err();
     assert_eq!(e.failure, Failure::Fuel { limit: 10_000_000 });
 }

@@ -36,7 +36,10 @@ pub fn routes(ctx: &Ctx) -> Router {
     let (c1, c2, c3, c4, c5) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     Router::new()
         .merge(crate::intent_api::routes(ctx))
-        .route("/reload", axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }))
+        .route(
+            "/reload",
+            axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }),
+        )
         .route("/", get(|| async { INDEX }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
@@ -46,13 +49,19 @@ pub fn routes(ctx: &Ctx) -> Router {
             }),
         )
         .route("/debug/nodes", get(move || async move { Json(c2.nodes.report(&c2.rollouts.report())) }))
-        .route("/debug/resources", get(move |q: Query<ResourcesQuery>| async move { resources(&c3, q.bodies).into_response() }))
+        .route(
+            "/debug/resources",
+            get(move |q: Query<ResourcesQuery>| async move { resources(&c3, q.bodies).into_response() }),
+        )
         .route(
             "/debug/plugins",
             get(move || async move {
                 match &c4.intent {
                     Some(s) => Json(s.status()).into_response(),
-                    None => (http::StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n").into_response(),
+                    None => {
+                        (http::StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n")
+                            .into_response()
+                    }
                 }
             }),
         )
@@ -63,9 +72,13 @@ const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debu
 /// Whether `headers` carry the admin token; the refusal to send back if not.
 pub(crate) fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (http::StatusCode, &'static str)> {
     let Some(token) = &ctx.admin_token else {
-        return Err((http::StatusCode::FORBIDDEN, "admin writes are disabled: start xdst with --admin-token-file FILE (or XDST_ADMIN_TOKEN)\n"));
+        return Err((
+            http::StatusCode::FORBIDDEN,
+            "admin writes are disabled: start xdst with --admin-token-file FILE (or XDST_ADMIN_TOKEN)\n",
+        ));
     };
-    let given = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let given =
+        headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match given {
         Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err((http::StatusCode::UNAUTHORIZED, "wrong bearer token\n")),
@@ -122,7 +135,11 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
         }
         None => {
             let st = ctx.source.get();
-            ReloadReport { source: "resources", result: if st.last_error.is_some() { "refused" } else { "ok" }, error: st.last_error }
+            ReloadReport {
+                source: "resources",
+                result: if st.last_error.is_some() { "refused" } else { "ok" },
+                error: st.last_error,
+            }
         }
     };
     Json(report).into_response()
@@ -166,10 +183,7 @@ fn resources(ctx: &Ctx, bodies: bool) -> Json<ResourcesReport> {
     Json(ResourcesReport {
         source: ctx.source.get(),
         default: report(&default, bodies),
-        groups: groups
-            .iter()
-            .map(|(g, s)| (g.clone(), report(s, bodies)))
-            .collect(),
+        groups: groups.iter().map(|(g, s)| (g.clone(), report(s, bodies))).collect(),
     })
 }
 
@@ -189,11 +203,7 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
                 .collect();
             (
                 xdst_core::types::short_name(t).to_owned(),
-                TypeReport {
-                    type_url: t.to_string(),
-                    version: set.version().to_string(),
-                    resources,
-                },
+                TypeReport { type_url: t.to_string(), version: set.version().to_string(), resources },
             )
         })
         .collect()
@@ -202,9 +212,5 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
 fn body_json(type_url: &str, body: &[u8]) -> Option<serde_json::Value> {
     let desc = descriptors::message_for_type_url(type_url)?;
     let msg = DynamicMessage::decode(desc, body).ok()?;
-    msg.serialize_with_options(
-        serde_json::value::Serializer,
-        &SerializeOptions::new().use_proto_field_name(true),
-    )
-    .ok()
+    msg.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new().use_proto_field_name(true)).ok()
 }

@@ -89,9 +89,12 @@ impl<Req: Message + Default> Decoder for XdsDecoder<Req> {
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Req>, Status> {
-        Req::decode(src)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(format!("malformed {}: {e}", std::any::type_name::<Req>().rsplit("::").next().unwrap_or("request"))))
+        Req::decode(src).map(Some).map_err(|e| {
+            Status::invalid_argument(format!(
+                "malformed {}: {e}",
+                std::any::type_name::<Req>().rsplit("::").next().unwrap_or("request")
+            ))
+        })
     }
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::new(BUFFER, YIELD)

@@ -124,7 +124,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Reads and checks a configuration file; relative paths become relative to its directory.
 pub fn read(file: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError { file: file.display().to_string(), field: None, message: e.to_string() })?;
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        file: file.display().to_string(),
+        field: None,
+        message: e.to_string(),
+    })?;
     parse(file, &text)
 }
 
@@ -140,9 +144,17 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
         err((path != ".").then_some(path), e.into_inner().to_string())
     })?;
     let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
-    for p in [&mut c.resources, &mut c.intent, &mut c.plugins_dir, &mut c.plugin_cache, &mut c.admin_token_file, &mut c.ready_file, &mut c.ca_file]
-        .into_iter()
-        .flatten()
+    for p in [
+        &mut c.resources,
+        &mut c.intent,
+        &mut c.plugins_dir,
+        &mut c.plugin_cache,
+        &mut c.admin_token_file,
+        &mut c.ready_file,
+        &mut c.ca_file,
+    ]
+    .into_iter()
+    .flatten()
     {
         *p = base.join(&*p);
     }
@@ -152,12 +164,16 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
         }
     }
     if c.plugins.is_some() && c.plugins_dir.is_some() {
-        return Err(err(Some("plugins".into()), "give either `plugins` (a list) or `pluginsDir` (a directory), not both".into()));
+        return Err(err(
+            Some("plugins".into()),
+            "give either `plugins` (a list) or `pluginsDir` (a directory), not both".into(),
+        ));
     }
     if c.resources.is_some() && (c.intent.is_some() || c.plugins.is_some() || c.plugins_dir.is_some()) {
         return Err(err(Some("resources".into()), "serve one source: `resources`, or `intent` with `plugins`".into()));
     }
-    check_plugins(c.plugins.as_deref().unwrap_or_default(), &base).map_err(|(field, message)| err(Some(field), message))?;
+    check_plugins(c.plugins.as_deref().unwrap_or_default(), &base)
+        .map_err(|(field, message)| err(Some(field), message))?;
     Ok(c)
 }
 
@@ -169,7 +185,10 @@ fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, St
             && e.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !e.name.starts_with('-');
         if !ok {
-            return Err((format!("plugins[{i}].name"), format!("{:?} is not a plugin name (lowercase letters, digits and dashes)", e.name)));
+            return Err((
+                format!("plugins[{i}].name"),
+                format!("{:?} is not a plugin name (lowercase letters, digits and dashes)", e.name),
+            ));
         }
         if let Some(j) = names.insert(e.name.clone(), i) {
             return Err((format!("plugins[{i}].name"), format!("{:?} is also the name of plugins[{j}]", e.name)));
@@ -178,7 +197,6 @@ fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, St
         let settings = settings_of(e);
         settings.limits().map_err(|(f, m)| (format!("plugins[{i}].{f}"), m))?;
         settings.pin().map_err(|m| (format!("plugins[{i}].sha256"), m))?;
-
     }
     Ok(())
 }
@@ -261,7 +279,11 @@ impl ConfiguredPlugins {
     /// resolved keeps its previous resolution (or the one remembered on disk from an earlier
     /// run), with a warning; with neither, it is an error naming the plugin and the source.
     pub fn entries(&self, reloads: u64) -> Result<Vec<Entry>, ConfigError> {
-        let text = std::fs::read_to_string(&self.file).map_err(|e| ConfigError { file: self.file.display().to_string(), field: None, message: e.to_string() })?;
+        let text = std::fs::read_to_string(&self.file).map_err(|e| ConfigError {
+            file: self.file.display().to_string(),
+            field: None,
+            message: e.to_string(),
+        })?;
         let mut st = self.state.lock().unwrap();
         let changed = st.text.as_deref() != Some(text.as_str());
         let refresh = changed || st.reloads != Some(reloads);
@@ -287,7 +309,9 @@ impl ConfiguredPlugins {
             let mut error = None;
             let mut fresh = false;
             let r = match (&source, previous) {
-                (Source::Path(p), _) => Resolved { path: p.clone(), digest: String::new(), manifest: None, pinned: p.display().to_string() },
+                (Source::Path(p), _) => {
+                    Resolved { path: p.clone(), digest: String::new(), manifest: None, pinned: p.display().to_string() }
+                }
                 (_, Some(prev)) if !refresh => prev,
                 (_, previous) => match self.fetcher.resolve(&source) {
                     Ok(r) => {
@@ -326,16 +350,26 @@ impl ConfiguredPlugins {
             let signature = match &e.signature {
                 None => None,
                 Some(s) => {
-                    let key = xdst_plugin::dir::SignatureCheck::read_key(&s.public_key)
-                        .map_err(|message| ConfigError { file: self.file.display().to_string(), field: Some(format!("plugins[{i}].signature.publicKey")), message })?;
+                    let key =
+                        xdst_plugin::dir::SignatureCheck::read_key(&s.public_key).map_err(|message| ConfigError {
+                            file: self.file.display().to_string(),
+                            field: Some(format!("plugins[{i}].signature.publicKey")),
+                            message,
+                        })?;
                     // A path's signature is read with the file, every time; a remote one is
                     // fetched when the source is resolved.
                     let signature = match (&source, previous_sig) {
-                        (Source::Path(p), _) => self.fetcher.signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
+                        (Source::Path(p), _) => self
+                            .fetcher
+                            .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
                         (_, Some(sig)) if !fresh => sig,
                         _ => self.fetcher.signature(&source, &r.digest),
                     };
-                    Some(xdst_plugin::dir::SignatureCheck { key_file: s.public_key.display().to_string(), key, signature })
+                    Some(xdst_plugin::dir::SignatureCheck {
+                        key_file: s.public_key.display().to_string(),
+                        key,
+                        signature,
+                    })
                 }
             };
             let sig_bytes = signature.as_ref().map(|s| s.signature.clone());
@@ -386,27 +420,84 @@ mod tests {
         let plugins = c.plugins.as_deref().unwrap();
         assert_eq!(plugins.len(), 4);
         assert!(c.xds_addr.is_some() && c.admin_addr.is_some() && c.plan_grace.is_some() && c.node_group_key.is_some());
-        let sources: Vec<Source> = plugins.iter().map(|p| Source::parse(&p.source, Path::new("/etc/xdst")).unwrap()).collect();
-        assert!(matches!(sources[0], Source::Path(_)) && matches!(sources[1], Source::Oci(_)) && matches!(sources[3], Source::Https(_)));
+        let sources: Vec<Source> =
+            plugins.iter().map(|p| Source::parse(&p.source, Path::new("/etc/xdst")).unwrap()).collect();
+        assert!(
+            matches!(sources[0], Source::Path(_))
+                && matches!(sources[1], Source::Oci(_))
+                && matches!(sources[3], Source::Https(_))
+        );
         // Every key of the file is shown in the example (commented or not).
-        for key in ["xdsAddr", "adminAddr", "resources", "intent", "pluginsDir", "plugins", "pluginCache", "fuel", "nodeGroupKey", "debounce", "resync", "shutdownGrace", "planGrace", "unsafeUnorderedPush", "adminTokenFile", "readyFile", "insecureRegistries", "caFile"] {
+        for key in [
+            "xdsAddr",
+            "adminAddr",
+            "resources",
+            "intent",
+            "pluginsDir",
+            "plugins",
+            "pluginCache",
+            "fuel",
+            "nodeGroupKey",
+            "debounce",
+            "resync",
+            "shutdownGrace",
+            "planGrace",
+            "unsafeUnorderedPush",
+            "adminTokenFile",
+            "readyFile",
+            "insecureRegistries",
+            "caFile",
+        ] {
             assert!(text.contains(&format!("{key}:")), "examples/xdst.yaml does not show {key}");
         }
-        for key in ["name", "source", "sha256", "config", "priority", "failurePolicy", "limits", "capabilities", "deadlineMs", "memoryMiB", "outputMiB", "fuel"] {
+        for key in [
+            "name",
+            "source",
+            "sha256",
+            "config",
+            "priority",
+            "failurePolicy",
+            "limits",
+            "capabilities",
+            "deadlineMs",
+            "memoryMiB",
+            "outputMiB",
+            "fuel",
+        ] {
             assert!(text.contains(&format!(" {key}:")), "examples/xdst.yaml does not show plugins[].{key}");
         }
     }
 
     #[test]
     fn mistakes_name_the_file_and_field() {
-        assert!(err("xdsAdr: 1").contains("/etc/xdst/xdst.yaml field xdsAdr: unknown field `xdsAdr`, expected one of `xdsAddr`"), "{}", err("xdsAdr: 1"));
+        assert!(
+            err("xdsAdr: 1")
+                .contains("/etc/xdst/xdst.yaml field xdsAdr: unknown field `xdsAdr`, expected one of `xdsAddr`"),
+            "{}",
+            err("xdsAdr: 1")
+        );
         assert!(err("planGrace: soon").contains("field planGrace: invalid duration"));
-        assert!(err("plugins:\n- {name: a, source: a.wasm, sha256: abc}").contains("field plugins[0].sha256: \"abc\" is not a SHA-256 digest"));
-        assert!(err("plugins:\n- {name: a, source: a.wasm, capabilities: [network]}").contains("field plugins[0].capabilities[0]: unknown capability \"network\""));
-        assert!(err("plugins:\n- {name: a, source: a.wasm}\n- {name: a, source: b.wasm}").contains("field plugins[1].name: \"a\" is also the name of plugins[0]"));
+        assert!(
+            err("plugins:\n- {name: a, source: a.wasm, sha256: abc}")
+                .contains("field plugins[0].sha256: \"abc\" is not a SHA-256 digest")
+        );
+        assert!(
+            err("plugins:\n- {name: a, source: a.wasm, capabilities: [network]}")
+                .contains("field plugins[0].capabilities[0]: unknown capability \"network\"")
+        );
+        assert!(
+            err("plugins:\n- {name: a, source: a.wasm}\n- {name: a, source: b.wasm}")
+                .contains("field plugins[1].name: \"a\" is also the name of plugins[0]")
+        );
         assert!(err("plugins:\n- {name: A, source: a.wasm}").contains("field plugins[0].name"));
-        assert!(err("plugins:\n- {name: a, source: \"oci://r.io/Bad:1\"}").contains("field plugins[0].source: oci://r.io/Bad:1"));
-        assert!(err("plugins:\n- {name: a, source: a.wasm, failurePolicy: maybe}").contains("field plugins[0].failurePolicy: unknown variant `maybe`"));
+        assert!(
+            err("plugins:\n- {name: a, source: \"oci://r.io/Bad:1\"}")
+                .contains("field plugins[0].source: oci://r.io/Bad:1")
+        );
+        assert!(
+            err("plugins:\n- {name: a, source: a.wasm, failurePolicy: maybe}")
+                .contains("field plugins[0].failurePolicy: unknown variant `maybe`")
+        );
         assert!(err("plugins: []\npluginsDir: p").contains("not both"));
         assert!(err("resources: r\nintent: i").contains("serve one source"));
     }

@@ -82,7 +82,11 @@ pub struct OciRef {
 
 impl OciRef {
     pub fn parse(s: &str) -> Result<OciRef, String> {
-        let bad = |why: &str| format!("oci://{s}: {why} (expected oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST)");
+        let bad = |why: &str| {
+            format!(
+                "oci://{s}: {why} (expected oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST)"
+            )
+        };
         let (registry, rest) = s.split_once('/').ok_or_else(|| bad("no repository"))?;
         if registry.is_empty() {
             return Err(bad("no registry"));
@@ -100,13 +104,16 @@ impl OciRef {
         };
         let repo_ok = !repository.is_empty()
             && repository.split('/').all(|part| {
-                !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+                !part.is_empty()
+                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
             });
         if !repo_ok {
             return Err(bad("the repository must be lowercase letters, digits, '.', '_', '-' and '/'"));
         }
         let tag_ok = reference.starts_with("sha256:")
-            || (!reference.is_empty() && reference.len() <= 128 && reference.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
+            || (!reference.is_empty()
+                && reference.len() <= 128
+                && reference.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
         if !tag_ok {
             return Err(bad("a tag is up to 128 letters, digits, '.', '_' and '-'"));
         }
@@ -131,7 +138,8 @@ impl std::fmt::Display for OciRef {
 }
 
 fn is_digest(s: &str) -> bool {
-    s.strip_prefix("sha256:").is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 fn host_of(authority_and_path: &str) -> &str {
@@ -219,8 +227,14 @@ impl Fetcher {
         };
         match source {
             Source::Path(p) => {
-                let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display())).map_err(|e| (e, None))?;
-                Ok(Resolved { path: p.clone(), digest: xdst_plugin::digest(&bytes), manifest: None, pinned: p.display().to_string() })
+                let bytes =
+                    std::fs::read(p).with_context(|| format!("reading {}", p.display())).map_err(|e| (e, None))?;
+                Ok(Resolved {
+                    path: p.clone(),
+                    digest: xdst_plugin::digest(&bytes),
+                    manifest: None,
+                    pinned: p.display().to_string(),
+                })
             }
             Source::Https(url) => {
                 let r = self.download(url).map_err(remembered)?;
@@ -279,7 +293,8 @@ impl Fetcher {
         if resp.status() != 200 {
             bail!("fetching {url}: HTTP {}", resp.status());
         }
-        let bytes = resp.body_mut().with_config().limit(MAX_BYTES).read_to_vec().with_context(|| format!("reading {url}"))?;
+        let bytes =
+            resp.body_mut().with_config().limit(MAX_BYTES).read_to_vec().with_context(|| format!("reading {url}"))?;
         let (path, digest) = self.store(&bytes)?;
         Ok(Resolved { path, pinned: format!("{url} ({digest})"), digest, manifest: None })
     }
@@ -290,7 +305,13 @@ impl Fetcher {
     }
 
     /// A registry request, answering a `401` with the credentials or token it asks for.
-    fn send(&self, oci: &OciRef, scope: &str, make: &dyn Fn(Option<&str>) -> ureq::RequestBuilder<ureq::typestate::WithBody>, body: &[u8]) -> anyhow::Result<http::Response<ureq::Body>> {
+    fn send(
+        &self,
+        oci: &OciRef,
+        scope: &str,
+        make: &dyn Fn(Option<&str>) -> ureq::RequestBuilder<ureq::typestate::WithBody>,
+        body: &[u8],
+    ) -> anyhow::Result<http::Response<ureq::Body>> {
         let resp = make(None).send(body)?;
         if resp.status() != 401 {
             return Ok(resp);
@@ -333,7 +354,10 @@ impl Fetcher {
             access_token: Option<String>,
         }
         let t: Token = resp.body_mut().read_json().with_context(|| format!("reading the token from {realm}"))?;
-        t.token.or(t.access_token).map(|t| format!("Bearer {t}")).ok_or_else(|| anyhow!("{realm}: no token in the answer"))
+        t.token
+            .or(t.access_token)
+            .map(|t| format!("Bearer {t}"))
+            .ok_or_else(|| anyhow!("{realm}: no token in the answer"))
     }
 
     fn get(&self, oci: &OciRef, path: &str, accept: &str) -> anyhow::Result<http::Response<ureq::Body>> {
@@ -362,9 +386,13 @@ impl Fetcher {
         if oci.by_digest() && manifest_digest != oci.reference {
             bail!("{oci}: the registry sent a manifest whose digest is {manifest_digest}");
         }
-        let manifest: Manifest = serde_json::from_slice(&body).with_context(|| format!("{oci}: the manifest is not an OCI image manifest"))?;
+        let manifest: Manifest = serde_json::from_slice(&body)
+            .with_context(|| format!("{oci}: the manifest is not an OCI image manifest"))?;
         if manifest.config.media_type != CONFIG_MEDIA_TYPE {
-            bail!("{oci}: not a wasm artifact: its config's media type is {:?}, not {CONFIG_MEDIA_TYPE:?}", manifest.config.media_type);
+            bail!(
+                "{oci}: not a wasm artifact: its config's media type is {:?}, not {CONFIG_MEDIA_TYPE:?}",
+                manifest.config.media_type
+            );
         }
         let wasm: Vec<&Descriptor> = manifest.layers.iter().filter(|l| l.media_type == LAYER_MEDIA_TYPE).collect();
         if manifest.layers.len() != 1 || wasm.len() != 1 {
@@ -418,7 +446,12 @@ impl Fetcher {
                 if resp.status() != 200 {
                     return Err(format!("fetching {url}: HTTP {}", resp.status()));
                 }
-                let bytes = resp.body_mut().with_config().limit(4096).read_to_vec().map_err(|e| format!("reading {url}: {e}"))?;
+                let bytes = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(4096)
+                    .read_to_vec()
+                    .map_err(|e| format!("reading {url}: {e}"))?;
                 let _ = write_atomic(cached, &bytes);
                 Ok(bytes)
             }
@@ -439,7 +472,11 @@ impl Fetcher {
             s => bail!("{tag}: HTTP {s}"),
         }
         let manifest: Manifest = serde_json::from_slice(&resp.body_mut().with_config().limit(1 << 20).read_to_vec()?)?;
-        let layer = manifest.layers.iter().find(|l| l.media_type == SIGNATURE_MEDIA_TYPE).ok_or_else(|| anyhow!("{tag}: no {SIGNATURE_MEDIA_TYPE} layer"))?;
+        let layer = manifest
+            .layers
+            .iter()
+            .find(|l| l.media_type == SIGNATURE_MEDIA_TYPE)
+            .ok_or_else(|| anyhow!("{tag}: no {SIGNATURE_MEDIA_TYPE} layer"))?;
         let mut resp = self.get(tag, &format!("blobs/{}", layer.digest), "*/*")?;
         if resp.status() != 200 {
             bail!("{tag}: HTTP {} for the signature blob", resp.status());
@@ -460,8 +497,18 @@ impl Fetcher {
         let manifest = Manifest {
             schema_version: 2,
             media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-            config: Descriptor { media_type: EMPTY_MEDIA_TYPE.into(), digest: config_digest, size: empty.len() as u64, annotations: None },
-            layers: vec![Descriptor { media_type: SIGNATURE_MEDIA_TYPE.into(), digest: sig_digest, size: signature.len() as u64, annotations: None }],
+            config: Descriptor {
+                media_type: EMPTY_MEDIA_TYPE.into(),
+                digest: config_digest,
+                size: empty.len() as u64,
+                annotations: None,
+            },
+            layers: vec![Descriptor {
+                media_type: SIGNATURE_MEDIA_TYPE.into(),
+                digest: sig_digest,
+                size: signature.len() as u64,
+                annotations: None,
+            }],
             annotations: Some([("dev.xdst.signature.subject".to_owned(), digest.to_owned())].into()),
         };
         self.put_manifest(&tag, &serde_json::to_vec(&manifest)?)?;
@@ -503,12 +550,19 @@ impl Fetcher {
         let manifest = Manifest {
             schema_version: 2,
             media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-            config: Descriptor { media_type: CONFIG_MEDIA_TYPE.into(), digest: config_digest, size: config.len() as u64, annotations: None },
+            config: Descriptor {
+                media_type: CONFIG_MEDIA_TYPE.into(),
+                digest: config_digest,
+                size: config.len() as u64,
+                annotations: None,
+            },
             layers: vec![Descriptor {
                 media_type: LAYER_MEDIA_TYPE.into(),
                 digest: layer_digest,
                 size: wasm.len() as u64,
-                annotations: Some([("org.opencontainers.image.title".to_owned(), format!("{}.wasm", info.name))].into()),
+                annotations: Some(
+                    [("org.opencontainers.image.title".to_owned(), format!("{}.wasm", info.name))].into(),
+                ),
             }],
             annotations: Some(
                 [
@@ -551,7 +605,11 @@ impl Fetcher {
         if resp.status() != 202 {
             bail!("{oci}: the registry refused to start an upload: HTTP {}", resp.status());
         }
-        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).ok_or_else(|| anyhow!("{oci}: an upload without a Location"))?;
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| anyhow!("{oci}: an upload without a Location"))?;
         let mut url = if location.starts_with('/') { format!("{base}{location}") } else { location.to_owned() };
         url.push(if url.contains('?') { '&' } else { '?' });
         url.push_str(&format!("digest={digest}"));
@@ -582,8 +640,12 @@ pub fn sign(key_file: &Path, digest: &str) -> anyhow::Result<String> {
     use ed25519_dalek::Signer as _;
     use ed25519_dalek::pkcs8::DecodePrivateKey;
     let pem = std::fs::read_to_string(key_file).with_context(|| format!("reading {}", key_file.display()))?;
-    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem)
-        .map_err(|e| anyhow!("{}: not an ed25519 private key in PEM (openssl genpkey -algorithm ed25519 writes one): {e}", key_file.display()))?;
+    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|e| {
+        anyhow!(
+            "{}: not an ed25519 private key in PEM (openssl genpkey -algorithm ed25519 writes one): {e}",
+            key_file.display()
+        )
+    })?;
     Ok(base64::engine::general_purpose::STANDARD.encode(key.sign(digest.as_bytes()).to_bytes()))
 }
 
@@ -633,7 +695,14 @@ fn docker_auths() -> std::collections::BTreeMap<String, String> {
         auth: Option<String>,
     }
     serde_json::from_slice::<File>(&text)
-        .map(|f| f.auths.into_iter().filter_map(|(k, a)| a.auth.map(|v| (k.trim_start_matches("https://").trim_start_matches("http://").to_owned(), v))).collect())
+        .map(|f| {
+            f.auths
+                .into_iter()
+                .filter_map(|(k, a)| {
+                    a.auth.map(|v| (k.trim_start_matches("https://").trim_start_matches("http://").to_owned(), v))
+                })
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -653,7 +722,10 @@ mod tests {
     #[test]
     fn references() {
         let r = OciRef::parse("localhost:5000/team/policy:1.2").unwrap();
-        assert_eq!((r.registry.as_str(), r.repository.as_str(), r.reference.as_str()), ("localhost:5000", "team/policy", "1.2"));
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.reference.as_str()),
+            ("localhost:5000", "team/policy", "1.2")
+        );
         assert_eq!(r.to_string(), "oci://localhost:5000/team/policy:1.2");
         let d = format!("sha256:{}", "a".repeat(64));
         let r = OciRef::parse(&format!("ghcr.io/x/y@{d}")).unwrap();
@@ -673,7 +745,11 @@ mod tests {
         assert!(matches!(Source::parse("http://127.0.0.1:8080/a.wasm", base).unwrap(), Source::Https(_)));
         assert!(Source::parse("http://x.io/a.wasm", base).unwrap_err().contains("loopback"));
         assert!(Source::parse("ftp://x.io/a.wasm", base).unwrap_err().contains("unknown scheme"));
-        assert!(is_loopback(host_of("127.0.0.1:5000")) && is_loopback(host_of("localhost:5000")) && is_loopback(host_of("[::1]:5000")));
+        assert!(
+            is_loopback(host_of("127.0.0.1:5000"))
+                && is_loopback(host_of("localhost:5000"))
+                && is_loopback(host_of("[::1]:5000"))
+        );
         assert!(!is_loopback(host_of("registry.example:5000")));
     }
 }

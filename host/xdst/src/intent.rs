@@ -316,8 +316,11 @@ impl IntentSource {
     }
 
     pub fn note_missing(&self, dir: &Path) {
-        self.status.lock().unwrap().last_error =
-            Some(ErrorReport { message: format!("directory {} disappeared", dir.display()), plugin: None, at: unix_now() });
+        self.status.lock().unwrap().last_error = Some(ErrorReport {
+            message: format!("directory {} disappeared", dir.display()),
+            plugin: None,
+            at: unix_now(),
+        });
     }
 
     /// Runs one generation and publishes it; on failure what was serving stays.
@@ -342,7 +345,8 @@ impl IntentSource {
                     // A plugin that changed since the last good generation and makes it fail is
                     // refused, if the generation succeeds with its previous version (or, for a
                     // new plugin, without it). Otherwise the error is not the plugin's.
-                    let candidates: Vec<usize> = chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
+                    let candidates: Vec<usize> =
+                        chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
                     let named = e.plugin();
                     let blamed = candidates
                         .iter()
@@ -353,7 +357,10 @@ impl IntentSource {
                     let mut without = chosen.clone();
                     let bad = without.remove(i);
                     if let Some(good) = self.state.lock().unwrap().good.get(&bad.file).cloned() {
-                        without.insert(i, Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false });
+                        without.insert(
+                            i,
+                            Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false },
+                        );
                     }
                     let mut retry_calls = BTreeMap::new();
                     match self.translate_and_publish(ctx, &groups, &without, &intent, &mut retry_calls) {
@@ -442,7 +449,8 @@ struct Choice {
     candidate: bool,
 }
 
-type Published = (xdst_core::cache::PublishReport, Vec<(String, usize)>, usize, String, Vec<(String, xdst_plugin::wit::Diagnostic)>);
+type Published =
+    (xdst_core::cache::PublishReport, Vec<(String, usize)>, usize, String, Vec<(String, xdst_plugin::wit::Diagnostic)>);
 
 impl IntentSource {
     /// What each plugin file contributes: its current contents unless they were refused (then
@@ -465,7 +473,11 @@ impl IntentSource {
             let key = entry.key()?;
             let (refused, good, unchanged) = {
                 let st = self.state.lock().unwrap();
-                (st.refused.get(&file).is_some_and(|r| r.digest == key), st.good.get(&file).cloned(), st.good_keys.get(&file) == Some(&key))
+                (
+                    st.refused.get(&file).is_some_and(|r| r.digest == key),
+                    st.good.get(&file).cloned(),
+                    st.good_keys.get(&file) == Some(&key),
+                )
             };
             if unchanged && let Some(good) = good {
                 chosen.push(Choice { file, key, loaded: good, candidate: false });
@@ -495,8 +507,13 @@ impl IntentSource {
                     }
                     None if !self.loader.is_entry_loaded(&entry) => {
                         if bg.compiling.insert(key.clone()) {
-                            let (loader, background, rescan, entry, key) =
-                                (self.loader.clone(), self.background.clone(), ctx.rescan.clone(), entry.clone(), key.clone());
+                            let (loader, background, rescan, entry, key) = (
+                                self.loader.clone(),
+                                self.background.clone(),
+                                ctx.rescan.clone(),
+                                entry.clone(),
+                                key.clone(),
+                            );
                             info!(file = %file.display(), source = %entry.source, "plugin changed: compiling it in the background; the previous version keeps serving");
                             std::thread::spawn(move || {
                                 let result = loader.load_entry(&entry).map_err(|e| e.to_string());
@@ -515,7 +532,9 @@ impl IntentSource {
             }
             match self.loader.load_entry(&entry) {
                 Ok(loaded) => {
-                    let candidate = good.as_ref().is_none_or(|g| g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config);
+                    let candidate = good
+                        .as_ref()
+                        .is_none_or(|g| g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config);
                     chosen.push(Choice { file, key, loaded, candidate });
                 }
                 Err(e) if first => return Err(e.into()),
@@ -532,7 +551,13 @@ impl IntentSource {
         while i < chosen.len() {
             let name = chosen[i].loaded.name.clone();
             if let Some(j) = (0..chosen.len()).find(|&j| j != i && chosen[j].loaded.name == name) {
-                let newcomer = if chosen[i].candidate { i } else if chosen[j].candidate { j } else { i.max(j) };
+                let newcomer = if chosen[i].candidate {
+                    i
+                } else if chosen[j].candidate {
+                    j
+                } else {
+                    i.max(j)
+                };
                 if first || !chosen[newcomer].candidate {
                     let (a, b) = (chosen[i.min(j)].file.clone(), chosen[i.max(j)].file.clone());
                     return Err(DirError::DuplicateName { name, first: a, second: b }.into());
@@ -554,7 +579,8 @@ impl IntentSource {
         warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
         let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         ctx.metrics.plugin_refusals.get_or_create(&[("file", label.into())]).inc();
-        st.refused.insert(file.to_owned(), Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now() });
+        st.refused
+            .insert(file.to_owned(), Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now() });
     }
 
     /// A good generation ran with `chosen`: they are the new last good; refusals of files now
@@ -568,7 +594,11 @@ impl IntentSource {
         st.good_keys = chosen
             .iter()
             .filter_map(|c| {
-                let key = if c.candidate || !previous.contains_key(&c.file) { Some(c.key.clone()) } else { previous.get(&c.file).cloned() };
+                let key = if c.candidate || !previous.contains_key(&c.file) {
+                    Some(c.key.clone())
+                } else {
+                    previous.get(&c.file).cloned()
+                };
                 key.map(|k| (c.file.clone(), k))
             })
             .collect();

@@ -41,15 +41,16 @@ pub fn routes(ctx: &Ctx) -> Router {
     let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
     Router::new().route("/intent", get(move || async move { list(&c1) })).route(
         "/intent/{kind}/{name}",
-        get(move |UrlPath((kind, name)): UrlPath<(String, String)>| async move { one(&c2, &kind, &name) }).put({
-            let c = c3.clone();
-            move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap, body: String| async move {
-                write(&c, &headers, kind, name, Some(body)).await
-            }
-        })
-        .delete(move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap| async move {
-            write(&c3, &headers, kind, name, None).await
-        }),
+        get(move |UrlPath((kind, name)): UrlPath<(String, String)>| async move { one(&c2, &kind, &name) })
+            .put({
+                let c = c3.clone();
+                move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap, body: String| async move {
+                    write(&c, &headers, kind, name, Some(body)).await
+                }
+            })
+            .delete(move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap| async move {
+                write(&c3, &headers, kind, name, None).await
+            }),
     )
 }
 
@@ -77,7 +78,12 @@ fn list(ctx: &Ctx) -> Response {
         Ok(set) => {
             let docs: Vec<Listed> = set
                 .documents()
-                .map(|d| Listed { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), source: source_of(&d.origin) })
+                .map(|d| Listed {
+                    kind: d.kind.clone(),
+                    name: d.name.clone(),
+                    origin: d.origin.clone(),
+                    source: source_of(&d.origin),
+                })
                 .collect();
             Json(docs).into_response()
         }
@@ -113,7 +119,11 @@ fn valid_part(s: &str, what: &str) -> Result<(), String> {
         && s.len() <= 253
         && !s.starts_with('.')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok { Ok(()) } else { Err(format!("{what} {s:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what} {s:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'"))
+    }
 }
 
 async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body: Option<String>) -> Response {
@@ -136,7 +146,10 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
 fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<&str>) -> (StatusCode, Written) {
     let _one = WRITES.lock().unwrap_or_else(|p| p.into_inner());
     let refused = |status: StatusCode, error: String| {
-        (status, Written { kind: kind.to_owned(), name: name.to_owned(), result: "refused", file: None, error: Some(error) })
+        (
+            status,
+            Written { kind: kind.to_owned(), name: name.to_owned(), result: "refused", file: None, error: Some(error) },
+        )
     };
     let root = source.intent_dir();
     let rel = format!("{API_DIR}/{kind}/{name}.yaml");
@@ -145,7 +158,12 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
     // The document must not belong to a file of its own.
     let current = match source.read_current() {
         Ok(set) => set,
-        Err(e) => return refused(StatusCode::CONFLICT, format!("the intent directory does not load as it is, so nothing was written: {e}")),
+        Err(e) => {
+            return refused(
+                StatusCode::CONFLICT,
+                format!("the intent directory does not load as it is, so nothing was written: {e}"),
+            );
+        }
     };
     if let Some(d) = current.documents().find(|d| d.kind == kind && d.name == name)
         && source_of(&d.origin) == "file"
@@ -169,7 +187,12 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
                         format!("the body is {}/{}, but the path says {kind}/{name}", d.kind, d.name),
                     );
                 }
-                _ => return refused(StatusCode::BAD_REQUEST, format!("the body holds {} documents; PUT one", docs.len())),
+                _ => {
+                    return refused(
+                        StatusCode::BAD_REQUEST,
+                        format!("the body holds {} documents; PUT one", docs.len()),
+                    );
+                }
             }
             if let Err(e) = write_atomically(&path, text) {
                 return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("writing {rel}: {e}"));

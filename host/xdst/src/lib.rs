@@ -129,14 +129,17 @@ impl Running {
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let plugins = match (&config.plugins, &config.plugin_list) {
-        (Some(_), Some(f)) => anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display()),
+        (Some(_), Some(f)) => {
+            anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
+        }
         (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
         (None, Some(file)) => {
             let artifacts = match &config.plugin_cache {
                 Some(c) => c.join("artifacts"),
                 None => std::env::temp_dir().join(format!("xdst-artifacts-{}", std::process::id())),
             };
-            let fetcher = distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())?;
+            let fetcher =
+                distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())?;
             Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(file.clone(), fetcher)))
         }
         (None, None) => None,
@@ -146,7 +149,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             if config.resources.is_some() {
                 anyhow::bail!("--resources cannot be combined with --intent/--plugins: serve one source");
             }
-            let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig { cache_dir: config.plugin_cache.clone(), fuel: config.fuel })?;
+            let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
+                cache_dir: config.plugin_cache.clone(),
+                fuel: config.fuel,
+            })?;
             Some(Arc::new(intent::IntentSource::new(i.clone(), p, xdst_plugin::dir::DirLoader::new(runtime))))
         }
         (Some(_), None) => anyhow::bail!("--intent needs plugins: --plugins DIR, or a `plugins` list in --config"),
@@ -158,7 +164,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         group_key: config.group_key.clone(),
         metrics: metrics::Metrics::new(),
         nodes: nodes::Registry::default(),
-        rollouts: rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig { grace: config.plan_grace, unordered: config.unsafe_unordered_push }),
+        rollouts: rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
+            grace: config.plan_grace,
+            unordered: config.unsafe_unordered_push,
+        }),
         source: source::SourceStatus::default(),
         shutdown: shutdown_rx.clone(),
         debounce: config.debounce,
@@ -175,8 +184,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let (c, s2) = (ctx.clone(), s.clone());
         tokio::task::spawn_blocking(move || s2.generate(&c)).await?.context("translating intent")?;
     }
-    let xds_listener =
-        bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
+    let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
     let admin_listener = TcpListener::bind(config.admin_addr)
         .await
         .with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
@@ -184,12 +192,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let admin_addr = admin_listener.local_addr()?;
     info!(%xds_addr, %admin_addr, group_key = %config.group_key, "xdst serving");
     if config.unsafe_unordered_push {
-        tracing::warn!("--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them");
+        tracing::warn!(
+            "--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them"
+        );
     }
 
-    let xds_router = xds::routes(&ctx)
-        .merge(rest::routes(&ctx))
-        .fallback(unknown_path);
+    let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
     let admin_router = admin::routes(&ctx);
     let mut tasks = vec![
         tokio::spawn(server::serve(
@@ -215,23 +223,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some(s) = intent_source {
         tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));
     }
-    Ok(Running {
-        xds_addr,
-        admin_addr,
-        ctx,
-        shutdown: shutdown_tx,
-        tasks,
-    })
+    Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
 }
 
 /// A listener with a deep accept queue: a fleet reconnecting at once (after a restart) must
 /// not overflow it while the workers are busy, or clients wait for SYN retransmits (1 s, 3 s).
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(4096) // capped by net.core.somaxconn
@@ -250,10 +248,6 @@ async fn unknown_path(req: axum::extract::Request) -> axum::response::Response {
             .into_http::<axum::body::Body>()
             .into_response()
     } else {
-        (
-            http::StatusCode::NOT_FOUND,
-            format!("no such path: {}\n", req.uri().path()),
-        )
-            .into_response()
+        (http::StatusCode::NOT_FOUND, format!("no such path: {}\n", req.uri().path())).into_response()
     }
 }

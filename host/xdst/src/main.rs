@@ -272,21 +272,11 @@ struct ServeArgs {
     #[arg(long, value_name = "FILE", env = "XDST_CONFIG")]
     config: Option<PathBuf>,
     /// Address for xDS: gRPC (ADS, per-type services) and REST (POST /v3/discovery:*).
-    #[arg(
-        long,
-        value_name = "HOST:PORT",
-        default_value = "127.0.0.1:18000",
-        env = "XDST_XDS_ADDR"
-    )]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:18000", env = "XDST_XDS_ADDR")]
     xds_addr: SocketAddr,
     /// Address for the admin HTTP server: /healthz, /metrics, /debug/nodes, /debug/resources,
     /// /debug/plugins.
-    #[arg(
-        long,
-        value_name = "HOST:PORT",
-        default_value = "127.0.0.1:19000",
-        env = "XDST_ADMIN_ADDR"
-    )]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:19000", env = "XDST_ADMIN_ADDR")]
     admin_addr: SocketAddr,
     /// Directory of Envoy resources to serve (watched for changes). Without it, xdst
     /// serves an empty set.
@@ -351,9 +341,7 @@ use xdst::config::parse_duration;
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -365,10 +353,7 @@ fn main() -> anyhow::Result<()> {
                 let given = matches.subcommand_matches("serve").expect("serve");
                 apply_config_file(&mut args, &file, given)?;
             }
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(serve(args))
+            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
         }
         Command::Validate { resources } => {
             let (p, files) = source::load(&resources)?;
@@ -376,10 +361,7 @@ fn main() -> anyhow::Result<()> {
             let total = p.default.len();
             let groups = p.groups.len();
             cache.publish(p)?;
-            println!(
-                "{}: {files} files, {total} resources, {groups} node groups: ok",
-                resources.display()
-            );
+            println!("{}: {files} files, {total} resources, {groups} node groups: ok", resources.display());
             Ok(())
         }
         Command::Translate(args) => translate(args),
@@ -392,7 +374,14 @@ fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
     match cmd {
         PluginCommand::New { lang, name, kind, dir } => {
             let dir = tool::new(lang, &name, kind.as_deref(), dir.as_deref())?;
-            println!("created {} ({} plugin {name}); next:\n  xdst plugin build {}\n  xdst plugin test {}/build/{name}.wasm --cases {}/cases", dir.display(), lang.id(), dir.display(), dir.display(), dir.display());
+            println!(
+                "created {} ({} plugin {name}); next:\n  xdst plugin build {}\n  xdst plugin test {}/build/{name}.wasm --cases {}/cases",
+                dir.display(),
+                lang.id(),
+                dir.display(),
+                dir.display(),
+                dir.display()
+            );
             Ok(())
         }
         PluginCommand::Build { dir, out, plugin_cache } => {
@@ -412,13 +401,26 @@ fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
             }
             println!("{} cases: {} passed, {} failed", results.len(), results.len() - failed.len(), failed.len());
             if !failed.is_empty() {
-                anyhow::bail!("{} of {} cases failed (if the new output is intended: --bless)", failed.len(), results.len());
+                anyhow::bail!(
+                    "{} of {} cases failed (if the new output is intended: --bless)",
+                    failed.len(),
+                    results.len()
+                );
             }
             Ok(())
         }
         PluginCommand::Push { plugin, target, insecure_registry, sign, plugin_cache } => {
-            let r = tool::push(&plugin, &target, insecure_registry, sign.as_deref(), plugin_cache.or_else(default_plugin_cache))?;
-            println!("pushed {} to {}\n  manifest {}\n  sha256   {}\n  pinned   {}", r.name, r.target, r.manifest, r.digest, r.pinned);
+            let r = tool::push(
+                &plugin,
+                &target,
+                insecure_registry,
+                sign.as_deref(),
+                plugin_cache.or_else(default_plugin_cache),
+            )?;
+            println!(
+                "pushed {} to {}\n  manifest {}\n  sha256   {}\n  pinned   {}",
+                r.name, r.target, r.manifest, r.digest, r.pinned
+            );
             if let Some(tag) = &r.signature {
                 println!("  signed   {tag}");
             }
@@ -461,11 +463,8 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
             d.message
         );
     }
-    let counts: Vec<String> = out
-        .snapshot
-        .types()
-        .map(|(ty, s)| format!("{} {}", s.len(), xdst_core::types::short_name(ty)))
-        .collect();
+    let counts: Vec<String> =
+        out.snapshot.types().map(|(ty, s)| format!("{} {}", s.len(), xdst_core::types::short_name(ty))).collect();
     let summary = format!(
         "{documents} documents, {} plugins ({}): {} (version {})",
         plugins.len(),
@@ -502,7 +501,9 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     let set = |id: &str| matches!(given.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
     macro_rules! take {
         ($field:ident) => {
-            if !set(stringify!($field)) && let Some(v) = c.$field.clone() {
+            if !set(stringify!($field))
+                && let Some(v) = c.$field.clone()
+            {
                 args.$field = v;
             }
         };
@@ -560,7 +561,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {
-        let body = serde_json::json!({"xds_addr": server.xds_addr.to_string(), "admin_addr": server.admin_addr.to_string()});
+        let body =
+            serde_json::json!({"xds_addr": server.xds_addr.to_string(), "admin_addr": server.admin_addr.to_string()});
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, body.to_string())
             .and_then(|_| std::fs::rename(&tmp, path))
@@ -571,7 +573,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // SIGHUP: rescan the watched directories now, as POST /reload does.
         let rescan = server.ctx.rescan.clone();
         let ctx = server.ctx.clone();
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 info!("SIGHUP: rescanning");

@@ -55,9 +55,7 @@ pub struct Metrics {
 }
 
 fn histogram() -> Histogram {
-    Histogram::new([
-        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    ])
+    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
 }
 
 impl Default for Metrics {
@@ -74,8 +72,7 @@ impl Metrics {
         let acks = Family::<Labels1, Counter>::default();
         let nacks = Family::<Labels1, Counter>::default();
         let stale_requests = Family::<Labels1, Counter>::default();
-        let push_ack_seconds =
-            Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+        let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let stream_errors = Family::<Labels1, Counter>::default();
         let loads = Family::<Labels1, Counter>::default();
         let resources = Family::<Labels1, Gauge>::default();
@@ -84,7 +81,11 @@ impl Metrics {
         let plugin_calls = Family::<Labels1, Counter>::default();
         let plugin_failures = Family::<Labels1, Counter>::default();
         let plugin_refusals = Family::<Labels1, Counter>::default();
-        registry.register("plugin_refusals", "Plugin files whose new contents were refused, by file", plugin_refusals.clone());
+        registry.register(
+            "plugin_refusals",
+            "Plugin files whose new contents were refused, by file",
+            plugin_refusals.clone(),
+        );
         let plan_convergence_seconds = histogram();
         let plan_steps = Family::<Labels1, Counter>::default();
         let plan_restarts = Counter::default();
@@ -96,8 +97,16 @@ impl Metrics {
             plan_convergence_seconds.clone(),
         );
         registry.register("plan_steps", "Make-before-break steps entered by step", plan_steps.clone());
-        registry.register("plan_restarts", "Plans restarted by a change before the node converged", plan_restarts.clone());
-        registry.register("plan_nack_stops", "Plans stopped because the node rejected an update", plan_nack_stops.clone());
+        registry.register(
+            "plan_restarts",
+            "Plans restarted by a change before the node converged",
+            plan_restarts.clone(),
+        );
+        registry.register(
+            "plan_nack_stops",
+            "Plans stopped because the node rejected an update",
+            plan_nack_stops.clone(),
+        );
         registry.register(
             "plan_grace_expired",
             "Steps that proceeded without an ACK after the grace period by step",
@@ -110,48 +119,20 @@ impl Metrics {
             generation_seconds.clone(),
         );
         registry.register("plugin_calls", "Plugin translate calls by plugin", plugin_calls.clone());
-        registry.register(
-            "plugin_failures",
-            "Generations failed by a plugin, by plugin",
-            plugin_failures.clone(),
-        );
-        registry.register(
-            "streams",
-            "Connected xDS streams by api and service",
-            streams.clone(),
-        );
-        registry.register(
-            "responses",
-            "Discovery responses sent by api and type",
-            responses.clone(),
-        );
+        registry.register("plugin_failures", "Generations failed by a plugin, by plugin", plugin_failures.clone());
+        registry.register("streams", "Connected xDS streams by api and service", streams.clone());
+        registry.register("responses", "Discovery responses sent by api and type", responses.clone());
         registry.register("acks", "Responses acknowledged by type", acks.clone());
         registry.register("nacks", "Responses rejected by type", nacks.clone());
-        registry.register(
-            "stale_requests",
-            "Requests ignored for a stale nonce by type",
-            stale_requests.clone(),
-        );
+        registry.register("stale_requests", "Requests ignored for a stale nonce by type", stale_requests.clone());
         registry.register(
             "push_ack_seconds",
             "Time from sending a response to its ACK by type",
             push_ack_seconds.clone(),
         );
-        registry.register(
-            "stream_errors",
-            "Streams closed for a protocol error by reason",
-            stream_errors.clone(),
-        );
-        registry.register(
-            "resource_loads",
-            "Resource set loads by result",
-            loads.clone(),
-        );
-        registry.register(
-            "resources",
-            "Resources in the default node group by type",
-            resources.clone(),
-        );
+        registry.register("stream_errors", "Streams closed for a protocol error by reason", stream_errors.clone());
+        registry.register("resource_loads", "Resource set loads by result", loads.clone());
+        registry.register("resources", "Resources in the default node group by type", resources.clone());
         Metrics {
             registry,
             streams,
@@ -201,10 +182,7 @@ pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {
 
 /// `[("api", "sotw"), ("service", "ads")]`
 pub fn by_api_service(api: &'static str, service: &'static str) -> Labels2 {
-    [
-        ("api", Cow::Borrowed(api)),
-        ("service", Cow::Borrowed(service)),
-    ]
+    [("api", Cow::Borrowed(api)), ("service", Cow::Borrowed(service))]
 }
 
 /// `[(key, value)]` for a static value.

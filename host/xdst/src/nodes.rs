@@ -85,13 +85,8 @@ impl Registry {
 
     /// Every connected node with its streams and plan; the JSON of `/debug/nodes`.
     pub fn report(&self, plans: &HashMap<(String, String), RolloutStatus>) -> Vec<NodeReport> {
-        let entries: Vec<(u64, Arc<StreamEntry>)> = self
-            .streams
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
+        let entries: Vec<(u64, Arc<StreamEntry>)> =
+            self.streams.lock().unwrap().iter().map(|(k, v)| (*k, v.clone())).collect();
         let mut nodes: BTreeMap<String, NodeReport> = BTreeMap::new();
         for (id, e) in entries {
             let info = e.source.node().unwrap_or_default();
@@ -108,11 +103,7 @@ impl Registry {
                 api: e.api,
                 service: e.service,
                 peer: e.peer.map(|p| p.to_string()),
-                connected_at: e
-                    .connected_at
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0),
+                connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
                 types: e.source.status(),
             });
         }

@@ -53,7 +53,9 @@ impl Lang {
             .iter()
             .find(|(id, _, _)| *id == self.id())
             .map(|(_, recipe, files)| (*recipe, *files))
-            .with_context(|| format!("this xdst was built without the {} template (guest-sdk/{}/)", self.id(), self.id()))
+            .with_context(|| {
+                format!("this xdst was built without the {} template (guest-sdk/{}/)", self.id(), self.id())
+            })
     }
 }
 
@@ -73,10 +75,13 @@ pub fn new(lang: Lang, name: &str, kind: Option<&str>, dir: Option<&Path>) -> an
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.ends_with('-');
     if !valid {
-        bail!("plugin name {name:?}: use lowercase letters, digits and dashes, starting with a letter (e.g. team-gateway)");
+        bail!(
+            "plugin name {name:?}: use lowercase letters, digits and dashes, starting with a letter (e.g. team-gateway)"
+        );
     }
     let kind = kind.map(str::to_owned).unwrap_or_else(|| pascal(name));
-    if !kind.chars().next().is_some_and(|c| c.is_ascii_uppercase()) || !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+    if !kind.chars().next().is_some_and(|c| c.is_ascii_uppercase()) || !kind.chars().all(|c| c.is_ascii_alphanumeric())
+    {
         bail!("kind {kind:?}: use PascalCase letters and digits (e.g. TeamGateway)");
     }
     let dir = dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from(name));
@@ -137,8 +142,9 @@ pub fn toolchains_dir() -> PathBuf {
 /// Builds the plugin in `dir` into `out` (default `dir/build/<name>.wasm`); returns the file.
 pub fn build(dir: &Path, out: Option<&Path>, cache_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let manifest_path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&manifest_path)
-        .with_context(|| format!("reading {} (made by `xdst plugin new`; it names the plugin and its language)", manifest_path.display()))?;
+    let text = std::fs::read_to_string(&manifest_path).with_context(|| {
+        format!("reading {} (made by `xdst plugin new`; it names the plugin and its language)", manifest_path.display())
+    })?;
     let manifest: Manifest = serde_yaml_ng::from_str(&text).with_context(|| format!("{}", manifest_path.display()))?;
     let out = out.map(Path::to_owned).unwrap_or_else(|| dir.join("build").join(format!("{}.wasm", manifest.name)));
     let out = std::path::absolute(&out)?;
@@ -150,7 +156,13 @@ pub fn build(dir: &Path, out: Option<&Path>, cache_dir: Option<PathBuf>) -> anyh
     std::fs::create_dir_all(&wit)?;
     std::fs::write(wit.join("plugin.wit"), embedded::WIT)?;
     let toolchains = toolchains_dir();
-    eprintln!("==> building {} ({}) with guest-sdk/{}/build.sh; toolchains in {}", manifest.name, manifest.lang.id(), manifest.lang.id(), toolchains.display());
+    eprintln!(
+        "==> building {} ({}) with guest-sdk/{}/build.sh; toolchains in {}",
+        manifest.name,
+        manifest.lang.id(),
+        manifest.lang.id(),
+        toolchains.display()
+    );
     let start = Instant::now();
     let status = std::process::Command::new("bash")
         .arg(&recipe_path)
@@ -183,7 +195,11 @@ pub fn build(dir: &Path, out: Option<&Path>, cache_dir: Option<PathBuf>) -> anyh
 }
 
 fn tempdir(prefix: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos()));
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos()
+    ));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -227,23 +243,49 @@ pub struct Pushed {
 }
 
 /// Loads the plugin (so only plugins reach the registry) and pushes it as a wasm OCI artifact.
-pub fn push(file: &Path, target: &str, insecure: Vec<String>, sign: Option<&Path>, cache_dir: Option<PathBuf>) -> anyhow::Result<Pushed> {
+pub fn push(
+    file: &Path,
+    target: &str,
+    insecure: Vec<String>,
+    sign: Option<&Path>,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<Pushed> {
     use crate::distribution::{Fetcher, OciRef, PushInfo};
-    let oci = OciRef::parse(target.strip_prefix("oci://").ok_or_else(|| anyhow::anyhow!("{target:?}: the target is oci://REGISTRY/REPOSITORY:TAG"))?)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let oci = OciRef::parse(
+        target
+            .strip_prefix("oci://")
+            .ok_or_else(|| anyhow::anyhow!("{target:?}: the target is oci://REGISTRY/REPOSITORY:TAG"))?,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let plugin = load(file, cache_dir.clone())?;
-    let info = PushInfo { name: plugin.info().name.clone(), version: plugin.info().version.clone(), component: !bytes.starts_with(b"\0asm\x01\0\0\0") };
-    let artifacts = cache_dir.map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
+    let info = PushInfo {
+        name: plugin.info().name.clone(),
+        version: plugin.info().version.clone(),
+        component: !bytes.starts_with(b"\0asm\x01\0\0\0"),
+    };
+    let artifacts =
+        cache_dir.map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
     let fetcher = Fetcher::new(artifacts, insecure, None)?;
     // Sign first: a bad key fails before anything is pushed.
     let sig = sign.map(|key| crate::distribution::sign(key, plugin.digest())).transpose()?;
     let manifest = fetcher.push(&oci, &bytes, &info).with_context(|| format!("pushing {} to {oci}", file.display()))?;
     let signature = match sig {
-        Some(sig) => Some(fetcher.push_signature(&oci, plugin.digest(), format!("{sig}\n").as_bytes()).context("pushing the signature")?),
+        Some(sig) => Some(
+            fetcher
+                .push_signature(&oci, plugin.digest(), format!("{sig}\n").as_bytes())
+                .context("pushing the signature")?,
+        ),
         None => None,
     };
-    Ok(Pushed { name: info.name, target: oci.to_string(), pinned: oci.at(&manifest).to_string(), manifest, digest: plugin.digest().to_owned(), signature })
+    Ok(Pushed {
+        name: info.name,
+        target: oci.to_string(),
+        pinned: oci.at(&manifest).to_string(),
+        manifest,
+        digest: plugin.digest().to_owned(),
+        signature,
+    })
 }
 
 pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspection> {
@@ -252,8 +294,14 @@ pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspec
     let core = bytes.get(4..8) == Some(&[1, 0, 0, 0]);
     let (module, contract) = match (core, plugin.abi()) {
         (false, _) => ("component", format!("xdst:plugin@{} (WIT)", xdst_plugin::CONTRACT)),
-        (true, xdst_plugin::Abi::CoreModule) => ("core module (core-module ABI)", format!("xdst_plugin_abi_{} (proto/core-abi)", xdst_plugin::CONTRACT.replace('.', "_"))),
-        (true, _) => ("core module with the WIT world embedded (made a component at load)", format!("xdst:plugin@{} (WIT)", xdst_plugin::CONTRACT)),
+        (true, xdst_plugin::Abi::CoreModule) => (
+            "core module (core-module ABI)",
+            format!("xdst_plugin_abi_{} (proto/core-abi)", xdst_plugin::CONTRACT.replace('.', "_")),
+        ),
+        (true, _) => (
+            "core module with the WIT world embedded (made a component at load)",
+            format!("xdst:plugin@{} (WIT)", xdst_plugin::CONTRACT),
+        ),
     };
     let info = plugin.info();
     Ok(Inspection {
@@ -279,7 +327,11 @@ pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspec
 
 impl std::fmt::Display for Inspection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let size = if self.size >= 1 << 20 { format!("{:.1} MiB", self.size as f64 / (1 << 20) as f64) } else { format!("{:.1} KiB", self.size as f64 / 1024.0) };
+        let size = if self.size >= 1 << 20 {
+            format!("{:.1} MiB", self.size as f64 / (1 << 20) as f64)
+        } else {
+            format!("{:.1} KiB", self.size as f64 / 1024.0)
+        };
         writeln!(f, "file:        {}", self.file.display())?;
         writeln!(f, "module:      {}", self.module)?;
         writeln!(f, "contract:    {}", self.contract)?;
@@ -347,7 +399,9 @@ fn run_case(plugins: &[Configured], dir: &Path, bless: bool) -> anyhow::Result<O
     let mut n = 0;
     for e in std::fs::read_dir(dir)?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("expected") && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json")) {
+        if !name.starts_with("expected")
+            && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
+        {
             std::fs::copy(e.path(), work.join(&name))?;
             n += 1;
         }
@@ -385,12 +439,17 @@ fn run_case(plugins: &[Configured], dir: &Path, bless: bool) -> anyhow::Result<O
         });
     }
     if err_file.exists() {
-        let want: ExpectedError = serde_yaml_ng::from_str(&std::fs::read_to_string(&err_file)?).with_context(|| format!("{}", err_file.display()))?;
+        let want: ExpectedError = serde_yaml_ng::from_str(&std::fs::read_to_string(&err_file)?)
+            .with_context(|| format!("{}", err_file.display()))?;
         return Ok(match actual {
             Ok(_) => Some(format!("expected the translation to fail ({}), but it succeeded", describe_error(&want))),
             Err(got) => {
-                let same = got.document == want.document && got.field == want.field && want.message.as_ref().is_none_or(|m| got.message.as_ref() == Some(m));
-                (!same).then(|| format!("expected the failure {}\n  but got {}", describe_error(&want), describe_error(&got)))
+                let same = got.document == want.document
+                    && got.field == want.field
+                    && want.message.as_ref().is_none_or(|m| got.message.as_ref() == Some(m));
+                (!same).then(|| {
+                    format!("expected the failure {}\n  but got {}", describe_error(&want), describe_error(&got))
+                })
             }
         });
     }
@@ -400,10 +459,14 @@ fn run_case(plugins: &[Configured], dir: &Path, bless: bool) -> anyhow::Result<O
 fn expected_error(e: &PipelineError) -> ExpectedError {
     match e {
         PipelineError::Plugin { error, .. } => match &error.failure {
-            Failure::Reported { message, document, field } => ExpectedError { document: document.clone(), field: field.clone(), message: Some(message.clone()) },
+            Failure::Reported { message, document, field } => {
+                ExpectedError { document: document.clone(), field: field.clone(), message: Some(message.clone()) }
+            }
             _ => ExpectedError { document: None, field: None, message: Some(error.to_string()) },
         },
-        PipelineError::InvalidResource { document, field, .. } => ExpectedError { document: document.clone(), field: field.clone(), message: Some(e.to_string()) },
+        PipelineError::InvalidResource { document, field, .. } => {
+            ExpectedError { document: document.clone(), field: field.clone(), message: Some(e.to_string()) }
+        }
         other => ExpectedError { document: None, field: None, message: Some(other.to_string()) },
     }
 }
@@ -527,7 +590,10 @@ mod tests {
         assert_eq!(pascal("team-gateway"), "TeamGateway");
         let dir = std::env::temp_dir().join(format!("xdst-new-{}", std::process::id()));
         for bad in ["Team", "9lives", "a_b", "x-"] {
-            assert!(new(Lang::Rust, bad, None, Some(&dir)).unwrap_err().to_string().contains("lowercase letters"), "{bad}");
+            assert!(
+                new(Lang::Rust, bad, None, Some(&dir)).unwrap_err().to_string().contains("lowercase letters"),
+                "{bad}"
+            );
         }
         assert!(new(Lang::Rust, "ok", Some("lower"), Some(&dir)).unwrap_err().to_string().contains("PascalCase"));
     }

@@ -18,9 +18,13 @@ use crate::xds::fetch;
 
 pub fn routes(ctx: &Ctx) -> Router {
     let mut r = Router::new();
-    for (path, type_url) in [("listeners", LISTENER), ("routes", ROUTE), ("clusters", CLUSTER), ("endpoints", ENDPOINT)] {
+    for (path, type_url) in [("listeners", LISTENER), ("routes", ROUTE), ("clusters", CLUSTER), ("endpoints", ENDPOINT)]
+    {
         let ctx = ctx.clone();
-        r = r.route(&format!("/v3/discovery:{path}"), post(move |body: Bytes| async move { handle(&ctx, type_url, &body) }));
+        r = r.route(
+            &format!("/v3/discovery:{path}"),
+            post(move |body: Bytes| async move { handle(&ctx, type_url, &body) }),
+        );
     }
     r
 }
@@ -34,7 +38,8 @@ fn handle(ctx: &Ctx, type_url: &'static str, body: &[u8]) -> Response {
         Ok(v) => v,
         Err(e) => return bad_request(format!("request body is not JSON: {e}")),
     };
-    let desc = descriptors::pool().get_message_by_name("envoy.service.discovery.v3.DiscoveryRequest").expect("in the pool");
+    let desc =
+        descriptors::pool().get_message_by_name("envoy.service.discovery.v3.DiscoveryRequest").expect("in the pool");
     let msg = match xdst_core::decode::decode_message(desc, value) {
         Ok(m) => m,
         Err((field, e)) => {
@@ -55,7 +60,8 @@ fn handle(ctx: &Ctx, type_url: &'static str, body: &[u8]) -> Response {
     }
     let mut bytes = Vec::with_capacity(xdst_core::wire::sotw_len(&resp));
     xdst_core::wire::encode_sotw(&resp, &mut bytes);
-    let desc = descriptors::pool().get_message_by_name("envoy.service.discovery.v3.DiscoveryResponse").expect("in the pool");
+    let desc =
+        descriptors::pool().get_message_by_name("envoy.service.discovery.v3.DiscoveryResponse").expect("in the pool");
     let msg = DynamicMessage::decode(desc, bytes.as_slice()).expect("our own encoding decodes");
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::new(&mut out);

@@ -85,7 +85,11 @@ impl Rollouts {
                     id: id.to_owned(),
                     state: Mutex::new(NodeState {
                         rollout: None,
-                        offer: Arc::new(Offer { snapshot: Arc::new(Snapshot::default()), hold: &types::CORE_TYPES, resync: 0 }),
+                        offer: Arc::new(Offer {
+                            snapshot: Arc::new(Snapshot::default()),
+                            hold: &types::CORE_TYPES,
+                            resync: 0,
+                        }),
                         streams: 0,
                         idle_since: None,
                     }),

@@ -29,7 +29,14 @@ impl Default for H2 {
 }
 
 /// Serves until `shutdown` turns true, then gives open connections `grace` to finish.
-pub async fn serve(name: &'static str, listener: TcpListener, router: Router, h2: H2, mut shutdown: watch::Receiver<bool>, grace: Duration) {
+pub async fn serve(
+    name: &'static str,
+    listener: TcpListener,
+    router: Router,
+    h2: H2,
+    mut shutdown: watch::Receiver<bool>,
+    grace: Duration,
+) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()

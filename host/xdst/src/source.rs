@@ -70,10 +70,7 @@ pub(crate) fn is_resource_file(path: &Path) -> bool {
     if name.starts_with('.') || name.ends_with('~') {
         return false;
     }
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml" | "json")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
 fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError> {
@@ -96,18 +93,11 @@ fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError>
     Ok((files, groups))
 }
 
-fn decode_files(
-    root: &Path,
-    files: &[PathBuf],
-) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
+fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| LoadError::Read(f.clone(), e))?;
-        let label = f
-            .strip_prefix(root)
-            .unwrap_or(f)
-            .to_string_lossy()
-            .into_owned();
+        let label = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
         out.extend(decode_file(&label, &text)?);
     }
     Ok(out)
@@ -127,13 +117,7 @@ pub fn load(dir: &Path) -> Result<(Publication, usize), LoadError> {
         let snapshot = Snapshot::from_resources(shared.iter().cloned().chain(own))?;
         by_group.insert(name, snapshot);
     }
-    Ok((
-        Publication {
-            default,
-            groups: by_group,
-        },
-        count,
-    ))
+    Ok((Publication { default, groups: by_group }, count))
 }
 
 /// Loads and publishes once; on failure the previous set keeps serving.
@@ -141,11 +125,7 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
     let started = Instant::now();
     let result = load(dir).and_then(|(p, files)| {
         let resources = p.default.len();
-        let counts: Vec<(String, usize)> = p
-            .default
-            .types()
-            .map(|(t, s)| (t.to_string(), s.len()))
-            .collect();
+        let counts: Vec<(String, usize)> = p.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let report = ctx.cache.publish(p)?;
         Ok((report, files, resources, counts))
     });
@@ -154,22 +134,13 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
     match result {
         Ok((report, files, resources, counts)) => {
             st.loads_ok += 1;
-            st.last_ok_at = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .ok()
-                .map(|d| d.as_secs());
+            st.last_ok_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
             st.last_error = None;
             st.files = files;
             st.resources = resources;
-            ctx.metrics
-                .loads
-                .get_or_create(&label("result", "ok"))
-                .inc();
+            ctx.metrics.loads.get_or_create(&label("result", "ok")).inc();
             for (t, n) in counts {
-                ctx.metrics
-                    .resources
-                    .get_or_create(&by_type(&t))
-                    .set(n as i64);
+                ctx.metrics.resources.get_or_create(&by_type(&t)).set(n as i64);
             }
             info!(dir = %dir.display(), files, resources, changed_groups = ?report.changed_groups, elapsed_ms = started.elapsed().as_millis() as u64, "resources loaded");
             Ok(())
@@ -177,10 +148,7 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
         Err(e) => {
             st.loads_refused += 1;
             st.last_error = Some(e.to_string());
-            ctx.metrics
-                .loads
-                .get_or_create(&label("result", "refused"))
-                .inc();
+            ctx.metrics.loads.get_or_create(&label("result", "refused")).inc();
             error!(dir = %dir.display(), error = %e, "resources refused; the last good set keeps serving");
             Err(e)
         }
@@ -202,7 +170,9 @@ pub fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>
                     stack.push(path.clone());
                 }
                 out.push((path, 0, None));
-            } else if is_resource_file(&path) || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub") {
+            } else if is_resource_file(&path)
+                || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
+            {
                 out.push((path, meta.len(), meta.modified().ok()));
             }
         }
@@ -238,12 +208,22 @@ pub async fn watch(ctx: Ctx, dir: PathBuf, resync: Duration) {
     let d = dir.clone();
     let missing = {
         let ctx = ctx.clone();
-        move |gone: &Path| ctx.source.inner.lock().unwrap().last_error = Some(format!("resources directory {} disappeared", gone.display()))
+        move |gone: &Path| {
+            ctx.source.inner.lock().unwrap().last_error =
+                Some(format!("resources directory {} disappeared", gone.display()))
+        }
     };
     let rescan = ctx.rescan.clone();
-    watch_dirs(ctx, vec![dir], resync, Some(rescan), std::sync::Arc::new(move || {
-        let _ = reload(&c, &d);
-    }), missing)
+    watch_dirs(
+        ctx,
+        vec![dir],
+        resync,
+        Some(rescan),
+        std::sync::Arc::new(move || {
+            let _ = reload(&c, &d);
+        }),
+        missing,
+    )
     .await
 }
 
@@ -372,13 +352,7 @@ mod tests {
         for ok in ["a.yaml", "b.yml", "c.json"] {
             assert!(is_resource_file(Path::new(ok)), "{ok}");
         }
-        for skip in [
-            ".a.yaml.swp",
-            ".hidden.yaml",
-            "a.yaml~",
-            "notes.txt",
-            "a.yaml.tmp",
-        ] {
+        for skip in [".a.yaml.swp", ".hidden.yaml", "a.yaml~", "notes.txt", "a.yaml.tmp"] {
             assert!(!is_resource_file(Path::new(skip)), "{skip}");
         }
     }

@@ -19,7 +19,12 @@ const ORDER: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
 
 /// Translates `intent` with the plugins in `plugins` for `group`, and checks the result as
 /// `serve` would before publishing it.
-pub fn run(intent: &Path, plugins: &Path, group: &str, cache_dir: Option<PathBuf>) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
+pub fn run(
+    intent: &Path,
+    plugins: &Path,
+    group: &str,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
     let runtime = Runtime::new(RuntimeConfig { cache_dir, fuel: false })?;
     let loaded = DirLoader::new(runtime).load(plugins)?;
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
@@ -34,14 +39,23 @@ pub fn run(intent: &Path, plugins: &Path, group: &str, cache_dir: Option<PathBuf
 /// [`run`] with the plugins of a configuration file (`serve --config`): its `plugins` list
 /// (pulled and checked exactly as `serve` would: pins, signatures) or its `pluginsDir`. The
 /// intent directory is `intent`, else the file's.
-pub fn run_config(file: &Path, intent: Option<&Path>, group: &str, cache_dir: Option<PathBuf>) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
+pub fn run_config(
+    file: &Path,
+    intent: Option<&Path>,
+    group: &str,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
     let c = crate::config::read(file)?;
-    let intent = intent.map(Path::to_path_buf).or(c.intent.clone()).ok_or_else(|| anyhow::anyhow!("no intent: give --intent DIR or `intent` in {}", file.display()))?;
+    let intent = intent
+        .map(Path::to_path_buf)
+        .or(c.intent.clone())
+        .ok_or_else(|| anyhow::anyhow!("no intent: give --intent DIR or `intent` in {}", file.display()))?;
     let cache_dir = c.plugin_cache.clone().or(cache_dir);
     if let Some(dir) = &c.plugins_dir {
         return run(&intent, dir, group, cache_dir);
     }
-    let artifacts = cache_dir.as_ref().map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
+    let artifacts =
+        cache_dir.as_ref().map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
     let fetcher = crate::distribution::Fetcher::new(artifacts, c.insecure_registries.clone(), c.ca_file.as_deref())?;
     let entries = crate::config::ConfiguredPlugins::new(file.to_owned(), fetcher).entries(0)?;
     let loader = DirLoader::new(Runtime::new(RuntimeConfig { cache_dir, fuel: false })?);
@@ -76,7 +90,10 @@ pub fn ordered(snapshot: &Snapshot) -> Vec<&Resource> {
 pub fn resource_json(r: &Resource) -> Value {
     let body = xdst_core::descriptors::message_for_type_url(r.type_url())
         .and_then(|d| DynamicMessage::decode(d, r.body().as_ref()).ok())
-        .and_then(|m| m.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new().use_proto_field_name(true)).ok());
+        .and_then(|m| {
+            m.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new().use_proto_field_name(true))
+                .ok()
+        });
     let mut out = Map::new();
     out.insert("@type".into(), Value::String(r.type_url().to_string()));
     if let Some(Value::Object(fields)) = body {
@@ -140,7 +157,12 @@ pub fn write_out_dir(snapshot: &Snapshot, dir: &Path) -> anyhow::Result<Vec<Path
     std::fs::create_dir_all(dir.join("rds")).with_context(|| format!("creating --out-dir {}", dir.display()))?;
     let dir = dir.canonicalize().with_context(|| format!("resolving --out-dir {}", dir.display()))?;
     let mut written = Vec::new();
-    let write = |path: PathBuf, type_url: &str, version: &str, resources: Vec<Value>, written: &mut Vec<PathBuf>| -> anyhow::Result<()> {
+    let write = |path: PathBuf,
+                 type_url: &str,
+                 version: &str,
+                 resources: Vec<Value>,
+                 written: &mut Vec<PathBuf>|
+     -> anyhow::Result<()> {
         let response = json!({ "version_info": version, "type_url": type_url, "resources": resources });
         let parent = path.parent().expect("files live in a directory");
         let tmp = parent.join(format!(".{}.tmp{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
@@ -176,7 +198,9 @@ pub fn write_out_dir(snapshot: &Snapshot, dir: &Path) -> anyhow::Result<Vec<Path
     }
     for t in types {
         let set = snapshot.get(&t);
-        let version = set.map(|s| s.version().to_string()).unwrap_or_else(|| xdst_core::resource::set_version(std::iter::empty()));
+        let version = set
+            .map(|s| s.version().to_string())
+            .unwrap_or_else(|| xdst_core::resource::set_version(std::iter::empty()));
         let resources: Vec<Value> = set.map(|s| s.resources().map(|r| json_of(r)).collect()).unwrap_or_default();
         write(dir.join(file_for(&t)), &t, &version, resources, &mut written)?;
     }
@@ -209,11 +233,16 @@ fn point_at_files(v: &mut Value, key: Option<&str>, dir: &Path) {
         return;
     };
     // A cluster: its EDS source names the load assignment by service_name, else its name.
-    if let (Some(name), Some(Value::Object(eds))) = (map.get("name").and_then(Value::as_str).map(str::to_owned), map.get_mut("eds_cluster_config")) {
+    if let (Some(name), Some(Value::Object(eds))) =
+        (map.get("name").and_then(Value::as_str).map(str::to_owned), map.get_mut("eds_cluster_config"))
+    {
         let service = eds.get("service_name").and_then(Value::as_str).map(str::to_owned).unwrap_or(name);
         if let Some(Value::Object(source)) = eds.get_mut("eds_config") {
             if source.remove("ads").is_some() {
-                source.insert("path_config_source".into(), path_source(dir.join("eds").join(format!("{}.json", file_name(&service)))));
+                source.insert(
+                    "path_config_source".into(),
+                    path_source(dir.join("eds").join(format!("{}.json", file_name(&service)))),
+                );
             }
         }
     }
@@ -222,7 +251,10 @@ fn point_at_files(v: &mut Value, key: Option<&str>, dir: &Path) {
         let route = map.get("route_config_name").and_then(Value::as_str).map(str::to_owned);
         if let (Some(route), Some(Value::Object(source))) = (route, map.get_mut("config_source")) {
             if source.remove("ads").is_some() {
-                source.insert("path_config_source".into(), path_source(dir.join("rds").join(format!("{}.json", file_name(&route)))));
+                source.insert(
+                    "path_config_source".into(),
+                    path_source(dir.join("rds").join(format!("{}.json", file_name(&route)))),
+                );
             }
         }
     }

@@ -47,12 +47,24 @@ pub const PER_TYPE: [(&str, &str, &str, &str); 4] = [
 /// Every gRPC route of the xDS port.
 pub fn routes(ctx: &Ctx) -> Router {
     let mut r = Router::new()
-        .route_service(&format!("{ADS}/StreamAggregatedResources"), stream_service::<SotwStream>(ctx.clone(), Scope::Aggregated, "ads"))
-        .route_service(&format!("{ADS}/DeltaAggregatedResources"), stream_service::<DeltaStream>(ctx.clone(), Scope::Aggregated, "ads"));
+        .route_service(
+            &format!("{ADS}/StreamAggregatedResources"),
+            stream_service::<SotwStream>(ctx.clone(), Scope::Aggregated, "ads"),
+        )
+        .route_service(
+            &format!("{ADS}/DeltaAggregatedResources"),
+            stream_service::<DeltaStream>(ctx.clone(), Scope::Aggregated, "ads"),
+        );
     for (service, suffix, type_url, label) in PER_TYPE {
         r = r
-            .route_service(&format!("{service}/Stream{suffix}"), stream_service::<SotwStream>(ctx.clone(), Scope::Single(type_url), label))
-            .route_service(&format!("{service}/Delta{suffix}"), stream_service::<DeltaStream>(ctx.clone(), Scope::Single(type_url), label))
+            .route_service(
+                &format!("{service}/Stream{suffix}"),
+                stream_service::<SotwStream>(ctx.clone(), Scope::Single(type_url), label),
+            )
+            .route_service(
+                &format!("{service}/Delta{suffix}"),
+                stream_service::<DeltaStream>(ctx.clone(), Scope::Single(type_url), label),
+            )
             .route_service(&format!("{service}/Fetch{suffix}"), fetch_service(ctx.clone(), type_url));
     }
     r
@@ -64,7 +76,9 @@ fn stream_service<M: Machine>(
     ctx: Ctx,
     scope: Scope,
     label: &'static str,
-) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send> + Clone + Send {
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send>
++ Clone
++ Send {
     tower::service_fn(move |req: HttpRequest| {
         let ctx = ctx.clone();
         let scope = scope.clone();
@@ -72,7 +86,8 @@ fn stream_service<M: Machine>(
             let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
             let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
                 let driver = Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, req.into_inner());
-                let stream: BoxStream<'static, Result<M::Response, Status>> = Box::pin(futures::stream::unfold(driver, Driver::next));
+                let stream: BoxStream<'static, Result<M::Response, Status>> =
+                    Box::pin(futures::stream::unfold(driver, Driver::next));
                 std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
             });
             let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default());
@@ -84,7 +99,9 @@ fn stream_service<M: Machine>(
 fn fetch_service(
     ctx: Ctx,
     type_url: &'static str,
-) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send> + Clone + Send {
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send>
++ Clone
++ Send {
     tower::service_fn(move |req: HttpRequest| {
         let ctx = ctx.clone();
         async move {
@@ -153,7 +170,13 @@ enum Wake<R> {
 }
 
 impl<M: Machine> Driver<M> {
-    fn new(ctx: Ctx, scope: Scope, label: &'static str, peer: Option<std::net::SocketAddr>, requests: Streaming<M::Request>) -> Self {
+    fn new(
+        ctx: Ctx,
+        scope: Scope,
+        label: &'static str,
+        peer: Option<std::net::SocketAddr>,
+        requests: Streaming<M::Request>,
+    ) -> Self {
         ctx.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
         let shutdown = ctx.shutdown.clone();
         Driver {

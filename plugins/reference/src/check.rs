@@ -24,13 +24,7 @@ pub const HTTP_RETRY_ON: &[&str] = &[
 ];
 
 /// What proxyless gRPC clients accept in `retry_on`.
-pub const GRPC_RETRY_ON: &[&str] = &[
-    "cancelled",
-    "deadline-exceeded",
-    "internal",
-    "resource-exhausted",
-    "unavailable",
-];
+pub const GRPC_RETRY_ON: &[&str] = &["cancelled", "deadline-exceeded", "internal", "resource-exhausted", "unavailable"];
 
 /// A reference to another document's name (a Service): the same rules the host applies to
 /// `metadata.name`.
@@ -41,22 +35,15 @@ pub fn name(name: &str) -> Result<(), String> {
     if name.len() > 253 {
         return Err(format!("{name:?} is longer than 253 characters"));
     }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
-    {
-        return Err(format!(
-            "{name:?} may contain only letters, digits, '-', '.' and '_'"
-        ));
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)) {
+        return Err(format!("{name:?} may contain only letters, digits, '-', '.' and '_'"));
     }
     Ok(())
 }
 
 /// Listener and EDS endpoint addresses are IP literals: Envoy does not resolve them.
 pub fn ip(address: &str) -> Result<IpAddr, String> {
-    address.parse().map_err(|_| {
-        format!("{address:?} is not an IP address (Envoy does not resolve names here)")
-    })
+    address.parse().map_err(|_| format!("{address:?} is not an IP address (Envoy does not resolve names here)"))
 }
 
 /// A weight in a split or a locality: at least 1.
@@ -73,17 +60,12 @@ pub fn domain(domain: &str) -> Result<(), String> {
     if domain.is_empty() {
         return Err("must not be empty".into());
     }
-    if domain
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '/')
-    {
+    if domain.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
         return Err(format!("{domain:?} is not a hostname"));
     }
     let stars = domain.matches('*').count();
     if stars > 1 || (stars == 1 && !domain.starts_with('*') && !domain.ends_with('*')) {
-        return Err(format!(
-            "{domain:?}: a wildcard must be the first or last character, once (*.example.com)"
-        ));
+        return Err(format!("{domain:?}: a wildcard must be the first or last character, once (*.example.com)"));
     }
     Ok(())
 }
@@ -92,17 +74,11 @@ pub fn domain(domain: &str) -> Result<(), String> {
 /// (`mutation`: Envoy refuses to add or remove pseudo-headers and `host`).
 pub fn header_name(name: &str, mutation: bool) -> Result<(), String> {
     let token = name.strip_prefix(':').unwrap_or(name);
-    if token.is_empty()
-        || !token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-    {
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
         return Err(format!("{name:?} is not a valid header name"));
     }
     if mutation && (name.starts_with(':') || name.eq_ignore_ascii_case("host")) {
-        return Err(format!(
-            "{name:?} cannot be changed here (pseudo-headers and host are off limits)"
-        ));
+        return Err(format!("{name:?} cannot be changed here (pseudo-headers and host are off limits)"));
     }
     Ok(())
 }
@@ -148,10 +124,7 @@ pub fn retry_on(on: &str, allowed: &[&str]) -> Result<String, String> {
     let mut out = String::with_capacity(on.len());
     for condition in on.split(',').map(str::trim) {
         if !allowed.contains(&condition) {
-            return Err(format!(
-                "unknown retry condition {condition:?} (one of: {})",
-                allowed.join(", ")
-            ));
+            return Err(format!("unknown retry condition {condition:?} (one of: {})", allowed.join(", ")));
         }
         if !out.is_empty() {
             out.push(',');
@@ -203,10 +176,7 @@ mod tests {
 
     #[test]
     fn retry_conditions() {
-        assert_eq!(
-            retry_on(" 5xx, reset ", HTTP_RETRY_ON).as_deref(),
-            Ok("5xx,reset")
-        );
+        assert_eq!(retry_on(" 5xx, reset ", HTTP_RETRY_ON).as_deref(), Ok("5xx,reset"));
         assert!(retry_on("5xx,", HTTP_RETRY_ON).is_err());
         assert!(retry_on("5xx", GRPC_RETRY_ON).is_err());
         assert!(retry_on("unavailable,cancelled", GRPC_RETRY_ON).is_ok());

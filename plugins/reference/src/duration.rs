@@ -15,11 +15,7 @@ pub struct Dur(pub Duration);
 
 /// Parses a duration string; the error says what is wrong with it.
 pub fn parse(s: &str) -> Result<Duration, String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "invalid duration {s:?}: {why}; write for example 250ms, 1s or 1m30s"
-        ))
-    };
+    let bad = |why: &str| Err(format!("invalid duration {s:?}: {why}; write for example 250ms, 1s or 1m30s"));
     if s.is_empty() {
         return bad("empty");
     }
@@ -29,16 +25,12 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     let mut total: u128 = 0; // nanoseconds
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if digits == 0 {
             return bad("expected a number");
         }
         let (number, after) = rest.split_at(digits);
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
+        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_len);
         let nanos_per_unit: u128 = match unit {
             "h" => 3_600_000_000_000,
@@ -54,11 +46,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
             return bad("malformed number");
         }
-        let Ok(whole) = (if whole.is_empty() {
-            Ok(0)
-        } else {
-            whole.parse::<u128>()
-        }) else {
+        let Ok(whole) = (if whole.is_empty() { Ok(0) } else { whole.parse::<u128>() }) else {
             return bad("too large");
         };
         let mut term = whole.checked_mul(nanos_per_unit);
@@ -74,10 +62,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         };
         rest = after;
     }
-    Ok(Duration::new(
-        (total / 1_000_000_000) as u64,
-        (total % 1_000_000_000) as u32,
-    ))
+    Ok(Duration::new((total / 1_000_000_000) as u64, (total % 1_000_000_000) as u32))
 }
 
 impl<'de> Deserialize<'de> for Dur {

@@ -27,18 +27,14 @@ pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<()
         let at = format!("spec.hosts[{h}]");
         let hostnames = host.hostnames.unwrap_or_else(|| vec!["*".to_owned()]);
         if hostnames.is_empty() {
-            return Err(doc.error(
-                format!("{at}.hostnames"),
-                "list at least one hostname (or leave hostnames out to match any)",
-            ));
+            return Err(doc
+                .error(format!("{at}.hostnames"), "list at least one hostname (or leave hostnames out to match any)"));
         }
         for (i, d) in hostnames.iter().enumerate() {
             check::domain(d).at(doc, || format!("{at}.hostnames[{i}]"))?;
             if !domains.insert(d.to_ascii_lowercase()) {
-                return Err(doc.error(
-                    format!("{at}.hostnames[{i}]"),
-                    format!("{d:?} is listed more than once in this gateway"),
-                ));
+                return Err(doc
+                    .error(format!("{at}.hostnames[{i}]"), format!("{d:?} is listed more than once in this gateway")));
             }
         }
         let name = match host.name {
@@ -49,30 +45,21 @@ pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<()
             None => hostnames[0].clone(),
         };
         if !names.insert(name.clone()) {
-            return Err(doc.error(
-                format!("{at}.name"),
-                format!("another host is already named {name:?}"),
-            ));
+            return Err(doc.error(format!("{at}.name"), format!("another host is already named {name:?}")));
         }
         if host.routes.is_empty() {
             return Err(doc.error(format!("{at}.routes"), "list at least one route"));
         }
         let mut vhost = VirtualHost::new(name, hostnames);
-        vhost = mutate(doc, vhost, host.request_headers, true, || {
-            format!("{at}.requestHeaders")
-        })?;
-        vhost = mutate(doc, vhost, host.response_headers, false, || {
-            format!("{at}.responseHeaders")
-        })?;
+        vhost = mutate(doc, vhost, host.request_headers, true, || format!("{at}.requestHeaders"))?;
+        vhost = mutate(doc, vhost, host.response_headers, false, || format!("{at}.responseHeaders"))?;
         for (r, route) in host.routes.into_iter().enumerate() {
             vhost = vhost.route(http_route(doc, route, &format!("{at}.routes[{r}]"))?);
         }
         routes = routes.virtual_host(vhost);
     }
 
-    let listener = HttpListener::new(doc.name.as_str(), spec.port.0)
-        .address(address)
-        .build();
+    let listener = HttpListener::new(doc.name.as_str(), spec.port.0).address(address).build();
     let id = doc.id();
     out.resources.push(resource(&listener, Some(id.clone())));
     out.resources.push(resource(&routes.build(), Some(id)));
@@ -86,29 +73,21 @@ fn http_route(doc: &IntentDocument, spec: HttpRouteSpec, at: &str) -> Result<Rou
     }
     route = match (spec.backends, spec.direct_response) {
         (Some(_), Some(_)) => {
-            return Err(doc.error(
-                format!("{at}.directResponse"),
-                "set backends or directResponse, not both",
-            ));
+            return Err(doc.error(format!("{at}.directResponse"), "set backends or directResponse, not both"));
         }
         (None, None) => {
-            return Err(doc.error(
-                format!("{at}.backends"),
-                "missing: the services to send requests to (or a directResponse)",
-            ));
+            return Err(
+                doc.error(format!("{at}.backends"), "missing: the services to send requests to (or a directResponse)")
+            );
         }
         (Some(backends), None) => to_backends(doc, route, backends, &format!("{at}.backends"))?,
         (None, Some(direct)) => {
             if !(200..=599).contains(&direct.status) {
-                return Err(doc.error(
-                    format!("{at}.directResponse.status"),
-                    "must be an HTTP status between 200 and 599",
-                ));
+                return Err(
+                    doc.error(format!("{at}.directResponse.status"), "must be an HTTP status between 200 and 599")
+                );
             }
-            if spec.timeout.is_some()
-                || spec.idle_timeout.is_some()
-                || spec.retries.is_some()
-                || spec.rewrite.is_some()
+            if spec.timeout.is_some() || spec.idle_timeout.is_some() || spec.retries.is_some() || spec.rewrite.is_some()
             {
                 return Err(doc.error(
                     format!("{at}.directResponse"),
@@ -129,45 +108,25 @@ fn http_route(doc: &IntentDocument, spec: HttpRouteSpec, at: &str) -> Result<Rou
     }
     if let Some(rewrite) = spec.rewrite {
         if is_regex {
-            return Err(doc.error(
-                format!("{at}.rewrite.pathPrefix"),
-                "needs a pathPrefix or path match, not a regex",
-            ));
+            return Err(doc.error(format!("{at}.rewrite.pathPrefix"), "needs a pathPrefix or path match, not a regex"));
         }
         check::path(&rewrite.path_prefix).at(doc, || format!("{at}.rewrite.pathPrefix"))?;
         route = route.prefix_rewrite(rewrite.path_prefix);
     }
-    route = mutate(doc, route, spec.request_headers, true, || {
-        format!("{at}.requestHeaders")
-    })?;
-    mutate(doc, route, spec.response_headers, false, || {
-        format!("{at}.responseHeaders")
-    })
+    route = mutate(doc, route, spec.request_headers, true, || format!("{at}.requestHeaders"))?;
+    mutate(doc, route, spec.response_headers, false, || format!("{at}.responseHeaders"))
 }
 
-fn http_retries(
-    doc: &IntentDocument,
-    spec: RetriesSpec,
-    at: &str,
-) -> Result<RetryPolicy, PluginError> {
+fn http_retries(doc: &IntentDocument, spec: RetriesSpec, at: &str) -> Result<RetryPolicy, PluginError> {
     let attempts = spec.attempts.unwrap_or(1);
     if attempts == 0 {
-        return Err(doc.error(
-            format!("{at}.attempts"),
-            "must be at least 1 (leave retries out for none)",
-        ));
+        return Err(doc.error(format!("{at}.attempts"), "must be at least 1 (leave retries out for none)"));
     }
-    let mut on = check::retry_on(
-        spec.on.as_deref().unwrap_or(DEFAULT_RETRY_ON),
-        check::HTTP_RETRY_ON,
-    )
-    .at(doc, || format!("{at}.on"))?;
+    let mut on = check::retry_on(spec.on.as_deref().unwrap_or(DEFAULT_RETRY_ON), check::HTTP_RETRY_ON)
+        .at(doc, || format!("{at}.on"))?;
     for (i, &code) in spec.status_codes.iter().enumerate() {
         if !(100..=599).contains(&code) {
-            return Err(doc.error(
-                format!("{at}.statusCodes[{i}]"),
-                "must be an HTTP status between 100 and 599",
-            ));
+            return Err(doc.error(format!("{at}.statusCodes[{i}]"), "must be an HTTP status between 100 and 599"));
         }
     }
     if !spec.status_codes.is_empty() && !on.split(',').any(|c| c == "retriable-status-codes") {

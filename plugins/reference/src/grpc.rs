@@ -13,12 +13,7 @@ const DEFAULT_RETRY_ON: &str = "unavailable";
 
 pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<(), PluginError> {
     let spec: GrpcServiceSpec = doc.spec()?;
-    let GrpcServiceSpec {
-        backends,
-        routes,
-        timeout,
-        retries,
-    } = spec;
+    let GrpcServiceSpec { backends, routes, timeout, retries } = spec;
     // The service-wide retry policy, checked once whether or not a route uses it.
     let default_retries = match &retries {
         Some(r) => Some(grpc_retries(doc, r, "spec.retries")?),
@@ -68,9 +63,7 @@ pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<()
     }
 
     let listener = ApiListener::new(doc.name.as_str()).build();
-    let routes = RouteConfig::new(doc.name.as_str())
-        .virtual_host(vhost)
-        .build();
+    let routes = RouteConfig::new(doc.name.as_str()).virtual_host(vhost).build();
     let id = doc.id();
     out.resources.push(resource(&listener, Some(id.clone())));
     out.resources.push(resource(&routes, Some(id)));
@@ -89,33 +82,20 @@ fn finish(route: Route, timeout: Option<Dur>, retries: Option<RetryPolicy>) -> R
     }
 }
 
-fn grpc_retries(
-    doc: &IntentDocument,
-    spec: &GrpcRetriesSpec,
-    at: &str,
-) -> Result<RetryPolicy, PluginError> {
+fn grpc_retries(doc: &IntentDocument, spec: &GrpcRetriesSpec, at: &str) -> Result<RetryPolicy, PluginError> {
     let attempts = spec.attempts.unwrap_or(1);
     if attempts == 0 {
-        return Err(doc.error(
-            format!("{at}.attempts"),
-            "must be at least 1 (leave retries out for none)",
-        ));
+        return Err(doc.error(format!("{at}.attempts"), "must be at least 1 (leave retries out for none)"));
     }
-    let on = check::retry_on(
-        spec.on.as_deref().unwrap_or(DEFAULT_RETRY_ON),
-        check::GRPC_RETRY_ON,
-    )
-    .at(doc, || format!("{at}.on"))?;
+    let on = check::retry_on(spec.on.as_deref().unwrap_or(DEFAULT_RETRY_ON), check::GRPC_RETRY_ON)
+        .at(doc, || format!("{at}.on"))?;
     let mut policy = RetryPolicy::new(on).num_retries(attempts);
     if let Some(backoff) = &spec.backoff {
         check::positive(backoff.base.0).at(doc, || format!("{at}.backoff.base"))?;
         // Envoy's and gRPC's default ceiling: ten times the base.
         let max = backoff.max.map_or(backoff.base.0 * 10, |m| m.0);
         if max < backoff.base.0 {
-            return Err(doc.error(
-                format!("{at}.backoff.max"),
-                "must not be shorter than backoff.base",
-            ));
+            return Err(doc.error(format!("{at}.backoff.max"), "must not be shorter than backoff.base"));
         }
         policy = policy.back_off(backoff.base.0, max);
     }

@@ -26,9 +26,7 @@ mod routing;
 mod schema;
 mod service;
 
-use xdst_guest::{
-    Granularity, Phase, PluginError, PluginInfo, TranslateRequest, TranslateResponse, Translator,
-};
+use xdst_guest::{Granularity, Phase, PluginError, PluginInfo, TranslateRequest, TranslateResponse, Translator};
 
 /// The intent kinds this plugin translates.
 pub const KINDS: [&str; 3] = ["Service", "HttpGateway", "GrpcService"];
@@ -49,10 +47,8 @@ impl Translator for Reference {
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         check_config(&request.config)?;
-        let mut out = TranslateResponse {
-            resources: Vec::with_capacity(request.documents.len() * 2),
-            diagnostics: Vec::new(),
-        };
+        let mut out =
+            TranslateResponse { resources: Vec::with_capacity(request.documents.len() * 2), diagnostics: Vec::new() };
         for doc in &request.documents {
             match doc.kind.as_str() {
                 "Service" => service::translate(doc, &mut out)?,
@@ -78,11 +74,7 @@ fn check_config(config: &str) -> Result<(), PluginError> {
     }
     serde_json::from_str::<schema::Config>(config)
         .map(drop)
-        .map_err(|e| {
-            PluginError::new(format!(
-                "plugin configuration: {e} (the reference plugin takes none)"
-            ))
-        })
+        .map_err(|e| PluginError::new(format!("plugin configuration: {e} (the reference plugin takes none)")))
 }
 
 #[cfg(target_arch = "wasm32")]

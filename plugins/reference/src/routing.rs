@@ -21,21 +21,11 @@ impl<T> At<T> for Result<T, String> {
 
 /// A route's match: one of `pathPrefix`, `path` or `regex` (default: `pathPrefix: /`), and
 /// header matchers. `at` is the route's field path. Returns whether it matched a regex.
-pub fn route_match(
-    doc: &IntentDocument,
-    m: Option<MatchSpec>,
-    at: &str,
-) -> Result<(Route, bool), PluginError> {
+pub fn route_match(doc: &IntentDocument, m: Option<MatchSpec>, at: &str) -> Result<(Route, bool), PluginError> {
     let m = m.unwrap_or_default();
-    let set = [&m.path_prefix, &m.path, &m.regex]
-        .iter()
-        .filter(|o| o.is_some())
-        .count();
+    let set = [&m.path_prefix, &m.path, &m.regex].iter().filter(|o| o.is_some()).count();
     if set > 1 {
-        return Err(doc.error(
-            format!("{at}.match"),
-            "set one of pathPrefix, path or regex, not several",
-        ));
+        return Err(doc.error(format!("{at}.match"), "set one of pathPrefix, path or regex, not several"));
     }
     let (mut route, is_regex) = if let Some(prefix) = m.path_prefix {
         check::path(&prefix).at(doc, || format!("{at}.match.pathPrefix"))?;
@@ -55,21 +45,10 @@ pub fn route_match(
     Ok((route, is_regex))
 }
 
-fn header_match(
-    doc: &IntentDocument,
-    h: HeaderMatchSpec,
-    at: impl Fn() -> String,
-) -> Result<HeaderMatch, PluginError> {
+fn header_match(doc: &IntentDocument, h: HeaderMatchSpec, at: impl Fn() -> String) -> Result<HeaderMatch, PluginError> {
     check::header_name(&h.name, false).at(doc, || format!("{}.name", at()))?;
-    let set = [
-        h.exact.is_some(),
-        h.prefix.is_some(),
-        h.regex.is_some(),
-        h.present.is_some(),
-    ]
-    .iter()
-    .filter(|&&b| b)
-    .count();
+    let set =
+        [h.exact.is_some(), h.prefix.is_some(), h.regex.is_some(), h.present.is_some()].iter().filter(|&&b| b).count();
     if set != 1 {
         return Err(doc.error(at(), "set exactly one of exact, prefix, regex or present"));
     }
@@ -93,11 +72,7 @@ fn header_match(
 
 /// Checks a backends list: not empty, valid service names listed once, weights at least 1.
 /// `at` is the path of the list.
-pub fn check_backends(
-    doc: &IntentDocument,
-    backends: &[BackendSpec],
-    at: &str,
-) -> Result<(), PluginError> {
+pub fn check_backends(doc: &IntentDocument, backends: &[BackendSpec], at: &str) -> Result<(), PluginError> {
     if backends.is_empty() {
         return Err(doc.error(at, "list at least one backend service"));
     }
@@ -106,10 +81,7 @@ pub fn check_backends(
     for (i, b) in backends.iter().enumerate() {
         check::name(&b.service).at(doc, || format!("{at}[{i}].service"))?;
         if backends.len() > 1 && !seen.insert(b.service.as_str()) {
-            return Err(doc.error(
-                format!("{at}[{i}].service"),
-                format!("{:?} is listed twice", b.service),
-            ));
+            return Err(doc.error(format!("{at}[{i}].service"), format!("{:?} is listed twice", b.service)));
         }
         let weight = b.weight.unwrap_or(1);
         check::weight(weight).at(doc, || format!("{at}[{i}].weight"))?;
@@ -133,11 +105,7 @@ pub fn to_backends(
     Ok(if backends.len() == 1 {
         route.to_cluster(backends.pop().map(|b| b.service).unwrap_or_default())
     } else {
-        route.to_weighted_clusters(
-            backends
-                .into_iter()
-                .map(|b| (b.service, b.weight.unwrap_or(1))),
-        )
+        route.to_weighted_clusters(backends.into_iter().map(|b| (b.service, b.weight.unwrap_or(1))))
     })
 }
 
@@ -146,11 +114,7 @@ pub fn to_shared_backends(route: Route, backends: &[BackendSpec]) -> Route {
     if let [one] = backends {
         route.to_cluster(one.service.as_str())
     } else {
-        route.to_weighted_clusters(
-            backends
-                .iter()
-                .map(|b| (b.service.as_str(), b.weight.unwrap_or(1))),
-        )
+        route.to_weighted_clusters(backends.iter().map(|b| (b.service.as_str(), b.weight.unwrap_or(1))))
     }
 }
 
@@ -165,25 +129,13 @@ macro_rules! mutable {
     ($t:ty) => {
         impl Mutable for $t {
             fn set(self, request: bool, name: String, value: String) -> Self {
-                if request {
-                    self.set_request_header(name, value)
-                } else {
-                    self.set_response_header(name, value)
-                }
+                if request { self.set_request_header(name, value) } else { self.set_response_header(name, value) }
             }
             fn add(self, request: bool, name: String, value: String) -> Self {
-                if request {
-                    self.add_request_header(name, value)
-                } else {
-                    self.add_response_header(name, value)
-                }
+                if request { self.add_request_header(name, value) } else { self.add_response_header(name, value) }
             }
             fn remove(self, request: bool, name: String) -> Self {
-                if request {
-                    self.remove_request_header(name)
-                } else {
-                    self.remove_response_header(name)
-                }
+                if request { self.remove_request_header(name) } else { self.remove_response_header(name) }
             }
         }
     };

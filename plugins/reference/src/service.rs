@@ -3,17 +3,14 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use xdst_guest::build::{
-    CircuitBreakers, EdsCluster, Endpoint, HealthCheck, LbPolicy, LoadAssignment, Locality,
-};
+use xdst_guest::build::{CircuitBreakers, EdsCluster, Endpoint, HealthCheck, LbPolicy, LoadAssignment, Locality};
 use xdst_guest::envoy::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use xdst_guest::{IntentDocument, PluginError, TranslateResponse, resource};
 
 use crate::check;
 use crate::routing::At;
 use crate::schema::{
-    CircuitBreakersSpec, EndpointSpec, HealthCheckSpec, LoadBalancing, LocalitySpec, Protocol,
-    ServiceSpec,
+    CircuitBreakersSpec, EndpointSpec, HealthCheckSpec, LoadBalancing, LocalitySpec, Protocol, ServiceSpec,
 };
 
 pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<(), PluginError> {
@@ -47,8 +44,7 @@ pub fn translate(doc: &IntentDocument, out: &mut TranslateResponse) -> Result<()
 
     let endpoints = load_assignment(doc, spec.endpoints, spec.localities, out)?;
     let id = doc.id();
-    out.resources
-        .push(resource(&cluster.build(), Some(id.clone())));
+    out.resources.push(resource(&cluster.build(), Some(id.clone())));
     out.resources.push(resource(&endpoints, Some(id)));
     Ok(())
 }
@@ -60,18 +56,15 @@ fn load_assignment(
     out: &mut TranslateResponse,
 ) -> Result<ClusterLoadAssignment, PluginError> {
     if !endpoints.is_empty() && !localities.is_empty() {
-        return Err(doc.error(
-            "spec.localities",
-            "put endpoints either in spec.endpoints or in spec.localities, not both",
-        ));
+        return Err(
+            doc.error("spec.localities", "put endpoints either in spec.endpoints or in spec.localities, not both")
+        );
     }
     let mut seen = BTreeSet::new();
     let mut cla = LoadAssignment::new(doc.name.as_str());
     let mut count = endpoints.len();
     for (i, e) in endpoints.into_iter().enumerate() {
-        cla = cla.endpoint(endpoint(doc, e, &mut seen, || {
-            format!("spec.endpoints[{i}]")
-        })?);
+        cla = cla.endpoint(endpoint(doc, e, &mut seen, || format!("spec.endpoints[{i}]"))?);
     }
 
     let mut priorities = BTreeSet::new();
@@ -80,43 +73,31 @@ fn load_assignment(
     for (l, loc) in localities.into_iter().enumerate() {
         let at = || format!("spec.localities[{l}]");
         if !places.insert((loc.region.clone(), loc.zone.clone(), loc.sub_zone.clone())) {
-            return Err(doc.error(
-                at(),
-                "another locality has the same region, zone and subZone",
-            ));
+            return Err(doc.error(at(), "another locality has the same region, zone and subZone"));
         }
         let weight = loc.weight.unwrap_or(1);
         check::weight(weight).at(doc, || format!("{}.weight", at()))?;
         priorities.insert(loc.priority);
         locality_priorities.push(loc.priority);
         count += loc.endpoints.len();
-        let mut locality = Locality::new(loc.region, loc.zone, loc.sub_zone)
-            .weight(weight)
-            .priority(loc.priority);
+        let mut locality = Locality::new(loc.region, loc.zone, loc.sub_zone).weight(weight).priority(loc.priority);
         for (i, e) in loc.endpoints.into_iter().enumerate() {
-            locality = locality.endpoint(endpoint(doc, e, &mut seen, || {
-                format!("{}.endpoints[{i}]", at())
-            })?);
+            locality = locality.endpoint(endpoint(doc, e, &mut seen, || format!("{}.endpoints[{i}]", at()))?);
         }
         cla = cla.locality(locality);
     }
     // Priorities must run 0, 1, 2, ... without gaps.
     if let Some(gap) = (0..).zip(&priorities).find(|(want, have)| want != *have) {
         let missing = gap.0;
-        let l = locality_priorities
-            .iter()
-            .position(|&p| p > missing)
-            .unwrap_or_default();
+        let l = locality_priorities.iter().position(|&p| p > missing).unwrap_or_default();
         return Err(doc.error(
             format!("spec.localities[{l}].priority"),
             format!("priorities must run 0, 1, 2, ... without gaps, and no locality has priority {missing}"),
         ));
     }
     if count == 0 {
-        out.diagnostics.push(doc.warning(
-            "spec.endpoints",
-            "no endpoints: requests to this service fail until it has some",
-        ));
+        out.diagnostics
+            .push(doc.warning("spec.endpoints", "no endpoints: requests to this service fail until it has some"));
     }
     Ok(cla.build())
 }
@@ -139,11 +120,7 @@ fn endpoint(
     Ok(endpoint)
 }
 
-fn health_check(
-    doc: &IntentDocument,
-    spec: HealthCheckSpec,
-    http2: bool,
-) -> Result<HealthCheck, PluginError> {
+fn health_check(doc: &IntentDocument, spec: HealthCheckSpec, http2: bool) -> Result<HealthCheck, PluginError> {
     let at = "spec.healthCheck";
     let mut check = match (spec.path, spec.grpc) {
         (Some(path), None) => {
@@ -160,10 +137,7 @@ fn health_check(
         }
         (None, Some(grpc)) => {
             if !http2 {
-                return Err(doc.error(
-                    format!("{at}.grpc"),
-                    "gRPC health checks need protocol http2 or grpc",
-                ));
+                return Err(doc.error(format!("{at}.grpc"), "gRPC health checks need protocol http2 or grpc"));
             }
             if spec.host.is_some() {
                 return Err(doc.error(format!("{at}.host"), "applies to HTTP checks (path) only"));
@@ -171,10 +145,9 @@ fn health_check(
             HealthCheck::grpc(grpc.service_name)
         }
         _ => {
-            return Err(doc.error(
-                at,
-                "set path (an HTTP check) or grpc (the gRPC health checking protocol), one of them",
-            ));
+            return Err(
+                doc.error(at, "set path (an HTTP check) or grpc (the gRPC health checking protocol), one of them")
+            );
         }
     };
     if let Some(interval) = spec.interval {

@@ -2,9 +2,7 @@
 
 use serde_json::{Value, json};
 use xdst_guest::envoy::envoy::config::cluster::v3::{Cluster, cluster::LbPolicy};
-use xdst_guest::envoy::envoy::config::core::v3::{
-    address, health_check::HealthChecker, socket_address::PortSpecifier,
-};
+use xdst_guest::envoy::envoy::config::core::v3::{address, health_check::HealthChecker, socket_address::PortSpecifier};
 use xdst_guest::envoy::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use xdst_guest::envoy::envoy::config::listener::v3::{Listener, filter::ConfigType};
 use xdst_guest::envoy::envoy::config::route::v3::{
@@ -16,8 +14,8 @@ use xdst_guest::envoy::envoy::extensions::filters::network::http_connection_mana
 };
 use xdst_guest::prost::Message;
 use xdst_guest::{
-    Body, Granularity, IntentDocument, Phase, PluginError, Severity, TranslateRequest,
-    TranslateResponse, Translator, XdsResource,
+    Body, Granularity, IntentDocument, Phase, PluginError, Severity, TranslateRequest, TranslateResponse, Translator,
+    XdsResource,
 };
 
 use crate::Reference;
@@ -58,9 +56,7 @@ fn decode<M: Message + Default>(r: &XdsResource, type_url: &str, name: &str, doc
     assert_eq!(r.type_url, type_url);
     assert_eq!(r.name, name);
     assert_eq!(r.document.as_deref(), Some(document));
-    let Body::Proto(bytes) = &r.body else {
-        panic!("expected protobuf")
-    };
+    let Body::Proto(bytes) = &r.body else { panic!("expected protobuf") };
     M::decode(bytes.as_slice()).expect("decodes")
 }
 
@@ -74,11 +70,9 @@ fn action(route: &Route) -> &RouteAction {
 fn split(action: &RouteAction) -> Vec<(&str, u32)> {
     match &action.cluster_specifier {
         Some(ClusterSpecifier::Cluster(c)) => vec![(c.as_str(), 1)],
-        Some(ClusterSpecifier::WeightedClusters(w)) => w
-            .clusters
-            .iter()
-            .map(|c| (c.name.as_str(), c.weight.unwrap().value))
-            .collect(),
+        Some(ClusterSpecifier::WeightedClusters(w)) => {
+            w.clusters.iter().map(|c| (c.name.as_str(), c.weight.unwrap().value)).collect()
+        }
         other => panic!("no destination: {other:?}"),
     }
 }
@@ -122,29 +116,19 @@ fn service_with_localities_and_health_check() {
     let h2 = c.http2_protocol_options.is_some();
     assert!(h2, "grpc means an HTTP/2 upstream");
     assert!(
-        c.common_lb_config
-            .as_ref()
-            .unwrap()
-            .locality_config_specifier
-            .is_some(),
+        c.common_lb_config.as_ref().unwrap().locality_config_specifier.is_some(),
         "locality weights honoured by Envoy too"
     );
     let hc = &c.health_checks[0];
     assert_eq!(hc.interval.unwrap().seconds, 5);
     assert_eq!(hc.unhealthy_threshold.unwrap().value, 2);
     assert_eq!(hc.healthy_threshold.unwrap().value, 1, "default");
-    let Some(HealthChecker::HttpHealthCheck(http)) = &hc.health_checker else {
-        panic!()
-    };
-    assert_eq!(
-        (http.path.as_str(), http.codec_client_type),
-        ("/healthz", 1)
-    );
+    let Some(HealthChecker::HttpHealthCheck(http)) = &hc.health_checker else { panic!() };
+    assert_eq!((http.path.as_str(), http.codec_client_type), ("/healthz", 1));
     let t = &c.circuit_breakers.unwrap().thresholds[0];
     assert_eq!(t.max_requests.unwrap().value, 500);
 
-    let cla: ClusterLoadAssignment =
-        decode(&out.resources[1], ENDPOINTS, "reviews", "Service/reviews");
+    let cla: ClusterLoadAssignment = decode(&out.resources[1], ENDPOINTS, "reviews", "Service/reviews");
     assert_eq!(cla.cluster_name, "reviews");
     let eu = &cla.endpoints[0];
     assert_eq!(eu.locality.as_ref().unwrap().zone, "eu-a");
@@ -157,22 +141,14 @@ fn service_with_localities_and_health_check() {
 
 #[test]
 fn service_defaults_and_empty_warning() {
-    let out = ok(
-        "Service",
-        "web",
-        json!({"endpoints": [{"address": "127.0.0.1", "port": 8080}]}),
-    );
+    let out = ok("Service", "web", json!({"endpoints": [{"address": "127.0.0.1", "port": 8080}]}));
     let c: Cluster = decode(&out.resources[0], CLUSTER, "web", "Service/web");
     assert_eq!(c.lb_policy, LbPolicy::RoundRobin as i32);
     assert!(c.connect_timeout.is_none() && c.health_checks.is_empty());
     assert!(c.common_lb_config.is_none());
     let cla: ClusterLoadAssignment = decode(&out.resources[1], ENDPOINTS, "web", "Service/web");
     assert_eq!(cla.endpoints.len(), 1);
-    assert_eq!(
-        cla.endpoints[0].load_balancing_weight.unwrap().value,
-        1,
-        "gRPC clients need a locality weight"
-    );
+    assert_eq!(cla.endpoints[0].load_balancing_weight.unwrap().value, 1, "gRPC clients need a locality weight");
 
     let out = ok("Service", "idle", json!({}));
     assert_eq!(out.resources.len(), 2);
@@ -216,90 +192,47 @@ fn http_gateway() {
     let out = ok("HttpGateway", "public", gateway_spec());
     assert_eq!(out.resources.len(), 2);
     let l: Listener = decode(&out.resources[0], LISTENER, "public", "HttpGateway/public");
-    let Some(address::Address::SocketAddress(sa)) = l.address.unwrap().address else {
-        panic!()
-    };
+    let Some(address::Address::SocketAddress(sa)) = l.address.unwrap().address else { panic!() };
     assert_eq!(sa.address, "0.0.0.0");
     assert_eq!(sa.port_specifier, Some(PortSpecifier::PortValue(8080)));
-    let Some(ConfigType::TypedConfig(any)) = &l.filter_chains[0].filters[0].config_type else {
-        panic!()
-    };
+    let Some(ConfigType::TypedConfig(any)) = &l.filter_chains[0].filters[0].config_type else { panic!() };
     let hcm = HttpConnectionManager::decode(any.value.as_slice()).unwrap();
-    let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier else {
-        panic!()
-    };
+    let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier else { panic!() };
     assert_eq!(rds.route_config_name, "public");
 
     let rc: RouteConfiguration = decode(&out.resources[1], ROUTES, "public", "HttpGateway/public");
     assert_eq!(rc.virtual_hosts.len(), 2);
     let shop = &rc.virtual_hosts[0];
-    assert_eq!(
-        shop.name, "shop.example.com",
-        "named after its first hostname"
-    );
-    assert_eq!(
-        shop.response_headers_to_add[0].header.as_ref().unwrap().key,
-        "x-frame-options"
-    );
+    assert_eq!(shop.name, "shop.example.com", "named after its first hostname");
+    assert_eq!(shop.response_headers_to_add[0].header.as_ref().unwrap().key, "x-frame-options");
     let fallback = &rc.virtual_hosts[1];
-    assert_eq!(
-        (fallback.name.as_str(), fallback.domains.as_slice()),
-        ("fallback", &["*".to_owned()][..])
-    );
+    assert_eq!((fallback.name.as_str(), fallback.domains.as_slice()), ("fallback", &["*".to_owned()][..]));
 
     let api = &shop.routes[0];
     assert_eq!(api.name, "api");
     let m = api.r#match.as_ref().unwrap();
-    assert_eq!(
-        m.path_specifier,
-        Some(PathSpecifier::Prefix("/api/".into()))
-    );
-    assert!(matches!(
-        m.headers[0].header_match_specifier,
-        Some(HeaderMatchSpecifier::StringMatch(_))
-    ));
-    assert_eq!(
-        m.headers[1].header_match_specifier,
-        Some(HeaderMatchSpecifier::PresentMatch(true))
-    );
-    assert!(
-        m.headers[1].invert_match,
-        "present: false matches an absent header"
-    );
+    assert_eq!(m.path_specifier, Some(PathSpecifier::Prefix("/api/".into())));
+    assert!(matches!(m.headers[0].header_match_specifier, Some(HeaderMatchSpecifier::StringMatch(_))));
+    assert_eq!(m.headers[1].header_match_specifier, Some(HeaderMatchSpecifier::PresentMatch(true)));
+    assert!(m.headers[1].invert_match, "present: false matches an absent header");
     let a = action(api);
     assert_eq!(split(a), [("api-v1", 90), ("api-v2", 10)]);
     assert_eq!(a.timeout.unwrap().seconds, 5);
     assert_eq!(a.prefix_rewrite, "/");
     let retry = a.retry_policy.as_ref().unwrap();
-    assert_eq!(
-        retry.retry_on,
-        "5xx,connect-failure,reset,retriable-status-codes"
-    );
+    assert_eq!(retry.retry_on, "5xx,connect-failure,reset,retriable-status-codes");
     assert_eq!(retry.num_retries.unwrap().value, 3);
     assert_eq!(retry.retriable_status_codes, [503]);
-    let set: Vec<_> = api
-        .request_headers_to_add
-        .iter()
-        .map(|h| h.header.as_ref().unwrap().key.as_str())
-        .collect();
+    let set: Vec<_> = api.request_headers_to_add.iter().map(|h| h.header.as_ref().unwrap().key.as_str()).collect();
     assert_eq!(set, ["x-a", "x-b", "x-via"], "set in name order, then add");
     assert_eq!(api.request_headers_to_remove, ["cookie"]);
 
     let legacy = &shop.routes[1];
-    assert!(matches!(
-        legacy.r#match.as_ref().unwrap().path_specifier,
-        Some(PathSpecifier::SafeRegex(_))
-    ));
+    assert!(matches!(legacy.r#match.as_ref().unwrap().path_specifier, Some(PathSpecifier::SafeRegex(_))));
     assert_eq!(split(action(legacy)), [("legacy", 1)]);
-    assert!(matches!(
-        shop.routes[2].action,
-        Some(Action::DirectResponse(_))
-    ));
+    assert!(matches!(shop.routes[2].action, Some(Action::DirectResponse(_))));
     let catch_all = &fallback.routes[0];
-    assert_eq!(
-        catch_all.r#match.as_ref().unwrap().path_specifier,
-        Some(PathSpecifier::Prefix("/".into()))
-    );
+    assert_eq!(catch_all.r#match.as_ref().unwrap().path_specifier, Some(PathSpecifier::Prefix("/".into())));
 }
 
 #[test]
@@ -317,10 +250,7 @@ fn grpc_service_defaults_to_one_route() {
     assert!(l.address.is_none());
     let any = l.api_listener.unwrap().api_listener.unwrap();
     let hcm = HttpConnectionManager::decode(any.value.as_slice()).unwrap();
-    assert_eq!(
-        hcm.http_filters.last().unwrap().name,
-        "envoy.filters.http.router"
-    );
+    assert_eq!(hcm.http_filters.last().unwrap().name, "envoy.filters.http.router");
     let rc: RouteConfiguration = decode(&out.resources[1], ROUTES, "echo", "GrpcService/echo");
     let vh = &rc.virtual_hosts[0];
     assert_eq!(vh.domains, ["*"]);
@@ -354,10 +284,7 @@ fn grpc_service_routes_inherit_backends_and_retries() {
     assert_eq!(split(action(&routes[0])), [("echo-stream", 1)]);
     assert_eq!(split(action(&routes[1])), [("echo", 1)]);
     for r in routes {
-        assert_eq!(
-            action(r).retry_policy.as_ref().unwrap().retry_on,
-            "unavailable"
-        );
+        assert_eq!(action(r).retry_policy.as_ref().unwrap().retry_on, "unavailable");
     }
     assert!(action(&routes[1]).max_stream_duration.is_none());
 }
@@ -366,11 +293,7 @@ fn grpc_service_routes_inherit_backends_and_retries() {
 fn output_is_deterministic_and_in_document_order() {
     let docs = || {
         vec![
-            doc(
-                "Service",
-                "b",
-                json!({"endpoints": [{"address": "10.0.0.1", "port": 1}]}),
-            ),
+            doc("Service", "b", json!({"endpoints": [{"address": "10.0.0.1", "port": 1}]})),
             doc("HttpGateway", "a", gateway_spec()),
             doc("GrpcService", "c", json!({"backends": [{"service": "b"}]})),
         ]
@@ -380,12 +303,7 @@ fn output_is_deterministic_and_in_document_order() {
     let order: Vec<_> = first
         .resources
         .iter()
-        .map(|r| {
-            (
-                r.document.as_deref().unwrap(),
-                r.type_url.rsplit('.').next().unwrap(),
-            )
-        })
+        .map(|r| (r.document.as_deref().unwrap(), r.type_url.rsplit('.').next().unwrap()))
         .collect();
     assert_eq!(
         order,
@@ -404,11 +322,7 @@ fn output_is_deterministic_and_in_document_order() {
 fn assert_error(e: &PluginError, document: &str, field: &str, fragment: &str) {
     assert_eq!(e.document.as_deref(), Some(document), "{e:?}");
     assert_eq!(e.field.as_deref(), Some(field), "{e:?}");
-    assert!(
-        e.message.contains(fragment),
-        "{:?} lacks {fragment:?}",
-        e.message
-    );
+    assert!(e.message.contains(fragment), "{:?} lacks {fragment:?}", e.message);
 }
 
 #[test]
@@ -416,121 +330,44 @@ fn errors_name_document_and_field() {
     let mut bad = gateway_spec();
     bad["hosts"][0]["routes"][1]["tiemout"] = json!("1s");
     let e = err("HttpGateway", "public", bad);
-    assert_error(
-        &e,
-        "HttpGateway/public",
-        "spec.hosts[0].routes[1].tiemout",
-        "unknown field `tiemout`",
-    );
-    assert!(
-        !e.message.contains("intent.yaml"),
-        "the host adds the origin: {}",
-        e.message
-    );
+    assert_error(&e, "HttpGateway/public", "spec.hosts[0].routes[1].tiemout", "unknown field `tiemout`");
+    assert!(!e.message.contains("intent.yaml"), "the host adds the origin: {}", e.message);
 
     let mut bad = gateway_spec();
     bad["hosts"][0]["routes"][0]["timeout"] = json!("5 seconds");
     let e = err("HttpGateway", "public", bad);
-    assert_error(
-        &e,
-        "HttpGateway/public",
-        "spec.hosts[0].routes[0].timeout",
-        "invalid duration",
-    );
+    assert_error(&e, "HttpGateway/public", "spec.hosts[0].routes[0].timeout", "invalid duration");
 
     let mut bad = gateway_spec();
     bad["hosts"][0]["routes"][0]["backends"][1]["weight"] = json!(0);
     let e = err("HttpGateway", "public", bad);
-    assert_error(
-        &e,
-        "HttpGateway/public",
-        "spec.hosts[0].routes[0].backends[1].weight",
-        "at least 1",
-    );
+    assert_error(&e, "HttpGateway/public", "spec.hosts[0].routes[0].backends[1].weight", "at least 1");
 
     let mut bad = gateway_spec();
     bad["hosts"][1]["routes"][0]["backends"] = json!([]);
     let e = err("HttpGateway", "public", bad);
-    assert_error(
-        &e,
-        "HttpGateway/public",
-        "spec.hosts[1].routes[0].backends",
-        "at least one backend",
-    );
+    assert_error(&e, "HttpGateway/public", "spec.hosts[1].routes[0].backends", "at least one backend");
 
     let e = err("GrpcService", "echo", json!({"backends": []}));
-    assert_error(
-        &e,
-        "GrpcService/echo",
-        "spec.backends",
-        "at least one backend",
-    );
+    assert_error(&e, "GrpcService/echo", "spec.backends", "at least one backend");
 
-    let e = err(
-        "GrpcService",
-        "echo",
-        json!({"routes": [{"match": {"pathPrefix": "/a/"}}]}),
-    );
+    let e = err("GrpcService", "echo", json!({"routes": [{"match": {"pathPrefix": "/a/"}}]}));
     assert_error(&e, "GrpcService/echo", "spec.routes[0].backends", "missing");
 
-    let e = err(
-        "GrpcService",
-        "echo",
-        json!({"backends": [{"service": "e"}], "retries": {"on": "5xx"}}),
-    );
-    assert_error(
-        &e,
-        "GrpcService/echo",
-        "spec.retries.on",
-        "unknown retry condition",
-    );
+    let e = err("GrpcService", "echo", json!({"backends": [{"service": "e"}], "retries": {"on": "5xx"}}));
+    assert_error(&e, "GrpcService/echo", "spec.retries.on", "unknown retry condition");
 }
 
 #[test]
 fn more_validation() {
     let cases: Vec<(&str, Value, &str, &str)> = vec![
-        (
-            "HttpGateway",
-            json!({"port": 0, "hosts": []}),
-            "spec.port",
-            "expected a port number from 1 to 65535",
-        ),
-        (
-            "HttpGateway",
-            json!({"port": 70000, "hosts": []}),
-            "spec.port",
-            "expected a port number",
-        ),
-        (
-            "HttpGateway",
-            json!({"port": -1, "hosts": []}),
-            "spec.port",
-            "expected a port number",
-        ),
-        (
-            "HttpGateway",
-            json!({"port": "80", "hosts": []}),
-            "spec.port",
-            "expected a port number",
-        ),
-        (
-            "HttpGateway",
-            json!({"hosts": []}),
-            "spec",
-            "missing field `port`",
-        ),
-        (
-            "HttpGateway",
-            json!({"port": 80, "address": "localhost", "hosts": []}),
-            "spec.address",
-            "not an IP",
-        ),
-        (
-            "HttpGateway",
-            json!({"port": 80, "hosts": []}),
-            "spec.hosts",
-            "at least one host",
-        ),
+        ("HttpGateway", json!({"port": 0, "hosts": []}), "spec.port", "expected a port number from 1 to 65535"),
+        ("HttpGateway", json!({"port": 70000, "hosts": []}), "spec.port", "expected a port number"),
+        ("HttpGateway", json!({"port": -1, "hosts": []}), "spec.port", "expected a port number"),
+        ("HttpGateway", json!({"port": "80", "hosts": []}), "spec.port", "expected a port number"),
+        ("HttpGateway", json!({"hosts": []}), "spec", "missing field `port`"),
+        ("HttpGateway", json!({"port": 80, "address": "localhost", "hosts": []}), "spec.address", "not an IP"),
+        ("HttpGateway", json!({"port": 80, "hosts": []}), "spec.hosts", "at least one host"),
         (
             "HttpGateway",
             json!({"port": 80, "hosts": [{"routes": [{"backends": [{"service": "a"}]}]}, {"routes": [{"backends": [{"service": "a"}]}]}]}),
@@ -585,18 +422,8 @@ fn more_validation() {
             "spec.hosts[0].routes[0].directResponse",
             "not both",
         ),
-        (
-            "Service",
-            json!({"connectTimeout": "0s"}),
-            "spec.connectTimeout",
-            "longer than 0s",
-        ),
-        (
-            "Service",
-            json!({"loadBalancing": "fastest"}),
-            "spec.loadBalancing",
-            "unknown variant",
-        ),
+        ("Service", json!({"connectTimeout": "0s"}), "spec.connectTimeout", "longer than 0s"),
+        ("Service", json!({"loadBalancing": "fastest"}), "spec.loadBalancing", "unknown variant"),
         (
             "Service",
             json!({"endpoints": [{"address": "10.0.0.1", "port": 1}, {"address": "10.0.0.1", "port": 1}]}),
@@ -609,36 +436,16 @@ fn more_validation() {
             "spec.endpoints[0].weight",
             "at least 1",
         ),
-        (
-            "Service",
-            json!({"localities": [{"weight": 0}]}),
-            "spec.localities[0].weight",
-            "at least 1",
-        ),
+        ("Service", json!({"localities": [{"weight": 0}]}), "spec.localities[0].weight", "at least 1"),
         (
             "Service",
             json!({"localities": [{"zone": "a"}, {"zone": "b", "priority": 2}]}),
             "spec.localities[1].priority",
             "no locality has priority 1",
         ),
-        (
-            "Service",
-            json!({"healthCheck": {"interval": "1s"}}),
-            "spec.healthCheck",
-            "set path",
-        ),
-        (
-            "Service",
-            json!({"healthCheck": {"grpc": {}}}),
-            "spec.healthCheck.grpc",
-            "http2 or grpc",
-        ),
-        (
-            "GrpcService",
-            json!({"backends": [{"service": "e"}], "routes": []}),
-            "spec.routes",
-            "at least one route",
-        ),
+        ("Service", json!({"healthCheck": {"interval": "1s"}}), "spec.healthCheck", "set path"),
+        ("Service", json!({"healthCheck": {"grpc": {}}}), "spec.healthCheck.grpc", "http2 or grpc"),
+        ("GrpcService", json!({"backends": [{"service": "e"}], "routes": []}), "spec.routes", "at least one route"),
         (
             "GrpcService",
             json!({"backends": [{"service": "e"}], "routes": [{"requestHeaders": {}}]}),
@@ -665,11 +472,7 @@ fn unknown_kind_and_config_are_refused() {
         config: r#"{"strict": true}"#.into(),
     })
     .unwrap_err();
-    assert!(
-        e.message.contains("unknown field `strict`"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("unknown field `strict`"), "{}", e.message);
 }
 
 /// `cargo test --release -p xdst-plugin-reference -- --ignored --nocapture`: the benchmark's

@@ -10,9 +10,7 @@ use serde::Deserialize;
 use xdst_guest::envoy::envoy::config::cluster::v3::Cluster;
 use xdst_guest::envoy::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use xdst_guest::envoy::envoy::config::listener::v3::{Listener, filter::ConfigType};
-use xdst_guest::envoy::envoy::config::route::v3::{
-    RouteConfiguration, route::Action, route_action::ClusterSpecifier,
-};
+use xdst_guest::envoy::envoy::config::route::v3::{RouteConfiguration, route::Action, route_action::ClusterSpecifier};
 use xdst_guest::envoy::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
@@ -29,11 +27,7 @@ fn cases() -> Vec<PathBuf> {
         .filter(|p| p.join("intent.yaml").exists())
         .collect();
     cases.sort();
-    assert!(
-        cases.len() >= 8,
-        "golden cases missing in {}",
-        dir.display()
-    );
+    assert!(cases.len() >= 8, "golden cases missing in {}", dir.display());
     cases
 }
 
@@ -55,17 +49,13 @@ fn documents(case: &Path) -> Vec<IntentDocument> {
 }
 
 fn body<M: Message + Default>(r: &XdsResource) -> M {
-    let Body::Proto(bytes) = &r.body else {
-        panic!("{}: expected protobuf", r.name)
-    };
+    let Body::Proto(bytes) = &r.body else { panic!("{}: expected protobuf", r.name) };
     M::decode(bytes.as_slice()).unwrap()
 }
 
 fn hcm_rds(any: &Any) -> String {
     let hcm = HttpConnectionManager::decode(any.value.as_slice()).unwrap();
-    let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier else {
-        panic!("HCM without RDS")
-    };
+    let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier else { panic!("HCM without RDS") };
     rds.route_config_name
 }
 
@@ -84,24 +74,15 @@ fn golden_cases_translate_or_fail_as_named() {
         if name.starts_with("error-") {
             let e = result.expect_err(&name);
             assert!(e.document.is_some() && e.field.is_some(), "{name}: {e:?}");
-            eprintln!(
-                "{name}: {} field {}: {}",
-                e.document.unwrap(),
-                e.field.unwrap(),
-                e.message
-            );
+            eprintln!("{name}: {} field {}: {}", e.document.unwrap(), e.field.unwrap(), e.message);
             continue;
         }
         let out = result.unwrap_or_else(|e| panic!("{name}: {e:?}"));
 
-        let (mut listener_routes, mut route_configs, mut route_clusters) =
-            (vec![], BTreeSet::new(), vec![]);
+        let (mut listener_routes, mut route_configs, mut route_clusters) = (vec![], BTreeSet::new(), vec![]);
         let (mut clusters, mut assignments) = (BTreeSet::new(), BTreeSet::new());
         for r in &out.resources {
-            assert!(
-                ids.contains(r.document.as_deref().unwrap()),
-                "{name}: {r:?}"
-            );
+            assert!(ids.contains(r.document.as_deref().unwrap()), "{name}: {r:?}");
             let kind = r.type_url.rsplit('.').next().unwrap();
             let own_name = match kind {
                 "Listener" => {
@@ -122,9 +103,7 @@ fn golden_cases_translate_or_fail_as_named() {
                     for route in rc.virtual_hosts.iter().flat_map(|v| &v.routes) {
                         match &route.action {
                             Some(Action::Route(a)) => match &a.cluster_specifier {
-                                Some(ClusterSpecifier::Cluster(c)) => {
-                                    route_clusters.push(c.clone())
-                                }
+                                Some(ClusterSpecifier::Cluster(c)) => route_clusters.push(c.clone()),
                                 Some(ClusterSpecifier::WeightedClusters(w)) => {
                                     route_clusters.extend(w.clusters.iter().map(|c| c.name.clone()))
                                 }
@@ -149,26 +128,14 @@ fn golden_cases_translate_or_fail_as_named() {
                 }
                 other => panic!("{name}: unexpected {other}"),
             };
-            assert_eq!(
-                r.name, own_name,
-                "{name}: resource name must equal the message's"
-            );
+            assert_eq!(r.name, own_name, "{name}: resource name must equal the message's");
         }
         for rc in &listener_routes {
-            assert!(
-                route_configs.contains(rc),
-                "{name}: listener names missing routes {rc}"
-            );
+            assert!(route_configs.contains(rc), "{name}: listener names missing routes {rc}");
         }
         for c in &route_clusters {
-            assert!(
-                clusters.contains(c),
-                "{name}: route names missing cluster {c}"
-            );
+            assert!(clusters.contains(c), "{name}: route names missing cluster {c}");
         }
-        assert_eq!(
-            clusters, assignments,
-            "{name}: every EDS cluster has its endpoints"
-        );
+        assert_eq!(clusters, assignments, "{name}: every EDS cluster has its endpoints");
     }
 }

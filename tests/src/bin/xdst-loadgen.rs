@@ -56,7 +56,10 @@ const LDS: usize = 2;
 const RDS: usize = 3;
 
 #[derive(Parser, Debug)]
-#[command(name = "xdst-loadgen", about = "Opens N Envoy-like ADS streams against an xDS server and measures convergence and memory")]
+#[command(
+    name = "xdst-loadgen",
+    about = "Opens N Envoy-like ADS streams against an xDS server and measures convergence and memory"
+)]
 struct Args {
     /// The server's xDS address.
     #[arg(long, default_value = "127.0.0.1:18000")]
@@ -179,7 +182,10 @@ fn raise_fd_limit(needed: usize) {
         }
     }
     if lim.rlim_cur < needed as libc::rlim_t {
-        eprintln!("xdst-loadgen: warning: open-files limit {} is below the {needed} needed; raise it (ulimit -n) first", lim.rlim_cur);
+        eprintln!(
+            "xdst-loadgen: warning: open-files limit {} is below the {needed} needed; raise it (ulimit -n) first",
+            lim.rlim_cur
+        );
     }
 }
 
@@ -195,7 +201,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let server = args.server_pid.map(Proc);
     let rss_before = server.as_ref().map(Proc::rss_kb).transpose()?;
-    let addr: std::net::SocketAddr = args.addr.parse().with_context(|| format!("--addr {:?}: expected IP:PORT", args.addr))?;
+    let addr: std::net::SocketAddr =
+        args.addr.parse().with_context(|| format!("--addr {:?}: expected IP:PORT", args.addr))?;
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(30))
@@ -268,7 +275,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let per_stream_open = Stats::of(since_open);
     if !initial_ok {
-        eprintln!("xdst-loadgen: initial convergence timed out: {} of {n} converged, {} failed", initial.converged, initial.failed);
+        eprintln!(
+            "xdst-loadgen: initial convergence timed out: {} of {n} converged, {} failed",
+            initial.converged, initial.failed
+        );
     }
     progress.print_errors();
 
@@ -483,7 +493,12 @@ async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progre
     let mut inbound = client.delta_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
     while let Some(resp) = inbound.message().await? {
         let Some(ty) = type_index(&resp.type_url) else {
-            tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() }).await?;
+            tx.send(DeltaDiscoveryRequest {
+                type_url: resp.type_url,
+                response_nonce: resp.nonce,
+                ..Default::default()
+            })
+            .await?;
             continue;
         };
         let mut changed = !std::mem::replace(&mut answered[ty], true);
@@ -537,7 +552,8 @@ async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progre
             })
             .await?;
         }
-        tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() }).await?;
+        tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() })
+            .await?;
         if changed {
             progress.updated(id, ty);
         }
@@ -729,8 +745,9 @@ impl Changer {
         let mut originals = BTreeMap::new();
         for f in Self::FILES {
             let path = dir.join(f);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("{}: --change edits the files of examples/quickstart/resources", path.display()))?;
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!("{}: --change edits the files of examples/quickstart/resources", path.display())
+            })?;
             originals.insert(f, text);
         }
         let c = Changer { dir: dir.to_owned(), kind, originals };
@@ -796,8 +813,8 @@ struct Proc(u32);
 
 impl Proc {
     fn rss_kb(&self) -> anyhow::Result<u64> {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.0)).with_context(|| format!("reading /proc/{}/status", self.0))?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0))
+            .with_context(|| format!("reading /proc/{}/status", self.0))?;
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -828,7 +845,11 @@ struct Cpu {
 impl Cpu {
     fn now(server: Option<&Proc>) -> Cpu {
         let server_ms = server.and_then(Proc::cpu_ms).unwrap_or(0.0);
-        Cpu { server_ms, self_ms: Proc(std::process::id()).cpu_ms().unwrap_or(0.0), machine_ms: machine_busy_ms().unwrap_or(0.0) }
+        Cpu {
+            server_ms,
+            self_ms: Proc(std::process::id()).cpu_ms().unwrap_or(0.0),
+            machine_ms: machine_busy_ms().unwrap_or(0.0),
+        }
     }
 
     /// CPU time spent between `self` and `later`: (server, load generator, everything else).
@@ -937,7 +958,15 @@ impl Report {
         );
         println!(
             "  initial   : {}/{} converged ({} failed) in {:.0} ms; per stream since start p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; since its own open p50 {:.0} ms, p99 {:.0} ms",
-            i.converged, self.n, i.failed, i.lat.max, i.lat.p50, i.lat.p99, i.lat.max, self.per_stream_open.p50, self.per_stream_open.p99
+            i.converged,
+            self.n,
+            i.failed,
+            i.lat.max,
+            i.lat.p50,
+            i.lat.p99,
+            i.lat.max,
+            self.per_stream_open.p50,
+            self.per_stream_open.p99
         );
         println!(
             "              connections up after {:.0} ms; CPU: server {:.0} ms, loadgen {:.0} ms, other processes {:.0} ms",
@@ -1011,7 +1040,10 @@ mod tests {
             set_field(t, "connect_timeout", "3s").unwrap(),
             "name: a\nconnect_timeout: 3s\nroute: {cluster: backend, timeout: 5s}\n"
         );
-        assert_eq!(set_field(t, "timeout", "9s").unwrap(), "name: a\nconnect_timeout: 1s\nroute: {cluster: backend, timeout: 9s}\n");
+        assert_eq!(
+            set_field(t, "timeout", "9s").unwrap(),
+            "name: a\nconnect_timeout: 1s\nroute: {cluster: backend, timeout: 9s}\n"
+        );
         assert!(set_field(t, "port_value", "1").is_err());
     }
 

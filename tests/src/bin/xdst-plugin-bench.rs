@@ -38,7 +38,8 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let root = xdst_tests::repo_root();
     let mut cases = Vec::new();
-    let mut dirs: Vec<_> = std::fs::read_dir(root.join("tests/conformance/cases"))?.flatten().map(|e| e.path()).collect();
+    let mut dirs: Vec<_> =
+        std::fs::read_dir(root.join("tests/conformance/cases"))?.flatten().map(|e| e.path()).collect();
     dirs.sort();
     for dir in dirs.iter().filter(|d| d.join("expected.yaml").exists()) {
         let work = tempfile::tempdir()?;
@@ -83,7 +84,11 @@ fn main() -> anyhow::Result<()> {
             us(mean),
         ));
     }
-    println!("{} translating cases ({docs} documents), {} rounds; one call = a fresh instance + translate + the host's decoding and re-encoding of the result.\n", cases.len(), args.rounds);
+    println!(
+        "{} translating cases ({docs} documents), {} rounds; one call = a fresh instance + translate + the host's decoding and re-encoding of the result.\n",
+        cases.len(),
+        args.rounds
+    );
     println!("| language | module | size | compile at admission | call p50 | call p99 | call mean |");
     println!("|---|---|---|---|---|---|---|");
     for r in rows {
@@ -108,13 +113,25 @@ fn admission(path: &Path, bytes: &[u8], compiles: usize) -> anyhow::Result<(Dura
 }
 
 fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 { format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64) } else { format!("{} KiB", bytes.div_ceil(1024)) }
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+    } else {
+        format!("{} KiB", bytes.div_ceil(1024))
+    }
 }
 
 fn ms(d: Duration) -> String {
-    if d >= Duration::from_secs(1) { format!("{:.1} s", d.as_secs_f64()) } else { format!("{:.0} ms", d.as_secs_f64() * 1e3) }
+    if d >= Duration::from_secs(1) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{:.0} ms", d.as_secs_f64() * 1e3)
+    }
 }
 
 fn us(d: Duration) -> String {
-    if d >= Duration::from_millis(1) { format!("{:.2} ms", d.as_secs_f64() * 1e3) } else { format!("{:.0} µs", d.as_secs_f64() * 1e6) }
+    if d >= Duration::from_millis(1) {
+        format!("{:.2} ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{:.0} µs", d.as_secs_f64() * 1e6)
+    }
 }

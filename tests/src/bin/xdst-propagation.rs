@@ -49,7 +49,9 @@ enum Api {
 }
 
 fn service(name: &str, port: u16, timeout_ms: usize) -> String {
-    format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: {timeout_ms}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n")
+    format!(
+        "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: {timeout_ms}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n"
+    )
 }
 
 fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
@@ -85,7 +87,8 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    std::env::var("XDST_BIN").context("set XDST_BIN to the xdst binary to measure (tests/bench/propagation.sh does)")?;
+    std::env::var("XDST_BIN")
+        .context("set XDST_BIN to the xdst binary to measure (tests/bench/propagation.sh does)")?;
     let up = Upstream::start("u").await?;
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
@@ -148,7 +151,10 @@ async fn main() -> anyhow::Result<()> {
     };
     for (what, v) in [("file write", &mut by_file), ("API write", &mut by_api)] {
         let (p50, p99, max) = (percentile(v, 50.0), percentile(v, 99.0), percentile(v, 100.0));
-        println!("{api_name} {what:>10} -> Envoy version_text: {} changes, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms", v.len());
+        println!(
+            "{api_name} {what:>10} -> Envoy version_text: {} changes, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
+            v.len()
+        );
     }
     envoy.kill().await?;
     xdst.kill().await?;

@@ -11,9 +11,7 @@ use crate::envoy::envoy::config::cluster::v3::{
     cluster::EdsClusterConfig,
     cluster::common_lb_config::{LocalityConfigSpecifier, LocalityWeightedLbConfig},
 };
-use crate::envoy::envoy::config::core::v3::{
-    self as core, Http2ProtocolOptions, RoutingPriority, health_check,
-};
+use crate::envoy::envoy::config::core::v3::{self as core, Http2ProtocolOptions, RoutingPriority, health_check};
 use crate::envoy::envoy::r#type::v3::CodecClientType;
 
 /// How a cluster picks an endpoint (`ROUND_ROBIN`, `LEAST_REQUEST`, `RANDOM`, `RING_HASH`,
@@ -36,10 +34,7 @@ impl EdsCluster {
         EdsCluster(Cluster {
             name: name.into(),
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
-            eds_cluster_config: Some(EdsClusterConfig {
-                eds_config: Some(super::ads()),
-                service_name: String::new(),
-            }),
+            eds_cluster_config: Some(EdsClusterConfig { eds_config: Some(super::ads()), service_name: String::new() }),
             ..Default::default()
         })
     }
@@ -80,9 +75,8 @@ impl EdsCluster {
     /// weights, while proxyless gRPC clients always apply them.
     pub fn locality_weighted(mut self) -> Self {
         let common = self.0.common_lb_config.get_or_insert_with(Default::default);
-        common.locality_config_specifier = Some(LocalityConfigSpecifier::LocalityWeightedLbConfig(
-            LocalityWeightedLbConfig {},
-        ));
+        common.locality_config_specifier =
+            Some(LocalityConfigSpecifier::LocalityWeightedLbConfig(LocalityWeightedLbConfig {}));
         self
     }
 
@@ -121,30 +115,24 @@ impl HealthCheck {
 
     /// `GET path` over HTTP/1.1 (see [`http2`](Self::http2)).
     pub fn http(path: impl Into<String>) -> Self {
-        Self::with(health_check::HealthChecker::HttpHealthCheck(
-            health_check::HttpHealthCheck {
-                path: path.into(),
-                ..Default::default()
-            },
-        ))
+        Self::with(health_check::HealthChecker::HttpHealthCheck(health_check::HttpHealthCheck {
+            path: path.into(),
+            ..Default::default()
+        }))
     }
 
     /// The gRPC health checking protocol (`grpc.health.v1.Health/Check`) for `service`
     /// (`""`: the server as a whole). Needs an HTTP/2 cluster.
     pub fn grpc(service: impl Into<String>) -> Self {
-        Self::with(health_check::HealthChecker::GrpcHealthCheck(
-            health_check::GrpcHealthCheck {
-                service_name: service.into(),
-                ..Default::default()
-            },
-        ))
+        Self::with(health_check::HealthChecker::GrpcHealthCheck(health_check::GrpcHealthCheck {
+            service_name: service.into(),
+            ..Default::default()
+        }))
     }
 
     /// For an HTTP check: send it over HTTP/2 (for endpoints that speak only HTTP/2).
     pub fn http2(mut self) -> Self {
-        if let Some(health_check::HealthChecker::HttpHealthCheck(http)) =
-            self.0.health_checker.as_mut()
-        {
+        if let Some(health_check::HealthChecker::HttpHealthCheck(http)) = self.0.health_checker.as_mut() {
             http.codec_client_type = CodecClientType::Http2 as i32;
         }
         self
@@ -152,9 +140,7 @@ impl HealthCheck {
 
     /// For an HTTP check: the `Host` header to send (default: the cluster's name).
     pub fn host(mut self, host: impl Into<String>) -> Self {
-        if let Some(health_check::HealthChecker::HttpHealthCheck(http)) =
-            self.0.health_checker.as_mut()
-        {
+        if let Some(health_check::HealthChecker::HttpHealthCheck(http)) = self.0.health_checker.as_mut() {
             http.host = host.into();
         }
         self
@@ -194,10 +180,7 @@ pub struct CircuitBreakers(Thresholds);
 
 impl CircuitBreakers {
     pub fn new() -> Self {
-        CircuitBreakers(Thresholds {
-            priority: RoutingPriority::Default as i32,
-            ..Default::default()
-        })
+        CircuitBreakers(Thresholds { priority: RoutingPriority::Default as i32, ..Default::default() })
     }
 
     pub fn max_connections(mut self, n: u32) -> Self {
@@ -221,9 +204,6 @@ impl CircuitBreakers {
     }
 
     pub fn build(self) -> cluster::CircuitBreakers {
-        cluster::CircuitBreakers {
-            thresholds: vec![self.0],
-            ..Default::default()
-        }
+        cluster::CircuitBreakers { thresholds: vec![self.0], ..Default::default() }
     }
 }

@@ -3,8 +3,7 @@
 use super::{socket_address, u32_value};
 use crate::envoy::envoy::config::core::v3 as core;
 use crate::envoy::envoy::config::endpoint::v3::{
-    self as endpoint, ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
-    lb_endpoint::HostIdentifier,
+    self as endpoint, ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints, lb_endpoint::HostIdentifier,
 };
 
 /// A `ClusterLoadAssignment`: the endpoints of the cluster named `cluster_name`, by locality.
@@ -18,10 +17,7 @@ pub struct LoadAssignment {
 impl LoadAssignment {
     pub fn new(cluster_name: impl Into<String>) -> Self {
         LoadAssignment {
-            cla: ClusterLoadAssignment {
-                cluster_name: cluster_name.into(),
-                ..Default::default()
-            },
+            cla: ClusterLoadAssignment { cluster_name: cluster_name.into(), ..Default::default() },
             unnamed: None,
         }
     }
@@ -66,17 +62,10 @@ impl Default for Locality {
 
 impl Locality {
     /// Empty strings leave a level unset.
-    pub fn new(
-        region: impl Into<String>,
-        zone: impl Into<String>,
-        sub_zone: impl Into<String>,
-    ) -> Self {
+    pub fn new(region: impl Into<String>, zone: impl Into<String>, sub_zone: impl Into<String>) -> Self {
         let mut locality = Self::default();
-        locality.0.locality = Some(core::Locality {
-            region: region.into(),
-            zone: zone.into(),
-            sub_zone: sub_zone.into(),
-        });
+        locality.0.locality =
+            Some(core::Locality { region: region.into(), zone: zone.into(), sub_zone: sub_zone.into() });
         locality
     }
 
@@ -98,9 +87,7 @@ impl Locality {
 
     /// Adds endpoints in iteration order.
     pub fn endpoints(mut self, endpoints: impl IntoIterator<Item = Endpoint>) -> Self {
-        self.0
-            .lb_endpoints
-            .extend(endpoints.into_iter().map(Endpoint::build));
+        self.0.lb_endpoints.extend(endpoints.into_iter().map(Endpoint::build));
         self
     }
 

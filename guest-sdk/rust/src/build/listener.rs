@@ -22,11 +22,7 @@ struct Hcm {
 
 impl Hcm {
     fn new(name: &str) -> Self {
-        Hcm {
-            stat_prefix: name.to_owned(),
-            route_config: name.to_owned(),
-            filters: Vec::new(),
-        }
+        Hcm { stat_prefix: name.to_owned(), route_config: name.to_owned(), filters: Vec::new() }
     }
 
     fn filter(&mut self, name: String, config: Any) {
@@ -65,12 +61,7 @@ pub struct HttpListener {
 impl HttpListener {
     pub fn new(name: impl Into<String>, port: u16) -> Self {
         let name = name.into();
-        HttpListener {
-            hcm: Hcm::new(&name),
-            name,
-            address: "0.0.0.0".to_owned(),
-            port,
-        }
+        HttpListener { hcm: Hcm::new(&name), name, address: "0.0.0.0".to_owned(), port }
     }
 
     /// The IP to bind (`0.0.0.0`, `::`, `127.0.0.1`, ...).
@@ -127,10 +118,7 @@ impl ApiListener {
     /// `name` is the target as clients dial it: `echo` for `xds:///echo`.
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
-        ApiListener {
-            hcm: Hcm::new(&name),
-            name,
-        }
+        ApiListener { hcm: Hcm::new(&name), name }
     }
 
     /// The RouteConfiguration to fetch by RDS (default: the listener's name).
@@ -148,9 +136,7 @@ impl ApiListener {
 
     pub fn build(self) -> Listener {
         Listener {
-            api_listener: Some(listener::ApiListener {
-                api_listener: Some(self.hcm.build()),
-            }),
+            api_listener: Some(listener::ApiListener { api_listener: Some(self.hcm.build()) }),
             name: self.name,
             ..Default::default()
         }

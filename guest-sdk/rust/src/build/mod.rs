@@ -42,8 +42,8 @@ pub use listener::{ApiListener, HttpListener};
 pub use route::{HeaderMatch, RetryPolicy, Route, RouteConfig, VirtualHost};
 
 use crate::envoy::envoy::config::core::v3::{
-    Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption,
-    SocketAddress, address, config_source, header_value_option::HeaderAppendAction, socket_address,
+    Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption, SocketAddress, address,
+    config_source, header_value_option::HeaderAppendAction, socket_address,
 };
 use crate::envoy::google::protobuf;
 
@@ -54,11 +54,7 @@ const MAX_SECONDS: u64 = 315_576_000_000;
 pub fn duration(d: std::time::Duration) -> protobuf::Duration {
     protobuf::Duration {
         seconds: d.as_secs().min(MAX_SECONDS) as i64,
-        nanos: if d.as_secs() > MAX_SECONDS {
-            0
-        } else {
-            d.subsec_nanos() as i32
-        },
+        nanos: if d.as_secs() > MAX_SECONDS { 0 } else { d.subsec_nanos() as i32 },
     }
 }
 
@@ -66,9 +62,7 @@ pub fn duration(d: std::time::Duration) -> protobuf::Duration {
 /// xdst serves everything.
 pub fn ads() -> ConfigSource {
     ConfigSource {
-        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
-            AggregatedConfigSource {},
-        )),
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
         resource_api_version: ApiVersion::V3 as i32,
         ..Default::default()
     }
@@ -93,17 +87,10 @@ pub(crate) fn u32_value(value: u32) -> protobuf::UInt32Value {
 /// One header to add: `overwrite` replaces any value it has (`OVERWRITE_IF_EXISTS_OR_ADD`),
 /// otherwise another value is appended (`APPEND_IF_EXISTS_OR_ADD`).
 pub(crate) fn header_value(name: String, value: String, overwrite: bool) -> HeaderValueOption {
-    let action = if overwrite {
-        HeaderAppendAction::OverwriteIfExistsOrAdd
-    } else {
-        HeaderAppendAction::AppendIfExistsOrAdd
-    };
+    let action =
+        if overwrite { HeaderAppendAction::OverwriteIfExistsOrAdd } else { HeaderAppendAction::AppendIfExistsOrAdd };
     HeaderValueOption {
-        header: Some(HeaderValue {
-            key: name,
-            value,
-            ..Default::default()
-        }),
+        header: Some(HeaderValue { key: name, value, ..Default::default() }),
         append_action: action as i32,
         ..Default::default()
     }

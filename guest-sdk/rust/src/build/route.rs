@@ -5,20 +5,14 @@ use std::time::Duration;
 use super::{duration, header_value, u32_value};
 use crate::envoy::envoy::config::core::v3::{DataSource, data_source};
 use crate::envoy::envoy::config::route::v3::{
-    self as route, DirectResponseAction, HeaderMatcher, RouteAction, RouteConfiguration,
-    RouteMatch, WeightedCluster, header_matcher::HeaderMatchSpecifier, route_action,
-    route_match::PathSpecifier, weighted_cluster::ClusterWeight,
+    self as route, DirectResponseAction, HeaderMatcher, RouteAction, RouteConfiguration, RouteMatch, WeightedCluster,
+    header_matcher::HeaderMatchSpecifier, route_action, route_match::PathSpecifier, weighted_cluster::ClusterWeight,
 };
-use crate::envoy::envoy::r#type::matcher::v3::{
-    RegexMatcher, StringMatcher, string_matcher::MatchPattern,
-};
+use crate::envoy::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher::MatchPattern};
 
 /// A regex matcher with the engine left unset, which Envoy and gRPC read as Google RE2.
 fn regex(re: String) -> RegexMatcher {
-    RegexMatcher {
-        regex: re,
-        engine_type: None,
-    }
+    RegexMatcher { regex: re, engine_type: None }
 }
 
 /// A `RouteConfiguration`: virtual hosts in order, plus headers every route adds or removes.
@@ -27,10 +21,7 @@ pub struct RouteConfig(RouteConfiguration);
 
 impl RouteConfig {
     pub fn new(name: impl Into<String>) -> Self {
-        RouteConfig(RouteConfiguration {
-            name: name.into(),
-            ..Default::default()
-        })
+        RouteConfig(RouteConfiguration { name: name.into(), ..Default::default() })
     }
 
     pub fn virtual_host(mut self, host: VirtualHost) -> Self {
@@ -40,9 +31,7 @@ impl RouteConfig {
 
     /// Adds virtual hosts in iteration order.
     pub fn virtual_hosts(mut self, hosts: impl IntoIterator<Item = VirtualHost>) -> Self {
-        self.0
-            .virtual_hosts
-            .extend(hosts.into_iter().map(VirtualHost::build));
+        self.0.virtual_hosts.extend(hosts.into_iter().map(VirtualHost::build));
         self
     }
 
@@ -102,10 +91,7 @@ pub struct VirtualHost {
 
 impl VirtualHost {
     /// `name` must be unique within the route configuration.
-    pub fn new<D: Into<String>>(
-        name: impl Into<String>,
-        domains: impl IntoIterator<Item = D>,
-    ) -> Self {
+    pub fn new<D: Into<String>>(name: impl Into<String>, domains: impl IntoIterator<Item = D>) -> Self {
         VirtualHost {
             host: route::VirtualHost {
                 name: name.into(),
@@ -122,9 +108,7 @@ impl VirtualHost {
 
     /// Adds routes in iteration order.
     pub fn routes(mut self, routes: impl IntoIterator<Item = Route>) -> Self {
-        self.host
-            .routes
-            .extend(routes.into_iter().map(Route::build));
+        self.host.routes.extend(routes.into_iter().map(Route::build));
         self
     }
 
@@ -159,10 +143,7 @@ impl Route {
     fn matching(path: PathSpecifier) -> Self {
         Route {
             route: route::Route {
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(path),
-                    ..Default::default()
-                }),
+                r#match: Some(RouteMatch { path_specifier: Some(path), ..Default::default() }),
                 ..Default::default()
             },
             action: RouteAction::default(),
@@ -202,17 +183,13 @@ impl Route {
 
     /// Sends matching requests to one cluster.
     pub fn to_cluster(mut self, cluster: impl Into<String>) -> Self {
-        self.action.cluster_specifier =
-            Some(route_action::ClusterSpecifier::Cluster(cluster.into()));
+        self.action.cluster_specifier = Some(route_action::ClusterSpecifier::Cluster(cluster.into()));
         self
     }
 
     /// Splits matching requests between clusters in proportion to their weights (each at
     /// least 1), in the order given.
-    pub fn to_weighted_clusters<C: Into<String>>(
-        mut self,
-        clusters: impl IntoIterator<Item = (C, u32)>,
-    ) -> Self {
+    pub fn to_weighted_clusters<C: Into<String>>(mut self, clusters: impl IntoIterator<Item = (C, u32)>) -> Self {
         let clusters = clusters
             .into_iter()
             .map(|(name, weight)| ClusterWeight {
@@ -221,12 +198,8 @@ impl Route {
                 ..Default::default()
             })
             .collect();
-        self.action.cluster_specifier = Some(route_action::ClusterSpecifier::WeightedClusters(
-            WeightedCluster {
-                clusters,
-                ..Default::default()
-            },
-        ));
+        self.action.cluster_specifier =
+            Some(route_action::ClusterSpecifier::WeightedClusters(WeightedCluster { clusters, ..Default::default() }));
         self
     }
 
@@ -234,10 +207,8 @@ impl Route {
     pub fn direct_response(mut self, status: u32, body: Option<String>) -> Self {
         self.direct = Some(DirectResponseAction {
             status,
-            body: body.map(|b| DataSource {
-                specifier: Some(data_source::Specifier::InlineString(b)),
-                ..Default::default()
-            }),
+            body: body
+                .map(|b| DataSource { specifier: Some(data_source::Specifier::InlineString(b)), ..Default::default() }),
         });
         self
     }
@@ -257,10 +228,8 @@ impl Route {
 
     /// The longest a stream may last: the timeout gRPC clients honour (and Envoy too).
     pub fn max_stream_duration(mut self, limit: Duration) -> Self {
-        self.action.max_stream_duration = Some(route_action::MaxStreamDuration {
-            max_stream_duration: Some(duration(limit)),
-            ..Default::default()
-        });
+        self.action.max_stream_duration =
+            Some(route_action::MaxStreamDuration { max_stream_duration: Some(duration(limit)), ..Default::default() });
         self
     }
 
@@ -294,20 +263,13 @@ pub struct HeaderMatch(HeaderMatcher);
 
 impl HeaderMatch {
     fn with(name: String, specifier: HeaderMatchSpecifier) -> Self {
-        HeaderMatch(HeaderMatcher {
-            name,
-            header_match_specifier: Some(specifier),
-            ..Default::default()
-        })
+        HeaderMatch(HeaderMatcher { name, header_match_specifier: Some(specifier), ..Default::default() })
     }
 
     fn string(name: String, pattern: MatchPattern) -> Self {
         Self::with(
             name,
-            HeaderMatchSpecifier::StringMatch(StringMatcher {
-                match_pattern: Some(pattern),
-                ignore_case: false,
-            }),
+            HeaderMatchSpecifier::StringMatch(StringMatcher { match_pattern: Some(pattern), ignore_case: false }),
         )
     }
 
@@ -348,10 +310,7 @@ pub struct RetryPolicy(route::RetryPolicy);
 impl RetryPolicy {
     /// `retry_on`: comma-separated conditions.
     pub fn new(retry_on: impl Into<String>) -> Self {
-        RetryPolicy(route::RetryPolicy {
-            retry_on: retry_on.into(),
-            ..Default::default()
-        })
+        RetryPolicy(route::RetryPolicy { retry_on: retry_on.into(), ..Default::default() })
     }
 
     /// How many retries at most (Envoy's default is 1).

@@ -33,7 +33,6 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
-
 /// A core-ABI plugin (`proto/core-abi`) in WAT: `describe` returns `describe`; `translate`'s
 /// body is `translate`, which may call `$out(len)` to return `len` bytes of `data` (placed at
 /// 4096). `extra` goes first (imports). `xdst_alloc` grows memory for every request.

@@ -54,7 +54,12 @@ impl Translate for Native {
             documents: r
                 .documents
                 .iter()
-                .map(|d| xdst_guest::IntentDocument { kind: d.kind.clone(), name: d.name.clone(), origin: d.origin.clone(), json: d.json.clone() })
+                .map(|d| xdst_guest::IntentDocument {
+                    kind: d.kind.clone(),
+                    name: d.name.clone(),
+                    origin: d.origin.clone(),
+                    json: d.json.clone(),
+                })
                 .collect(),
             resources: vec![],
             config: r.config.clone(),
@@ -94,7 +99,9 @@ fn service(i: usize, port: u16) -> String {
 }
 
 fn grpc_service(i: usize) -> String {
-    format!("kind: GrpcService\nmetadata: {{name: grpc-{i}}}\nspec:\n  backends:\n  - {{service: svc-{i}}}\n  timeout: 5s\n")
+    format!(
+        "kind: GrpcService\nmetadata: {{name: grpc-{i}}}\nspec:\n  backends:\n  - {{service: svc-{i}}}\n  timeout: 5s\n"
+    )
 }
 
 fn intent(n: usize, changed: Option<(usize, u16)>) -> anyhow::Result<IntentSet> {
@@ -192,11 +199,13 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other:?}"),
         }
     }
-    let wasm_path = wasm_path.context("--wasm FILE: the reference plugin built for wasm32 (tests/bench/translate.sh builds it)")?;
+    let wasm_path =
+        wasm_path.context("--wasm FILE: the reference plugin built for wasm32 (tests/bench/translate.sh builds it)")?;
     let bytes = std::fs::read(&wasm_path).with_context(|| format!("reading {wasm_path}"))?;
     let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false })?;
     let t = Instant::now();
-    let limits = Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, ..Limits::default() };
+    let limits =
+        Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, ..Limits::default() };
     let wasm = runtime.load_any("reference.wasm", &bytes, limits)?;
     eprintln!("compiled the plugin ({} bytes) in {}", bytes.len(), ms(t.elapsed()));
 
@@ -207,8 +216,19 @@ fn main() -> anyhow::Result<()> {
     let (wc, nc) = (median(&wasm.change), median(&native.change));
     println!("| | wasm | native | wasm / native |");
     println!("|---|---|---|---|");
-    println!("| full translation, {} resources (median of {runs}) | {} | {} | {:.2} |", wasm.resources, ms(wf), ms(nf), wf.as_secs_f64() / nf.as_secs_f64());
-    println!("| single-service change (median of {changes}) | {} | {} | {:.2} |", ms(wc), ms(nc), wc.as_secs_f64() / nc.as_secs_f64());
+    println!(
+        "| full translation, {} resources (median of {runs}) | {} | {} | {:.2} |",
+        wasm.resources,
+        ms(wf),
+        ms(nf),
+        wf.as_secs_f64() / nf.as_secs_f64()
+    );
+    println!(
+        "| single-service change (median of {changes}) | {} | {} | {:.2} |",
+        ms(wc),
+        ms(nc),
+        wc.as_secs_f64() / nc.as_secs_f64()
+    );
     println!(
         "| full: min / max | {} / {} | {} / {} | |",
         ms(*wasm.full.iter().min().unwrap()),

@@ -18,21 +18,13 @@ impl Translator for Adversary {
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let ok = |resources| {
-            Ok(TranslateResponse {
-                resources,
-                diagnostics: vec![],
-            })
-        };
+        let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![] });
         match request.config.trim().trim_matches('"') {
             "ok" => ok(vec![XdsResource {
                 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
                 name: "c1".into(),
                 body: Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()),
-                document: request
-                    .documents
-                    .first()
-                    .map(|d| format!("{}/{}", d.kind, d.name)),
+                document: request.documents.first().map(|d| format!("{}/{}", d.kind, d.name)),
             }]),
             "loop" => {
                 let mut x: u64 = 0;
@@ -71,11 +63,7 @@ impl Translator for Adversary {
                 }
                 ok(vec![])
             }
-            other => Err(PluginError {
-                message: format!("unknown mode {other:?}"),
-                document: None,
-                field: None,
-            }),
+            other => Err(PluginError { message: format!("unknown mode {other:?}"), document: None, field: None }),
         }
     }
 }
