@@ -27,7 +27,8 @@ fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
     let sdk = root.join("guest-sdk");
     let mut code = String::from(
-        "/// (language, recipe, [(path in the template, contents)])\npub static LANGUAGES: &[(&str, &str, &[(&str, &[u8])])] = &[\n",
+        "/// A template's files: (path in the template, contents).\npub type Files = &'static [(&'static str, &'static [u8])];\n\
+         /// (language, recipe, template)\npub static LANGUAGES: &[(&str, &str, Files)] = &[\n",
     );
     for lang in ["rust", "c", "js", "python", "assemblyscript"] {
         let dir = sdk.join(lang);

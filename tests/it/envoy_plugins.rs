@@ -553,9 +553,7 @@ fn team_config(dir: &Path, edge: (i32, &str), strict: i32, split: bool) -> anyho
         "intent: intent\nplugins:\n- name: platform\n  source: reference.wasm\n{split}- name: edge\n  source: route-policy.wasm\n  priority: {}\n  config:\n    retries: {{attempts: 3, on: 5xx}}\n    responseHeaders: {{\"{}\": edge}}\n- name: strict\n  source: route-policy.wasm\n  priority: {strict}\n  config:\n    responseHeaders: {{x-policy: strict}}\n",
         edge.0, edge.1
     );
-    let tmp = dir.join(".xdst.yaml.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join("xdst.yaml"))?;
+    xdst_core::files::write_atomic(&dir.join("xdst.yaml"), text)?;
     Ok(())
 }
 

@@ -195,9 +195,7 @@ fn random_change(w: &World, rng: &mut Rng, fresh: &mut usize, in_place: bool) ->
 
 fn write_intent(dir: &Path, text: &str) -> anyhow::Result<()> {
     // Replaced by rename, as editors and config management do: never a half-written file.
-    let tmp = dir.join(".intent.yaml.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join("intent.yaml"))?;
+    xdst_core::files::write_atomic(&dir.join("intent.yaml"), text)?;
     Ok(())
 }
 

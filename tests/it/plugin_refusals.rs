@@ -34,9 +34,7 @@ fn versions(stats: &Stats) -> Vec<(String, String)> {
 }
 
 fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, dir.join(file))?;
+    xdst_core::files::write_atomic(&dir.join(file), bytes)?;
     Ok(())
 }
 

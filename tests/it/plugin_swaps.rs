@@ -61,9 +61,7 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
     plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
     let swap = std::fs::read(plugins::swap()?)?;
     let install = |bytes: &[u8]| -> anyhow::Result<()> {
-        let tmp = plugin_dir.path().join(".swap.wasm.tmp");
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, plugin_dir.path().join("swap.wasm"))?;
+        xdst_core::files::write_atomic(&plugin_dir.path().join("swap.wasm"), bytes)?;
         Ok(())
     };
     install(&plugins::swap_variant(&swap, [100, 0, 0, 0, 0, 0])?)?;
@@ -93,7 +91,7 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
-                *slot = if seed % 3 == 0 { 0 } else { (seed % 100) as u16 + 1 };
+                *slot = if seed.is_multiple_of(3) { 0 } else { (seed % 100) as u16 + 1 };
             }
             if w.iter().any(|x| *x > 0) && w != previous {
                 break w;
@@ -175,9 +173,7 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
             "{}---\nkind: Split\nmetadata: {{name: web}}\nspec: {{port: 10999, tag: {tag}}}\n",
             services.join("---\n")
         );
-        let tmp = intent.path().join(".intent.yaml.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, intent.path().join("intent.yaml"))?;
+        xdst_core::files::write_atomic(&intent.path().join("intent.yaml"), text)?;
         Ok(())
     };
     write_intent("v1")?;
@@ -226,9 +222,7 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
         plugins_now["generations_ok"].as_u64().unwrap_or(0) == before,
         "the slow generation already finished: {plugins_now:#}"
     );
-    let tmp = plugin_dir.path().join(".swap.wasm.tmp");
-    std::fs::write(&tmp, &fast)?;
-    std::fs::rename(&tmp, plugin_dir.path().join("swap.wasm"))?;
+    xdst_core::files::write_atomic(&plugin_dir.path().join("swap.wasm"), &fast)?;
 
     let mut seen: Vec<(String, Vec<String>)> = Vec::new();
     let deadline = Instant::now() + WAIT;
@@ -300,9 +294,7 @@ async fn a_plugin_compiles_in_the_background_while_intent_edits_are_served() -> 
     changed.extend_from_slice(payload.as_bytes());
     ensure!(body_len < 128);
     let t0 = Instant::now();
-    let tmp = plugin_dir.path().join(".reference.wasm.tmp");
-    std::fs::write(&tmp, &changed)?;
-    std::fs::rename(&tmp, plugin_dir.path().join("reference.wasm"))?;
+    xdst_core::files::write_atomic(&plugin_dir.path().join("reference.wasm"), &changed)?;
     tokio::time::sleep(Duration::from_millis(100)).await;
     std::fs::write(intent.path().join("s.yaml"), service(1500))?;
 

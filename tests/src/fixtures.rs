@@ -69,9 +69,7 @@ endpoints:
 /// Writes `contents` to `dir/name` atomically (temp file, then rename), as editors and
 /// config tooling should.
 pub fn write(dir: &Path, name: &str, contents: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, contents).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
+    xdst_core::files::write_atomic(&dir.join(name), contents).unwrap();
 }
 
 /// A resources directory holding a listener `http` on `port`, route `local` and cluster

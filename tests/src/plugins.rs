@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use xdst_core::files::write_atomic;
 
 use anyhow::{Context as _, bail};
 
@@ -73,16 +74,13 @@ pub fn swap_variant_slow(wasm: &[u8], weights: [u16; 6], spin: u16) -> anyhow::R
 /// Copies a plugin into `dir` as `file` (`NAME.wasm`), with `settings` (YAML) beside it.
 pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> anyhow::Result<()> {
     let dest = dir.join(file);
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::copy(wasm, &tmp).with_context(|| format!("copying {}", wasm.display()))?;
+    let bytes = std::fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
     if let Some(s) = settings {
         // Atomically: a generation that read a half-written file would fail for the wrong
         // reason (a plugin run with no configuration).
-        let yaml_tmp = dir.join(format!(".{file}.yaml.tmp"));
-        std::fs::write(&yaml_tmp, s)?;
-        std::fs::rename(&yaml_tmp, dest.with_extension("yaml"))?;
+        write_atomic(&dest.with_extension("yaml"), s)?;
     }
-    std::fs::rename(&tmp, &dest)?;
+    write_atomic(&dest, bytes)?;
     Ok(())
 }
 

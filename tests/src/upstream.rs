@@ -105,7 +105,7 @@ async fn serve_connection(conn: TcpStream, body: &str, counter: &AtomicU64, flak
         if path.starts_with("/slow") {
             tokio::time::sleep(SLOW).await;
         }
-        let status = if path.starts_with("/flaky") && flaky.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+        let status = if path.starts_with("/flaky") && flaky.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
             "503 Service Unavailable"
         } else {
             "200 OK"

@@ -229,7 +229,10 @@ mod tests {
                 "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                 "stat_prefix": "in",
                 "rds": {"route_config_name": "r", "config_source": {"ads": {}, "resource_api_version": "V3"}},
-                "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+                "http_filters": [{
+                    "name": "envoy.filters.http.router",
+                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}
+                }]
             }}]}],
             "metadata": {"filter_metadata": {"z": {"a": 1}, "a": {"b": 2}, "m": {}}}
         })

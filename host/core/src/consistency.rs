@@ -337,7 +337,8 @@ cluster_name: api-v2
         // A changed route naming a missing cluster: caught; the same route unchanged is fine.
         let bad_route = decode_file(
             "r.yaml",
-            "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: routes\nvirtual_hosts: [{name: a, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: ghost}}]}]\n",
+            "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: routes\nvirtual_hosts: \
+                [{name: a, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: ghost}}]}]\n",
         )
         .unwrap();
         let changed = good.apply([(Arc::from(ROUTE), Arc::from("routes"))], bad_route).unwrap();
@@ -362,7 +363,8 @@ cluster_name: api-v2
     fn missing_route_configuration() {
         assert_eq!(
             only_error("rds/routes"),
-            "listener \"http\" filter_chains[0].filters[0].typed_config.rds.route_config_name names route configuration \"routes\", which does not exist"
+            "listener \"http\" filter_chains[0].filters[0].typed_config.rds.route_config_name names route \
+                configuration \"routes\", which does not exist"
         );
     }
 
@@ -370,7 +372,8 @@ cluster_name: api-v2
     fn missing_cluster_in_weighted_route() {
         assert_eq!(
             only_error("cds/api"),
-            "route configuration \"routes\" virtual_hosts[0].routes[1].route.weighted_clusters.clusters[1].name names cluster \"api\", which does not exist"
+            "route configuration \"routes\" virtual_hosts[0].routes[1].route.weighted_clusters.clusters[1].name \
+                names cluster \"api\", which does not exist"
         );
     }
 

@@ -6,7 +6,6 @@
 use std::fmt;
 
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor, ReflectMessage};
-use serde::Deserialize;
 
 use crate::canonical;
 use crate::descriptors;
@@ -47,22 +46,8 @@ pub fn decode_file(file: &str, contents: &str) -> Result<Vec<Resource>, DecodeEr
         field,
         message,
     };
-    let is_json = file.ends_with(".json");
-    let mut docs = Vec::new();
-    if is_json {
-        let v: serde_json::Value = serde_json::from_str(contents)
-            .map_err(|e| err(Some(1), None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
-        docs.push(v);
-    } else {
-        for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
-            let v = serde_json::Value::deserialize(doc).map_err(|e| {
-                let at =
-                    e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
-                err(Some(i + 1), None, format!("invalid YAML{at}: {e}"))
-            })?;
-            docs.push(v);
-        }
-    }
+    let docs =
+        crate::documents::parse_all(contents, file.ends_with(".json")).map_err(|e| err(e.document, None, e.message))?;
 
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
@@ -237,6 +222,20 @@ pub fn resource_name(msg: &DynamicMessage) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
+/// A resource's body as canonical proto3 JSON with Envoy's field names (`connect_timeout`),
+/// `Any`s expanded with their `@type`: what a plugin that patches resources reads. `None` for a
+/// type the descriptor set lacks or bytes that do not decode.
+pub fn to_json(type_url: &str, body: &[u8]) -> Option<String> {
+    let desc = descriptors::message_for_type_url(type_url)?;
+    let message = DynamicMessage::decode(desc, body).ok()?;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::new(&mut out);
+    message
+        .serialize_with_options(&mut ser, &prost_reflect::SerializeOptions::new().use_proto_field_name(true))
+        .ok()?;
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,18 +371,4 @@ filter_chains:
         assert!(decode_file("e.yaml", "---\n---\n").unwrap().is_empty());
         assert!(decode_file("e.yaml", "").unwrap().is_empty());
     }
-}
-
-/// A resource's body as canonical proto3 JSON with Envoy's field names (`connect_timeout`),
-/// `Any`s expanded with their `@type`: what a plugin that patches resources reads. `None` for a
-/// type the descriptor set lacks or bytes that do not decode.
-pub fn to_json(type_url: &str, body: &[u8]) -> Option<String> {
-    let desc = descriptors::message_for_type_url(type_url)?;
-    let message = DynamicMessage::decode(desc, body).ok()?;
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::new(&mut out);
-    message
-        .serialize_with_options(&mut ser, &prost_reflect::SerializeOptions::new().use_proto_field_name(true))
-        .ok()?;
-    String::from_utf8(out).ok()
 }

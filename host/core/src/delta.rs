@@ -28,6 +28,9 @@ pub struct DeltaResponse {
     pub removed: Vec<Arc<str>>,
 }
 
+/// A name's entry in `known` before a response (`None`: the client did not know the name).
+type PriorVersion = Option<Option<Arc<str>>>;
+
 #[derive(Debug, Default)]
 struct TypeState {
     started: bool,
@@ -49,7 +52,7 @@ struct TypeState {
     last_nack: Option<Nack>,
     /// What `known` held, before the last response, for the names it changed: a NACK puts
     /// them back, since the client applied none of it.
-    prior: Vec<(Arc<str>, Option<Option<Arc<str>>>)>,
+    prior: Vec<(Arc<str>, PriorVersion)>,
     /// A digest of the response the client rejected: the same diff is not sent again.
     rejected: Option<String>,
     /// The digest of the last response sent.

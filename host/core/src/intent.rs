@@ -7,8 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use crate::decode::DecodeError;
 
 /// One intent document.
@@ -44,21 +42,13 @@ fn err(file: &str, document: usize, field: Option<&str>, message: impl Into<Stri
 /// Parses every intent document in a file's contents. `file` is used in errors and origins.
 pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, DecodeError> {
     let mut values = Vec::new();
-    if file.ends_with(".json") {
-        let v: serde_json::Value = serde_json::from_str(contents)
-            .map_err(|e| err(file, 1, None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
+    for v in crate::documents::parse_all(contents, file.ends_with(".json"))
+        .map_err(|e| err(file, e.document.unwrap_or(1), None, e.message))?
+    {
         match v {
-            serde_json::Value::Array(list) => values.extend(list),
+            // A JSON file may hold a list of documents.
+            serde_json::Value::Array(list) if file.ends_with(".json") => values.extend(list),
             v => values.push(v),
-        }
-    } else {
-        for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
-            let v = serde_json::Value::deserialize(doc).map_err(|e| {
-                let at =
-                    e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
-                err(file, i + 1, None, format!("invalid YAML{at}: {e}"))
-            })?;
-            values.push(v);
         }
     }
     let mut out = Vec::new();
@@ -90,10 +80,10 @@ pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, Dec
         if let Some(problem) = name_problem(&name) {
             return Err(err(file, index, Some("metadata.name"), format!("{name:?}: {problem}")));
         }
-        if let Some(spec) = map.get("spec") {
-            if !spec.is_object() {
-                return Err(err(file, index, Some("spec"), "must be a mapping"));
-            }
+        if let Some(spec) = map.get("spec")
+            && !spec.is_object()
+        {
+            return Err(err(file, index, Some("spec"), "must be a mapping"));
         }
         if let Some(extra) = map.keys().find(|k| !["kind", "metadata", "spec", "apiVersion"].contains(&k.as_str())) {
             return Err(err(file, index, Some(extra), "unknown top-level field (expected kind, metadata, spec)"));
@@ -214,7 +204,8 @@ impl IntentSet {
 mod tests {
     use super::*;
 
-    const TWO: &str = "kind: HttpService\nmetadata: {name: web}\nspec: {port: 80}\n---\nkind: HttpService\nmetadata:\n  name: api\n  team: payments\nspec: {}\n";
+    const TWO: &str = "kind: HttpService\nmetadata: {name: web}\nspec: {port: 80}\n---\nkind: HttpService\nmetadata:\
+        \n  name: api\n  team: payments\nspec: {}\n";
 
     #[test]
     fn multi_document_yaml_and_json() {

@@ -7,9 +7,11 @@
 //!   for dangling references before they are published;
 //! - [`sotw`] and [`delta`]: the stream state machines, one per gRPC stream;
 //! - [`plan`] and [`rollout`]: make-before-break, per node, gated on its ACKs;
-//! - [`wire`]: writing responses straight from the shared bytes.
+//! - [`wire`]: writing responses straight from the shared bytes;
+//! - [`documents`]: YAML and JSON text to values, bounded in depth and size.
 //!
-//! It does not do gRPC, HTTP, files or plugins: the `xdst` crate wraps it in those.
+//! It does not do gRPC, HTTP or plugins, and reads no files: the `xdst` crate wraps it in
+//! those. The one file helper is [`files::write_atomic`], shared by every crate.
 //!
 //! | Feature                                   | Status    |
 //! |-------------------------------------------|-----------|
@@ -29,6 +31,8 @@ pub mod consistency;
 pub mod decode;
 pub mod delta;
 pub mod descriptors;
+pub mod documents;
+pub mod files;
 pub mod intent;
 pub mod node;
 pub mod plan;

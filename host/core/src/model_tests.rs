@@ -132,7 +132,14 @@ proptest! {
                     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
                     if names.iter().any(|n| n != "*") { named_ever[t] = true; }
                     let (version_info, response_nonce) = last[t].clone().unwrap_or_default();
-                    let req = DiscoveryRequest { type_url: TYPES[t].into(), node: node(), resource_names: names.clone(), version_info, response_nonce, ..Default::default() };
+                    let req = DiscoveryRequest {
+                        type_url: TYPES[t].into(),
+                        node: node(),
+                        resource_names: names.clone(),
+                        version_info,
+                        response_nonce,
+                        ..Default::default()
+                    };
                     // The client forgets what it no longer asks for (Envoy drops it).
                     if !types::is_full_state(TYPES[t]) && !names.iter().any(|n| n == "*") {
                         held[t].retain(|k, _| names.contains(k));
@@ -154,7 +161,13 @@ proptest! {
                         held[t].extend(got); // SOTW-9: merged
                     }
                     last[t] = Some((r.version.to_string(), r.nonce.to_string()));
-                    let ack = DiscoveryRequest { type_url: TYPES[t].into(), resource_names: subs[t].clone().unwrap(), version_info: r.version.to_string(), response_nonce: r.nonce.to_string(), ..Default::default() };
+                    let ack = DiscoveryRequest {
+                        type_url: TYPES[t].into(),
+                        resource_names: subs[t].clone().unwrap(),
+                        version_info: r.version.to_string(),
+                        response_nonce: r.nonce.to_string(),
+                        ..Default::default()
+                    };
                     s.handle_request(&ack, SystemTime::now()).unwrap();
                 }
             }

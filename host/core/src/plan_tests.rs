@@ -13,13 +13,16 @@ pub(crate) fn one(yaml: &str) -> Resource {
 
 pub(crate) fn cluster(name: &str) -> Resource {
     one(&format!(
-        "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: {name}\ntype: EDS\nconnect_timeout: 1s\neds_cluster_config: {{eds_config: {{ads: {{}}}}}}\n"
+        "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: {name}\ntype: EDS\nconnect_timeout: 1s\
+            \neds_cluster_config: {{eds_config: {{ads: {{}}}}}}\n"
     ))
 }
 
 pub(crate) fn cla(name: &str, port: u16) -> Resource {
     one(&format!(
-        "\"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment\ncluster_name: {name}\nendpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}}}]}}]\n"
+        "\"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment\ncluster_name: {name}\n\
+            endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: \
+            {port}}}}}}}}}]}}]\n"
     ))
 }
 
@@ -32,7 +35,8 @@ pub(crate) fn route(name: &str, clusters: &[&str]) -> Resource {
         ),
     };
     one(&format!(
-        "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: {name}\nvirtual_hosts: [{{name: all, domains: [\"*\"], routes: [{{match: {{prefix: /}}, route: {action}}}]}}]\n"
+        "\"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\nname: {name}\nvirtual_hosts: \
+            [{{name: all, domains: [\"*\"], routes: [{{match: {{prefix: /}}, route: {action}}}]}}]\n"
     ))
 }
 
@@ -269,7 +273,8 @@ proptest! {
                 }
                 for c in clusters_named(&p.offer, std::iter::once(r.clone())) {
                     prop_assert!(acked.resource(CLUSTER, &c).is_some(), "route {r} offered naming cluster {c} the node does not hold");
-                    prop_assert!(acked.resource(ENDPOINT, &c).is_some(), "route {r} offered naming cluster {c} whose endpoints the node does not hold");
+                    prop_assert!(acked.resource(ENDPOINT, &c).is_some(), "route {r} offered naming cluster {c} whose \
+                        endpoints the node does not hold");
                 }
             }
             // Clusters offered include every cluster a route the node holds (and its listeners

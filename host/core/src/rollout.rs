@@ -132,6 +132,9 @@ pub struct RejectedResource {
 /// order, so more than a few means the client is not answering at all.
 const MAX_IN_FLIGHT: usize = 16;
 
+/// A stream and a type URL: what subscriptions and responses in flight are kept by.
+type StreamType = (u64, Arc<str>);
+
 /// One node's rollout state.
 #[derive(Debug)]
 pub struct Rollout {
@@ -141,10 +144,10 @@ pub struct Rollout {
     wanted: Arc<Wanted>,
     acked: Snapshot,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
-    subscriptions: BTreeMap<(u64, Arc<str>), (bool, BTreeSet<Arc<str>>)>,
+    subscriptions: BTreeMap<StreamType, (bool, BTreeSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
-    in_flight: BTreeMap<(u64, Arc<str>), VecDeque<(Arc<str>, Update)>>,
+    in_flight: BTreeMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
     /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
@@ -328,7 +331,7 @@ impl Rollout {
         let key = (stream, type_url.clone());
         let Some(q) = self.in_flight.get_mut(&key) else { return notes };
         let Some(i) = q.iter().position(|(n, _)| n.as_ref() == nonce) else { return notes };
-        let (_, update) = q.drain(..=i).last().expect("drained through i");
+        let (_, update) = q.drain(..=i).next_back().expect("drained through i");
         let latest = q.is_empty();
         if latest {
             self.in_flight.remove(&key);
@@ -418,7 +421,7 @@ impl Rollout {
     /// acknowledged every response it was sent of the types the step waits for.
     pub fn tick(&mut self, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
-        if !self.deadline().is_some_and(|d| d <= now) {
+        if self.deadline().is_none_or(|d| d > now) {
             return notes;
         }
         let step = self.step;
@@ -483,12 +486,12 @@ impl Rollout {
             // The node holds its target: endpoints and routes it unsubscribed since (of
             // clusters and listeners now gone) are no longer held.
             for ty in [ENDPOINT, ROUTE] {
-                if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty)) {
-                    if held.len() > target.len() {
-                        let kept =
-                            TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
-                        self.acked = self.acked.with_set(self.acked.type_key(ty), Arc::new(kept));
-                    }
+                if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty))
+                    && held.len() > target.len()
+                {
+                    let kept =
+                        TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
+                    self.acked = self.acked.with_set(self.acked.type_key(ty), Arc::new(kept));
                 }
             }
         }
@@ -568,13 +571,13 @@ impl Rollout {
         self.step = step;
         self.step_since = now;
         notes.push(Note::Step(step));
-        if step == Step::Converged {
-            if let Some(t0) = self.diverged_since.take() {
-                let d = now.saturating_duration_since(t0);
-                self.convergences += 1;
-                self.last_convergence = Some(d);
-                notes.push(Note::Converged(d));
-            }
+        if step == Step::Converged
+            && let Some(t0) = self.diverged_since.take()
+        {
+            let d = now.saturating_duration_since(t0);
+            self.convergences += 1;
+            self.last_convergence = Some(d);
+            notes.push(Note::Converged(d));
         }
     }
 

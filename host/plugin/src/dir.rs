@@ -174,7 +174,7 @@ pub enum DirError {
     #[error("{file}{}: {message}", field.as_ref().map(|f| format!(" field {f}")).unwrap_or_default())]
     Settings { file: PathBuf, field: Option<String>, message: String },
     #[error("{file}: {error}")]
-    Load { file: PathBuf, error: PluginError },
+    Load { file: PathBuf, error: Box<PluginError> },
     #[error("{file}: not a WebAssembly module or component: {message}")]
     NotWasm { file: PathBuf, message: String },
     #[error("plugin name {name:?} is used by {first} and by {second}")]
@@ -388,7 +388,7 @@ impl DirLoader {
             crate::Failure::Compile(message) if !bytes.starts_with(b"\0asm") => {
                 DirError::NotWasm { file: file.clone(), message }
             }
-            _ => DirError::Load { file: file.clone(), error },
+            _ => DirError::Load { file: file.clone(), error: Box::new(error) },
         })?;
         let plugin = Arc::new(plugin);
         self.loaded.lock().unwrap().insert((digest, key(&limits)), plugin.clone());
@@ -406,11 +406,7 @@ fn read_settings(wasm: &Path) -> Result<Settings, DirError> {
         };
         let settings_err =
             |field: Option<String>, message: String| DirError::Settings { file: path.clone(), field, message };
-        let value: serde_json::Value = if ext == "json" {
-            serde_json::from_str(&text).map_err(|e| settings_err(None, e.to_string()))?
-        } else {
-            serde_yaml_ng::from_str(&text).map_err(|e| settings_err(None, e.to_string()))?
-        };
+        let value = xdst_core::documents::parse_one(&text).map_err(|e| settings_err(None, e.message))?;
         if value.is_null() {
             return Ok(Settings::default());
         }

@@ -119,7 +119,7 @@ pub struct Translation {
 pub enum PipelineError {
     #[error("{error}{}", origin.as_ref().map(|o| format!(" (in {o})")).unwrap_or_default())]
     Plugin {
-        error: PluginError,
+        error: Box<PluginError>,
         /// The file and document the plugin blamed, where it named one.
         origin: Option<String>,
     },
@@ -127,23 +127,15 @@ pub enum PipelineError {
     Unclaimed(#[from] UnclaimedKind),
     #[error("kind {kind:?} is claimed by plugin {first:?} and by plugin {second:?}")]
     KindClaimedTwice { kind: String, first: String, second: String },
-    #[error("plugin {plugin:?} ({}): {} {name:?}{}{}: {message}", short(digest), xdst_core::types::short_name(type_url), document.as_ref().map(|d| format!(" from {d}")).unwrap_or_default(), field.as_ref().map(|f| format!(" field {f}")).unwrap_or_default())]
-    InvalidResource {
-        plugin: String,
-        digest: String,
-        type_url: String,
-        name: String,
-        document: Option<String>,
-        field: Option<String>,
-        message: String,
-    },
+    #[error(transparent)]
+    InvalidResource(Box<InvalidResource>),
     #[error("{} {name:?} is produced by {first} and again by {second}", xdst_core::types::short_name(type_url))]
     Conflict { type_url: String, name: String, first: String, second: String },
 }
 
 impl From<PluginError> for PipelineError {
     fn from(error: PluginError) -> Self {
-        PipelineError::Plugin { error, origin: None }
+        PipelineError::Plugin { error: Box::new(error), origin: None }
     }
 }
 
@@ -153,12 +145,32 @@ impl From<DuplicateResource> for PipelineError {
     }
 }
 
+/// A resource a plugin returned that is not a valid Envoy resource, or not attributed as the
+/// contract requires.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin {plugin:?} ({}): {} {name:?}{}{}: {message}",
+    short(digest),
+    xdst_core::types::short_name(type_url),
+    document.as_ref().map(|d| format!(" from {d}")).unwrap_or_default(),
+    field.as_ref().map(|f| format!(" field {f}")).unwrap_or_default()
+)]
+pub struct InvalidResource {
+    pub plugin: String,
+    pub digest: String,
+    pub type_url: String,
+    pub name: String,
+    pub document: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
 impl PipelineError {
     /// The plugin at fault, if one is.
     pub fn plugin(&self) -> Option<&str> {
         match self {
             PipelineError::Plugin { error, .. } => Some(&error.plugin),
-            PipelineError::InvalidResource { plugin, .. } => Some(plugin),
+            PipelineError::InvalidResource(r) => Some(&r.plugin),
             _ => None,
         }
     }
@@ -259,11 +271,11 @@ impl Pipeline {
             let reusable = prev.filter(|s| {
                 s.digest == p.plugin.digest() && s.config == p.config && s.granularity == Some(info.granularity)
             });
-            if reusable.is_none() {
-                if let Some(old) = prev {
-                    // A new version or configuration: everything it produced is replaced.
-                    changes.take_out_all(old);
-                }
+            if reusable.is_none()
+                && let Some(old) = prev
+            {
+                // A new version or configuration: everything it produced is replaced.
+                changes.take_out_all(old);
             }
             let state = self.run_plugin(p, intent, reusable.map(Arc::as_ref), &mut calls, &mut changes)?;
             next.insert(info.name.clone(), state.map(Arc::new).unwrap_or_else(|| reusable.unwrap().clone()));
@@ -350,7 +362,7 @@ impl Pipeline {
                 }
                 _ => None,
             };
-            PipelineError::Plugin { error, origin }
+            PipelineError::Plugin { error: Box::new(error), origin }
         })
     }
 
@@ -391,8 +403,8 @@ impl Pipeline {
                 wit::Body::Json(s) => Body::Json(s),
                 wit::Body::Proto(b) => Body::Proto(b),
             };
-            let resource =
-                decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| PipelineError::InvalidResource {
+            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| {
+                PipelineError::InvalidResource(Box::new(InvalidResource {
                     plugin: info.name.clone(),
                     digest: p.plugin.digest().to_owned(),
                     type_url: r.type_url.clone(),
@@ -400,7 +412,8 @@ impl Pipeline {
                     document: r.document.clone(),
                     field,
                     message,
-                })?;
+                }))
+            })?;
             let origin = match current.resource(&r.type_url, &r.name) {
                 Some(old) => {
                     remove.push((old.type_url().clone(), old.name().clone()));
@@ -528,14 +541,16 @@ impl Pipeline {
             BTreeMap::from([(Arc::from(""), Vec::new())])
         };
         for r in response.resources {
-            let invalid = |field: Option<String>, message: String| PipelineError::InvalidResource {
-                plugin: info.name.clone(),
-                digest: p.plugin.digest().to_owned(),
-                type_url: r.type_url.clone(),
-                name: r.name.clone(),
-                document: r.document.clone(),
-                field,
-                message,
+            let invalid = |field: Option<String>, message: String| {
+                PipelineError::InvalidResource(Box::new(InvalidResource {
+                    plugin: info.name.clone(),
+                    digest: p.plugin.digest().to_owned(),
+                    type_url: r.type_url.clone(),
+                    name: r.name.clone(),
+                    document: r.document.clone(),
+                    field,
+                    message,
+                }))
             };
             let slot: Arc<str> = if per_document {
                 match &r.document {
@@ -544,12 +559,18 @@ impl Pipeline {
                         return Err(invalid(
                             None,
                             format!(
-                                "names document {d:?}, which was not in this request (a per-document plugin must attribute each resource to one of the documents it was given)"
+                                "names document {d:?}, which was not in this request (a per-document plugin must \
+                                    attribute each resource to one of the documents it was given)"
                             ),
                         ));
                     }
                     None => {
-                        return Err(invalid(None, "names no document (a per-document plugin must attribute each resource to the document it came from)".into()));
+                        return Err(invalid(
+                            None,
+                            "names no document (a per-document plugin must attribute each \
+                            resource to the document it came from)"
+                                .into(),
+                        ));
                     }
                 }
             } else {

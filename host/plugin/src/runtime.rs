@@ -212,7 +212,8 @@ impl Runtime {
                 Shape::CoreAbi => return self.load_core(label, bytes, limits),
                 Shape::OtherVersion(v) => {
                     return Err(err(Failure::Incompatible(format!(
-                        "speaks version {v} of the core-module ABI (exports xdst_plugin_abi_{}); this xdst speaks {CONTRACT} (see proto/core-abi/README.md)",
+                        "speaks version {v} of the core-module ABI (exports xdst_plugin_abi_{}); this xdst speaks \
+                            {CONTRACT} (see proto/core-abi/README.md)",
                         v.replace('.', "_")
                     ))));
                 }
@@ -225,7 +226,8 @@ impl Runtime {
                     plugin: label.to_owned(),
                     digest: digest(bytes),
                     failure: Failure::Incompatible(format!(
-                        "a core module that neither exports {} (the core-module ABI) nor embeds the xdst:plugin WIT world (was it built with an xdst SDK?): {e:#}",
+                        "a core module that neither exports {} (the core-module ABI) nor embeds the xdst:plugin WIT \
+                            world (was it built with an xdst SDK?): {e:#}",
                         core_abi::MARKER
                     )),
                 })?;
@@ -251,11 +253,11 @@ impl Runtime {
         let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
         // Refuse what imports something not granted before paying for the compile (most of a
         // minute for an interpreter component), then again on the compiled type.
-        check_imports(top_level_imports(bytes).iter().map(String::as_str)).map_err(|f| err(f))?;
-        let component = self.compile(bytes, &digest).map_err(|f| err(f))?;
+        check_imports(top_level_imports(bytes).iter().map(String::as_str)).map_err(&err)?;
+        let component = self.compile(bytes, &digest).map_err(&err)?;
         let ty = component.component_type();
         let names: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
-        check_imports(names.into_iter()).map_err(|f| err(f))?;
+        check_imports(names.into_iter()).map_err(&err)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let pre = wit::PluginPre::new(pre).map_err(|e| {
             err(Failure::Incompatible(format!("does not implement the xdst:plugin@0.1.0 world: {e:#}")))
@@ -268,8 +270,8 @@ impl Runtime {
     fn load_core(&self, label: &str, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
         let digest = digest(bytes);
         let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
-        let module = self.compile_module(bytes, &digest).map_err(|f| err(f))?;
-        core_abi::check_imports(&module).map_err(|f| err(f))?;
+        let module = self.compile_module(bytes, &digest).map_err(&err)?;
+        core_abi::check_imports(&module).map_err(&err)?;
         let pre =
             self.core_linker.instantiate_pre(&module).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let imports = module.imports().map(|i| format!("{}.{}", i.module(), i.name())).collect();
@@ -308,7 +310,14 @@ impl Runtime {
         )?;
         plugin.name = info.name.clone();
         plugin.info = info;
-        info!(plugin = %plugin.name, version = %plugin.info.version, abi = %plugin.abi(), digest = %plugin.digest, kinds = ?plugin.info.kinds, "plugin loaded");
+        info!(
+            plugin = %plugin.name,
+            version = %plugin.info.version,
+            abi = %plugin.abi(),
+            digest = %plugin.digest,
+            kinds = ?plugin.info.kinds,
+            "plugin loaded"
+        );
         Ok(plugin)
     }
 
@@ -366,11 +375,8 @@ impl Runtime {
         }
         let component = compile().map_err(|e| Failure::Compile(format!("{e:#}")))?;
         let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(dir)?;
             let data = serialize(&component).map_err(std::io::Error::other)?;
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, data)?;
-            std::fs::rename(&tmp, &path)
+            xdst_core::files::write_atomic(&path, data)
         };
         if let Err(e) = write() {
             warn!(%digest, dir = %dir.display(), error = %e, "cannot cache the compiled plugin");
@@ -588,7 +594,7 @@ impl CallState {
                 cut -= 1;
             }
             message.truncate(cut);
-            message.push_str("…");
+            message.push('…');
         }
         match level {
             Level::Debug => debug!(plugin = %self.plugin, "{message}"),

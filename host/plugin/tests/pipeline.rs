@@ -41,7 +41,7 @@ fn resources_are_decoded_canonicalised_and_attributed() {
 #[test]
 fn a_wrongly_typed_field_is_refused_naming_plugin_document_and_field() {
     let e = translate(&[adversary("badjson")], &intent(ONE), "").unwrap_err();
-    assert!(matches!(&e, PipelineError::InvalidResource { field: Some(f), .. } if f == "connect_timeout"), "{e}");
+    assert!(matches!(&e, PipelineError::InvalidResource(r) if r.field.as_deref() == Some("connect_timeout")), "{e}");
     let msg = e.to_string();
     assert!(
         msg.starts_with("plugin \"adversary\" (sha256:")
@@ -162,7 +162,7 @@ mod composition {
         let broken = r#"{"ok": {"resources": [{"typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "c1", "body": {"json": {"name": "c1", "connect_timeout": 5}}}]}}"#;
         let e = translate(&[adversary("ok"), patch("strict", 0, FailurePolicy::FailClosed, broken)], &intent(ONE), "")
             .unwrap_err();
-        assert!(matches!(&e, PipelineError::InvalidResource { plugin, .. } if plugin == "strict"), "{e}");
+        assert!(matches!(&e, PipelineError::InvalidResource(r) if r.plugin == "strict"), "{e}");
         assert!(e.to_string().contains("connect_timeout"), "{e}");
 
         let out = translate(&[adversary("ok"), patch("lenient", 0, FailurePolicy::FailOpen, broken)], &intent(ONE), "")

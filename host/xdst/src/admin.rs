@@ -67,7 +67,9 @@ pub fn routes(ctx: &Ctx) -> Router {
         )
 }
 
-const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
+const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
+    /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
+    /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
 
 /// Whether `headers` carry the admin token; the refusal to send back if not.
 pub(crate) fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (http::StatusCode, &'static str)> {

@@ -135,7 +135,7 @@ pub fn read(file: &Path) -> Result<FileConfig, ConfigError> {
 /// Parses a configuration file's text (`file` names it in errors and anchors relative paths).
 pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     let err = |field: Option<String>, message: String| ConfigError { file: file.display().to_string(), field, message };
-    let value: serde_json::Value = serde_yaml_ng::from_str(text).map_err(|e| err(None, e.to_string()))?;
+    let value = xdst_core::documents::parse_one(text).map_err(|e| err(None, e.message))?;
     if value.is_null() {
         return Ok(FileConfig::default());
     }
@@ -232,6 +232,9 @@ pub struct ConfiguredPlugins {
     state: Mutex<State>,
 }
 
+/// A plugin's detached signature as fetched (or why it could not be).
+type Signature = Result<Vec<u8>, String>;
+
 #[derive(Default)]
 struct State {
     /// The file's text when last read.
@@ -240,7 +243,7 @@ struct State {
     reloads: Option<u64>,
     entries: Vec<(PluginEntry, String)>,
     /// By plugin name: the source, what it resolved to, and its signature (fetched then).
-    resolved: BTreeMap<String, (String, Resolved, Option<Result<Vec<u8>, String>>)>,
+    resolved: BTreeMap<String, (String, Resolved, Option<Signature>)>,
     reports: Vec<SourceReport>,
 }
 
@@ -289,7 +292,7 @@ impl ConfiguredPlugins {
         let refresh = changed || st.reloads != Some(reloads);
         if changed {
             let c = parse(&self.file, &text)?;
-            let value: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap_or_default();
+            let value = xdst_core::documents::parse_one(&text).unwrap_or_default();
             let entries = c.plugins.unwrap_or_default();
             st.entries = entries.into_iter().enumerate().map(|(i, e)| (e, value["plugins"][i].to_string())).collect();
             st.text = Some(text);
@@ -325,7 +328,14 @@ impl ConfiguredPlugins {
                         let keep = previous.or(fallback.map(|f| f.resolved));
                         match keep {
                             Some(r) => {
-                                warn!(plugin = %e.name, source = %source, error = format!("{err:#}"), digest = %r.digest, "cannot resolve the plugin's source; the digest it last resolved to (cached) is used");
+                                warn!(
+                                    plugin = %e.name,
+                                    source = %source,
+                                    error = format!("{err:#}"),
+                                    digest = %r.digest,
+                                    "cannot resolve the plugin's source; the digest it last resolved to (cached) is \
+                                        used"
+                                );
                                 error = Some(format!("{err:#}"));
                                 r
                             }
@@ -404,7 +414,10 @@ mod tests {
     fn a_full_file_parses_and_paths_are_relative_to_it() {
         let c = parse(
             Path::new("/etc/xdst/xdst.yaml"),
-            "xdsAddr: 0.0.0.0:18000\nintent: intent\nplanGrace: 3s\nnodeGroupKey: metadata:team\nplugins:\n- name: gw\n  source: plugins/gw.wasm\n  sha256: sha256:0000000000000000000000000000000000000000000000000000000000000000\n  limits: {deadlineMs: 500}\n  capabilities: [clocks]\n  failurePolicy: fail-open\n  priority: 3\n  config: {a: 1}\n",
+            "xdsAddr: 0.0.0.0:18000\nintent: intent\nplanGrace: 3s\nnodeGroupKey: metadata:team\nplugins:\n- name: gw\
+                \n  source: plugins/gw.wasm\n  sha256: \
+                sha256:0000000000000000000000000000000000000000000000000000000000000000\n  limits: {deadlineMs: 500}\
+                \n  capabilities: [clocks]\n  failurePolicy: fail-open\n  priority: 3\n  config: {a: 1}\n",
         )
         .unwrap();
         assert_eq!(c.intent.as_deref(), Some(Path::new("/etc/xdst/intent")));

@@ -265,7 +265,7 @@ impl Fetcher {
     fn remember(&self, source: &Source, r: &Resolved) {
         let path = self.ref_file(source);
         let body = serde_json::to_vec_pretty(r).expect("serializable");
-        if let Err(e) = write_atomic(&path, &body) {
+        if let Err(e) = xdst_core::files::write_atomic(&path, &body) {
             tracing::warn!(file = %path.display(), error = %e, "could not remember what a plugin source resolved to");
         }
     }
@@ -284,7 +284,7 @@ impl Fetcher {
     fn store(&self, bytes: &[u8]) -> anyhow::Result<(PathBuf, String)> {
         let digest = xdst_plugin::digest(bytes);
         let path = self.blob_path(&digest);
-        write_atomic(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        xdst_core::files::write_atomic(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
         Ok((path, digest))
     }
 
@@ -325,7 +325,14 @@ impl Fetcher {
         let basic = self.auths.get(&oci.registry);
         let lower = challenge.to_ascii_lowercase();
         if lower.starts_with("basic") {
-            return basic.map(|b| format!("Basic {b}")).ok_or_else(|| anyhow!("{}: the registry wants credentials (add them to ~/.docker/config.json, e.g. with `docker login {}`)", oci.registry, oci.registry));
+            return basic.map(|b| format!("Basic {b}")).ok_or_else(|| {
+                anyhow!(
+                    "{}: the registry wants credentials \
+                (add them to ~/.docker/config.json, e.g. with `docker login {}`)",
+                    oci.registry,
+                    oci.registry
+                )
+            });
         }
         if !lower.starts_with("bearer") {
             bail!("{}: unsupported authentication challenge {challenge:?}", oci.registry);
@@ -452,13 +459,13 @@ impl Fetcher {
                     .limit(4096)
                     .read_to_vec()
                     .map_err(|e| format!("reading {url}: {e}"))?;
-                let _ = write_atomic(cached, &bytes);
+                let _ = xdst_core::files::write_atomic(cached, &bytes);
                 Ok(bytes)
             }
             Source::Oci(oci) => {
                 let tag = oci.at(&signature_tag(digest));
                 let bytes = self.pull_signature(&tag).map_err(|e| format!("{e:#}"))?;
-                let _ = write_atomic(cached, &bytes);
+                let _ = xdst_core::files::write_atomic(cached, &bytes);
                 Ok(bytes)
             }
         }
@@ -704,15 +711,6 @@ fn docker_auths() -> std::collections::BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

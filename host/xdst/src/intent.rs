@@ -117,10 +117,10 @@ pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) 
     let mut parts = Vec::new();
     for err in &e.errors {
         let mut s = err.to_string();
-        if let xdst_core::consistency::ConsistencyError::Dangling(d) = err {
-            if let Some(origin) = snapshot.resource(d.from_type, &d.from).and_then(|r| r.origin().map(str::to_owned)) {
-                s.push_str(&format!(" ({origin})"));
-            }
+        if let xdst_core::consistency::ConsistencyError::Dangling(d) = err
+            && let Some(origin) = snapshot.resource(d.from_type, &d.from).and_then(|r| r.origin().map(str::to_owned))
+        {
+            s.push_str(&format!(" ({origin})"));
         }
         parts.push(s);
     }
@@ -236,6 +236,7 @@ pub struct IntentSource {
 }
 
 /// Where the plugins are listed.
+#[allow(clippy::large_enum_variant)] // one per server, never moved in a hot path
 pub enum PluginSet {
     /// Every `*.wasm` in a directory, with `NAME.yaml` settings beside it.
     Dir(PathBuf),
@@ -411,7 +412,14 @@ impl IntentSource {
                 for (t, n) in counts {
                     ctx.metrics.resources.get_or_create(&crate::metrics::by_type(&t)).set(n as i64);
                 }
-                info!(documents, resources, version, changed_groups = ?report.changed_groups, elapsed_ms = elapsed_ms as u64, "intent translated and published");
+                info!(
+                    documents,
+                    resources,
+                    version,
+                    changed_groups = ?report.changed_groups,
+                    elapsed_ms = elapsed_ms as u64,
+                    "intent translated and published"
+                );
                 Ok(())
             }
             Err(e) => {
@@ -514,7 +522,11 @@ impl IntentSource {
                                 entry.clone(),
                                 key.clone(),
                             );
-                            info!(file = %file.display(), source = %entry.source, "plugin changed: compiling it in the background; the previous version keeps serving");
+                            info!(
+                                file = %file.display(),
+                                source = %entry.source,
+                                "plugin changed: compiling it in the background; the previous version keeps serving"
+                            );
                             std::thread::spawn(move || {
                                 let result = loader.load_entry(&entry).map_err(|e| e.to_string());
                                 let mut bg = background.lock().unwrap();

@@ -17,7 +17,6 @@
 //! (the file is restored or removed), and the answer carries the error. What was serving
 //! keeps serving. Writes are serialised.
 
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use axum::Json;
@@ -194,7 +193,7 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
                     );
                 }
             }
-            if let Err(e) = write_atomically(&path, text) {
+            if let Err(e) = xdst_core::files::write_atomic(&path, text) {
                 return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("writing {rel}: {e}"));
             }
         }
@@ -216,7 +215,7 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
         Err(e) => {
             // Undo: what was there before, or nothing.
             let undone = match &previous {
-                Some(text) => write_atomically(&path, text),
+                Some(text) => xdst_core::files::write_atomic(&path, text),
                 None => std::fs::remove_file(&path),
             };
             if let Err(u) = undone {
@@ -225,12 +224,4 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
             refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
     }
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().expect("API documents live in a subdirectory");
-    std::fs::create_dir_all(dir)?;
-    let tmp: PathBuf = dir.join(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }

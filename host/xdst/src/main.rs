@@ -24,7 +24,7 @@ enum Command {
     /// translated by wasm plugins, or from a directory of Envoy resources, with an admin port
     /// for health, metrics and debugging.
     #[command(after_help = SERVE_HELP)]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Load a resources directory exactly as `serve` would, report the first problem
     /// (file, document, field or dangling reference) and exit non-zero if there is one.
     Validate {
@@ -353,7 +353,7 @@ fn main() -> anyhow::Result<()> {
                 let given = matches.subcommand_matches("serve").expect("serve");
                 apply_config_file(&mut args, &file, given)?;
             }
-            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
+            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*args))
         }
         Command::Validate { resources } => {
             let (p, files) = source::load(&resources)?;
@@ -563,9 +563,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.ready_file {
         let body =
             serde_json::json!({"xds_addr": server.xds_addr.to_string(), "admin_addr": server.admin_addr.to_string()});
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, body.to_string())
-            .and_then(|_| std::fs::rename(&tmp, path))
+        xdst_core::files::write_atomic(path, body.to_string())
             .with_context(|| format!("writing --ready-file {}", path.display()))?;
     }
     #[cfg(unix)]
@@ -598,8 +596,8 @@ fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
         None => std::env::var("XDST_ADMIN_TOKEN").unwrap_or_default(),
     };
     let token = token.trim().to_owned();
-    if file.is_some() && token.is_empty() {
-        anyhow::bail!("--admin-token-file {} is empty", file.unwrap().display());
+    if let Some(f) = file.filter(|_| token.is_empty()) {
+        anyhow::bail!("--admin-token-file {} is empty", f.display());
     }
     Ok((!token.is_empty()).then_some(token))
 }

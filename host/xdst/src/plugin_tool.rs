@@ -48,7 +48,7 @@ impl Lang {
         }
     }
 
-    fn embedded(self) -> anyhow::Result<(&'static str, &'static [(&'static str, &'static [u8])])> {
+    fn embedded(self) -> anyhow::Result<(&'static str, embedded::Files)> {
         embedded::LANGUAGES
             .iter()
             .find(|(id, _, _)| *id == self.id())
@@ -464,8 +464,8 @@ fn expected_error(e: &PipelineError) -> ExpectedError {
             }
             _ => ExpectedError { document: None, field: None, message: Some(error.to_string()) },
         },
-        PipelineError::InvalidResource { document, field, .. } => {
-            ExpectedError { document: document.clone(), field: field.clone(), message: Some(e.to_string()) }
+        PipelineError::InvalidResource(r) => {
+            ExpectedError { document: r.document.clone(), field: r.field.clone(), message: Some(e.to_string()) }
         }
         other => ExpectedError { document: None, field: None, message: Some(other.to_string()) },
     }
@@ -520,7 +520,7 @@ pub fn message_name(type_url: &str) -> &str {
 fn split_resources(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for doc in text.split("---\n").filter(|d| !d.trim().is_empty()) {
-        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(doc).unwrap_or_default();
+        let value = xdst_core::documents::parse_one(doc).unwrap_or_default();
         let ty = value.get("@type").and_then(|v| v.as_str()).unwrap_or("?");
         let name = value.get("name").or_else(|| value.get("cluster_name")).and_then(|v| v.as_str()).unwrap_or("?");
         out.insert(format!("{} {name}", message_name(ty)), doc.to_owned());
@@ -576,8 +576,10 @@ mod tests {
 
     #[test]
     fn diffs_name_the_resource_and_show_the_changed_lines() {
-        let a = "---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\ntype: EDS\n---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: gone\n";
-        let b = "---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\ntype: STATIC\n---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: new\n";
+        let a = "---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\ntype: EDS\n---\n\
+            '@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: gone\n";
+        let b = "---\n'@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: web\ntype: STATIC\n---\n\
+            '@type': type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: new\n";
         let d = diff_resources(a, b).unwrap();
         assert!(d.contains("Cluster web differs"), "{d}");
         assert!(d.contains("- type: EDS") && d.contains("+ type: STATIC"), "{d}");

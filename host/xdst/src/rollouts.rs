@@ -170,11 +170,22 @@ impl NodeRollout {
                 }
                 Note::Stopped { type_url, message } => {
                     m.plan_nack_stops.inc();
-                    warn!(node = %self.id, r#type = types::short_name(&type_url), error = %message, step = r.step().as_str(), "node rejected an update: plan stopped, the node keeps its last good state until the next change");
+                    warn!(
+                        node = %self.id,
+                        r#type = types::short_name(&type_url),
+                        error = %message,
+                        step = r.step().as_str(),
+                        "node rejected an update: plan stopped, the node keeps its last good state until the next \
+                            change"
+                    );
                 }
                 Note::GraceExpired { step } => {
                     m.plan_grace_expired.get_or_create(&label("step", step.as_str())).inc();
-                    warn!(node = %self.id, step = step.as_str(), "node did not acknowledge within the grace period (--plan-grace): proceeding without its ACK");
+                    warn!(
+                        node = %self.id,
+                        step = step.as_str(),
+                        "node did not acknowledge within the grace period (--plan-grace): proceeding without its ACK"
+                    );
                 }
             }
         }

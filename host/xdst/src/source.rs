@@ -73,7 +73,10 @@ pub(crate) fn is_resource_file(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
-fn list(dir: &Path) -> Result<(Vec<PathBuf>, Vec<(String, PathBuf)>), LoadError> {
+/// A node group's name and its subdirectory.
+type Groups = Vec<(String, PathBuf)>;
+
+fn list(dir: &Path) -> Result<(Vec<PathBuf>, Groups), LoadError> {
     let mut files = Vec::new();
     let mut groups = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| LoadError::Dir(dir.to_owned(), e))? {
@@ -142,7 +145,14 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
             for (t, n) in counts {
                 ctx.metrics.resources.get_or_create(&by_type(&t)).set(n as i64);
             }
-            info!(dir = %dir.display(), files, resources, changed_groups = ?report.changed_groups, elapsed_ms = started.elapsed().as_millis() as u64, "resources loaded");
+            info!(
+                dir = %dir.display(),
+                files,
+                resources,
+                changed_groups = ?report.changed_groups,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "resources loaded"
+            );
             Ok(())
         }
         Err(e) => {

@@ -164,12 +164,9 @@ pub fn write_out_dir(snapshot: &Snapshot, dir: &Path) -> anyhow::Result<Vec<Path
                  written: &mut Vec<PathBuf>|
      -> anyhow::Result<()> {
         let response = json!({ "version_info": version, "type_url": type_url, "resources": resources });
-        let parent = path.parent().expect("files live in a directory");
-        let tmp = parent.join(format!(".{}.tmp{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
         let mut text = serde_json::to_string_pretty(&response)?;
         text.push('\n');
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        xdst_core::files::write_atomic(&path, text).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
         Ok(())
     };
@@ -237,32 +234,32 @@ fn point_at_files(v: &mut Value, key: Option<&str>, dir: &Path) {
         (map.get("name").and_then(Value::as_str).map(str::to_owned), map.get_mut("eds_cluster_config"))
     {
         let service = eds.get("service_name").and_then(Value::as_str).map(str::to_owned).unwrap_or(name);
-        if let Some(Value::Object(source)) = eds.get_mut("eds_config") {
-            if source.remove("ads").is_some() {
-                source.insert(
-                    "path_config_source".into(),
-                    path_source(dir.join("eds").join(format!("{}.json", file_name(&service)))),
-                );
-            }
+        if let Some(Value::Object(source)) = eds.get_mut("eds_config")
+            && source.remove("ads").is_some()
+        {
+            source.insert(
+                "path_config_source".into(),
+                path_source(dir.join("eds").join(format!("{}.json", file_name(&service)))),
+            );
         }
     }
     // An HTTP connection manager's RDS: the route configuration by name.
     if key == Some("rds") {
         let route = map.get("route_config_name").and_then(Value::as_str).map(str::to_owned);
-        if let (Some(route), Some(Value::Object(source))) = (route, map.get_mut("config_source")) {
-            if source.remove("ads").is_some() {
-                source.insert(
-                    "path_config_source".into(),
-                    path_source(dir.join("rds").join(format!("{}.json", file_name(&route)))),
-                );
-            }
+        if let (Some(route), Some(Value::Object(source))) = (route, map.get_mut("config_source"))
+            && source.remove("ads").is_some()
+        {
+            source.insert(
+                "path_config_source".into(),
+                path_source(dir.join("rds").join(format!("{}.json", file_name(&route)))),
+            );
         }
     }
     for (k, type_url) in [("cds_config", CLUSTER), ("lds_config", LISTENER)] {
-        if let Some(Value::Object(source)) = map.get_mut(k) {
-            if source.remove("ads").is_some() {
-                source.insert("path_config_source".into(), path_source(dir.join(file_for(type_url))));
-            }
+        if let Some(Value::Object(source)) = map.get_mut(k)
+            && source.remove("ads").is_some()
+        {
+            source.insert("path_config_source".into(), path_source(dir.join(file_for(type_url))));
         }
     }
     for (k, child) in map.iter_mut() {

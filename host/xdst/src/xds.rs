@@ -213,11 +213,11 @@ impl<M: Machine> Driver<M> {
             }
             // Another stream of the node may have moved its rollout while this one was busy
             // (its wake-up then came before this stream waited).
-            if let (Some(r), Some((generation, _))) = (&self.rollout, &self.offer) {
-                if r.generation() != *generation {
-                    self.poll();
-                    continue;
-                }
+            if let (Some(r), Some((generation, _))) = (&self.rollout, &self.offer)
+                && r.generation() != *generation
+            {
+                self.poll();
+                continue;
             }
             let deadline = self.rollout.as_ref().and_then(|r| r.deadline());
             let wake = tokio::select! {
@@ -305,29 +305,37 @@ impl<M: Machine> Driver<M> {
                 return Err(status);
             }
         };
-        if self.watch.is_none() {
-            if let Some(node) = M::request_node(&req) {
-                let group = self.ctx.group_key.group_of(node);
-                let mut rx = self.ctx.cache.watch(&group);
-                let snapshot = rx.borrow_and_update().clone();
-                self.watch = Some((rx, snapshot.clone()));
-                self.node_id = node.id.clone();
-                info!(node = %node.id, cluster = %node.cluster, group = %group, api = M::API, service = self.label, peer = ?self.peer, "stream opened");
-                let rollout = self.ctx.rollouts.attach(&group, &node.id);
-                self.registered = Some(self.ctx.nodes.add(StreamEntry {
-                    api: M::API,
-                    service: self.label,
-                    group,
-                    connected_at: SystemTime::now(),
-                    peer: self.peer,
-                    source: self.machine.clone(),
-                }));
-                rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
-                let (generation, current) = rollout.offer();
-                self.resynced = current.resync;
-                self.offer = Some((generation, current));
-                self.rollout = Some(rollout);
-            }
+        if self.watch.is_none()
+            && let Some(node) = M::request_node(&req)
+        {
+            let group = self.ctx.group_key.group_of(node);
+            let mut rx = self.ctx.cache.watch(&group);
+            let snapshot = rx.borrow_and_update().clone();
+            self.watch = Some((rx, snapshot.clone()));
+            self.node_id = node.id.clone();
+            info!(
+                node = %node.id,
+                cluster = %node.cluster,
+                group = %group,
+                api = M::API,
+                service = self.label,
+                peer = ?self.peer,
+                "stream opened"
+            );
+            let rollout = self.ctx.rollouts.attach(&group, &node.id);
+            self.registered = Some(self.ctx.nodes.add(StreamEntry {
+                api: M::API,
+                service: self.label,
+                group,
+                connected_at: SystemTime::now(),
+                peer: self.peer,
+                source: self.machine.clone(),
+            }));
+            rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
+            let (generation, current) = rollout.offer();
+            self.resynced = current.resync;
+            self.offer = Some((generation, current));
+            self.rollout = Some(rollout);
         }
         if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
             let changes = self.machine.lock().unwrap().subscription_changes();

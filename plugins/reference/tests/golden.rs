@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use xdst_guest::envoy::envoy::config::cluster::v3::Cluster;
 use xdst_guest::envoy::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use xdst_guest::envoy::envoy::config::listener::v3::{Listener, filter::ConfigType};
@@ -33,16 +32,12 @@ fn cases() -> Vec<PathBuf> {
 
 fn documents(case: &Path) -> Vec<IntentDocument> {
     let text = std::fs::read_to_string(case.join("intent.yaml")).unwrap();
-    let mut docs = Vec::new();
-    for (i, d) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-        let v = serde_json::Value::deserialize(d).unwrap();
-        docs.push(IntentDocument {
-            kind: v["kind"].as_str().unwrap().to_owned(),
-            name: v["metadata"]["name"].as_str().unwrap().to_owned(),
-            origin: format!("intent.yaml#{}", i + 1),
-            json: v.to_string(),
-        });
-    }
+    // Parsed as the host parses intent.
+    let mut docs: Vec<IntentDocument> = xdst_core::intent::parse_file("intent.yaml", &text)
+        .unwrap()
+        .into_iter()
+        .map(|d| IntentDocument { kind: d.kind, name: d.name, origin: d.origin, json: d.json.to_string() })
+        .collect();
     // The host sends documents ordered by kind, then name.
     docs.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
     docs

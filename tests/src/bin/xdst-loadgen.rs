@@ -773,9 +773,7 @@ impl Changer {
 
     fn apply(&mut self, k: usize) -> anyhow::Result<()> {
         for (f, text) in self.edits(k)? {
-            let tmp = self.dir.join(format!(".{f}.loadgen"));
-            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, self.dir.join(f)).with_context(|| format!("renaming over {f}"))?;
+            xdst_core::files::write_atomic(&self.dir.join(f), text).with_context(|| format!("writing {f}"))?;
         }
         Ok(())
     }

@@ -18,7 +18,6 @@
 //! - the make-before-break rollout (a cluster change is one step);
 //! - Envoy applying the update.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -52,13 +51,6 @@ fn service(name: &str, port: u16, timeout_ms: usize) -> String {
     format!(
         "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: {timeout_ms}ms\n  endpoints:\n  - {{address: 127.0.0.1, port: {port}}}\n"
     )
-}
-
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_file_name(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 async fn cds_version(envoy: &Envoy) -> anyhow::Result<String> {
@@ -129,7 +121,7 @@ async fn main() -> anyhow::Result<()> {
         let timeout = 1001 + i; // a new connectTimeout each time
         let old = cds_version(&envoy).await?;
         let t0 = Instant::now();
-        write_atomically(&file, &service("by-file", up.addr.port(), timeout))?;
+        xdst_core::files::write_atomic(&file, service("by-file", up.addr.port(), timeout))?;
         by_file.push(until_changed(&envoy, &old, t0).await?);
 
         let old = cds_version(&envoy).await?;

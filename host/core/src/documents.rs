@@ -1,0 +1,290 @@
+//! YAML and JSON text to JSON values: the one parser for every document xdst reads
+//! (resources, intent, configuration files, plugin settings, test cases).
+//!
+//! The text is untrusted, so parsing is bounded: nesting deeper than [`MAX_DEPTH`] is refused,
+//! and so is a file whose YAML aliases expand to more values than the file has bytes (plus
+//! [`SLACK_NODES`]): a 50 KB file of aliases to a long list would otherwise become gigabytes.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Nesting deeper than this (mappings and lists inside each other) is refused.
+pub const MAX_DEPTH: usize = 100;
+/// Values a file may hold beyond one per byte of text: room for short files whose aliases
+/// repeat a few small mappings.
+pub const SLACK_NODES: usize = 65_536;
+
+/// Why a text is not documents: which document (1-based), if known, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentError {
+    pub document: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.document {
+            Some(d) => write!(f, "document {d}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for DocumentError {}
+
+/// Every document of a file: one JSON value when `json` is true, else YAML documents
+/// separated by `---` (empty ones are `null`).
+pub fn parse_all(contents: &str, json: bool) -> Result<Vec<Value>, DocumentError> {
+    let budget = Budget::for_text(contents);
+    if json {
+        return parse_json(contents, &budget).map(|v| vec![v]);
+    }
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
+        let v = budget
+            .seed(0)
+            .deserialize(doc)
+            .map_err(|e| DocumentError { document: Some(i + 1), message: yaml_message(&e, &budget) })?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// One document: YAML (of which JSON is a subset); an empty text is `null`.
+pub fn parse_one(contents: &str) -> Result<Value, DocumentError> {
+    let budget = Budget::for_text(contents);
+    budget
+        .seed(0)
+        .deserialize(serde_yaml_ng::Deserializer::from_str(contents))
+        .map_err(|e| DocumentError { document: None, message: yaml_message(&e, &budget) })
+}
+
+/// One JSON value, bounded like the rest.
+pub fn parse_json_text(contents: &str) -> Result<Value, DocumentError> {
+    parse_json(contents, &Budget::for_text(contents))
+}
+
+fn parse_json(contents: &str, budget: &Budget) -> Result<Value, DocumentError> {
+    let mut de = serde_json::Deserializer::from_str(contents);
+    let v = budget.seed(0).deserialize(&mut de).and_then(|v| de.end().map(|_| v)).map_err(|e| DocumentError {
+        document: Some(1),
+        message: format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+    })?;
+    Ok(v)
+}
+
+fn yaml_message(e: &serde_yaml_ng::Error, budget: &Budget) -> String {
+    if budget.exhausted.get() {
+        return format!(
+            "its YAML aliases expand to more than {} values (the text has {} bytes); refused",
+            budget.limit, budget.bytes
+        );
+    }
+    let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+    format!("invalid YAML{at}: {e}")
+}
+
+/// How many values a text may still become, shared by all its documents.
+struct Budget {
+    left: Cell<usize>,
+    limit: usize,
+    bytes: usize,
+    exhausted: Cell<bool>,
+}
+
+impl Budget {
+    fn for_text(text: &str) -> Budget {
+        let limit = text.len().saturating_add(SLACK_NODES);
+        Budget { left: Cell::new(limit), limit, bytes: text.len(), exhausted: Cell::new(false) }
+    }
+
+    fn seed(&self, depth: usize) -> Seed<'_> {
+        Seed { budget: self, depth }
+    }
+
+    fn take<E: serde::de::Error>(&self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(l) => {
+                self.left.set(l);
+                Ok(())
+            }
+            None => {
+                self.exhausted.set(true);
+                Err(E::custom(format!("more than {} values", self.limit)))
+            }
+        }
+    }
+}
+
+/// Deserializes a `serde_json::Value`, counting every value against the budget and every
+/// level of nesting against [`MAX_DEPTH`].
+#[derive(Clone, Copy)]
+struct Seed<'a> {
+    budget: &'a Budget,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.budget.take()?;
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML or JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.nested()?;
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(inner)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.nested()?;
+        let mut out = Map::new();
+        while let Some(k) = map.next_key::<Key>()? {
+            let v = map.next_value_seed(inner)?;
+            out.insert(k.0, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+impl Seed<'_> {
+    fn nested<E: serde::de::Error>(self) -> Result<Self, E> {
+        if self.depth >= MAX_DEPTH {
+            return Err(E::custom(format!("nested more than {MAX_DEPTH} levels deep")));
+        }
+        Ok(Seed { budget: self.budget, depth: self.depth + 1 })
+    }
+}
+
+/// A mapping key: a string, or a scalar written as one (YAML `80: x` has the key `"80"`).
+struct Key(String);
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, number or boolean key")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key, E> {
+                Ok(Key(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Key, E> {
+                Err(E::custom("a mapping key must not be null"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn yaml_and_json_documents() {
+        let docs = parse_all("a: 1\n---\n---\nb: [x, 2.5, true, ~]\n80: port\n", false).unwrap();
+        assert_eq!(docs, vec![json!({"a": 1}), Value::Null, json!({"b": ["x", 2.5, true, null], "80": "port"})]);
+        assert_eq!(parse_all(r#"[{"a": 1}]"#, true).unwrap(), vec![json!([{"a": 1}])]);
+        assert_eq!(parse_one("").unwrap(), Value::Null);
+        assert_eq!(parse_one("{x: {y: z}}").unwrap(), json!({"x": {"y": "z"}}));
+    }
+
+    #[test]
+    fn errors_name_the_document_and_line() {
+        let e = parse_all("a: 1\n---\nb: [1,\n", false).unwrap_err();
+        assert_eq!(e.document, Some(2));
+        assert!(e.message.starts_with("invalid YAML at line"), "{e}");
+        let e = parse_all("{\"a\": }", true).unwrap_err();
+        assert!(e.message.starts_with("invalid JSON at line 1 column"), "{e}");
+        let e = parse_all("{\"a\": 1} x", true).unwrap_err();
+        assert!(e.message.contains("trailing"), "{e}");
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(parse_one(&ok).is_ok());
+        for text in ["[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1), "[".repeat(100_000)] {
+            let e = parse_all(&text, true).unwrap_err();
+            assert!(e.message.contains("nested more than 100 levels") || e.message.contains("recursion limit"), "{e}");
+            let e = parse_one(&text).unwrap_err();
+            assert!(e.message.contains("nested more than") || e.message.contains("recursion limit"), "{e}");
+        }
+    }
+
+    #[test]
+    fn alias_expansion_is_bounded() {
+        // 10,000 aliases to a 10,000-element list: 100 million values from 60 KB of text.
+        let mut text = String::from("base: &l [");
+        text.push_str(&vec!["1"; 10_000].join(","));
+        text.push_str("]\nrefs:\n");
+        for _ in 0..10_000 {
+            text.push_str("- *l\n");
+        }
+        let started = std::time::Instant::now();
+        let e = parse_one(&text).unwrap_err();
+        assert!(e.message.contains("aliases expand to more than"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+        // A few aliases, as people use them, are fine.
+        let v = parse_one("d: &d {timeout: 1s}\na: *d\nb: *d\n").unwrap();
+        assert_eq!(v["b"]["timeout"], "1s");
+    }
+}
