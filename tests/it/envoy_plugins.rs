@@ -22,12 +22,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
-use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Stats};
+use xdst_tests::admin::{WAIT, plugins_status, versions, wait_for_failure, wait_for_ok};
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get, http_request};
-
-const WAIT: Duration = Duration::from_secs(30);
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -164,48 +163,6 @@ async fn wait_for_proxy(proxy: SocketAddr) -> anyhow::Result<()> {
             bail!("Envoy did not proxy on {proxy} within {WAIT:?}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn versions(stats: &Stats) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> =
-        stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
-    v.sort();
-    v
-}
-
-async fn plugins_status(admin: SocketAddr) -> anyhow::Result<Value> {
-    let (status, body) = http_get(admin, "/debug/plugins").await?;
-    ensure!(status == 200, "/debug/plugins: {status} {body}");
-    Ok(serde_json::from_str(&body)?)
-}
-
-/// Waits until a generation fails after `failed_before` failures, and returns its error.
-async fn wait_for_failure(admin: SocketAddr, failed_before: u64) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let s = plugins_status(admin).await?;
-        if s["generations_failed"].as_u64().unwrap_or(0) > failed_before {
-            return Ok(s["last_error"].clone());
-        }
-        if Instant::now() > deadline {
-            bail!("no failed generation within {WAIT:?}: {s:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn wait_for_ok(admin: SocketAddr, ok_before: u64) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let s = plugins_status(admin).await?;
-        if s["generations_ok"].as_u64().unwrap_or(0) > ok_before && s["last_error"].is_null() {
-            return Ok(s);
-        }
-        if Instant::now() > deadline {
-            bail!("no good generation within {WAIT:?}: {s:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

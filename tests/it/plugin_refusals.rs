@@ -13,25 +13,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
 use serde_json::Value;
-use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Stats};
+use xdst_tests::admin::{WAIT, plugins_status as status, versions};
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn status(admin: SocketAddr) -> anyhow::Result<Value> {
-    let (code, body) = http_get(admin, "/debug/plugins").await?;
-    ensure!(code == 200, "/debug/plugins: {code} {body}");
-    Ok(serde_json::from_str(&body)?)
-}
-
-fn versions(stats: &Stats) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> =
-        stats.all_text().into_iter().filter(|(k, _)| k.ends_with("version_text")).collect();
-    v.sort();
-    v
-}
 
 fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
     xdst_core::files::write_atomic(&dir.join(file), bytes)?;

@@ -5,6 +5,7 @@
 //! Tools (Envoy, Python grpcio, Node grpc-js-xds) are installed by `tests/setup.sh`, which
 //! the README test command runs first; a test that cannot find one fails and says so.
 
+pub mod admin;
 pub mod envoy;
 pub mod fixtures;
 pub mod plugins;

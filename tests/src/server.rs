@@ -44,6 +44,15 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// How to start a [`Process`] beyond its arguments.
+#[derive(Default)]
+pub struct Options {
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Where its log (stderr) goes; by default, the test's own stderr.
+    pub log: Option<PathBuf>,
+}
+
 /// A separate `xdst serve` process; killed (SIGKILL) on drop.
 pub struct Process {
     pub child: tokio::process::Child,
@@ -69,16 +78,32 @@ impl Process {
 
     /// Starts `xdst serve` on `xds_addr` with `args`.
     pub async fn start_with(xds_addr: &str, args: &[std::ffi::OsString]) -> anyhow::Result<Process> {
+        Self::start_with_options(xds_addr, args, &Options::default()).await
+    }
+
+    /// Starts `xdst serve` on `xds_addr` with `args`, extra environment and its log in a file.
+    pub async fn start_with_options(
+        xds_addr: &str,
+        args: &[std::ffi::OsString],
+        options: &Options,
+    ) -> anyhow::Result<Process> {
         let dir = tempfile::tempdir()?;
         let ready = dir.path().join("ready.json");
+        let stderr = match &options.log {
+            Some(path) => {
+                Stdio::from(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)
+            }
+            None => Stdio::inherit(),
+        };
         let mut child = tokio::process::Command::new(binary()?)
             .arg("serve")
             .args(args)
             .args(["--xds-addr", xds_addr, "--admin-addr", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .context("spawning xdst")?;
@@ -100,6 +125,23 @@ impl Process {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The process's peak resident memory so far (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> anyhow::Result<u64> {
+        let pid = self.child.id().context("the process has exited")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .context("no VmHWM in /proc/PID/status")?;
+        Ok(kib << 10)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// SIGKILL: no graceful shutdown, as in a crash.

@@ -6,12 +6,21 @@
 //! fields in field-number order, map entries sorted by key, and re-encodes the message
 //! inside every `Any` the same way (recursively). Unknown fields are refused upstream
 //! and dropped here.
+//!
+//! Nesting is bounded: messages inside messages, `Any` inside `Any` included, may go
+//! [`MAX_DEPTH`] levels deep. Each `Any` is decoded here, one level at a time, so without one
+//! budget across them a plugin's `Any` holding an `Any` ... thousands deep would overflow the
+//! stack and abort the server.
 
 use prost::bytes::BufMut;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, ReflectMessage, Value};
 
 use crate::descriptors;
+
+/// How deep messages may nest (counting every message, across `Any` boundaries). Envoy's
+/// own configuration nests a few dozen levels at most.
+pub const MAX_DEPTH: usize = 100;
 
 /// Why a message could not be encoded canonically.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -22,18 +31,46 @@ pub enum CanonicalError {
     /// An `Any` holds bytes that do not decode as the type it names.
     #[error("{path}: Any of type {type_url:?} does not decode: {reason}")]
     BadAny { path: String, type_url: String, reason: String },
+    /// Messages nested deeper than [`MAX_DEPTH`].
+    #[error("{path}: messages nested more than {MAX_DEPTH} levels deep")]
+    TooDeep { path: String },
+}
+
+impl CanonicalError {
+    /// The field path where encoding stopped.
+    pub fn path(&self) -> &str {
+        match self {
+            CanonicalError::UnknownAnyType { path, .. }
+            | CanonicalError::BadAny { path, .. }
+            | CanonicalError::TooDeep { path } => path,
+        }
+    }
+
+    /// What is wrong there, without the path.
+    pub fn reason(&self) -> String {
+        let full = self.to_string();
+        full.strip_prefix(&format!("{}: ", self.path())).unwrap_or(&full).to_owned()
+    }
 }
 
 /// Encodes `msg` deterministically.
 pub fn encode(msg: &DynamicMessage) -> Result<Vec<u8>, CanonicalError> {
     let mut out = Vec::with_capacity(64);
-    encode_message(msg, &mut out, &mut String::new())?;
+    encode_message(msg, &mut out, &mut String::new(), 0)?;
     Ok(out)
 }
 
-fn encode_message(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) -> Result<(), CanonicalError> {
+fn encode_message(
+    msg: &DynamicMessage,
+    out: &mut Vec<u8>,
+    path: &mut String,
+    depth: usize,
+) -> Result<(), CanonicalError> {
+    if depth >= MAX_DEPTH {
+        return Err(CanonicalError::TooDeep { path: path.clone() });
+    }
     if msg.descriptor().full_name() == "google.protobuf.Any" {
-        return encode_any(msg, out, path);
+        return encode_any(msg, out, path, depth);
     }
     let mut fields: Vec<(FieldDescriptor, &Value)> = msg.fields().collect();
     fields.sort_by_key(|(f, _)| f.number());
@@ -43,13 +80,13 @@ fn encode_message(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) ->
             path.push('.');
         }
         path.push_str(field.name());
-        encode_field(&field, value, out, path)?;
+        encode_field(&field, value, out, path, depth)?;
         path.truncate(len);
     }
     Ok(())
 }
 
-fn encode_any(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) -> Result<(), CanonicalError> {
+fn encode_any(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String, depth: usize) -> Result<(), CanonicalError> {
     let type_url = msg.get_field_by_number(1).and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
     let value = msg.get_field_by_number(2).and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
     if type_url.is_empty() && value.is_empty() {
@@ -63,7 +100,7 @@ fn encode_any(msg: &DynamicMessage, out: &mut Vec<u8>, path: &mut String) -> Res
         reason: e.to_string(),
     })?;
     let mut body = Vec::new();
-    encode_message(&inner, &mut body, path)?;
+    encode_message(&inner, &mut body, path, depth + 1)?;
     encode_key(1, WireType::LengthDelimited, out);
     encode_varint(type_url.len() as u64, out);
     out.put_slice(type_url.as_bytes());
@@ -80,6 +117,7 @@ fn encode_field(
     value: &Value,
     out: &mut Vec<u8>,
     path: &mut String,
+    depth: usize,
 ) -> Result<(), CanonicalError> {
     let number = field.number();
     match value {
@@ -99,7 +137,7 @@ fn encode_field(
             for (i, v) in values.iter().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                encode_single(number, &field.kind(), v, out, path)?;
+                encode_single(number, &field.kind(), v, out, path, depth)?;
                 path.truncate(len);
             }
         }
@@ -113,15 +151,15 @@ fn encode_field(
                 let len = path.len();
                 path.push_str(&format!("[{}]", map_key_label(k)));
                 let mut body = Vec::new();
-                encode_single(1, &key_field.kind(), &map_key_value(k), &mut body, path)?;
-                encode_single(2, &value_field.kind(), v, &mut body, path)?;
+                encode_single(1, &key_field.kind(), &map_key_value(k), &mut body, path, depth)?;
+                encode_single(2, &value_field.kind(), v, &mut body, path, depth)?;
                 path.truncate(len);
                 encode_key(number, WireType::LengthDelimited, out);
                 encode_varint(body.len() as u64, out);
                 out.put_slice(&body);
             }
         }
-        v => encode_single(number, &field.kind(), v, out, path)?,
+        v => encode_single(number, &field.kind(), v, out, path, depth)?,
     }
     Ok(())
 }
@@ -132,11 +170,12 @@ fn encode_single(
     value: &Value,
     out: &mut Vec<u8>,
     path: &mut String,
+    depth: usize,
 ) -> Result<(), CanonicalError> {
     match (kind, value) {
         (Kind::Message(_), Value::Message(m)) => {
             let mut body = Vec::new();
-            encode_message(m, &mut body, path)?;
+            encode_message(m, &mut body, path, depth + 1)?;
             encode_key(number, WireType::LengthDelimited, out);
             encode_varint(body.len() as u64, out);
             out.put_slice(&body);
@@ -253,6 +292,67 @@ mod tests {
         let typed = envoy_types::pb::envoy::config::listener::v3::Listener::decode(a.as_slice()).unwrap();
         assert_eq!(typed.name, "l");
         assert_eq!(typed.metadata.unwrap().filter_metadata.len(), 3);
+    }
+
+    /// An `Any` holding an `Any` ... `levels` deep, as protobuf bytes, built in linear time.
+    pub(crate) fn nested_any(levels: usize) -> Vec<u8> {
+        const ANY: &str = "type.googleapis.com/google.protobuf.Any";
+        let inner = {
+            let mut v = Vec::new();
+            let t = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
+            encode_key(1, WireType::LengthDelimited, &mut v);
+            encode_varint(t.len() as u64, &mut v);
+            v.extend_from_slice(t.as_bytes());
+            v
+        };
+        // Headers from the inside out: each is the type URL and the length of all inside it.
+        let mut headers = Vec::with_capacity(levels);
+        let mut len = inner.len();
+        for _ in 0..levels {
+            let mut h = Vec::new();
+            encode_key(1, WireType::LengthDelimited, &mut h);
+            encode_varint(ANY.len() as u64, &mut h);
+            h.extend_from_slice(ANY.as_bytes());
+            encode_key(2, WireType::LengthDelimited, &mut h);
+            encode_varint(len as u64, &mut h);
+            len += h.len();
+            headers.push(h);
+        }
+        let mut out = Vec::with_capacity(len);
+        for h in headers.iter().rev() {
+            out.extend_from_slice(h);
+        }
+        out.extend_from_slice(&inner);
+        out
+    }
+
+    #[test]
+    fn nested_any_is_bounded_across_any_boundaries() {
+        let desc = descriptors::pool().get_message_by_name("google.protobuf.Any").unwrap();
+        for levels in [MAX_DEPTH - 2, MAX_DEPTH, 3_000, 100_000] {
+            let msg = DynamicMessage::decode(desc.clone(), nested_any(levels).as_slice()).unwrap();
+            let got = encode(&msg);
+            if levels < MAX_DEPTH {
+                assert!(got.is_ok(), "{levels}: {got:?}");
+            } else {
+                assert_eq!(got, Err(CanonicalError::TooDeep { path: String::new() }), "{levels}");
+            }
+        }
+        // Inside a resource, the error names the field.
+        let cluster = descriptors::message_for_type_url(crate::types::CLUSTER).unwrap();
+        let mut c = DynamicMessage::new(cluster.clone());
+        c.set_field_by_name("name", Value::String("c".into()));
+        let ts_field = cluster.get_field_by_name("transport_socket").unwrap();
+        let Kind::Message(ts_desc) = ts_field.kind() else { panic!() };
+        let mut ts = DynamicMessage::new(ts_desc);
+        ts.set_field_by_name(
+            "typed_config",
+            Value::Message(DynamicMessage::decode(desc, nested_any(3_000).as_slice()).unwrap()),
+        );
+        c.set_field(&ts_field, Value::Message(ts));
+        let e = encode(&c).unwrap_err();
+        assert_eq!(e.path(), "transport_socket.typed_config");
+        assert_eq!(e.reason(), "messages nested more than 100 levels deep");
     }
 
     #[test]

@@ -46,8 +46,8 @@ pub fn decode_file(file: &str, contents: &str) -> Result<Vec<Resource>, DecodeEr
         field,
         message,
     };
-    let docs =
-        crate::documents::parse_all(contents, file.ends_with(".json")).map_err(|e| err(e.document, None, e.message))?;
+    let docs = crate::documents::parse_all(contents, file.ends_with(".json"))
+        .map_err(|e| err(e.document, e.field, e.message))?;
 
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
@@ -106,8 +106,13 @@ pub fn decode_resource(value: serde_json::Value) -> Result<Resource, (Option<Str
     let msg = decode_message(desc, serde_json::Value::Object(map))?;
     let name =
         resource_name(&msg).ok_or_else(|| (Some(name_field(&type_url).into()), "resource has no name".to_string()))?;
-    let body = canonical::encode(&msg).map_err(|e| (None, e.to_string()))?;
+    let body = canonical_bytes(&msg)?;
     Ok(Resource::new(type_url, name, &body))
+}
+
+/// The canonical encoding of a decoded resource; an error names the field where it stopped.
+fn canonical_bytes(msg: &DynamicMessage) -> Result<Vec<u8>, (Option<String>, String)> {
+    canonical::encode(msg).map_err(|e| (Some(e.path().to_owned()).filter(|p| !p.is_empty()), e.reason()))
 }
 
 /// Decodes proto3 JSON into a message, refusing unknown fields, with the failing field's path.
@@ -143,8 +148,7 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
         .ok_or_else(|| (Some("type_url".to_owned()), format!("unknown type {type_url:?}")))?;
     let msg = match body {
         Body::Json(text) => {
-            let mut value: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| (None, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
+            let mut value = crate::documents::parse_json_text(text).map_err(|e| (e.field, e.message))?;
             if let serde_json::Value::Object(map) = &mut value {
                 match map.remove("@type") {
                     Some(serde_json::Value::String(t)) if t == type_url => {}
@@ -179,7 +183,7 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
             return Err((Some(name_field(type_url).into()), format!("missing (the resource is declared as {name:?})")));
         }
     }
-    let body = canonical::encode(&msg).map_err(|e| (None, e.to_string()))?;
+    let body = canonical_bytes(&msg)?;
     Ok(Resource::new(type_url, name, &body))
 }
 

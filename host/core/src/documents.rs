@@ -17,19 +17,24 @@ pub const MAX_DEPTH: usize = 100;
 /// repeat a few small mappings.
 pub const SLACK_NODES: usize = 65_536;
 
-/// Why a text is not documents: which document (1-based), if known, and what is wrong.
+/// Why a text is not documents: which document (1-based) and field, if known, and what is
+/// wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentError {
     pub document: Option<usize>,
+    pub field: Option<String>,
     pub message: String,
 }
 
 impl fmt::Display for DocumentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.document {
-            Some(d) => write!(f, "document {d}: {}", self.message),
-            None => f.write_str(&self.message),
+        if let Some(d) = self.document {
+            write!(f, "document {d}: ")?;
         }
+        if let Some(field) = &self.field {
+            write!(f, "field {field}: ")?;
+        }
+        f.write_str(&self.message)
     }
 }
 
@@ -44,10 +49,7 @@ pub fn parse_all(contents: &str, json: bool) -> Result<Vec<Value>, DocumentError
     }
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
-        let v = budget
-            .seed(0)
-            .deserialize(doc)
-            .map_err(|e| DocumentError { document: Some(i + 1), message: yaml_message(&e, &budget) })?;
+        let v = budget.seed().deserialize(doc).map_err(|e| budget.yaml_error(Some(i + 1), &e))?;
         out.push(v);
     }
     Ok(out)
@@ -56,10 +58,7 @@ pub fn parse_all(contents: &str, json: bool) -> Result<Vec<Value>, DocumentError
 /// One document: YAML (of which JSON is a subset); an empty text is `null`.
 pub fn parse_one(contents: &str) -> Result<Value, DocumentError> {
     let budget = Budget::for_text(contents);
-    budget
-        .seed(0)
-        .deserialize(serde_yaml_ng::Deserializer::from_str(contents))
-        .map_err(|e| DocumentError { document: None, message: yaml_message(&e, &budget) })
+    budget.seed().deserialize(serde_yaml_ng::Deserializer::from_str(contents)).map_err(|e| budget.yaml_error(None, &e))
 }
 
 /// One JSON value, bounded like the rest.
@@ -69,40 +68,62 @@ pub fn parse_json_text(contents: &str) -> Result<Value, DocumentError> {
 
 fn parse_json(contents: &str, budget: &Budget) -> Result<Value, DocumentError> {
     let mut de = serde_json::Deserializer::from_str(contents);
-    let v = budget.seed(0).deserialize(&mut de).and_then(|v| de.end().map(|_| v)).map_err(|e| DocumentError {
-        document: Some(1),
-        message: format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
-    })?;
-    Ok(v)
+    budget
+        .seed()
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|_| v))
+        .map_err(|e| budget.error(Some(1), || format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))
 }
 
-fn yaml_message(e: &serde_yaml_ng::Error, budget: &Budget) -> String {
-    if budget.exhausted.get() {
-        return format!(
-            "its YAML aliases expand to more than {} values (the text has {} bytes); refused",
-            budget.limit, budget.bytes
-        );
-    }
-    let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
-    format!("invalid YAML{at}: {e}")
-}
-
-/// How many values a text may still become, shared by all its documents.
+/// How many values a text may still become, shared by all its documents; and where it went
+/// too deep, if it did.
 struct Budget {
     left: Cell<usize>,
     limit: usize,
     bytes: usize,
     exhausted: Cell<bool>,
+    /// The path at which nesting went past [`MAX_DEPTH`].
+    too_deep_at: Cell<Option<String>>,
 }
 
 impl Budget {
     fn for_text(text: &str) -> Budget {
         let limit = text.len().saturating_add(SLACK_NODES);
-        Budget { left: Cell::new(limit), limit, bytes: text.len(), exhausted: Cell::new(false) }
+        Budget {
+            left: Cell::new(limit),
+            limit,
+            bytes: text.len(),
+            exhausted: Cell::new(false),
+            too_deep_at: Cell::new(None),
+        }
     }
 
-    fn seed(&self, depth: usize) -> Seed<'_> {
-        Seed { budget: self, depth }
+    fn seed(&self) -> Seed<'_> {
+        Seed { budget: self, depth: 0, path: None }
+    }
+
+    /// The error for a failed parse: one of ours (too deep, too many values), else the
+    /// parser's own (`otherwise`).
+    fn error(&self, document: Option<usize>, otherwise: impl FnOnce() -> String) -> DocumentError {
+        if let Some(at) = self.too_deep_at.take() {
+            let field = (!at.is_empty()).then_some(at);
+            return DocumentError { document, field, message: format!("nested more than {MAX_DEPTH} levels deep") };
+        }
+        if self.exhausted.get() {
+            let message = format!(
+                "its YAML aliases expand to more than {} values (the text has {} bytes); refused",
+                self.limit, self.bytes
+            );
+            return DocumentError { document, field: None, message };
+        }
+        DocumentError { document, field: None, message: otherwise() }
+    }
+
+    fn yaml_error(&self, document: Option<usize>, e: &serde_yaml_ng::Error) -> DocumentError {
+        self.error(document, || {
+            let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+            format!("invalid YAML{at}: {e}")
+        })
     }
 
     fn take<E: serde::de::Error>(&self) -> Result<(), E> {
@@ -120,11 +141,39 @@ impl Budget {
 }
 
 /// Deserializes a `serde_json::Value`, counting every value against the budget and every
-/// level of nesting against [`MAX_DEPTH`].
+/// level of nesting against [`MAX_DEPTH`]. `path` is where it is: kept on the stack, and
+/// rendered only for an error.
 #[derive(Clone, Copy)]
 struct Seed<'a> {
     budget: &'a Budget,
     depth: usize,
+    path: Option<&'a Segment<'a>>,
+}
+
+/// One step of a path, a mapping key or a list index, and the step before it.
+struct Segment<'a> {
+    parent: Option<&'a Segment<'a>>,
+    key: Option<&'a str>,
+    index: usize,
+}
+
+/// `a.b[2].c`, shortened in the middle when long.
+fn render(path: Option<&Segment<'_>>) -> String {
+    let mut parts = Vec::new();
+    let mut at = path;
+    while let Some(s) = at {
+        parts.push(match s.key {
+            Some(k) => format!(".{k}"),
+            None => format!("[{}]", s.index),
+        });
+        at = s.parent;
+    }
+    parts.reverse();
+    let joined = |p: &[String]| p.concat().trim_start_matches('.').to_owned();
+    if parts.len() <= 12 {
+        return joined(&parts);
+    }
+    format!("{}…{} ({} levels)", joined(&parts[..8]), parts[parts.len() - 3..].concat(), parts.len())
 }
 
 impl<'de> DeserializeSeed<'de> for Seed<'_> {
@@ -169,30 +218,42 @@ impl<'de> Visitor<'de> for Seed<'_> {
         d.deserialize_any(self)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let inner = self.nested()?;
+        self.check_depth()?;
         let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(inner)? {
-            out.push(v);
+        loop {
+            let at = Segment { parent: self.path, key: None, index: out.len() };
+            match seq.next_element_seed(self.child(&at))? {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
         }
-        Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let inner = self.nested()?;
+        self.check_depth()?;
         let mut out = Map::new();
         while let Some(k) = map.next_key::<Key>()? {
-            let v = map.next_value_seed(inner)?;
+            let at = Segment { parent: self.path, key: Some(&k.0), index: 0 };
+            let v = map.next_value_seed(self.child(&at))?;
             out.insert(k.0, v);
         }
         Ok(Value::Object(out))
     }
 }
 
-impl Seed<'_> {
-    fn nested<E: serde::de::Error>(self) -> Result<Self, E> {
-        if self.depth >= MAX_DEPTH {
-            return Err(E::custom(format!("nested more than {MAX_DEPTH} levels deep")));
+impl<'a> Seed<'a> {
+    fn check_depth<E: serde::de::Error>(&self) -> Result<(), E> {
+        if self.depth < MAX_DEPTH {
+            return Ok(());
         }
-        Ok(Seed { budget: self.budget, depth: self.depth + 1 })
+        self.budget.too_deep_at.set(Some(render(self.path)));
+        Err(E::custom(format!("nested more than {MAX_DEPTH} levels deep")))
+    }
+
+    fn child<'b>(&self, at: &'b Segment<'b>) -> Seed<'b>
+    where
+        'a: 'b,
+    {
+        Seed { budget: self.budget, depth: self.depth + 1, path: Some(at) }
     }
 }
 
@@ -264,10 +325,16 @@ mod tests {
         assert!(parse_one(&ok).is_ok());
         for text in ["[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1), "[".repeat(100_000)] {
             let e = parse_all(&text, true).unwrap_err();
-            assert!(e.message.contains("nested more than 100 levels") || e.message.contains("recursion limit"), "{e}");
+            assert_eq!(e.message, "nested more than 100 levels deep", "{e}");
             let e = parse_one(&text).unwrap_err();
             assert!(e.message.contains("nested more than") || e.message.contains("recursion limit"), "{e}");
         }
+        // The error names where, shortening a long path in the middle.
+        let deep = "{\"a\": ".repeat(3_000) + "1" + &"}".repeat(3_000);
+        let e = parse_json_text(&deep).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("a.a.a.a.a.a.a.a….a.a.a (100 levels)"), "{e}");
+        let e = parse_one(&("x:\n".to_owned() + &"- ".repeat(150) + "1")).unwrap_err();
+        assert!(e.field.as_deref().is_some_and(|f| f.starts_with("x[0][0]")), "{e}");
     }
 
     #[test]

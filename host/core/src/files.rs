@@ -1,9 +1,48 @@
 //! Replacing a file that another process (or a watcher) may read at any moment: the one
 //! helper every xdst crate and test uses, so no reader ever sees half a file.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// The default for [`max_text_bytes`]: 8 MiB, room for tens of thousands of documents. Parsed,
+/// a file takes up to about forty times its size in memory.
+pub const DEFAULT_MAX_TEXT_BYTES: usize = 8 << 20;
+
+static MAX_TEXT_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_TEXT_BYTES);
+
+/// The largest intent, resources or configuration file xdst reads (`--max-file-size`).
+pub fn max_text_bytes() -> usize {
+    MAX_TEXT_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets [`max_text_bytes`] for this process.
+pub fn set_max_text_bytes(bytes: usize) {
+    MAX_TEXT_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// Reads a text file of at most [`max_text_bytes`]; a larger one is an error saying so (and
+/// no more than the limit is ever read, even from a file that grows meanwhile).
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    let max = max_text_bytes();
+    let file = std::fs::File::open(path)?;
+    let too_large = |len: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the limit of {max} bytes for one file (--max-file-size)"),
+        )
+    };
+    let len = file.metadata()?.len();
+    if len > max as u64 {
+        return Err(too_large(len));
+    }
+    let mut text = String::with_capacity(len as usize);
+    file.take(max as u64 + 1).read_to_string(&mut text)?;
+    if text.len() > max {
+        return Err(too_large(text.len() as u64));
+    }
+    Ok(text)
+}
 
 /// Writes `bytes` to `path` atomically: into a temporary file in the same directory (created
 /// if missing), flushed to disk, then renamed over `path`.
@@ -47,5 +86,16 @@ mod tests {
         write_atomic(&long, "long").unwrap();
         assert_eq!(std::fs::read_to_string(&long).unwrap(), "long");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn read_text_refuses_a_file_over_the_limit() {
+        let path = std::env::temp_dir().join(format!("xdst-read-text-{}", std::process::id()));
+        std::fs::write(&path, vec![b'a'; DEFAULT_MAX_TEXT_BYTES]).unwrap();
+        assert_eq!(read_text(&path).unwrap().len(), DEFAULT_MAX_TEXT_BYTES);
+        std::fs::write(&path, vec![b'a'; DEFAULT_MAX_TEXT_BYTES + 1]).unwrap();
+        let e = read_text(&path).unwrap_err();
+        assert!(e.to_string().contains("over the limit of 8388608 bytes"), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 }

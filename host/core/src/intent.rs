@@ -43,7 +43,7 @@ fn err(file: &str, document: usize, field: Option<&str>, message: impl Into<Stri
 pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, DecodeError> {
     let mut values = Vec::new();
     for v in crate::documents::parse_all(contents, file.ends_with(".json"))
-        .map_err(|e| err(file, e.document.unwrap_or(1), None, e.message))?
+        .map_err(|e| err(file, e.document.unwrap_or(1), e.field.as_deref(), e.message))?
     {
         match v {
             // A JSON file may hold a list of documents.

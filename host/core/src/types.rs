@@ -45,6 +45,9 @@ pub fn known_short_name(type_url: &str) -> Option<&'static str> {
         ENDPOINT => "eds",
         SECRET => "sds",
         RUNTIME => "rtds",
+        "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration" => "srds",
+        "type.googleapis.com/envoy.config.route.v3.VirtualHost" => "vhds",
+        "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig" => "ecds",
         _ => return None,
     })
 }

@@ -399,14 +399,14 @@ impl DirLoader {
 fn read_settings(wasm: &Path) -> Result<Settings, DirError> {
     for ext in ["yaml", "yml", "json"] {
         let path = wasm.with_extension(ext);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match xdst_core::files::read_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(DirError::Read(path, e)),
         };
         let settings_err =
             |field: Option<String>, message: String| DirError::Settings { file: path.clone(), field, message };
-        let value = xdst_core::documents::parse_one(&text).map_err(|e| settings_err(None, e.message))?;
+        let value = xdst_core::documents::parse_one(&text).map_err(|e| settings_err(e.field, e.message))?;
         if value.is_null() {
             return Ok(Settings::default());
         }

@@ -2,6 +2,75 @@
 
 use std::fmt;
 
+/// The most of a plugin's own text (an error message, a diagnostic, a trap) that reaches the
+/// log, `/debug/plugins` and API answers; longer text is cut, noting how long it was.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// The same for the short strings a plugin names things with (a document id, a field path).
+pub const MAX_NAME_BYTES: usize = 512;
+/// Diagnostics kept from one call; the rest are counted in one more.
+pub const MAX_DIAGNOSTICS: usize = 20;
+
+/// `s` if it fits in `max` bytes, else its first `max` bytes (at a character boundary) and a
+/// note of its full length.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… [cut: {} bytes in all]", &s[..cut], s.len())
+}
+
+fn clip_opt(s: Option<String>) -> Option<String> {
+    s.map(|s| if s.len() > MAX_NAME_BYTES { clip(&s, MAX_NAME_BYTES) } else { s })
+}
+
+fn clip_owned(s: String) -> String {
+    if s.len() > MAX_MESSAGE_BYTES { clip(&s, MAX_MESSAGE_BYTES) } else { s }
+}
+
+impl Failure {
+    /// The failure with its text bounded ([`MAX_MESSAGE_BYTES`], [`MAX_NAME_BYTES`]).
+    pub fn clipped(self) -> Failure {
+        match self {
+            Failure::Compile(m) => Failure::Compile(clip_owned(m)),
+            Failure::Incompatible(m) => Failure::Incompatible(clip_owned(m)),
+            Failure::Reported { message, document, field } => {
+                Failure::Reported { message: clip_owned(message), document: clip_opt(document), field: clip_opt(field) }
+            }
+            Failure::Trap(m) => Failure::Trap(clip_owned(m)),
+            Failure::Malformed(m) => Failure::Malformed(clip_owned(m)),
+            Failure::Host(m) => Failure::Host(clip_owned(m)),
+            other => other,
+        }
+    }
+}
+
+/// Bounds a response's diagnostics: at most [`MAX_DIAGNOSTICS`], each clipped, and one more
+/// saying how many were dropped.
+pub fn bound_diagnostics(diagnostics: &mut Vec<crate::wit::Diagnostic>) {
+    let total = diagnostics.len();
+    diagnostics.truncate(MAX_DIAGNOSTICS);
+    for d in diagnostics.iter_mut() {
+        d.message = clip_owned(std::mem::take(&mut d.message));
+        d.document = clip_opt(d.document.take());
+        d.field = clip_opt(d.field.take());
+    }
+    if total > MAX_DIAGNOSTICS {
+        diagnostics.push(crate::wit::Diagnostic {
+            severity: crate::wit::Severity::Warning,
+            message: format!(
+                "{} more diagnostics not kept ({total} in all; xdst keeps {MAX_DIAGNOSTICS} per call)",
+                total - MAX_DIAGNOSTICS
+            ),
+            document: None,
+            field: None,
+        });
+    }
+}
+
 /// Whose fault a failure is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {

@@ -23,11 +23,11 @@
 
 mod core_abi;
 pub mod dir;
-mod error;
+pub mod error;
 pub mod pipeline;
 mod runtime;
 
-pub use error::{Failure, Fault, PluginError};
+pub use error::{Failure, Fault, MAX_MESSAGE_BYTES, PluginError, clip};
 pub use runtime::{Abi, CONTRACT, Capabilities, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded, digest};
 
 /// The types of the WIT contract, as generated for the host.

@@ -580,6 +580,7 @@ impl Pipeline {
                 wit::Body::Json(s) => Body::Json(s),
                 wit::Body::Proto(b) => Body::Proto(b),
             };
+            test_panic_hook(&r.name);
             let resource =
                 decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
             let origin = match &r.document {
@@ -599,4 +600,15 @@ impl Pipeline {
 
 fn keep_diagnostics(all: &Arc<[wit::Diagnostic]>, keep: impl Fn(Option<&str>) -> bool) -> Arc<[wit::Diagnostic]> {
     all.iter().filter(|d| keep(d.document.as_deref())).cloned().collect()
+}
+
+/// Test-only: with `XDST_TEST_PANIC_ON_RESOURCE=NAME` in the environment, a translate plugin
+/// returning a resource named NAME panics the generation here, so the tests can show that a
+/// panic in a plugin-result path is contained (reported, and the next generation serves).
+fn test_panic_hook(name: &str) {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let hook = NAME.get_or_init(|| std::env::var("XDST_TEST_PANIC_ON_RESOURCE").ok().filter(|n| !n.is_empty()));
+    if hook.as_deref() == Some(name) {
+        panic!("test hook: XDST_TEST_PANIC_ON_RESOURCE names resource {name:?}");
+    }
 }

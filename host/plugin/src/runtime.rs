@@ -445,17 +445,20 @@ impl Plugin {
             |p, store| p.call_translate(store, request).map_err(CallError::Wasm),
             |c, store| c.translate(store, request, cap),
         )?;
-        let response = result
+        let mut response = result
             .map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
         let bytes = output_size(&response);
         if bytes > self.limits.output_bytes {
             return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }));
         }
+        crate::error::bound_diagnostics(&mut response.diagnostics);
         Ok(response)
     }
 
+    /// A failure of this plugin, its text bounded: whatever the plugin said goes into logs,
+    /// status pages and API answers.
     fn error(&self, failure: Failure) -> PluginError {
-        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure }
+        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure: failure.clipped() }
     }
 
     /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.

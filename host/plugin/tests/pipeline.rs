@@ -183,3 +183,43 @@ mod composition {
         assert!(e.to_string().contains("plugin \"trapper\"") && e.to_string().contains("trapped"), "{e}");
     }
 }
+
+/// Issue 15, must-show 1: an `Any` holding an `Any` ... 3,000 and 100,000 deep, as protobuf
+/// bytes and as JSON, is refused naming the plugin, the resource and the field; nothing
+/// overflows the stack.
+#[test]
+fn deeply_nested_any_is_refused_with_its_field_path() {
+    for levels in [3_000, 100_000] {
+        let e = translate(&[adversary(&format!("deep-any-proto:{levels}"))], &intent(ONE), "").unwrap_err();
+        let PipelineError::InvalidResource(r) = &e else { panic!("{levels}: {e}") };
+        assert_eq!(r.field.as_deref(), Some("transport_socket.typed_config"), "{e}");
+        assert_eq!(r.message, "messages nested more than 100 levels deep", "{e}");
+        assert!(e.to_string().starts_with("plugin \"adversary\" (sha256:"), "{e}");
+
+        let e = translate(&[adversary(&format!("deep-any-json:{levels}"))], &intent(ONE), "").unwrap_err();
+        let PipelineError::InvalidResource(r) = &e else { panic!("{levels}: {e}") };
+        let field = r.field.as_deref().unwrap_or_default();
+        assert!(field.starts_with("transport_socket.typed_config.value.value"), "{e}");
+        assert_eq!(r.message, "nested more than 100 levels deep", "{e}");
+    }
+    // Nesting Envoy's configuration really uses still works.
+    assert!(translate(&[adversary("deep-any-proto:20")], &intent(ONE), "").is_ok());
+    assert!(translate(&[adversary("deep-any-json:20")], &intent(ONE), "").is_ok());
+}
+
+/// Issue 15, must-show 2 (the plugin side): a 50 MB error message is cut to a few KiB noting its
+/// length, and 20,000 diagnostics become 20 and one saying how many more there were.
+#[test]
+fn a_plugins_text_is_bounded_where_it_enters() {
+    let e = translate(&[adversary("huge-error:50000000")], &intent(ONE), "").unwrap_err();
+    let text = e.to_string();
+    assert!(text.len() < 8 << 10, "{} bytes", text.len());
+    assert!(text.contains("[cut: 50000000 bytes in all]"), "{}", &text[text.len() - 200..]);
+
+    let out = translate(&[adversary("diagnostics:20000")], &intent(ONE), "").unwrap();
+    assert_eq!(out.diagnostics.len(), xdst_plugin::error::MAX_DIAGNOSTICS + 1);
+    let last = &out.diagnostics.last().unwrap().1;
+    assert!(last.message.starts_with("19980 more diagnostics not kept (20000 in all"), "{}", last.message);
+    let bytes: usize = out.diagnostics.iter().map(|(_, d)| d.message.len()).sum();
+    assert!(bytes < 32 << 10, "{bytes}");
+}

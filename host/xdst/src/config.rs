@@ -55,6 +55,8 @@ pub struct FileConfig {
     #[serde(default, deserialize_with = "duration")]
     pub plan_grace: Option<Duration>,
     pub unsafe_unordered_push: Option<bool>,
+    #[serde(default, deserialize_with = "size")]
+    pub max_file_size: Option<usize>,
     pub admin_token_file: Option<PathBuf>,
     pub ready_file: Option<PathBuf>,
     /// Registries (`host:port`) spoken to over plain HTTP (loopback ones always are).
@@ -110,6 +112,31 @@ fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<GroupKey>, D::Err
 }
 
 /// `10ms`, `2s`, `1m`, or a number of seconds.
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    let s = match &v {
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => return Err(serde::de::Error::custom("a size: bytes, or a number with KiB, MiB or GiB")),
+    };
+    parse_size(&s).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: usize = digits.parse().map_err(|_| format!("{s:?} is not a size (e.g. 8MiB, 512KiB, 1048576)"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (B, KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1 << shift).filter(|&b| b > 0).ok_or_else(|| format!("{s:?} is not a usable size"))
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
@@ -124,7 +151,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Reads and checks a configuration file; relative paths become relative to its directory.
 pub fn read(file: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+    let text = xdst_core::files::read_text(file).map_err(|e| ConfigError {
         file: file.display().to_string(),
         field: None,
         message: e.to_string(),
@@ -135,7 +162,7 @@ pub fn read(file: &Path) -> Result<FileConfig, ConfigError> {
 /// Parses a configuration file's text (`file` names it in errors and anchors relative paths).
 pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     let err = |field: Option<String>, message: String| ConfigError { file: file.display().to_string(), field, message };
-    let value = xdst_core::documents::parse_one(text).map_err(|e| err(None, e.message))?;
+    let value = xdst_core::documents::parse_one(text).map_err(|e| err(e.field, e.message))?;
     if value.is_null() {
         return Ok(FileConfig::default());
     }
@@ -282,7 +309,7 @@ impl ConfiguredPlugins {
     /// resolved keeps its previous resolution (or the one remembered on disk from an earlier
     /// run), with a warning; with neither, it is an error naming the plugin and the source.
     pub fn entries(&self, reloads: u64) -> Result<Vec<Entry>, ConfigError> {
-        let text = std::fs::read_to_string(&self.file).map_err(|e| ConfigError {
+        let text = xdst_core::files::read_text(&self.file).map_err(|e| ConfigError {
             file: self.file.display().to_string(),
             field: None,
             message: e.to_string(),
@@ -456,6 +483,7 @@ mod tests {
             "shutdownGrace",
             "planGrace",
             "unsafeUnorderedPush",
+            "maxFileSize",
             "adminTokenFile",
             "readyFile",
             "insecureRegistries",

@@ -31,6 +31,8 @@ pub struct Context {
     pub admin_token: Option<String>,
     /// The intent source, when serving `--intent` with `--plugins`.
     pub intent: Option<Arc<crate::intent::IntentSource>>,
+    /// The one thread that runs intent generations (set once the context exists).
+    pub generations: std::sync::OnceLock<crate::generations::Generations>,
 }
 
 pub type Ctx = Arc<Context>;

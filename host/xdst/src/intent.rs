@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
@@ -47,13 +47,34 @@ pub enum GenerationError {
     Publish(String),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A bug: the generation panicked. Its incremental state was dropped; the next one starts
+    /// afresh.
+    #[error("internal error: the generation panicked ({0}); the last good resources keep serving")]
+    Panic(String),
+}
+
+/// A lock that a panic in an earlier generation may have poisoned: what it guards is either
+/// reset after the panic ([`IntentSource::recover`]) or consistent at every step.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn group_prefix(group: &str) -> String {
     if group.is_empty() { String::new() } else { format!("node group {group:?}: ") }
 }
 
+/// Plugin diagnostics a generation logs and shows in `/debug/plugins`; the rest are counted.
+pub const MAX_DIAGNOSTICS_SHOWN: usize = 20;
+
+/// The most of a generation error's text that the log, `/debug/plugins` and API answers show.
+pub const MAX_ERROR_BYTES: usize = 16 << 10;
+
 impl GenerationError {
+    /// The error's text, bounded by [`MAX_ERROR_BYTES`]: what every report of it shows.
+    pub fn message(&self) -> String {
+        xdst_plugin::clip(&self.to_string(), MAX_ERROR_BYTES)
+    }
+
     /// The plugin at fault, if one is.
     pub fn plugin(&self) -> Option<String> {
         match self {
@@ -95,7 +116,7 @@ pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentS
     let mut set = IntentSet::default();
     let mut fresh = ParseCache::new();
     for f in &files {
-        let text = std::fs::read_to_string(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
+        let text = xdst_core::files::read_text(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
         let docs = match cache.remove(f) {
             Some((old, docs)) if old == text => docs,
             _ => {
@@ -111,6 +132,9 @@ pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentS
     *cache = fresh;
     Ok((set, files.len()))
 }
+
+/// Consistency problems an error lists; the rest are counted.
+const MAX_PROBLEMS_SHOWN: usize = 20;
 
 /// Adds, to a publish error, which plugin and intent document produced each resource named.
 pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) -> String {
@@ -128,6 +152,11 @@ pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) 
         Some(g) => format!("node group {g:?}: "),
         None => String::new(),
     };
+    let more = parts.len().saturating_sub(MAX_PROBLEMS_SHOWN);
+    parts.truncate(MAX_PROBLEMS_SHOWN);
+    if more > 0 {
+        parts.push(format!("and {more} more"));
+    }
     format!("{group}refused by the consistency check: {}", parts.join("; "))
 }
 
@@ -206,7 +235,10 @@ pub struct GenerationReport {
     /// Plugins called, with how many documents each was given (per group).
     pub calls: BTreeMap<String, Vec<(String, usize)>>,
     pub resources: usize,
+    /// The first [`MAX_DIAGNOSTICS_SHOWN`].
     pub diagnostics: Vec<DiagnosticReport>,
+    /// How many the generation's plugins reported in all.
+    pub diagnostics_total: usize,
 }
 
 #[derive(Clone, Serialize)]
@@ -300,7 +332,7 @@ impl IntentSource {
     /// The intent as it is on disk now, through the same parse cache generations use (only
     /// files that changed are parsed again).
     pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
-        read_intent_cached(&self.intent_dir, &mut self.parsed.lock().unwrap()).map(|(set, _)| set)
+        read_intent_cached(&self.intent_dir, &mut locked(&self.parsed)).map(|(set, _)| set)
     }
 
     pub fn dirs(&self) -> Vec<PathBuf> {
@@ -313,19 +345,45 @@ impl IntentSource {
     }
 
     pub fn status(&self) -> Status {
-        self.status.lock().unwrap().clone()
+        locked(&self.status).clone()
     }
 
     pub fn note_missing(&self, dir: &Path) {
-        self.status.lock().unwrap().last_error = Some(ErrorReport {
+        locked(&self.status).last_error = Some(ErrorReport {
             message: format!("directory {} disappeared", dir.display()),
             plugin: None,
             at: unix_now(),
         });
     }
 
-    /// Runs one generation and publishes it; on failure what was serving stays.
+    /// Runs one generation and publishes it; on failure what was serving stays. A panic is
+    /// caught and reported like any failure; it also drops the incremental state (parsed files,
+    /// translation memos), so the next generation starts afresh.
     pub fn generate(&self, ctx: &Ctx) -> Result<(), GenerationError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.generate_once(ctx))) {
+            Ok(result) => result,
+            Err(payload) => {
+                let cause = crate::generations::panic_message(payload.as_ref());
+                Err(self.recover(ctx, cause))
+            }
+        }
+    }
+
+    /// After a panic: forget what the panic may have left half-updated, and report it.
+    fn recover(&self, ctx: &Ctx, cause: String) -> GenerationError {
+        locked(&self.pipelines).clear();
+        locked(&self.parsed).clear();
+        let e = GenerationError::Panic(cause);
+        let mut st = locked(&self.status);
+        st.generations_failed += 1;
+        st.last_error = Some(ErrorReport { message: e.message(), plugin: None, at: unix_now() });
+        ctx.metrics.generations.get_or_create(&label("result", "failed")).inc();
+        ctx.metrics.generation_panics.inc();
+        error!(error = %e.message(), "generation panicked; its state was reset and the next generation starts afresh");
+        e
+    }
+
+    fn generate_once(&self, ctx: &Ctx) -> Result<(), GenerationError> {
         let started = Instant::now();
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(ctx.nodes.groups().into_iter().filter(|g| !g.is_empty()));
@@ -333,7 +391,7 @@ impl IntentSource {
         let mut documents = 0;
         let mut report_plugins = None;
         let result = (|| -> Result<_, GenerationError> {
-            let (intent, _files) = read_intent_cached(&self.intent_dir, &mut self.parsed.lock().unwrap())?;
+            let (intent, _files) = read_intent_cached(&self.intent_dir, &mut locked(&self.parsed))?;
             documents = intent.len();
             let chosen = self.choose_plugins(ctx)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
@@ -357,7 +415,7 @@ impl IntentSource {
                     let Some(i) = blamed else { return Err(e) };
                     let mut without = chosen.clone();
                     let bad = without.remove(i);
-                    if let Some(good) = self.state.lock().unwrap().good.get(&bad.file).cloned() {
+                    if let Some(good) = locked(&self.state).good.get(&bad.file).cloned() {
                         without.insert(
                             i,
                             Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false },
@@ -366,7 +424,12 @@ impl IntentSource {
                     let mut retry_calls = BTreeMap::new();
                     match self.translate_and_publish(ctx, &groups, &without, &intent, &mut retry_calls) {
                         Ok(out) => {
-                            self.refuse(ctx, &bad.file, &bad.key, &format!("fails on the current intent: {e}"));
+                            self.refuse(
+                                ctx,
+                                &bad.file,
+                                &bad.key,
+                                &format!("fails on the current intent: {}", e.message()),
+                            );
                             report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
                             calls = retry_calls;
                             self.accept(&without);
@@ -380,7 +443,7 @@ impl IntentSource {
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         ctx.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
         let refused = self.refusal_reports();
-        let mut st = self.status.lock().unwrap();
+        let mut st = locked(&self.status);
         if let Some(p) = report_plugins {
             st.plugins = p;
         }
@@ -396,8 +459,17 @@ impl IntentSource {
                 st.last_ok_at = Some(unix_now());
                 st.last_ok_version = Some(version.clone());
                 st.last_error = None;
-                for (plugin, d) in &diagnostics {
+                // Each call's diagnostics are bounded; a generation makes many calls.
+                let shown = &diagnostics[..diagnostics.len().min(MAX_DIAGNOSTICS_SHOWN)];
+                for (plugin, d) in shown {
                     warn!(plugin, document = ?d.document, field = ?d.field, "{}", d.message);
+                }
+                if diagnostics.len() > shown.len() {
+                    warn!(
+                        total = diagnostics.len(),
+                        "{} more plugin diagnostics not shown",
+                        diagnostics.len() - shown.len()
+                    );
                 }
                 st.last_generation = Some(GenerationReport {
                     ok: true,
@@ -406,7 +478,8 @@ impl IntentSource {
                     groups: groups.clone(),
                     calls,
                     resources,
-                    diagnostics: diagnostics.iter().map(diagnostic_report).collect(),
+                    diagnostics: shown.iter().map(diagnostic_report).collect(),
+                    diagnostics_total: diagnostics.len(),
                 });
                 ctx.metrics.generations.get_or_create(&label("result", "ok")).inc();
                 for (t, n) in counts {
@@ -425,7 +498,7 @@ impl IntentSource {
             Err(e) => {
                 let plugin = e.plugin();
                 st.generations_failed += 1;
-                st.last_error = Some(ErrorReport { message: e.to_string(), plugin: plugin.clone(), at: unix_now() });
+                st.last_error = Some(ErrorReport { message: e.message(), plugin: plugin.clone(), at: unix_now() });
                 st.last_generation = Some(GenerationReport {
                     ok: false,
                     elapsed_ms,
@@ -434,12 +507,13 @@ impl IntentSource {
                     calls,
                     resources: 0,
                     diagnostics: vec![],
+                    diagnostics_total: 0,
                 });
                 ctx.metrics.generations.get_or_create(&label("result", "failed")).inc();
                 if let Some(p) = &plugin {
                     ctx.metrics.plugin_failures.get_or_create(&[("plugin", p.clone().into())]).inc();
                 }
-                error!(error = %e, plugin = ?plugin, "generation refused; the last good resources keep serving");
+                error!(error = %e.message(), plugin = ?plugin, "generation refused; the last good resources keep serving");
                 Err(e)
             }
         }
@@ -469,18 +543,18 @@ impl IntentSource {
             PluginSet::Dir(d) => self.loader.files(d)?.iter().map(|f| Entry::file(f)).collect(),
             PluginSet::Config(c) => {
                 let entries = c.entries(ctx.reloads.load(std::sync::atomic::Ordering::SeqCst));
-                self.status.lock().unwrap().sources = c.reports();
+                locked(&self.status).sources = c.reports();
                 entries?
             }
         };
-        let first = self.state.lock().unwrap().good.is_empty();
-        self.state.lock().unwrap().listed = entries.iter().map(|e| e.id.clone()).collect();
+        let first = locked(&self.state).good.is_empty();
+        locked(&self.state).listed = entries.iter().map(|e| e.id.clone()).collect();
         let mut chosen: Vec<Choice> = Vec::new();
         for entry in entries {
             let file = entry.id.clone();
             let key = entry.key()?;
             let (refused, good, unchanged) = {
-                let st = self.state.lock().unwrap();
+                let st = locked(&self.state);
                 (
                     st.refused.get(&file).is_some_and(|r| r.digest == key),
                     st.good.get(&file).cloned(),
@@ -500,7 +574,7 @@ impl IntentSource {
             // A new version of a plugin that has a good one compiles off this thread: the good
             // one keeps translating meanwhile, and the finished compile starts a generation.
             if let Some(g) = &good {
-                let mut bg = self.background.lock().unwrap();
+                let mut bg = locked(&self.background);
                 match bg.done.remove(&key) {
                     Some(Ok(loaded)) => {
                         let candidate = g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config;
@@ -528,8 +602,10 @@ impl IntentSource {
                                 "plugin changed: compiling it in the background; the previous version keeps serving"
                             );
                             std::thread::spawn(move || {
-                                let result = loader.load_entry(&entry).map_err(|e| e.to_string());
-                                let mut bg = background.lock().unwrap();
+                                let result = loader
+                                    .load_entry(&entry)
+                                    .map_err(|e| xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
+                                let mut bg = locked(&background);
                                 bg.compiling.remove(&key);
                                 bg.done.insert(key, result);
                                 drop(bg);
@@ -551,7 +627,7 @@ impl IntentSource {
                 }
                 Err(e) if first => return Err(e.into()),
                 Err(e) => {
-                    self.refuse(ctx, &file, &key, &e.to_string());
+                    self.refuse(ctx, &file, &key, &xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
                     if let Some(good) = good {
                         chosen.push(Choice { file, key, loaded: good, candidate: false });
                     }
@@ -586,7 +662,7 @@ impl IntentSource {
     }
 
     fn refuse(&self, ctx: &Ctx, file: &Path, key: &str, reason: &str) {
-        let mut st = self.state.lock().unwrap();
+        let mut st = locked(&self.state);
         let serving = st.good.get(file).map(|g| g.plugin.digest().to_owned());
         warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
         let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -598,7 +674,7 @@ impl IntentSource {
     /// A good generation ran with `chosen`: they are the new last good; refusals of files now
     /// fixed or gone are dropped.
     fn accept(&self, chosen: &[Choice]) {
-        let mut st = self.state.lock().unwrap();
+        let mut st = locked(&self.state);
         st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
         // A file kept at its last good version (its new contents refused or still compiling)
         // keeps the key that version came from.
@@ -628,7 +704,7 @@ impl IntentSource {
         self.loader.keep_only(st.good.values());
         // Results of compiles that are no longer any file's contents.
         let keys: std::collections::HashSet<&str> = chosen.iter().map(|c| c.key.as_str()).collect();
-        self.background.lock().unwrap().done.retain(|k, _| keys.contains(k.as_str()));
+        locked(&self.background).done.retain(|k, _| keys.contains(k.as_str()));
     }
 
     /// Translates `intent` with `chosen` for every group and publishes the result.
@@ -642,7 +718,7 @@ impl IntentSource {
     ) -> Result<Published, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
         // Pipelines are memos of past translations: keep them even if publishing fails.
-        let mut pipelines = self.pipelines.lock().unwrap();
+        let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
         let mut kept = BTreeMap::new();
         for g in groups {
@@ -685,7 +761,7 @@ impl IntentSource {
 
     /// Refusals, for `/debug/plugins`.
     fn refusal_reports(&self) -> Vec<RefusalReport> {
-        let st = self.state.lock().unwrap();
+        let st = locked(&self.state);
         st.refused
             .iter()
             .map(|(f, r)| RefusalReport {
@@ -761,15 +837,17 @@ pub async fn watch(ctx: Ctx, source: Arc<IntentSource>, resync: std::time::Durat
         });
     }
     let c = ctx.clone();
-    let s = source.clone();
     let s2 = source.clone();
     crate::source::watch_dirs(
         ctx,
         source.dirs(),
         resync,
         Some(wake),
+        // The generation thread does the work; this only asks for it.
         Arc::new(move || {
-            let _ = s.generate(&c);
+            if let Some(g) = c.generations.get() {
+                g.request();
+            }
         }),
         move |d| s2.note_missing(d),
     )

@@ -17,8 +17,6 @@
 //! (the file is restored or removed), and the answer carries the error. What was serving
 //! keeps serving. Writes are serialised.
 
-use std::sync::Mutex;
-
 use axum::Json;
 use axum::Router;
 use axum::extract::Path as UrlPath;
@@ -32,9 +30,6 @@ use crate::intent::IntentSource;
 
 /// The subdirectory of the intent directory that API documents live in.
 pub const API_DIR: &str = "_api";
-
-/// One write at a time.
-static WRITES: Mutex<()> = Mutex::new(());
 
 pub fn routes(ctx: &Ctx) -> Router {
     let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
@@ -133,25 +128,44 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
     if let Err(e) = valid_part(&kind, "kind").and_then(|_| valid_part(&name, "name")) {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
     }
-    let ctx = ctx.clone();
-    let work = tokio::task::spawn_blocking(move || apply(&ctx, &source, &kind, &name, body.as_deref()));
-    match work.await {
-        Ok((status, written)) => (status, Json(written)).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    let Some(generations) = ctx.generations.get() else { return not_serving() };
+    // On the generation thread: no other generation runs between the write and its outcome.
+    let c = ctx.clone();
+    match generations.run(move || apply(&c, &source, &kind, &name, body.as_deref())).await {
+        Some((status, written)) => (status, Json(written)).into_response(),
+        None => (StatusCode::INTERNAL_SERVER_ERROR, "internal error (see the log)\n").into_response(),
     }
+}
+
+/// Where the API keeps a document: `_api/<kind>/<name>.yaml`; when that file name would pass the
+/// 255-byte limit of common file systems (names may have 253 characters), the name's first 200
+/// characters and a digest of the whole name.
+fn api_file(kind: &str, name: &str) -> String {
+    const MAX_FILE_NAME: usize = 255;
+    if name.len() + ".yaml".len() <= MAX_FILE_NAME {
+        return format!("{API_DIR}/{kind}/{name}.yaml");
+    }
+    // Names are ASCII (see `valid_part`), so any byte index is a character boundary.
+    let digest = xdst_core::resource::content_version("xdst.api/name", name.as_bytes());
+    format!("{API_DIR}/{kind}/{}-{digest}.yaml", &name[..200])
 }
 
 /// Writes (or removes) the document, runs a generation, and undoes the write if it fails.
 fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<&str>) -> (StatusCode, Written) {
-    let _one = WRITES.lock().unwrap_or_else(|p| p.into_inner());
     let refused = |status: StatusCode, error: String| {
         (
             status,
-            Written { kind: kind.to_owned(), name: name.to_owned(), result: "refused", file: None, error: Some(error) },
+            Written {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                result: "refused",
+                file: None,
+                error: Some(xdst_plugin::clip(&error, crate::intent::MAX_ERROR_BYTES)),
+            },
         )
     };
     let root = source.intent_dir();
-    let rel = format!("{API_DIR}/{kind}/{name}.yaml");
+    let rel = api_file(kind, name);
     let path = root.join(&rel);
 
     // The document must not belong to a file of its own.
@@ -222,6 +236,27 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
                 tracing::error!(file = %path.display(), error = %u, "could not undo a refused intent write");
             }
             refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_accepted_name_has_a_file_name_that_fits_and_is_its_own() {
+        let short = api_file("Service", "web");
+        assert_eq!(short, "_api/Service/web.yaml");
+        let at_limit = "n".repeat(250);
+        assert_eq!(api_file("Service", &at_limit), format!("_api/Service/{at_limit}.yaml"));
+        let a = format!("{}a", "n".repeat(252));
+        let b = format!("{}b", "n".repeat(252));
+        let (fa, fb) = (api_file("Service", &a), api_file("Service", &b));
+        assert_ne!(fa, fb, "two long names share a file");
+        for f in [fa, fb] {
+            let file_name = f.rsplit('/').next().unwrap();
+            assert!(file_name.len() <= 255, "{file_name} is {} bytes", file_name.len());
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod codec;
 pub mod config;
 pub mod context;
 pub mod distribution;
+pub mod generations;
 pub mod intent;
 pub mod intent_api;
 pub mod machine;
@@ -175,14 +176,22 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
+        generations: Default::default(),
     });
     if let Some(dir) = &config.resources {
         source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
     }
     if let Some(s) = &intent_source {
+        let generations =
+            generations::Generations::start(ctx.clone(), s.clone()).context("starting the generation thread")?;
+        let generations = ctx.generations.get_or_init(|| generations);
         // A bad first generation is an error: there is nothing to fall back to yet.
         let (c, s2) = (ctx.clone(), s.clone());
-        tokio::task::spawn_blocking(move || s2.generate(&c)).await?.context("translating intent")?;
+        generations
+            .run(move || s2.generate(&c))
+            .await
+            .context("the first generation panicked")?
+            .context("translating intent")?;
     }
     let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
     let admin_listener = TcpListener::bind(config.admin_addr)

@@ -299,6 +299,11 @@ struct ServeArgs {
     /// `id` (node.id) or `metadata:<key>` (a string in node.metadata).
     #[arg(long, value_name = "KEY", default_value = "cluster")]
     node_group_key: GroupKey,
+    /// The largest intent, resources or configuration file xdst reads (bytes, or with KiB,
+    /// MiB, GiB). A larger file is refused, naming it, and what was serving stays. A parsed
+    /// file takes up to about forty times its size in memory.
+    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = xdst::config::parse_size)]
+    max_file_size: usize,
     /// Quiet window that merges a burst of resource changes into one push.
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     debounce: Duration,
@@ -525,6 +530,7 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(shutdown_grace);
     take!(plan_grace);
     take!(unsafe_unordered_push);
+    take!(max_file_size);
     take!(opt admin_token_file);
     take!(opt ready_file);
     if !set("plugins") {
@@ -540,6 +546,7 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    xdst_core::files::set_max_text_bytes(args.max_file_size);
     let config = xdst::Config {
         xds_addr: args.xds_addr,
         admin_addr: args.admin_addr,

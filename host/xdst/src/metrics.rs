@@ -36,6 +36,8 @@ pub struct Metrics {
     pub generations: Family<Labels1, Counter>,
     /// Seconds per generation (load, translate, validate, publish).
     pub generation_seconds: Histogram,
+    /// Generations that panicked (a bug, contained: reported, and the next one starts afresh).
+    pub generation_panics: Counter,
     /// Plugin calls by plugin.
     pub plugin_calls: Family<Labels1, Counter>,
     /// Generations failed by a plugin, by plugin.
@@ -78,6 +80,12 @@ impl Metrics {
         let resources = Family::<Labels1, Gauge>::default();
         let generations = Family::<Labels1, Counter>::default();
         let generation_seconds = histogram();
+        let generation_panics = Counter::default();
+        registry.register(
+            "generation_panics",
+            "Generations that panicked (contained and reported; the next starts afresh)",
+            generation_panics.clone(),
+        );
         let plugin_calls = Family::<Labels1, Counter>::default();
         let plugin_failures = Family::<Labels1, Counter>::default();
         let plugin_refusals = Family::<Labels1, Counter>::default();
@@ -146,6 +154,7 @@ impl Metrics {
             resources,
             generations,
             generation_seconds,
+            generation_panics,
             plugin_calls,
             plugin_failures,
             plugin_refusals,
@@ -164,11 +173,10 @@ impl Metrics {
     }
 }
 
+/// A type URL as a label: one of a fixed set (`lds`, `cds`, ..., or `other`). Clients choose
+/// type URLs, and a label value a client chooses would let it grow `/metrics` without bound.
 fn type_label(type_url: &str) -> Cow<'static, str> {
-    match xdst_core::types::known_short_name(type_url) {
-        Some(s) => Cow::Borrowed(s),
-        None => Cow::Owned(xdst_core::types::short_name(type_url).to_owned()),
-    }
+    Cow::Borrowed(xdst_core::types::known_short_name(type_url).unwrap_or("other"))
 }
 
 /// `[("type", "cds")]`

@@ -49,7 +49,12 @@ fn handle(ctx: &Ctx, type_url: &'static str, body: &[u8]) -> Response {
             });
         }
     };
-    let req = DiscoveryRequest::decode(msg.encode_to_vec().as_slice()).expect("re-encoded by prost-reflect");
+    // prost refuses what nests past its recursion limit (a deep `node.metadata`): a bad
+    // request, like any other.
+    let req = match DiscoveryRequest::decode(msg.encode_to_vec().as_slice()) {
+        Ok(r) => r,
+        Err(e) => return bad_request(format!("DiscoveryRequest: {e}")),
+    };
     let client_version = req.version_info.clone();
     let resp = match fetch(ctx, type_url, req) {
         Ok(r) => r,
@@ -62,7 +67,12 @@ fn handle(ctx: &Ctx, type_url: &'static str, body: &[u8]) -> Response {
     xdst_core::wire::encode_sotw(&resp, &mut bytes);
     let desc =
         descriptors::pool().get_message_by_name("envoy.service.discovery.v3.DiscoveryResponse").expect("in the pool");
-    let msg = DynamicMessage::decode(desc, bytes.as_slice()).expect("our own encoding decodes");
+    let msg = match DynamicMessage::decode(desc, bytes.as_slice()) {
+        Ok(m) => m,
+        Err(e) => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, format!("decoding the response for JSON: {e}")).into_response();
+        }
+    };
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::new(&mut out);
     if let Err(e) = msg.serialize_with_options(&mut ser, &SerializeOptions::new().use_proto_field_name(true)) {

@@ -99,7 +99,7 @@ fn list(dir: &Path) -> Result<(Vec<PathBuf>, Groups), LoadError> {
 fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| LoadError::Read(f.clone(), e))?;
+        let text = xdst_core::files::read_text(f).map_err(|e| LoadError::Read(f.clone(), e))?;
         let label = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
         out.extend(decode_file(&label, &text)?);
     }

@@ -1,6 +1,9 @@
 //! Does what the request's `config` says: `"ok"` returns one cluster, and the rest misbehave
 //! the ways the sandbox must survive: `"loop"`, `"bomb"`, `"big"`, `"panic"`, `"error"`,
-//! `"chatty"`, and `"badjson"` returns a resource with a wrongly typed field.
+//! `"chatty"`, and `"badjson"` returns a resource with a wrongly typed field. With a number:
+//! `"deep-any-proto:N"` and `"deep-any-json:N"` return a cluster whose transport socket holds
+//! an `Any` holding an `Any` ... N deep (as protobuf bytes, or as JSON), `"huge-error:N"` fails
+//! with an N-byte message, `"diagnostics:N"` succeeds with N diagnostics of 1 KiB.
 
 use xdst_guest::*;
 
@@ -19,7 +22,34 @@ impl Translator for Adversary {
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![] });
-        match request.config.trim().trim_matches('"') {
+        let mode = request.config.trim().trim_matches('"').to_owned();
+        if let Some((what, n)) = mode.split_once(':') {
+            let n: usize = n.parse().unwrap_or(0);
+            let cluster = |body| XdsResource {
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                name: "c1".into(),
+                body,
+                document: request.documents.first().map(|d| format!("{}/{}", d.kind, d.name)),
+            };
+            return match what {
+                "deep-any-proto" => ok(vec![cluster(Body::Proto(deep_cluster_proto(n)))]),
+                "deep-any-json" => ok(vec![cluster(Body::Json(deep_cluster_json(n)))]),
+                "huge-error" => Err(PluginError { message: "e".repeat(n), document: None, field: None }),
+                "diagnostics" => Ok(TranslateResponse {
+                    resources: vec![cluster(Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()))],
+                    diagnostics: (0..n)
+                        .map(|i| Diagnostic {
+                            severity: Severity::Warning,
+                            message: format!("diagnostic {i} {}", "d".repeat(1024)),
+                            document: None,
+                            field: None,
+                        })
+                        .collect(),
+                }),
+                other => Err(PluginError { message: format!("unknown mode {other:?}"), document: None, field: None }),
+            };
+        }
+        match mode.as_str() {
             "ok" => ok(vec![XdsResource {
                 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
                 name: "c1".into(),
@@ -66,6 +96,71 @@ impl Translator for Adversary {
             other => Err(PluginError { message: format!("unknown mode {other:?}"), document: None, field: None }),
         }
     }
+}
+
+const ANY: &str = "type.googleapis.com/google.protobuf.Any";
+const ROUTER: &str = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
+
+fn key(field: u64, out: &mut Vec<u8>) {
+    varint(field << 3 | 2, out);
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn bytes_field(field: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    key(field, out);
+    varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// A Cluster `c1` whose `transport_socket.typed_config` is an `Any` holding an `Any` ...
+/// `levels` deep, as protobuf bytes; built from the inside out in linear time.
+fn deep_cluster_proto(levels: usize) -> Vec<u8> {
+    let mut inner = Vec::new();
+    bytes_field(1, ROUTER.as_bytes(), &mut inner);
+    let mut headers = Vec::with_capacity(levels);
+    let mut len = inner.len();
+    for _ in 0..levels {
+        let mut h = Vec::new();
+        bytes_field(1, ANY.as_bytes(), &mut h);
+        key(2, &mut h);
+        varint(len as u64, &mut h);
+        len += h.len();
+        headers.push(h);
+    }
+    let mut any = Vec::with_capacity(len);
+    for h in headers.iter().rev() {
+        any.extend_from_slice(h);
+    }
+    any.extend_from_slice(&inner);
+    // TransportSocket { name: 1, typed_config: 3 }; Cluster { name: 1, transport_socket: 24 }.
+    let mut socket = Vec::new();
+    bytes_field(1, b"tls", &mut socket);
+    bytes_field(3, &any, &mut socket);
+    let mut cluster = Vec::new();
+    bytes_field(1, b"c1", &mut cluster);
+    bytes_field(24, &socket, &mut cluster);
+    cluster
+}
+
+/// The same cluster as proto3 JSON: an `Any` holding an `Any` is `{"@type": ..Any, "value": ..}`.
+fn deep_cluster_json(levels: usize) -> String {
+    let mut s = String::from(r#"{"name": "c1", "transport_socket": {"name": "tls", "typed_config": "#);
+    for _ in 0..levels {
+        s.push_str(&format!(r#"{{"@type": "{ANY}", "value": "#));
+    }
+    s.push_str(&format!(r#"{{"@type": "{ROUTER}"}}"#));
+    for _ in 0..levels {
+        s.push('}');
+    }
+    s.push_str("}}");
+    s
 }
 
 export_translator!(Adversary);
