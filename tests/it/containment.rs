@@ -22,6 +22,7 @@ use xdst_tests::admin::{
     wait_in_sync,
 };
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::free_port;
 use xdst_tests::plugins;
 use xdst_tests::server::{Options, Process};
 use xdst_tests::upstream::{Upstream, http_get};
@@ -30,10 +31,6 @@ use xdst_tests::xds::http_with;
 /// What every report of one hostile input must stay under.
 const SMALL: usize = 64 << 10;
 const TOKEN: &str = "t0ken";
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 /// A Service `a` and a gateway routing everything to it.
 fn intent(up: &Upstream, port: u16) -> String {

@@ -12,14 +12,16 @@
 //!   the source.
 //! - A plugin from an `https://` URL is downloaded over TLS (a certificate trusted through
 //!   `caFile`) and checked against its pin.
+//! - A registry that hangs during a reload holds up no intent edit (issue 15, must-show 6).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
-use xdst_tests::registry::Registry;
+use xdst_tests::registry::{Registry, StallingProxy};
 use xdst_tests::server::{Process, binary};
 use xdst_tests::upstream::http_get;
 use xdst_tests::xds::http_with;
@@ -628,5 +630,82 @@ async fn a_registry_that_wants_a_login_gets_the_docker_config_credentials() -> a
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("[login] refused without credentials; pushed and pulled with the docker config's");
+    Ok(())
+}
+
+/// Issue 15, must-show 6: a registry that accepts connections and never answers, during a
+/// reload, holds up no generation. The reload answers at once (the source keeps its previous
+/// resolution while the fetch runs in the background), and intent edits reach a real Envoy in
+/// about the time they took before the registry hung.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_never_answers_does_not_hold_up_intent_edits() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let registry = Registry::start()?;
+    let proxy = StallingProxy::start(&registry.host)?;
+    let work = tempfile::Builder::new().prefix("xdst-stall-").tempdir()?;
+    let dir = work.path();
+    let caches = tempfile::Builder::new().prefix("xdst-stall-cache-").tempdir()?;
+    std::fs::create_dir(dir.join("intent"))?;
+    let port = xdst_tests::free_port()?;
+    // `n` Services u0..u(n-1) and the Split routing to u0.
+    let write_intent = |n: usize| {
+        let mut docs: Vec<String> = (0..n)
+            .map(|i| format!("kind: Service\nmetadata: {{name: u{i}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: {}}}\n", 9100 + i))
+            .collect();
+        docs.push(format!("kind: Split\nmetadata: {{name: split}}\nspec: {{port: {port}, tag: one}}\n"));
+        xdst_core::files::write_atomic(&dir.join("intent/intent.yaml"), docs.join("---\n"))
+    };
+    write_intent(2)?;
+    std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
+    std::fs::write(dir.join("token"), TOKEN)?;
+    let v1_file = dir.join("v1.wasm");
+    std::fs::write(&v1_file, plugins::swap_variant(&std::fs::read(plugins::swap()?)?, [100, 0, 0, 0, 0, 0])?)?;
+    let v1 = push(&v1_file, &registry.reference("team/split:stable"))?;
+    let config = write_config(dir, &caches.path().join("cache"), &proxy.reference("team/split:stable"), None)?;
+    let xdst = Process::start_with("127.0.0.1:0", &["--config".into(), config.into()]).await?;
+    let admin = xdst.admin_addr;
+    wait_for(admin, "v1 served", |s, t| plugin_digest(s, "split") == v1 && t == ["u0"]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "stalled-registry")).await?;
+    let has_cluster = |n: usize| format!("cluster.u{}.membership_total", n - 1);
+    let reaches_envoy = |n: usize| {
+        let envoy = &envoy;
+        let stat = has_cluster(n);
+        async move {
+            let t = Instant::now();
+            write_intent(n)?;
+            let deadline = t + WAIT;
+            while envoy.stats().await?.get(&stat).is_none() {
+                ensure!(Instant::now() < deadline, "{stat}: not in Envoy within {WAIT:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            anyhow::Ok(t.elapsed())
+        }
+    };
+    // The usual time, with the registry answering.
+    let usual = reaches_envoy(3).await?;
+
+    proxy.stall(true);
+    let t = Instant::now();
+    let body = reload(admin).await?;
+    let reload_took = t.elapsed();
+    ensure!(body.contains("\"ok\"") && reload_took < Duration::from_secs(10), "reload: {body} after {reload_took:?}");
+    let (s, _) = wait_for(admin, "the fetch shown as running", |s, _| {
+        s["sources"].as_array().into_iter().flatten().any(|x| x["name"] == "split" && x["fetching_seconds"].is_number())
+    })
+    .await?;
+    ensure!(plugin_digest(&s, "split") == v1, "the previous resolution keeps serving: {s:#}");
+    let mut stalled = Vec::new();
+    for n in 4..7 {
+        let took = reaches_envoy(n).await?;
+        ensure!(
+            took < usual + Duration::from_secs(5),
+            "an edit took {took:?} with the registry hung (usually {usual:?})"
+        );
+        stalled.push(took);
+    }
+    ensure!(plugin_digest(&status(admin).await?, "split") == v1);
+    eprintln!(
+        "[dist] registry hung: reload answered in {reload_took:?}; edits reached Envoy in {stalled:?} (usually {usual:?})"
+    );
     Ok(())
 }

@@ -24,13 +24,10 @@ use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use xdst_tests::admin::{WAIT, plugins_status, versions, wait_for_failure, wait_for_ok};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::free_port;
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get, http_request};
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 struct Upstreams {
     a: Upstream,

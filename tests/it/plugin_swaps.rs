@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure};
 use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::free_port;
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::traffic::Traffic;
@@ -22,10 +23,6 @@ use xdst_tests::upstream::{Upstream, http_get};
 const SWAPS: usize = 50;
 const RPS: u32 = 250;
 const WAIT: Duration = Duration::from_secs(30);
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 async fn json(admin: SocketAddr, path: &str) -> anyhow::Result<Value> {
     let (status, body) = http_get(admin, path).await?;

@@ -29,6 +29,11 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
+/// A loopback port nothing listens on (now).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
 /// Logs to the test's output when `RUST_LOG` is set.
 pub fn init_logging() {
     let _ = tracing_subscriber::fmt()

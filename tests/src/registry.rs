@@ -118,3 +118,62 @@ impl Drop for Registry {
         self.stop();
     }
 }
+
+/// A TCP proxy in front of a registry that can be told to stall: it then still accepts
+/// connections and reads requests, on new and pooled connections alike, but forwards nothing
+/// and never answers, as a registry that hangs does.
+pub struct StallingProxy {
+    /// `127.0.0.1:PORT`.
+    pub host: String,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallingProxy {
+    /// Starts forwarding to `upstream` (`host:port`).
+    pub fn start(upstream: &str) -> anyhow::Result<StallingProxy> {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let host = listener.local_addr()?.to_string();
+        let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (upstream, flag) = (upstream.to_owned(), stalled.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (upstream, flag) = (upstream.clone(), flag.clone());
+                std::thread::spawn(move || {
+                    let Ok(server) = std::net::TcpStream::connect(&upstream) else { return };
+                    let (Ok(mut from_server), Ok(mut to_client)) = (server.try_clone(), client.try_clone()) else {
+                        return;
+                    };
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from_server, &mut to_client);
+                    });
+                    let (mut client, mut server) = (client, server);
+                    let mut buf = [0u8; 16 << 10];
+                    loop {
+                        match std::io::Read::read(&mut client, &mut buf) {
+                            Ok(0) | Err(_) => return,
+                            // Stalled: the request is swallowed and the connection held.
+                            Ok(_) if flag.load(Ordering::SeqCst) => {}
+                            Ok(n) => {
+                                if std::io::Write::write_all(&mut server, &buf[..n]).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Ok(StallingProxy { host, stalled })
+    }
+
+    /// From now on, forward nothing and answer nothing (or, with `false`, forward again).
+    pub fn stall(&self, stalled: bool) {
+        self.stalled.store(stalled, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `oci://HOST/REPOSITORY:TAG`, through the proxy.
+    pub fn reference(&self, repository_and_tag: &str) -> String {
+        format!("oci://{}/{repository_and_tag}", self.host)
+    }
+}

@@ -6,7 +6,8 @@
 //! Flags given on the command line (or through their environment variables) win over the file.
 //! Paths in the file are relative to the file's directory. The `plugins` list is live: an edit
 //! of the file, `POST /reload` or SIGHUP reads it again and resolves every remote source again
-//! (a tag is resolved to a digest then, and only then). Everything else is read at start.
+//! (a tag is resolved to a digest then, and only then), off the generation thread
+//! ([`crate::pulls`]). Everything else is read at start.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use xdst_plugin::dir::{Entry, LimitSettings, Settings, SettingsFrom};
 use xdst_plugin::pipeline::FailurePolicy;
 
 use crate::distribution::{Fetcher, Resolved, Source};
+use crate::pulls::{Pulls, Signature};
 
 /// A problem with the configuration file, naming the file and the field.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -249,18 +251,19 @@ pub struct SourceReport {
     pub digest: Option<String>,
     /// The last attempt to resolve it failed (the previous resolution, if any, is used).
     pub error: Option<String>,
+    /// A fetch of it is running, for this long; the resolution above serves meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetching_seconds: Option<f64>,
 }
 
 /// The `plugins` list of a configuration file, resolved: read again when the file changes,
-/// remote sources resolved again only then and on reload.
+/// remote sources resolved again only then and on reload, off the generation thread (see
+/// [`crate::pulls`]).
 pub struct ConfiguredPlugins {
     file: PathBuf,
-    fetcher: Fetcher,
+    pulls: Pulls,
     state: Mutex<State>,
 }
-
-/// A plugin's detached signature as fetched (or why it could not be).
-type Signature = Result<Vec<u8>, String>;
 
 #[derive(Default)]
 struct State {
@@ -274,9 +277,22 @@ struct State {
     reports: Vec<SourceReport>,
 }
 
+/// How a remote source stands in one generation.
+enum Remote {
+    /// Resolved now, or as before (then `error` says why not now, if it failed).
+    Use {
+        r: Resolved,
+        signature: Option<Signature>,
+        error: Option<String>,
+    },
+    /// Being fetched, with nothing to use meanwhile.
+    Pending(Duration),
+    Failed(String),
+}
+
 impl ConfiguredPlugins {
     pub fn new(file: PathBuf, fetcher: Fetcher) -> Self {
-        ConfiguredPlugins { file, fetcher, state: Mutex::new(State::default()) }
+        ConfiguredPlugins { file, pulls: Pulls::new(fetcher), state: Mutex::new(State::default()) }
     }
 
     pub fn file(&self) -> &Path {
@@ -301,20 +317,28 @@ impl ConfiguredPlugins {
     }
 
     pub fn reports(&self) -> Vec<SourceReport> {
-        self.state.lock().unwrap().reports.clone()
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reports.clone()
     }
 
-    /// The plugins to load now. `reloads` counts explicit reloads: when it moved (or the
-    /// file changed), remote sources are resolved again. A remote source that cannot be
-    /// resolved keeps its previous resolution (or the one remembered on disk from an earlier
-    /// run), with a warning; with neither, it is an error naming the plugin and the source.
-    pub fn entries(&self, reloads: u64) -> Result<Vec<Entry>, ConfigError> {
+    /// The plugins to load now. `reloads` counts explicit reloads: when it moved (or the file
+    /// changed), remote sources are fetched again, in the background unless `wait` (at start,
+    /// when nothing serves yet); `wake` is called when a background fetch finishes, so that a
+    /// generation takes its result. Meanwhile a source keeps its previous resolution. A remote
+    /// source that cannot be resolved keeps its previous resolution (or the one remembered on
+    /// disk from an earlier run), with a warning; with neither, it is an error naming the plugin
+    /// and the source.
+    pub fn entries(
+        &self,
+        reloads: u64,
+        wait: bool,
+        wake: impl Fn() + Clone + Send + 'static,
+    ) -> Result<Vec<Entry>, ConfigError> {
         let text = xdst_core::files::read_text(&self.file).map_err(|e| ConfigError {
             file: self.file.display().to_string(),
             field: None,
             message: e.to_string(),
         })?;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let changed = st.text.as_deref() != Some(text.as_str());
         let refresh = changed || st.reloads != Some(reloads);
         if changed {
@@ -333,49 +357,48 @@ impl ConfiguredPlugins {
         let mut resolved = BTreeMap::new();
         for (i, (e, settings_text)) in st.entries.iter().enumerate() {
             let source = Source::parse(&e.source, &base).expect("checked when read");
-            let remembered = st.resolved.get(&e.name).filter(|(s, _, _)| *s == e.source);
-            let previous = remembered.map(|(_, r, _)| r.clone());
-            let previous_sig = remembered.and_then(|(_, _, sig)| sig.clone());
-            let mut error = None;
-            let mut fresh = false;
-            let r = match (&source, previous) {
-                (Source::Path(p), _) => {
-                    Resolved { path: p.clone(), digest: String::new(), manifest: None, pinned: p.display().to_string() }
+            let err = |field: String, message: String| ConfigError {
+                file: self.file.display().to_string(),
+                field: Some(field),
+                message,
+            };
+            let (r, remote_sig, error, fetching) = match &source {
+                Source::Path(p) => {
+                    let r = Resolved {
+                        path: p.clone(),
+                        digest: String::new(),
+                        manifest: None,
+                        pinned: p.display().to_string(),
+                    };
+                    (r, None, None, None)
                 }
-                (_, Some(prev)) if !refresh => prev,
-                (_, previous) => match self.fetcher.resolve(&source) {
-                    Ok(r) => {
-                        fresh = true;
-                        if previous.as_ref().is_some_and(|p| p.digest != r.digest) {
-                            info!(plugin = %e.name, source = %source, digest = %r.digest, "plugin source resolved to new code");
+                remote => {
+                    let previous = st.resolved.get(&e.name).filter(|(s, _, _)| *s == e.source);
+                    let previous = previous.map(|(_, r, sig)| (r.clone(), sig.clone()));
+                    match self.remote(e, remote, previous, refresh, wait, wake.clone()) {
+                        Remote::Use { r, signature, error } => {
+                            let fetching = self.pulls.running_for(&pull_key(e)).map(|d| d.as_secs_f64());
+                            (r, signature, error, fetching)
                         }
-                        r
-                    }
-                    Err((err, fallback)) => {
-                        let keep = previous.or(fallback.map(|f| f.resolved));
-                        match keep {
-                            Some(r) => {
-                                warn!(
-                                    plugin = %e.name,
-                                    source = %source,
-                                    error = format!("{err:#}"),
-                                    digest = %r.digest,
-                                    "cannot resolve the plugin's source; the digest it last resolved to (cached) is \
-                                        used"
-                                );
-                                error = Some(format!("{err:#}"));
-                                r
-                            }
-                            None => {
-                                return Err(ConfigError {
-                                    file: self.file.display().to_string(),
-                                    field: Some(format!("plugins[{i}].source")),
-                                    message: format!("plugin {:?}: cannot get {source}: {err:#}", e.name),
-                                });
-                            }
+                        Remote::Pending(d) => {
+                            return Err(err(
+                                format!("plugins[{i}].source"),
+                                format!(
+                                    "plugin {:?}: {source} is being fetched (for {:.1} s); a generation runs when \
+                                     it arrives",
+                                    e.name,
+                                    d.as_secs_f64()
+                                ),
+                            ));
+                        }
+                        Remote::Failed(message) => {
+                            return Err(err(
+                                format!("plugins[{i}].source"),
+                                format!("plugin {:?}: cannot get {source}: {message}", e.name),
+                            ));
                         }
                     }
-                },
+                }
             };
             reports.push(SourceReport {
                 name: e.name.clone(),
@@ -383,24 +406,22 @@ impl ConfiguredPlugins {
                 resolved: Some(r.pinned.clone()),
                 digest: (!r.digest.is_empty()).then(|| r.digest.clone()),
                 error,
+                fetching_seconds: fetching,
             });
             let signature = match &e.signature {
                 None => None,
                 Some(s) => {
-                    let key =
-                        xdst_plugin::dir::SignatureCheck::read_key(&s.public_key).map_err(|message| ConfigError {
-                            file: self.file.display().to_string(),
-                            field: Some(format!("plugins[{i}].signature.publicKey")),
-                            message,
-                        })?;
+                    let key = xdst_plugin::dir::SignatureCheck::read_key(&s.public_key)
+                        .map_err(|message| err(format!("plugins[{i}].signature.publicKey"), message))?;
                     // A path's signature is read with the file, every time; a remote one is
-                    // fetched when the source is resolved.
-                    let signature = match (&source, previous_sig) {
+                    // fetched with the source.
+                    let signature = match (&source, &remote_sig) {
                         (Source::Path(p), _) => self
-                            .fetcher
+                            .pulls
+                            .fetcher()
                             .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
-                        (_, Some(sig)) if !fresh => sig,
-                        _ => self.fetcher.signature(&source, &r.digest),
+                        (_, Some(sig)) => sig.clone(),
+                        (_, None) => Err(format!("no signature was fetched for {source}")),
                     };
                     Some(xdst_plugin::dir::SignatureCheck {
                         key_file: s.public_key.display().to_string(),
@@ -409,7 +430,6 @@ impl ConfiguredPlugins {
                     })
                 }
             };
-            let sig_bytes = signature.as_ref().map(|s| s.signature.clone());
             out.push(Entry {
                 signature,
                 id: PathBuf::from(format!("{} plugins[{}]", self.file.display(), e.name)),
@@ -419,7 +439,7 @@ impl ConfiguredPlugins {
                 settings: SettingsFrom::Inline(settings_of(e), settings_text.clone()),
             });
             if source.is_remote() {
-                resolved.insert(e.name.clone(), (e.source.clone(), r, sig_bytes));
+                resolved.insert(e.name.clone(), (e.source.clone(), r, remote_sig));
             }
         }
         st.resolved = resolved;
@@ -427,6 +447,75 @@ impl ConfiguredPlugins {
         st.reloads = Some(reloads);
         Ok(out)
     }
+
+    /// Where a remote source stands: a finished pull's result, its previous resolution, or a
+    /// pull started (or, with `wait`, made) now.
+    fn remote(
+        &self,
+        e: &PluginEntry,
+        source: &Source,
+        previous: Option<(Resolved, Option<Signature>)>,
+        refresh: bool,
+        wait: bool,
+        wake: impl Fn() + Send + 'static,
+    ) -> Remote {
+        let key = pull_key(e);
+        let with_signature = e.signature.is_some();
+        let pulled = match self.pulls.take(&key) {
+            Some(p) => p,
+            None if !refresh && let Some((r, signature)) = previous => {
+                return Remote::Use { r, signature, error: None };
+            }
+            None if wait => self.pulls.pull_now(source, with_signature),
+            None => {
+                self.pulls.start(&key, source, with_signature, wake);
+                return match previous {
+                    Some((r, signature)) => {
+                        // A signature asked for since: the one cached beside the code, if any.
+                        let signature = signature
+                            .or_else(|| with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest)));
+                        Remote::Use { r, signature, error: None }
+                    }
+                    None => Remote::Pending(self.pulls.running_for(&key).unwrap_or_default()),
+                };
+            }
+        };
+        match pulled.result {
+            Ok(r) => {
+                if previous.as_ref().is_some_and(|(p, _)| p.digest != r.digest) {
+                    info!(plugin = %e.name, source = %source, digest = %r.digest, "plugin source resolved to new code");
+                }
+                Remote::Use { r, signature: pulled.signature, error: None }
+            }
+            Err((err, fallback)) => {
+                // What it resolved to before, and that resolution's signature (cached beside it).
+                let keep = previous.or_else(|| {
+                    fallback.map(|r| {
+                        let sig = with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest));
+                        (r, sig)
+                    })
+                });
+                match keep {
+                    Some((r, signature)) => {
+                        warn!(
+                            plugin = %e.name,
+                            source = %source,
+                            error = %err,
+                            digest = %r.digest,
+                            "cannot resolve the plugin's source; the digest it last resolved to (cached) is used"
+                        );
+                        Remote::Use { r, signature, error: Some(err) }
+                    }
+                    None => Remote::Failed(err),
+                }
+            }
+        }
+    }
+}
+
+/// A pull is for one plugin's one source: a changed source is a new pull.
+fn pull_key(e: &PluginEntry) -> String {
+    format!("{}\0{}", e.name, e.source)
 }
 
 #[cfg(test)]

@@ -444,6 +444,12 @@ impl Fetcher {
         self.fetch_signature(source, digest, &cached).or_else(|e| std::fs::read(&cached).map_err(|_| e))
     }
 
+    /// The signature fetched earlier for `digest`, from the cache.
+    pub fn cached_signature(&self, digest: &str) -> Result<Vec<u8>, String> {
+        let cached = self.blob_path(digest).with_extension("sig");
+        std::fs::read(&cached).map_err(|e| format!("no signature fetched for {digest} ({}: {e})", cached.display()))
+    }
+
     fn fetch_signature(&self, source: &Source, digest: &str, cached: &Path) -> Result<Vec<u8>, String> {
         match source {
             Source::Path(_) => unreachable!("read directly"),

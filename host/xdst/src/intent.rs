@@ -539,15 +539,18 @@ impl IntentSource {
     /// its last good version, or nothing). A file that fails to load is refused the same way,
     /// except before the first good generation, when there is nothing to fall back to.
     fn choose_plugins(&self, ctx: &Ctx) -> Result<Vec<Choice>, GenerationError> {
+        let first = locked(&self.state).good.is_empty();
         let entries: Vec<Entry> = match &self.plugins {
             PluginSet::Dir(d) => self.loader.files(d)?.iter().map(|f| Entry::file(f)).collect(),
             PluginSet::Config(c) => {
-                let entries = c.entries(ctx.reloads.load(std::sync::atomic::Ordering::SeqCst));
+                // Remote sources are fetched in the background, except while nothing serves.
+                let rescan = ctx.rescan.clone();
+                let reloads = ctx.reloads.load(std::sync::atomic::Ordering::SeqCst);
+                let entries = c.entries(reloads, first, move || rescan.notify_one());
                 locked(&self.status).sources = c.reports();
                 entries?
             }
         };
-        let first = locked(&self.state).good.is_empty();
         locked(&self.state).listed = entries.iter().map(|e| e.id.clone()).collect();
         let mut chosen: Vec<Choice> = Vec::new();
         for entry in entries {

@@ -30,6 +30,7 @@ pub mod machine;
 pub mod metrics;
 pub mod nodes;
 pub mod plugin_tool;
+pub mod pulls;
 pub mod rest;
 pub mod rollouts;
 pub mod server;
