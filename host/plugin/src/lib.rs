@@ -26,9 +26,13 @@ pub mod dir;
 pub mod error;
 pub mod pipeline;
 mod runtime;
+pub mod stdio;
 
 pub use error::{Failure, Fault, MAX_MESSAGE_BYTES, PluginError, clip};
-pub use runtime::{Abi, CONTRACT, Capabilities, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded, digest};
+pub use runtime::{
+    Abi, CONTRACT, Capabilities, DROPPED_LOG_LINES, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded,
+    digest,
+};
 
 /// The types of the WIT contract, as generated for the host.
 pub mod wit {

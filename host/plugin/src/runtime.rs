@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 use crate::core_abi::{self, CallError, CorePre, Shape};
 use crate::error::{Failure, PluginError};
+use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 
 /// How often the engine's epoch advances; deadlines are rounded up to it.
@@ -19,6 +20,8 @@ const TICK: Duration = Duration::from_millis(5);
 /// Log lines a plugin may write per call, and bytes per line.
 const MAX_LOG_LINES: usize = 100;
 const MAX_LOG_BYTES: usize = 4096;
+/// Plugin log lines dropped over the per-call limit, since start.
+pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The version of the `xdst:plugin` contract (`proto/wit`) this host implements.
 pub const CONTRACT: &str = "0.1.0";
@@ -472,6 +475,7 @@ impl Plugin {
             CallState {
                 plugin: self.name.clone(),
                 memory_cap: self.limits.memory_bytes,
+                memory_total: 0,
                 memory_hit: false,
                 logs: 0,
                 wasi: None,
@@ -539,6 +543,8 @@ fn output_size(r: &TranslateResponse) -> usize {
 pub struct CallState {
     plugin: String,
     memory_cap: usize,
+    /// Bytes of linear memory the call's memories hold together.
+    memory_total: usize,
     memory_hit: bool,
     logs: usize,
     /// The empty WASI, made on first use (only plugins that import WASI pay for it).
@@ -549,15 +555,15 @@ pub struct CallState {
 struct Wasi {
     ctx: wasmtime_wasi::WasiCtx,
     table: wasmtime::component::ResourceTable,
-    stdout: wasmtime_wasi::p2::pipe::MemoryOutputPipe,
-    stderr: wasmtime_wasi::p2::pipe::MemoryOutputPipe,
+    stdout: CappedPipe,
+    stderr: CappedPipe,
 }
 
 impl wasmtime_wasi::WasiView for CallState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         let wasi = self.wasi.get_or_insert_with(|| {
-            let stdout = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
-            let stderr = wasmtime_wasi::p2::pipe::MemoryOutputPipe::new(MAX_STDIO_BYTES);
+            let stdout = CappedPipe::new(MAX_STDIO_BYTES);
+            let stderr = CappedPipe::new(MAX_STDIO_BYTES);
             // Nothing is granted: no preopened directories, environment, arguments or network
             // (the builder's defaults); stdin is empty; clocks and random only if granted.
             let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
@@ -588,6 +594,7 @@ impl CallState {
             if self.logs == MAX_LOG_LINES + 1 {
                 warn!(plugin = %self.plugin, "plugin log limit reached; further lines dropped");
             }
+            DROPPED_LOG_LINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return;
         }
         let mut message = message;
@@ -611,21 +618,27 @@ impl CallState {
     fn flush_stdio(&mut self) {
         use wit::xdst::plugin::log::Level;
         let Some(wasi) = self.wasi.take() else { return };
-        for (pipe, level) in [(&wasi.stdout, Level::Info), (&wasi.stderr, Level::Warn)] {
-            let bytes = pipe.contents();
+        for (pipe, level, name) in [(&wasi.stdout, Level::Info, "stdout"), (&wasi.stderr, Level::Warn, "stderr")] {
+            let (bytes, dropped) = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
                 self.write_log(level, line.to_owned());
+            }
+            if dropped > 0 {
+                warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {MAX_STDIO_BYTES} bytes to {name} in one call; the rest was dropped");
             }
         }
     }
 }
 
 impl ResourceLimiter for CallState {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.memory_cap {
+    /// The cap holds for all of a call's memories together (a component may have several).
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.memory_total.saturating_sub(current).saturating_add(desired);
+        if total > self.memory_cap {
             self.memory_hit = true;
             return Ok(false);
         }
+        self.memory_total = total;
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {

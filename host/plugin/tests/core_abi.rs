@@ -119,6 +119,23 @@ fn a_memory_bomb_is_stopped_at_the_cap() {
     assert!(e.to_string().contains("memory cap of 32 MiB"), "{e}");
 }
 
+/// The memory cap holds for all of a plugin's memories together: with a 32 MiB cap, 24 MiB
+/// in the first memory leaves no room for 16 MiB in a second one.
+#[test]
+fn the_memory_cap_holds_across_memories() {
+    let grow = "(if (i32.eq (memory.grow 0 (i32.const 384)) (i32.const -1)) (then (unreachable)))
+        (if (i32.eq (memory.grow $second (i32.const 256)) (i32.const -1)) (then (unreachable)))
+        (call $out (i32.const LEN))"
+        .replace("LEN", &OK.len().to_string());
+    let bytes = common::core_plugin_with(DESCRIBE, "", "(memory $second 1)", &grow, OK);
+    let p = load(&bytes, Limits { memory_bytes: 32 << 20, ..Limits::default() });
+    let e = p.translate(&request()).unwrap_err();
+    assert_eq!(e.failure, Failure::Memory { limit_bytes: 32 << 20 }, "{e}");
+    // Each alone fits.
+    let p = load(&bytes, Limits { memory_bytes: 41 << 20, ..Limits::default() });
+    assert_eq!(p.translate(&request()).unwrap().resources.len(), 1);
+}
+
 #[test]
 fn an_oversized_output_is_refused_before_it_is_read() {
     // Claims 5 MiB of response (memory grown to hold it).

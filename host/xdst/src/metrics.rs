@@ -8,6 +8,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use std::borrow::Cow;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
 // Label values borrow static strings where they can: metrics are touched on every response
 // and ACK of every stream.
@@ -54,6 +56,9 @@ pub struct Metrics {
     pub plan_nack_stops: Counter,
     /// Steps that proceeded without an ACK after the grace period, by step.
     pub plan_grace_expired: Family<Labels1, Counter>,
+    /// Plugin output over its caps, by what (`stdio_bytes`, `log_lines`).
+    pub plugin_output_dropped: Family<Labels1, Counter>,
+    sync: Mutex<()>,
 }
 
 fn histogram() -> Histogram {
@@ -121,6 +126,12 @@ impl Metrics {
             plan_grace_expired.clone(),
         );
         registry.register("generations", "Intent generations by result", generations.clone());
+        let plugin_output_dropped = Family::<Labels1, Counter>::default();
+        registry.register(
+            "plugin_output_dropped",
+            "Plugin output dropped over its per-call caps: stdout and stderr bytes, log lines",
+            plugin_output_dropped.clone(),
+        );
         registry.register(
             "generation_seconds",
             "Time to load, translate, validate and publish intent",
@@ -163,13 +174,30 @@ impl Metrics {
             plan_restarts,
             plan_nack_stops,
             plan_grace_expired,
+            plugin_output_dropped,
+            sync: Mutex::new(()),
         }
     }
 
     pub fn render(&self) -> String {
+        self.sync_plugin_counters();
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+impl Metrics {
+    /// The plugin host counts what it drops in process-wide atomics; bring them over.
+    fn sync_plugin_counters(&self) {
+        let _one_at_a_time = self.sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (what, total) in [
+            ("stdio_bytes", xdst_plugin::stdio::DROPPED_BYTES.load(Ordering::Relaxed)),
+            ("log_lines", xdst_plugin::DROPPED_LOG_LINES.load(Ordering::Relaxed)),
+        ] {
+            let c = self.plugin_output_dropped.get_or_create(&label("what", what));
+            c.inc_by(total.saturating_sub(c.get()));
+        }
     }
 }
 

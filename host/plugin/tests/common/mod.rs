@@ -38,11 +38,18 @@ pub fn runtime() -> &'static Runtime {
 /// 4096). `extra` goes first (imports). `xdst_alloc` grows memory for every request.
 #[allow(dead_code)]
 pub fn core_plugin(describe: &str, extra: &str, translate: &str, data: &str) -> Vec<u8> {
+    core_plugin_with(describe, extra, "", translate, data)
+}
+
+/// [`core_plugin`] with `memories` declared after the exported memory (which stays memory 0).
+#[allow(dead_code)]
+pub fn core_plugin_with(describe: &str, extra: &str, memories: &str, translate: &str, data: &str) -> Vec<u8> {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let wat = format!(
         r#"(module
         {extra}
         (memory (export "memory") 1)
+        {memories}
         (data (i32.const 0) "{describe_text}")
         (data (i32.const 4096) "{data}")
         (func (export "xdst_plugin_abi_0_1_0"))
