@@ -9,6 +9,8 @@
 //!   intent API's answer each under 64 KiB);
 //! - must-show 4: a panic in a plugin-result path (the test-only hook
 //!   `XDST_TEST_PANIC_ON_RESOURCE`) is reported, and the next generation serves;
+//! - must-show 3: 10,000 streams with client-chosen type URLs, clusters and user agents
+//!   (`/metrics` under 1 MiB, memory back to its baseline; no Envoy needed);
 //! - must-show 7: a 253-character API document name; YAML alias bombs and oversized files
 //!   refused quickly with bounded memory, naming the file.
 
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
+use tonic::transport::Channel;
 use xdst_tests::admin::{
     WAIT, generations, node_plan, plugins_status, plugins_status_sized, versions, wait_for_failure, wait_for_ok,
     wait_in_sync,
@@ -418,4 +421,131 @@ async fn served_endpoints(admin: SocketAddr) -> anyhow::Result<std::collections:
         out.insert(r["name"].as_str().unwrap_or_default().to_owned(), port.as_u64().unwrap_or(0));
     }
     Ok(out)
+}
+
+/// Must-show 3: 10,000 ADS streams, each with its own made-up type URL, node cluster and user
+/// agent, each sending a stale nonce. `/metrics` stays under 1 MiB and holds none of those
+/// strings, and once the streams close xdst's resident memory comes back to within 10% of
+/// what it was after a warm-up round of the same streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_chosen_strings_grow_neither_metrics_nor_memory() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = xdst_tests::fixtures::basic_dir(free_port()?, 9);
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &[]).await?;
+    let admin = xdst.admin_addr;
+    let channels: Vec<Channel> =
+        futures::future::join_all((0..8).map(|_| xdst_tests::xds::channel(xdst.xds_addr))).await;
+
+    // The warm-up round sizes xdst's pools (allocator, runtime, gRPC) as the real round will.
+    let warm_up = 1_000;
+    hostile_streams(&channels, admin, 0..warm_up).await?;
+    wait_for_no_nodes(admin).await?;
+    let baseline = xdst.rss()?;
+
+    let started = Instant::now();
+    hostile_streams(&channels, admin, warm_up..warm_up + 10_000).await?;
+    let (_, metrics) = http_get(admin, "/metrics").await?;
+    ensure!(metrics.len() < 1 << 20, "/metrics is {} bytes after 10,000 hostile streams", metrics.len());
+    ensure!(!metrics.contains("chosen-by-client"), "a client's string reached /metrics");
+    wait_for_no_nodes(admin).await?;
+
+    // Memory is handed back to the system lazily: give it a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut rss = xdst.rss()?;
+    while rss > baseline + baseline / 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        rss = xdst.rss()?;
+    }
+    eprintln!(
+        "[containment] 10,000 hostile streams in {:?}: /metrics {} B; RSS {} MiB after, baseline {} MiB",
+        started.elapsed(),
+        metrics.len(),
+        rss >> 20,
+        baseline >> 20
+    );
+    ensure!(
+        rss <= baseline + baseline / 10,
+        "RSS {} KiB did not return to within 10% of {} KiB",
+        rss >> 10,
+        baseline >> 10
+    );
+    Ok(())
+}
+
+/// Streams `ids`, 500 at a time: each subscribes to a made-up type as a node with a made-up
+/// cluster and user agent, then sends a stale nonce, and closes once xdst has counted it.
+async fn hostile_streams(channels: &[Channel], admin: SocketAddr, ids: std::ops::Range<usize>) -> anyhow::Result<()> {
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+
+    let ids: Vec<usize> = ids.collect();
+    for batch in ids.chunks(500) {
+        let stale_before = stale_requests(admin).await?;
+        let mut open = Vec::new();
+        for &i in batch {
+            // Distinct per stream, and long: 1,000 characters of type URL.
+            let chosen = format!("chosen-by-client-{i}-{}", "x".repeat(950));
+            let type_url = format!("type.googleapis.com/{chosen}");
+            let node = Node {
+                id: format!("hostile-{i}"),
+                cluster: chosen.clone(),
+                user_agent_name: chosen.clone(),
+                ..Default::default()
+            };
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            tx.send(DiscoveryRequest { type_url: type_url.clone(), node: Some(node), ..Default::default() }).await?;
+            tx.send(DiscoveryRequest {
+                type_url,
+                version_info: "v0".into(),
+                response_nonce: format!("stale-{i}"),
+                ..Default::default()
+            })
+            .await?;
+            let mut client = AggregatedDiscoveryServiceClient::new(channels[i % channels.len()].clone());
+            let call = tokio::spawn(async move {
+                client.stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx)).await
+            });
+            open.push((tx, call));
+        }
+        // Positive signal: every stale nonce of the batch was seen.
+        let deadline = Instant::now() + WAIT;
+        while stale_requests(admin).await? < stale_before + batch.len() as u64 {
+            ensure!(Instant::now() < deadline, "xdst did not see the batch's stale nonces within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for (tx, call) in open {
+            drop(tx);
+            if let Ok(Ok(resp)) = call.await {
+                drop(resp);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `xdst_stale_requests_total` summed over its labels.
+async fn stale_requests(admin: SocketAddr) -> anyhow::Result<u64> {
+    let (status, body) = http_get(admin, "/metrics").await?;
+    ensure!(status == 200, "/metrics: {status}");
+    Ok(body
+        .lines()
+        .filter(|l| l.starts_with("xdst_stale_requests_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64)
+}
+
+/// Waits until `/debug/nodes` lists no node: every stream is gone.
+async fn wait_for_no_nodes(admin: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, body) = http_get(admin, "/debug/nodes").await?;
+        let nodes: serde_json::Value = serde_json::from_str(&body)?;
+        let left = nodes.as_array().map_or(0, Vec::len);
+        if left == 0 {
+            return Ok(());
+        }
+        ensure!(Instant::now() < deadline, "{left} nodes still listed after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

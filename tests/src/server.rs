@@ -129,13 +129,23 @@ impl Process {
 
     /// The process's peak resident memory so far (`VmHWM`), in bytes.
     pub fn peak_rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmHWM")
+    }
+
+    /// Its resident memory now, in bytes.
+    pub fn rss(&self) -> anyhow::Result<u64> {
+        self.status_bytes("VmRSS")
+    }
+
+    /// A `kB` field of `/proc/PID/status`, in bytes.
+    fn status_bytes(&self, field: &str) -> anyhow::Result<u64> {
         let pid = self.child.id().context("the process has exited")?;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let kib = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .context("no VmHWM in /proc/PID/status")?;
+            .with_context(|| format!("no {field} in /proc/PID/status"))?;
         Ok(kib << 10)
     }
 

@@ -122,6 +122,15 @@ impl Cache {
             .subscribe()
     }
 
+    /// Forgets `group` if nobody watches it and it has no set of its own (a stream of it
+    /// closed); a later watch of it starts from the default set again.
+    pub fn release(&self, group: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.groups.get(group).is_some_and(|g| g.own.is_none() && g.tx.receiver_count() == 0) {
+            inner.groups.remove(group);
+        }
+    }
+
     /// What `group` is served now.
     pub fn snapshot(&self, group: &str) -> Arc<Snapshot> {
         let inner = self.inner.lock().unwrap();
@@ -164,6 +173,26 @@ mod tests {
 
     fn publication(rs: Vec<Resource>) -> Publication {
         Publication { default: Snapshot::from_resources(rs).unwrap(), groups: BTreeMap::new() }
+    }
+
+    #[test]
+    fn a_group_nobody_watches_any_more_is_released() {
+        let cache = Cache::new();
+        let groups = |c: &Cache| c.inner.lock().unwrap().groups.len();
+        let (a, b) = (cache.watch("made-up-1"), cache.watch("made-up-2"));
+        let _c = cache.watch("made-up-2");
+        assert_eq!(groups(&cache), 2);
+        drop((a, b));
+        cache.release("made-up-1");
+        cache.release("made-up-2");
+        // made-up-2 still has a watcher.
+        assert_eq!(groups(&cache), 1);
+        // A group with a set of its own stays, watched or not.
+        let mut p = publication(vec![]);
+        p.groups.insert("own".into(), Snapshot::default());
+        cache.publish(p).unwrap();
+        cache.release("own");
+        assert!(cache.inner.lock().unwrap().groups.contains_key("own"));
     }
 
     #[test]

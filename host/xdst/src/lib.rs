@@ -27,6 +27,7 @@ pub mod generations;
 pub mod intent;
 pub mod intent_api;
 pub mod machine;
+pub mod memory;
 pub mod metrics;
 pub mod nodes;
 pub mod plugin_tool;
@@ -227,6 +228,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             config.shutdown_grace,
         )),
     ];
+    tasks.push(tokio::spawn(memory::return_freed(ctx.clone())));
     if let Some(dir) = config.resources.clone() {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
     }

@@ -60,6 +60,16 @@ impl Registry {
         }
         id
     }
+    /// The group of stream `id`, while it is registered.
+    pub fn group_of(&self, id: u64) -> Option<String> {
+        self.streams.lock().unwrap().get(&id).map(|e| e.group.clone())
+    }
+
+    /// Streams open now.
+    pub fn stream_count(&self) -> usize {
+        self.streams.lock().unwrap().len()
+    }
+
     pub fn remove(&self, id: u64) {
         let Some(gone) = self.streams.lock().unwrap().remove(&id) else { return };
         let last = {

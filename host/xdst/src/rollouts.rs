@@ -4,7 +4,9 @@
 //!
 //! A node is its group and its id. Its rollout outlives its streams for a while (`LINGER`),
 //! so a client that reconnects (a restarted stream, a flapping network) resumes from what it
-//! had acknowledged instead of being treated as empty.
+//! had acknowledged instead of being treated as empty. A node that acknowledged nothing is
+//! forgotten when its last stream closes: clients choose node ids, and one making up a new id
+//! per stream must not leave state behind.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -109,8 +111,26 @@ impl Rollouts {
         node.update(metrics, |r, now| r.stream_closed(stream, now));
         let mut s = node.state.lock().unwrap();
         s.streams -= 1;
-        if s.streams == 0 {
-            s.idle_since = Some(Instant::now());
+        if s.streams > 0 {
+            return;
+        }
+        s.idle_since = Some(Instant::now());
+        // Only what a node acknowledged is worth resuming from: a node that acknowledged
+        // nothing (a client that only asked, or a hostile one making up node ids) leaves
+        // nothing behind.
+        let nothing_acked = s.rollout.as_ref().is_none_or(|r| r.acked().is_empty());
+        drop(s);
+        if nothing_acked {
+            let mut nodes = self.nodes.lock().unwrap();
+            let key = (node.group.clone(), node.id.clone());
+            // Unless a stream of the same node attached meanwhile.
+            if nodes
+                .by_key
+                .get(&key)
+                .is_some_and(|n| std::ptr::eq(Arc::as_ptr(n), node) && n.state.lock().unwrap().streams == 0)
+            {
+                nodes.by_key.remove(&key);
+            }
         }
     }
 

@@ -420,6 +420,14 @@ impl<M: Machine> Driver<M> {
 impl<M: Machine> Drop for Driver<M> {
     fn drop(&mut self) {
         self.ctx.metrics.streams.get_or_create(&by_api_service(M::API, self.label)).dec();
+        // The stream's watch goes first, so that its group can be released: clients choose
+        // their group (the node's cluster, by default), and a group nobody watches any more
+        // must not stay behind.
+        let group = self.registered.and_then(|id| self.ctx.nodes.group_of(id));
+        self.watch = None;
+        if let Some(group) = group {
+            self.ctx.cache.release(&group);
+        }
         if let Some(id) = self.registered {
             self.ctx.nodes.remove(id);
             if let Some(r) = &self.rollout {
