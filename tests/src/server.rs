@@ -107,7 +107,11 @@ impl Process {
             .kill_on_drop(true)
             .spawn()
             .context("spawning xdst")?;
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Ready comes after the first generation, which compiles every plugin: an 18 MB Python
+        // component takes tens of seconds in a debug build on a busy 2-core machine. An exit
+        // is seen at once, so the wait costs nothing when xdst fails.
+        let wait = Duration::from_secs(120);
+        let deadline = Instant::now() + wait;
         loop {
             if let Ok(text) = std::fs::read_to_string(&ready) {
                 let v: serde_json::Value = serde_json::from_str(&text)?;
@@ -121,7 +125,7 @@ impl Process {
                 bail!("xdst exited before it was ready: {status}");
             }
             if Instant::now() > deadline {
-                bail!("xdst did not become ready within 20s");
+                bail!("xdst did not become ready within {wait:?}");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -47,6 +47,7 @@ pub fn parse_all(contents: &str, json: bool) -> Result<Vec<Value>, DocumentError
     if json {
         return parse_json(contents, &budget).map(|v| vec![v]);
     }
+    flow_nesting_within_limit(contents)?;
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(contents).enumerate() {
         let v = budget.seed().deserialize(doc).map_err(|e| budget.yaml_error(Some(i + 1), &e))?;
@@ -57,8 +58,22 @@ pub fn parse_all(contents: &str, json: bool) -> Result<Vec<Value>, DocumentError
 
 /// One document: YAML (of which JSON is a subset); an empty text is `null`.
 pub fn parse_one(contents: &str) -> Result<Value, DocumentError> {
+    flow_nesting_within_limit(contents)?;
     let budget = Budget::for_text(contents);
     budget.seed().deserialize(serde_yaml_ng::Deserializer::from_str(contents)).map_err(|e| budget.yaml_error(None, &e))
+}
+
+/// Refuses YAML whose flow collections nest past [`MAX_DEPTH`] before the parser sees it (the
+/// parser's time grows with the square of that nesting: see [`crate::flow_nesting`]).
+fn flow_nesting_within_limit(contents: &str) -> Result<(), DocumentError> {
+    match crate::flow_nesting::too_deep(contents, MAX_DEPTH) {
+        None => Ok(()),
+        Some(line) => Err(DocumentError {
+            document: None,
+            field: None,
+            message: format!("line {line}: flow collections ([...], {{...}}) nested more than {MAX_DEPTH} levels deep"),
+        }),
+    }
 }
 
 /// One JSON value, bounded like the rest.

@@ -33,6 +33,7 @@ pub mod delta;
 pub mod descriptors;
 pub mod documents;
 pub mod files;
+pub mod flow_nesting;
 pub mod intent;
 pub mod node;
 pub mod plan;
@@ -44,6 +45,8 @@ pub mod stream;
 pub mod types;
 pub mod wire;
 
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
