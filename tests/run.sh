@@ -7,6 +7,8 @@
 # - the check that host/core/gen/envoy-descriptors.bin matches the envoy-types protos
 # - cargo test for the workspace: unit tests of every protocol rule, in-process
 #   gRPC tests, real Envoy (SotW and Delta) and real gRPC xDS clients (Python, Node)
+# - the fuzz targets, longer than in cargo test: XDST_FUZZ_CASES random cases each
+#   (default 50000, about 75 s; see docs/FUZZING.md)
 # - the quickstart, end to end
 # Cargo builds into ${CARGO_TARGET_DIR:-~/.cache/xdst/target}, so repeated runs and fresh
 # clones on the same machine stay warm.
@@ -42,6 +44,10 @@ cargo test --locked --no-fail-fast
 
 step "cargo test: the guest SDK and the reference plugin, natively"
 cargo test --locked --no-fail-fast -p xdst-guest -p xdst-plugin-reference
+
+step "fuzz targets (${XDST_FUZZ_CASES:-50000} random cases each, after the corpus in fuzz/corpus)"
+PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst-core --lib fuzz_tests
+PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst --lib rest::fuzz
 
 step "quickstart"
 examples/quickstart/run.sh --once > "$CARGO_TARGET_DIR/quickstart.log" 2>&1 || {
