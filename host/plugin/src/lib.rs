@@ -24,6 +24,7 @@
 mod core_abi;
 pub mod dir;
 pub mod error;
+mod lift;
 pub mod pipeline;
 mod runtime;
 pub mod stdio;

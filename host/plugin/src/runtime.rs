@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 use crate::core_abi::{self, CallError, CorePre, Shape};
 use crate::error::{Failure, PluginError};
+use crate::lift;
 use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 
@@ -308,7 +309,10 @@ impl Runtime {
             fuel_enabled: self.config.fuel,
         };
         let info = plugin.call(
-            |p, store| p.call_describe(store).map_err(CallError::Wasm),
+            |instance, store| {
+                let p = wit::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
+                p.call_describe(store).map_err(CallError::Wasm)
+            },
             |c, store| c.describe(store, limits.output_bytes),
         )?;
         plugin.name = info.name.clone();
@@ -445,7 +449,7 @@ impl Plugin {
     pub fn translate(&self, request: &TranslateRequest) -> Result<TranslateResponse, PluginError> {
         let cap = self.limits.output_bytes;
         let result = self.call(
-            |p, store| p.call_translate(store, request).map_err(CallError::Wasm),
+            |instance, store| translate_bounded(instance, store, request, cap),
             |c, store| c.translate(store, request, cap),
         )?;
         let mut response = result
@@ -467,7 +471,7 @@ impl Plugin {
     /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
     fn call<T>(
         &self,
-        component: impl FnOnce(&wit::Plugin, &mut Store<CallState>) -> Result<T, CallError>,
+        component: impl FnOnce(&wasmtime::component::Instance, &mut Store<CallState>) -> Result<T, CallError>,
         core: impl FnOnce(&CorePre, &mut Store<CallState>) -> Result<T, CallError>,
     ) -> Result<T, PluginError> {
         let mut store = Store::new(
@@ -492,6 +496,7 @@ impl Plugin {
         }
         let outcome = match &self.code {
             Code::Component(pre) => pre
+                .instance_pre()
                 .instantiate(&mut store)
                 .map_err(CallError::Wasm)
                 .and_then(|instance| component(&instance, &mut store)),
@@ -517,6 +522,26 @@ impl Plugin {
         };
         self.error(failure)
     }
+}
+
+/// Calls a component's `translate`, copying its result under the output cap `cap` (see
+/// [`crate::lift`]): aliased strings cannot make the copy larger than the cap.
+fn translate_bounded(
+    instance: &wasmtime::component::Instance,
+    store: &mut Store<CallState>,
+    request: &TranslateRequest,
+    cap: usize,
+) -> Result<Result<TranslateResponse, wit::PluginError>, CallError> {
+    type Returns = (Result<lift::TranslateResponse, lift::PluginError>,);
+    let f =
+        instance.get_typed_func::<(&TranslateRequest,), Returns>(&mut *store, "translate").map_err(CallError::Wasm)?;
+    let (result,) = lift::bounded(cap, || f.call(&mut *store, (request,))).map_err(|e| match e
+        .downcast_ref::<lift::OutputCapExceeded>()
+    {
+        Some(over) => CallError::TooLarge(over.bytes),
+        None => CallError::Wasm(e),
+    })?;
+    Ok(result.map(Into::into).map_err(Into::into))
 }
 
 /// Bytes of strings and byte lists in a response.

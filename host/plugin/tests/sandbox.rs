@@ -74,6 +74,21 @@ fn an_oversized_output_is_refused() {
     );
 }
 
+/// Issue 15: a result's strings may alias (10,000 resources naming one 1 MiB string: 10 GB
+/// if copied naively). The output cap is counted while the result is copied, before each
+/// string, so the call stops just past the cap.
+#[test]
+fn aliased_output_is_counted_before_it_is_copied() {
+    let p = load(Limits { output_bytes: 8 << 20, ..Limits::default() });
+    let e = p.translate(&request("alias:10000")).unwrap_err();
+    assert!(
+        matches!(e.failure, Failure::OutputTooLarge { bytes, limit_bytes } if limit_bytes == 8 << 20 && bytes <= 10 << 20),
+        "{e}"
+    );
+    // The plugin is still usable: every call has a fresh store.
+    assert!(p.translate(&request("ok")).is_ok());
+}
+
 #[test]
 fn a_panic_is_a_trap_naming_the_plugin() {
     let e = load(Limits::default()).translate(&request("panic")).unwrap_err();

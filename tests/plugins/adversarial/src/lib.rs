@@ -3,7 +3,8 @@
 //! `"chatty"`, and `"badjson"` returns a resource with a wrongly typed field. With a number:
 //! `"deep-any-proto:N"` and `"deep-any-json:N"` return a cluster whose transport socket holds
 //! an `Any` holding an `Any` ... N deep (as protobuf bytes, or as JSON), `"huge-error:N"` fails
-//! with an N-byte message, `"diagnostics:N"` succeeds with N diagnostics of 1 KiB.
+//! with an N-byte message, `"diagnostics:N"` succeeds with N diagnostics of 1 KiB, and
+//! `"alias:N"` returns N resources whose bodies alias one 1 MiB string.
 
 use xdst_guest::*;
 
@@ -34,6 +35,18 @@ impl Translator for Adversary {
             return match what {
                 "deep-any-proto" => ok(vec![cluster(Body::Proto(deep_cluster_proto(n)))]),
                 "deep-any-json" => ok(vec![cluster(Body::Json(deep_cluster_json(n)))]),
+                // N resources whose JSON bodies are one 1 MiB string: the result names the same
+                // bytes N times (lowered as N pointers to them), so copying it naively would take
+                // N MiB. The strings are never freed: the host stops the call before.
+                "alias" => {
+                    let mut one = std::mem::ManuallyDrop::new("x".repeat(1 << 20));
+                    let (ptr, len, cap) = (one.as_mut_ptr(), one.len(), one.capacity());
+                    let resources = (0..n)
+                        // SAFETY: deliberately aliased, never dropped (see above).
+                        .map(|_| cluster(Body::Json(unsafe { String::from_raw_parts(ptr, len, cap) })))
+                        .collect();
+                    ok(resources)
+                }
                 "huge-error" => Err(PluginError { message: "e".repeat(n), document: None, field: None }),
                 "diagnostics" => Ok(TranslateResponse {
                     resources: vec![cluster(Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()))],
