@@ -350,6 +350,35 @@ async fn rest_fetch_refuses_deep_metadata_without_panicking() {
     server.shutdown().await;
 }
 
+/// Issue 15: a request past the size limits (tonic's 4 MiB per gRPC message, axum's 2 MiB per
+/// REST body) is refused; other streams and later requests are not disturbed.
+#[tokio::test]
+async fn oversized_requests_are_refused_and_disturb_nothing() {
+    let dir = basic_dir(10000, 8080);
+    let server = start_in_process(Some(dir.path())).await.unwrap();
+    let mut healthy = sotw_ads(server.xds_addr).await;
+    healthy.send(sotw_req(CLUSTER, &[])).await;
+    let first = healthy.recv().await;
+
+    let mut big = sotw_ads(server.xds_addr).await;
+    big.send(DiscoveryRequest { resource_names: vec!["x".repeat(5 << 20)], ..sotw_req(CLUSTER, &[]) }).await;
+    let status = big.closed_with().await;
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+
+    let body = format!(r#"{{"node": {{"id": "n"}}, "resource_names": ["{}"]}}"#, "x".repeat(3 << 20));
+    let (status, _) = http(server.xds_addr, "POST", "/v3/discovery:clusters", &body).await;
+    assert_eq!(status, 413);
+
+    // The healthy stream answers an ACK with silence, and new streams are served.
+    healthy.send(sotw_ack(&first, &[])).await;
+    healthy.expect_silence("an ACK after another stream's oversized request").await;
+    let mut again = sotw_ads(server.xds_addr).await;
+    again.send(sotw_req(CLUSTER, &[])).await;
+    assert_eq!(sotw_names(&again.recv().await), ["backend"]);
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn node_groups_get_their_own_resources() {
     let dir = basic_dir(10000, 8080);

@@ -258,6 +258,7 @@ pub(crate) fn varint_len(v: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::nested_any;
     use prost::Message;
 
     fn listener_json() -> serde_json::Value {
@@ -292,38 +293,6 @@ mod tests {
         let typed = envoy_types::pb::envoy::config::listener::v3::Listener::decode(a.as_slice()).unwrap();
         assert_eq!(typed.name, "l");
         assert_eq!(typed.metadata.unwrap().filter_metadata.len(), 3);
-    }
-
-    /// An `Any` holding an `Any` ... `levels` deep, as protobuf bytes, built in linear time.
-    pub(crate) fn nested_any(levels: usize) -> Vec<u8> {
-        const ANY: &str = "type.googleapis.com/google.protobuf.Any";
-        let inner = {
-            let mut v = Vec::new();
-            let t = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
-            encode_key(1, WireType::LengthDelimited, &mut v);
-            encode_varint(t.len() as u64, &mut v);
-            v.extend_from_slice(t.as_bytes());
-            v
-        };
-        // Headers from the inside out: each is the type URL and the length of all inside it.
-        let mut headers = Vec::with_capacity(levels);
-        let mut len = inner.len();
-        for _ in 0..levels {
-            let mut h = Vec::new();
-            encode_key(1, WireType::LengthDelimited, &mut h);
-            encode_varint(ANY.len() as u64, &mut h);
-            h.extend_from_slice(ANY.as_bytes());
-            encode_key(2, WireType::LengthDelimited, &mut h);
-            encode_varint(len as u64, &mut h);
-            len += h.len();
-            headers.push(h);
-        }
-        let mut out = Vec::with_capacity(len);
-        for h in headers.iter().rev() {
-            out.extend_from_slice(h);
-        }
-        out.extend_from_slice(&inner);
-        out
     }
 
     #[test]

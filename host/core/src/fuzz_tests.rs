@@ -14,13 +14,14 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use envoy_types::pb::google::rpc::Status;
 use proptest::prelude::*;
+use prost::encoding::{WireType, encode_key, encode_varint};
 
 use crate::decode::{Body, decode_body, decode_file};
 use crate::delta::DeltaStream;
 use crate::snapshot::Snapshot;
 use crate::sotw::SotwStream;
 use crate::stream::Scope;
-use crate::testutil::res;
+use crate::testutil::{nested_any, res};
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 
 /// The files of `fuzz/corpus/<target>`, with their names.
@@ -313,38 +314,23 @@ fn intent_corpus() {
 
 // ---- plugin output: decoding and canonicalisation of random and deeply nested bodies ----
 
-const ANY: &str = "type.googleapis.com/google.protobuf.Any";
-
-fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn field(number: u64, bytes: &[u8], out: &mut Vec<u8>) {
-    varint(number << 3 | 2, out);
-    varint(bytes.len() as u64, out);
+/// One length-delimited field.
+fn field(number: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    encode_key(number, WireType::LengthDelimited, out);
+    encode_varint(bytes.len() as u64, out);
     out.extend_from_slice(bytes);
 }
 
 /// A Cluster whose transport socket's typed config is an `Any` holding an `Any` ... `depth`
-/// deep, the innermost holding `tail` (random bytes).
+/// deep, followed by `tail` (random bytes).
 fn nested_any_cluster(depth: usize, tail: &[u8]) -> Vec<u8> {
-    let mut inner = tail.to_vec();
-    for _ in 0..depth {
-        let mut any = Vec::new();
-        field(1, ANY.as_bytes(), &mut any);
-        field(2, &inner, &mut any);
-        inner = any;
-    }
     let mut socket = Vec::new();
     field(1, b"envoy.transport_sockets.tls", &mut socket);
-    field(3, &inner, &mut socket);
+    field(3, &nested_any(depth), &mut socket);
     let mut cluster = Vec::new();
     field(1, b"c1", &mut cluster);
     field(24, &socket, &mut cluster);
+    cluster.extend_from_slice(tail);
     cluster
 }
 

@@ -4,6 +4,7 @@ use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use envoy_types::pb::envoy::config::core::v3::Node;
+use prost::encoding::{WireType, encode_key, encode_varint};
 
 /// A resource whose body is just its content tag; the state machines never decode bodies.
 pub fn res(type_url: &str, name: &str, content: &str) -> Resource {
@@ -29,4 +30,36 @@ pub fn base() -> Snapshot {
 
 pub fn node() -> Option<Node> {
     Some(Node { id: "n1".into(), cluster: "edge".into(), ..Default::default() })
+}
+
+/// An `Any` holding an `Any` ... `levels` deep, as protobuf bytes, built in linear time.
+pub fn nested_any(levels: usize) -> Vec<u8> {
+    const ANY: &str = "type.googleapis.com/google.protobuf.Any";
+    let inner = {
+        let mut v = Vec::new();
+        let t = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
+        encode_key(1, WireType::LengthDelimited, &mut v);
+        encode_varint(t.len() as u64, &mut v);
+        v.extend_from_slice(t.as_bytes());
+        v
+    };
+    // Headers from the inside out: each is the type URL and the length of all inside it.
+    let mut headers = Vec::with_capacity(levels);
+    let mut len = inner.len();
+    for _ in 0..levels {
+        let mut h = Vec::new();
+        encode_key(1, WireType::LengthDelimited, &mut h);
+        encode_varint(ANY.len() as u64, &mut h);
+        h.extend_from_slice(ANY.as_bytes());
+        encode_key(2, WireType::LengthDelimited, &mut h);
+        encode_varint(len as u64, &mut h);
+        len += h.len();
+        headers.push(h);
+    }
+    let mut out = Vec::with_capacity(len);
+    for h in headers.iter().rev() {
+        out.extend_from_slice(h);
+    }
+    out.extend_from_slice(&inner);
+    out
 }

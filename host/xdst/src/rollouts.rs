@@ -25,6 +25,9 @@ use crate::metrics::{Metrics, label};
 
 /// How long a node's rollout is kept after its last stream closed.
 const LINGER: Duration = Duration::from_secs(300);
+/// How many nodes with no stream are kept at most (the longest idle go first): clients choose
+/// node ids.
+const MAX_LINGERING: usize = 10_000;
 
 pub struct Rollouts {
     config: RolloutConfig,
@@ -36,6 +39,8 @@ struct Nodes {
     /// When idle rollouts were last swept out (at most every `LINGER / 10`, so that a fleet
     /// connecting at once does not walk the map on every stream).
     swept: Instant,
+    /// Nodes that went idle, oldest first; an entry is stale if the node attached again since.
+    lingering: std::collections::VecDeque<(Instant, (String, String))>,
 }
 
 pub struct NodeRollout {
@@ -59,7 +64,8 @@ struct NodeState {
 
 impl Rollouts {
     pub fn new(config: RolloutConfig) -> Self {
-        Rollouts { config, nodes: Mutex::new(Nodes { by_key: HashMap::new(), swept: Instant::now() }) }
+        let nodes = Nodes { by_key: HashMap::new(), swept: Instant::now(), lingering: Default::default() };
+        Rollouts { config, nodes: Mutex::new(nodes) }
     }
 
     pub fn config(&self) -> RolloutConfig {
@@ -114,15 +120,16 @@ impl Rollouts {
         if s.streams > 0 {
             return;
         }
-        s.idle_since = Some(Instant::now());
+        let now = Instant::now();
+        s.idle_since = Some(now);
         // Only what a node acknowledged is worth resuming from: a node that acknowledged
         // nothing (a client that only asked, or a hostile one making up node ids) leaves
         // nothing behind.
         let nothing_acked = s.rollout.as_ref().is_none_or(|r| r.acked().is_empty());
         drop(s);
+        let mut nodes = self.nodes.lock().unwrap();
+        let key = (node.group.clone(), node.id.clone());
         if nothing_acked {
-            let mut nodes = self.nodes.lock().unwrap();
-            let key = (node.group.clone(), node.id.clone());
             // Unless a stream of the same node attached meanwhile.
             if nodes
                 .by_key
@@ -131,6 +138,11 @@ impl Rollouts {
             {
                 nodes.by_key.remove(&key);
             }
+            return;
+        }
+        nodes.lingering.push_back((now, key));
+        if nodes.lingering.len() > 2 * MAX_LINGERING {
+            nodes.forget_longest_idle();
         }
     }
 
@@ -145,6 +157,23 @@ impl Rollouts {
                 Some(((n.group.clone(), n.id.clone()), s.rollout.as_ref()?.status(now)))
             })
             .collect()
+    }
+}
+
+impl Nodes {
+    /// Forgets the nodes idle longest until at most [`MAX_LINGERING`] entries remain.
+    fn forget_longest_idle(&mut self) {
+        while self.lingering.len() > MAX_LINGERING {
+            let Some((since, key)) = self.lingering.pop_front() else { break };
+            // Still idle since then (not attached again): forget it.
+            let idle = self.by_key.get(&key).is_some_and(|n| {
+                let s = n.state.lock().unwrap();
+                s.streams == 0 && s.idle_since.is_some_and(|t| t <= since)
+            });
+            if idle {
+                self.by_key.remove(&key);
+            }
+        }
     }
 }
 
@@ -241,5 +270,52 @@ impl NodeRollout {
 
     pub fn step(&self) -> Option<Step> {
         self.state.lock().unwrap().rollout.as_ref().map(Rollout::step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xdst_core::resource::Resource;
+    use xdst_core::rollout::Update;
+    use xdst_core::types::CLUSTER;
+
+    /// Node `id` connects, acknowledges a cluster, and disconnects.
+    fn acked_then_idle(rollouts: &Rollouts, m: &Metrics, id: &str) {
+        let node = rollouts.attach("g", id);
+        let c = Arc::new(Resource::new(CLUSTER, "c1", b"1"));
+        node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
+        let t: Arc<str> = CLUSTER.into();
+        node.update(m, |r, now| {
+            r.sent(1, &t, "n1".into(), Update::Patch { removed: vec![], added: vec![c.clone()] });
+            r.answered(1, &t, "n1", None, now)
+        });
+        rollouts.detach(&node, 1, m);
+    }
+
+    #[test]
+    fn idle_nodes_are_kept_up_to_a_cap_the_longest_idle_going_first() {
+        let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
+        let n = 2 * MAX_LINGERING + 5;
+        for i in 0..n {
+            acked_then_idle(&rollouts, &m, &format!("n{i}"));
+        }
+        let nodes = rollouts.nodes.lock().unwrap();
+        assert!(nodes.by_key.len() <= 2 * MAX_LINGERING, "{} idle nodes kept", nodes.by_key.len());
+        assert!(!nodes.by_key.contains_key(&("g".to_owned(), "n0".to_owned())), "the longest idle node was kept");
+        assert!(
+            nodes.by_key.contains_key(&("g".to_owned(), format!("n{}", n - 1))),
+            "the latest idle node was forgotten"
+        );
+    }
+
+    #[test]
+    fn a_node_that_acknowledged_nothing_is_forgotten_when_its_stream_closes() {
+        let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
+        let node = rollouts.attach("g", "asked-only");
+        rollouts.detach(&node, 1, &m);
+        assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
+        acked_then_idle(&rollouts, &m, "acked");
+        assert_eq!(rollouts.nodes.lock().unwrap().by_key.len(), 1, "a node with acknowledged state lingers");
     }
 }
