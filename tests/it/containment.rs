@@ -178,6 +178,17 @@ async fn hostile_plugin_output_is_refused_bounded_and_changes_nothing() -> anyho
     ensure!(size < SMALL && (logged as usize) < SMALL, "diagnostics: /debug/plugins {size} bytes, log +{logged} bytes");
     ensure!(s.xdst.alive(), "xdst exited");
     eprintln!("[containment] 20,000 diagnostics: /debug/plugins {size} B, log +{logged} B");
+
+    // Each bound reached is counted for operators.
+    let (_, metrics) = http_get(admin, "/metrics").await?;
+    for limit in ["nesting", "text", "diagnostics"] {
+        let hits = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("xdst_limit_hits_total{{limit=\"{limit}\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        ensure!(hits > 0.0, "xdst_limit_hits_total{{limit={limit:?}}} is {hits}");
+    }
     Ok(())
 }
 

@@ -67,6 +67,7 @@ fn encode_message(
     depth: usize,
 ) -> Result<(), CanonicalError> {
     if depth >= MAX_DEPTH {
+        crate::limits::Limit::Nesting.hit();
         return Err(CanonicalError::TooDeep { path: path.clone() });
     }
     if msg.descriptor().full_name() == "google.protobuf.Any" {

@@ -68,10 +68,15 @@ pub fn parse_one(contents: &str) -> Result<Value, DocumentError> {
 fn flow_nesting_within_limit(contents: &str) -> Result<(), DocumentError> {
     match crate::flow_nesting::too_deep(contents, MAX_DEPTH) {
         None => Ok(()),
-        Some(line) => Err(DocumentError {
-            document: None,
-            field: None,
-            message: format!("line {line}: flow collections ([...], {{...}}) nested more than {MAX_DEPTH} levels deep"),
+        Some(line) => Err({
+            crate::limits::Limit::Nesting.hit();
+            DocumentError {
+                document: None,
+                field: None,
+                message: format!(
+                    "line {line}: flow collections ([...], {{...}}) nested more than {MAX_DEPTH} levels deep"
+                ),
+            }
         }),
     }
 }
@@ -122,9 +127,11 @@ impl Budget {
     fn error(&self, document: Option<usize>, otherwise: impl FnOnce() -> String) -> DocumentError {
         if let Some(at) = self.too_deep_at.take() {
             let field = (!at.is_empty()).then_some(at);
+            crate::limits::Limit::Nesting.hit();
             return DocumentError { document, field, message: format!("nested more than {MAX_DEPTH} levels deep") };
         }
         if self.exhausted.get() {
+            crate::limits::Limit::YamlAliases.hit();
             let message = format!(
                 "its YAML aliases expand to more than {} values (the text has {} bytes); refused",
                 self.limit, self.bytes

@@ -34,6 +34,7 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     };
     let len = file.metadata()?.len();
     if len > max as u64 {
+        crate::limits::Limit::FileSize.hit();
         return Err(too_large(len));
     }
     let mut text = String::with_capacity(len as usize);

@@ -35,6 +35,7 @@ pub mod documents;
 pub mod files;
 pub mod flow_nesting;
 pub mod intent;
+pub mod limits;
 pub mod node;
 pub mod plan;
 pub mod resource;

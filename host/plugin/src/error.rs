@@ -16,6 +16,7 @@ pub fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
     }
+    xdst_core::limits::Limit::Text.hit();
     let mut cut = max;
     while !s.is_char_boundary(cut) {
         cut -= 1;
@@ -59,6 +60,7 @@ pub fn bound_diagnostics(diagnostics: &mut Vec<crate::wit::Diagnostic>) {
         d.field = clip_opt(d.field.take());
     }
     if total > MAX_DIAGNOSTICS {
+        xdst_core::limits::Limit::Diagnostics.hit();
         diagnostics.push(crate::wit::Diagnostic {
             severity: crate::wit::Severity::Warning,
             message: format!(

@@ -465,6 +465,11 @@ impl Plugin {
     /// A failure of this plugin, its text bounded: whatever the plugin said goes into logs,
     /// status pages and API answers.
     fn error(&self, failure: Failure) -> PluginError {
+        match failure {
+            Failure::OutputTooLarge { .. } => xdst_core::limits::Limit::PluginOutput.hit(),
+            Failure::Memory { .. } => xdst_core::limits::Limit::PluginMemory.hit(),
+            _ => {}
+        }
         PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure: failure.clipped() }
     }
 
@@ -617,6 +622,7 @@ impl CallState {
         self.logs += 1;
         if self.logs > MAX_LOG_LINES {
             if self.logs == MAX_LOG_LINES + 1 {
+                xdst_core::limits::Limit::PluginLogLines.hit();
                 warn!(plugin = %self.plugin, "plugin log limit reached; further lines dropped");
             }
             DROPPED_LOG_LINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -649,6 +655,7 @@ impl CallState {
                 self.write_log(level, line.to_owned());
             }
             if dropped > 0 {
+                xdst_core::limits::Limit::PluginStdio.hit();
                 warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {MAX_STDIO_BYTES} bytes to {name} in one call; the rest was dropped");
             }
         }

@@ -58,6 +58,8 @@ pub struct Metrics {
     pub plan_grace_expired: Family<Labels1, Counter>,
     /// Plugin output over its caps, by what (`stdio_bytes`, `log_lines`).
     pub plugin_output_dropped: Family<Labels1, Counter>,
+    /// Bounds on untrusted input reached, by limit.
+    pub limit_hits: Family<Labels1, Counter>,
     sync: Mutex<()>,
 }
 
@@ -127,6 +129,12 @@ impl Metrics {
         );
         registry.register("generations", "Intent generations by result", generations.clone());
         let plugin_output_dropped = Family::<Labels1, Counter>::default();
+        let limit_hits = Family::<Labels1, Counter>::default();
+        registry.register(
+            "limit_hits",
+            "Times a bound on untrusted input was reached, by limit (see the README's Limits)",
+            limit_hits.clone(),
+        );
         registry.register(
             "plugin_output_dropped",
             "Plugin output dropped over its per-call caps: stdout and stderr bytes, log lines",
@@ -175,6 +183,7 @@ impl Metrics {
             plan_nack_stops,
             plan_grace_expired,
             plugin_output_dropped,
+            limit_hits,
             sync: Mutex::new(()),
         }
     }
@@ -188,7 +197,7 @@ impl Metrics {
 }
 
 impl Metrics {
-    /// The plugin host counts what it drops in process-wide atomics; bring them over.
+    /// The plugin host and the bounds on input count in process-wide atomics; bring them over.
     fn sync_plugin_counters(&self) {
         let _one_at_a_time = self.sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for (what, total) in [
@@ -197,6 +206,10 @@ impl Metrics {
         ] {
             let c = self.plugin_output_dropped.get_or_create(&label("what", what));
             c.inc_by(total.saturating_sub(c.get()));
+        }
+        for limit in xdst_core::limits::Limit::ALL {
+            let c = self.limit_hits.get_or_create(&label("limit", limit.name()));
+            c.inc_by(limit.hits().saturating_sub(c.get()));
         }
     }
 }
