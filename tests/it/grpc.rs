@@ -350,8 +350,8 @@ async fn rest_fetch_refuses_deep_metadata_without_panicking() {
     server.shutdown().await;
 }
 
-/// Issue 15: a request past the size limits (tonic's 4 MiB per gRPC message, axum's 2 MiB per
-/// REST body) is refused; other streams and later requests are not disturbed.
+/// Issue 15: a request past the size limit (`--max-request-size`, 4 MiB by default, for a gRPC
+/// message and a REST body) is refused; other streams and later requests are not disturbed.
 #[tokio::test]
 async fn oversized_requests_are_refused_and_disturb_nothing() {
     let dir = basic_dir(10000, 8080);
@@ -366,7 +366,7 @@ async fn oversized_requests_are_refused_and_disturb_nothing() {
     assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
     assert!(status.message().contains("too large"), "{status:?}");
 
-    let body = format!(r#"{{"node": {{"id": "n"}}, "resource_names": ["{}"]}}"#, "x".repeat(3 << 20));
+    let body = format!(r#"{{"node": {{"id": "n"}}, "resource_names": ["{}"]}}"#, "x".repeat(5 << 20));
     let (status, _) = http(server.xds_addr, "POST", "/v3/discovery:clusters", &body).await;
     assert_eq!(status, 413);
 
@@ -376,6 +376,30 @@ async fn oversized_requests_are_refused_and_disturb_nothing() {
     let mut again = sotw_ads(server.xds_addr).await;
     again.send(sotw_req(CLUSTER, &[])).await;
     assert_eq!(sotw_names(&again.recv().await), ["backend"]);
+    server.shutdown().await;
+
+    // A smaller limit (`--max-request-size 64KiB`) holds the same way.
+    let server = xdst::start(xdst::Config {
+        xds_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        resources: Some(dir.path().to_owned()),
+        max_request_size: 64 << 10,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for (size, refused) in [(10 << 10, false), (100 << 10, true)] {
+        let mut s = sotw_ads(server.xds_addr).await;
+        s.send(DiscoveryRequest { resource_names: vec!["x".repeat(size)], ..sotw_req(CLUSTER, &[]) }).await;
+        if refused {
+            assert_eq!(s.closed_with().await.code(), tonic::Code::OutOfRange, "{size} bytes");
+        } else {
+            assert_eq!(s.recv().await.type_url, CLUSTER, "{size} bytes");
+        }
+        let body = format!(r#"{{"node": {{"id": "n"}}, "resource_names": ["{}"]}}"#, "x".repeat(size));
+        let (status, _) = http(server.xds_addr, "POST", "/v3/discovery:clusters", &body).await;
+        assert_eq!(status == 413, refused, "REST, {size} bytes: {status}");
+    }
     server.shutdown().await;
 }
 

@@ -59,6 +59,8 @@ pub struct FileConfig {
     pub unsafe_unordered_push: Option<bool>,
     #[serde(default, deserialize_with = "size")]
     pub max_file_size: Option<usize>,
+    #[serde(default, deserialize_with = "size")]
+    pub max_request_size: Option<usize>,
     pub admin_token_file: Option<PathBuf>,
     pub ready_file: Option<PathBuf>,
     /// Registries (`host:port`) spoken to over plain HTTP (loopback ones always are).
@@ -573,6 +575,7 @@ mod tests {
             "planGrace",
             "unsafeUnorderedPush",
             "maxFileSize",
+            "maxRequestSize",
             "adminTokenFile",
             "readyFile",
             "insecureRegistries",

@@ -29,6 +29,8 @@ pub struct Context {
     pub reloads: std::sync::atomic::AtomicU64,
     /// The bearer token admin writes (`POST /reload`) must carry; none: writes are refused.
     pub admin_token: Option<String>,
+    /// The largest gRPC request message and REST request body accepted, in bytes.
+    pub max_request_size: usize,
     /// The intent source, when serving `--intent` with `--plugins`.
     pub intent: Option<Arc<crate::intent::IntentSource>>,
     /// The one thread that runs intent generations (set once the context exists).

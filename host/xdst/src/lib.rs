@@ -82,7 +82,12 @@ pub struct Config {
     pub unsafe_unordered_push: bool,
     /// The bearer token for admin writes (`POST /reload`); without one they are refused.
     pub admin_token: Option<String>,
+    /// The largest gRPC request message and REST request body accepted, in bytes.
+    pub max_request_size: usize,
 }
+
+/// The default for [`Config::max_request_size`]: Envoy's own requests are a few KiB.
+pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -104,6 +109,7 @@ impl Default for Config {
             plan_grace: Duration::from_secs(10),
             unsafe_unordered_push: false,
             admin_token: None,
+            max_request_size: DEFAULT_MAX_REQUEST_SIZE,
         }
     }
 }
@@ -178,6 +184,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
+        max_request_size: config.max_request_size,
         generations: Default::default(),
     });
     if let Some(dir) = &config.resources {

@@ -304,6 +304,10 @@ struct ServeArgs {
     /// file takes up to about forty times its size in memory.
     #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = xdst::config::parse_size)]
     max_file_size: usize,
+    /// The largest xDS request accepted: a gRPC message (a larger one ends that stream with
+    /// OUT_OF_RANGE) or a REST body (answered 413). Envoy's own requests are a few KiB.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = xdst::config::parse_size)]
+    max_request_size: usize,
     /// Quiet window that merges a burst of resource changes into one push.
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     debounce: Duration,
@@ -531,6 +535,7 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(plan_grace);
     take!(unsafe_unordered_push);
     take!(max_file_size);
+    take!(max_request_size);
     take!(opt admin_token_file);
     take!(opt ready_file);
     if !set("plugins") {
@@ -562,6 +567,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         debounce: args.debounce,
         resync: args.resync,
         shutdown_grace: args.shutdown_grace,
+        max_request_size: args.max_request_size,
         plan_grace: args.plan_grace,
         unsafe_unordered_push: args.unsafe_unordered_push,
         admin_token: admin_token(args.admin_token_file.as_deref())?,

@@ -26,7 +26,8 @@ pub fn routes(ctx: &Ctx) -> Router {
             post(move |body: Bytes| async move { handle(&ctx, type_url, &body) }),
         );
     }
-    r
+    // A body over the limit is answered 413 before it is read whole.
+    r.layer(axum::extract::DefaultBodyLimit::max(ctx.max_request_size))
 }
 
 fn bad_request(message: String) -> Response {

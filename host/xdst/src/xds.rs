@@ -84,13 +84,15 @@ fn stream_service<M: Machine>(
         let scope = scope.clone();
         async move {
             let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+            let limit = ctx.max_request_size;
             let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
                 let driver = Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, req.into_inner());
                 let stream: BoxStream<'static, Result<M::Response, Status>> =
                     Box::pin(futures::stream::unfold(driver, Driver::next));
                 std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
             });
-            let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default());
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default())
+                .max_decoding_message_size(limit);
             Ok(grpc.streaming(open, req).await)
         }
     })
@@ -105,11 +107,13 @@ fn fetch_service(
     tower::service_fn(move |req: HttpRequest| {
         let ctx = ctx.clone();
         async move {
+            let limit = ctx.max_request_size;
             let call = tower::service_fn(move |req: tonic::Request<DiscoveryRequest>| {
                 let out = fetch(&ctx, type_url, req.into_inner()).map(tonic::Response::new);
                 std::future::ready(out)
             });
-            let mut grpc = tonic::server::Grpc::new(XdsCodec::<DiscoveryRequest, SotwResponse>::default());
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<DiscoveryRequest, SotwResponse>::default())
+                .max_decoding_message_size(limit);
             Ok(grpc.unary(call, req).await)
         }
     })
