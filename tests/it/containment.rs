@@ -59,6 +59,11 @@ struct Setup {
 
 impl Setup {
     async fn start(env: &[(&str, &str)]) -> anyhow::Result<Setup> {
+        Setup::start_with(env, &[]).await
+    }
+
+    /// With more `xdst serve` arguments.
+    async fn start_with(env: &[(&str, &str)], extra: &[&str]) -> anyhow::Result<Setup> {
         let up = Upstream::start("a").await?;
         let port = free_port()?;
         let intent = tempfile::Builder::new().prefix("xdst-intent-").tempdir()?;
@@ -68,7 +73,7 @@ impl Setup {
         let token = intent.path().join(".token");
         std::fs::write(&token, TOKEN)?;
         let log = intent.path().join(".xdst.log");
-        let args: Vec<std::ffi::OsString> = vec![
+        let mut args: Vec<std::ffi::OsString> = vec![
             "--intent".into(),
             intent.path().into(),
             "--plugins".into(),
@@ -78,6 +83,7 @@ impl Setup {
             "--admin-token-file".into(),
             token.into(),
         ];
+        args.extend(extra.iter().map(Into::into));
         let options =
             Options { env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), log: Some(log.clone()) };
         let xdst = Process::start_with_options("127.0.0.1:0", &args, &options).await?;
@@ -188,6 +194,31 @@ async fn hostile_plugin_output_is_refused_bounded_and_changes_nothing() -> anyho
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .unwrap_or(0.0);
         ensure!(hits > 0.0, "xdst_limit_hits_total{{limit={limit:?}}} is {hits}");
+    }
+    Ok(())
+}
+
+/// The bounds on a plugin's text are flags: with `--max-plugin-diagnostics 5` and
+/// `--max-plugin-message 1KiB`, 100 diagnostics of 1 KiB keep 5 (and one saying how many
+/// more), each cut to 1 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_text_bounds_are_set_by_flags() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let s = Setup::start_with(&[], &["--max-plugin-diagnostics", "5", "--max-plugin-message", "1KiB"]).await?;
+    let admin = s.xdst.admin_addr;
+    std::fs::write(s.intent.path().join("adversary.yaml"), "kind: Adversary\nmetadata: {name: one}\nspec: {}\n")?;
+    let ok = generations(admin, "generations_ok").await?;
+    let adversary = plugins::adversary()?;
+    plugins::install(s.plugins.path(), &adversary, "adversary.wasm", Some("config: \"diagnostics:100\"\n"))?;
+    let status = wait_for_ok(admin, ok).await?;
+    let report = &status["last_generation"];
+    ensure!(report["diagnostics_total"] == 6, "diagnostics: {report:#}");
+    let diagnostics = report["diagnostics"].as_array().cloned().unwrap_or_default();
+    ensure!(!diagnostics.is_empty(), "no diagnostics shown: {report:#}");
+    for d in &diagnostics {
+        let message = d["message"].as_str().unwrap_or_default();
+        ensure!(message.len() < 1100, "a diagnostic of {} bytes: {d:#}", message.len());
+        ensure!(message.contains("[cut: ") || message.contains("more diagnostics not kept"), "not cut: {d:#}");
     }
     Ok(())
 }

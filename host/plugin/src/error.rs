@@ -2,13 +2,10 @@
 
 use std::fmt;
 
-/// The most of a plugin's own text (an error message, a diagnostic, a trap) that reaches the
-/// log, `/debug/plugins` and API answers; longer text is cut, noting how long it was.
-pub const MAX_MESSAGE_BYTES: usize = 4096;
-/// The same for the short strings a plugin names things with (a document id, a field path).
+/// A plugin's own text (an error message, a diagnostic, a trap) reaches the log,
+/// `/debug/plugins` and API answers cut to `text_limits::get().message_bytes`, noting how long
+/// it was. The same for the short strings a plugin names things with (a document id, a field path).
 pub const MAX_NAME_BYTES: usize = 512;
-/// Diagnostics kept from one call; the rest are counted in one more.
-pub const MAX_DIAGNOSTICS: usize = 20;
 
 /// `s` if it fits in `max` bytes, else its first `max` bytes (at a character boundary) and a
 /// note of its full length.
@@ -29,11 +26,12 @@ fn clip_opt(s: Option<String>) -> Option<String> {
 }
 
 fn clip_owned(s: String) -> String {
-    if s.len() > MAX_MESSAGE_BYTES { clip(&s, MAX_MESSAGE_BYTES) } else { s }
+    let max = crate::text_limits::get().message_bytes;
+    if s.len() > max { clip(&s, max) } else { s }
 }
 
 impl Failure {
-    /// The failure with its text bounded ([`MAX_MESSAGE_BYTES`], [`MAX_NAME_BYTES`]).
+    /// The failure with its text bounded (`text_limits`, [`MAX_NAME_BYTES`]).
     pub fn clipped(self) -> Failure {
         match self {
             Failure::Compile(m) => Failure::Compile(clip_owned(m)),
@@ -53,20 +51,18 @@ impl Failure {
 /// saying how many were dropped.
 pub fn bound_diagnostics(diagnostics: &mut Vec<crate::wit::Diagnostic>) {
     let total = diagnostics.len();
-    diagnostics.truncate(MAX_DIAGNOSTICS);
+    let kept = crate::text_limits::get().diagnostics;
+    diagnostics.truncate(kept);
     for d in diagnostics.iter_mut() {
         d.message = clip_owned(std::mem::take(&mut d.message));
         d.document = clip_opt(d.document.take());
         d.field = clip_opt(d.field.take());
     }
-    if total > MAX_DIAGNOSTICS {
+    if total > kept {
         xdst_core::limits::Limit::Diagnostics.hit();
         diagnostics.push(crate::wit::Diagnostic {
             severity: crate::wit::Severity::Warning,
-            message: format!(
-                "{} more diagnostics not kept ({total} in all; xdst keeps {MAX_DIAGNOSTICS} per call)",
-                total - MAX_DIAGNOSTICS
-            ),
+            message: format!("{} more diagnostics not kept ({total} in all; xdst keeps {kept} per call)", total - kept),
             document: None,
             field: None,
         });

@@ -28,12 +28,14 @@ mod lift;
 pub mod pipeline;
 mod runtime;
 pub mod stdio;
+pub mod text_limits;
 
-pub use error::{Failure, Fault, MAX_MESSAGE_BYTES, PluginError, clip};
+pub use error::{Failure, Fault, PluginError, clip};
 pub use runtime::{
     Abi, CONTRACT, Capabilities, DROPPED_LOG_LINES, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded,
     digest,
 };
+pub use text_limits::TextLimits;
 
 /// The types of the WIT contract, as generated for the host.
 pub mod wit {

@@ -19,8 +19,6 @@ use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 /// How often the engine's epoch advances; deadlines are rounded up to it.
 const TICK: Duration = Duration::from_millis(5);
 /// Log lines a plugin may write per call, and bytes per line.
-const MAX_LOG_LINES: usize = 100;
-const MAX_LOG_BYTES: usize = 4096;
 /// Plugin log lines dropped over the per-call limit, since start.
 pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -35,8 +33,6 @@ const GRANTED: [&str; 2] = ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0"];
 /// when the plugin never uses them.
 const EMPTY_WASI: [&str; 6] =
     ["wasi:cli/", "wasi:io/", "wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/"];
-/// Bytes of stdout and stderr kept per call (the rest is dropped).
-const MAX_STDIO_BYTES: usize = 64 << 10;
 
 /// How a plugin's code talks to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -592,8 +588,9 @@ struct Wasi {
 impl wasmtime_wasi::WasiView for CallState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         let wasi = self.wasi.get_or_insert_with(|| {
-            let stdout = CappedPipe::new(MAX_STDIO_BYTES);
-            let stderr = CappedPipe::new(MAX_STDIO_BYTES);
+            let cap = crate::text_limits::get().stdio_bytes;
+            let stdout = CappedPipe::new(cap);
+            let stderr = CappedPipe::new(cap);
             // Nothing is granted: no preopened directories, environment, arguments or network
             // (the builder's defaults); stdin is empty; clocks and random only if granted.
             let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
@@ -620,8 +617,9 @@ impl CallState {
     pub(crate) fn write_log(&mut self, level: wit::xdst::plugin::log::Level, message: String) {
         use wit::xdst::plugin::log::Level;
         self.logs += 1;
-        if self.logs > MAX_LOG_LINES {
-            if self.logs == MAX_LOG_LINES + 1 {
+        let limits = crate::text_limits::get();
+        if self.logs > limits.log_lines {
+            if self.logs == limits.log_lines + 1 {
                 xdst_core::limits::Limit::PluginLogLines.hit();
                 warn!(plugin = %self.plugin, "plugin log limit reached; further lines dropped");
             }
@@ -629,8 +627,8 @@ impl CallState {
             return;
         }
         let mut message = message;
-        if message.len() > MAX_LOG_BYTES {
-            let mut cut = MAX_LOG_BYTES;
+        if message.len() > limits.message_bytes {
+            let mut cut = limits.message_bytes;
             while !message.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -656,7 +654,7 @@ impl CallState {
             }
             if dropped > 0 {
                 xdst_core::limits::Limit::PluginStdio.hit();
-                warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {MAX_STDIO_BYTES} bytes to {name} in one call; the rest was dropped");
+                warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {} bytes to {name} in one call; the rest was dropped", crate::text_limits::get().stdio_bytes);
             }
         }
     }

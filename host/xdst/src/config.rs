@@ -61,6 +61,12 @@ pub struct FileConfig {
     pub max_file_size: Option<usize>,
     #[serde(default, deserialize_with = "size")]
     pub max_request_size: Option<usize>,
+    #[serde(default, deserialize_with = "size")]
+    pub max_plugin_message: Option<usize>,
+    pub max_plugin_diagnostics: Option<usize>,
+    pub max_plugin_log_lines: Option<usize>,
+    #[serde(default, deserialize_with = "size")]
+    pub max_plugin_stdio: Option<usize>,
     pub admin_token_file: Option<PathBuf>,
     pub ready_file: Option<PathBuf>,
     /// Registries (`host:port`) spoken to over plain HTTP (loopback ones always are).
@@ -576,6 +582,10 @@ mod tests {
             "unsafeUnorderedPush",
             "maxFileSize",
             "maxRequestSize",
+            "maxPluginMessage",
+            "maxPluginDiagnostics",
+            "maxPluginLogLines",
+            "maxPluginStdio",
             "adminTokenFile",
             "readyFile",
             "insecureRegistries",

@@ -308,6 +308,20 @@ struct ServeArgs {
     /// OUT_OF_RANGE) or a REST body (answered 413). Envoy's own requests are a few KiB.
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = xdst::config::parse_size)]
     max_request_size: usize,
+    /// The most of one plugin error, diagnostic or log message kept; the rest is cut, noting
+    /// the full length.
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = xdst::config::parse_size)]
+    max_plugin_message: usize,
+    /// Diagnostics kept from one plugin call; the rest are counted in one more.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    max_plugin_diagnostics: usize,
+    /// Log lines kept from one plugin call; the rest are dropped and counted.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_plugin_log_lines: usize,
+    /// Bytes of stdout, and of stderr, kept from one plugin call; the rest are dropped and
+    /// counted (the plugin goes on running).
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = xdst::config::parse_size)]
+    max_plugin_stdio: usize,
     /// Quiet window that merges a burst of resource changes into one push.
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     debounce: Duration,
@@ -536,6 +550,10 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(unsafe_unordered_push);
     take!(max_file_size);
     take!(max_request_size);
+    take!(max_plugin_message);
+    take!(max_plugin_diagnostics);
+    take!(max_plugin_log_lines);
+    take!(max_plugin_stdio);
     take!(opt admin_token_file);
     take!(opt ready_file);
     if !set("plugins") {
@@ -552,6 +570,12 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     xdst_core::files::set_max_text_bytes(args.max_file_size);
+    xdst_plugin::text_limits::set(xdst_plugin::TextLimits {
+        message_bytes: args.max_plugin_message,
+        diagnostics: args.max_plugin_diagnostics,
+        log_lines: args.max_plugin_log_lines,
+        stdio_bytes: args.max_plugin_stdio,
+    });
     let config = xdst::Config {
         xds_addr: args.xds_addr,
         admin_addr: args.admin_addr,
