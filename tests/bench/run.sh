@@ -10,6 +10,7 @@
 #   tests/bench/run.sh                          # everything: N=1000,10000 x sotw,delta x mux,each
 #   tests/bench/run.sh --n 1000 --api delta     # a subset
 #   tests/bench/run.sh --n 10000 --api sotw --mode mux --change all
+#   tests/bench/run.sh --n 10000 --change all --compare unordered   # xdst next to another server
 #
 # Options (lists are space- or comma-separated):
 #   --n LIST          stream counts (default "1000 10000")
@@ -23,6 +24,14 @@
 #   --out FILE        also append the JSON result lines to FILE
 #   --no-build        use the binaries already built
 #   --loadgen-args S  extra arguments for xdst-loadgen (e.g. "--settle-ms 5000")
+#   --compare WHAT    after each xdst run, the same load against another ADS server, and a
+#                     ratio column (xdst / other) in the summary. WHAT is `unordered` (the
+#                     minimal unordered tonic + envoy-types server, tests/bench/unordered.rs,
+#                     started over its own copy of the resources) or a command that starts
+#                     any ADS server: it is run with `{resources}` replaced by the directory
+#                     to serve (the load generator edits its files for each change) and
+#                     `{ready}` by a file to write `{"xds_addr":"HOST:PORT"}` into once it
+#                     listens, e.g. --compare 'my-server --dir {resources} --ready {ready}'.
 #
 # Needs 2 x N file descriptors for N one-connection-per-stream streams (the server and the
 # load generator each hold N): the script raises its soft limit to the hard one; if that is
@@ -42,6 +51,7 @@ repeat=1
 out=""
 build=1
 loadgen_args=""
+compare=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) ns=${2//,/ }; shift 2 ;;
@@ -54,16 +64,21 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --no-build) build=0; shift ;;
         --loadgen-args) loadgen_args=$2; shift 2 ;;
+        --compare) compare=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
 if [ "$build" = 1 ]; then
-    (cd "$root" && cargo build --release -p xdst -p xdst-tests --bin xdst --bin xdst-loadgen)
+    (cd "$root" && cargo build --release -p xdst -p xdst-tests --bin xdst --bin xdst-loadgen \
+        --bin xdst-bench-unordered)
 fi
 xdst=$CARGO_TARGET_DIR/release/xdst
 loadgen=$CARGO_TARGET_DIR/release/xdst-loadgen
+if [ "$compare" = unordered ]; then
+    compare="$CARGO_TARGET_DIR/release/xdst-bench-unordered --xds-addr 127.0.0.1:0 --resources {resources} --ready-file {ready}"
+fi
 [ -x "$xdst" ] && [ -x "$loadgen" ] || { echo "run.sh: $xdst or $loadgen missing (drop --no-build)" >&2; exit 1; }
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -92,18 +107,25 @@ echo "memory:   $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}')
 echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 echo "fd limit: $(ulimit -n)"
 
-start_server() { # $1: resources dir
+start_server() { # $1: resources dir; $2: "xdst" or "compare"
     local ready=$work/ready.json
     rm -f "$ready"
-    RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
-        --resources "$1" --ready-file "$ready" --debounce 10ms &
+    if [ "$2" = xdst ]; then
+        RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
+            --resources "$1" --ready-file "$ready" --debounce 10ms &
+    else
+        local cmd=${compare//\{resources\}/$1}
+        cmd=${cmd//\{ready\}/$ready}
+        # shellcheck disable=SC2086 # the command is a list of words
+        RUST_LOG=warn $cmd &
+    fi
     server_pid=$!
     for _ in $(seq 200); do
         [ -s "$ready" ] && break
-        kill -0 "$server_pid" 2>/dev/null || { echo "run.sh: xdst exited before it was ready" >&2; exit 1; }
+        kill -0 "$server_pid" 2>/dev/null || { echo "run.sh: the $2 server exited before it was ready" >&2; exit 1; }
         sleep 0.05
     done
-    [ -s "$ready" ] || { echo "run.sh: xdst not ready after 10 s" >&2; exit 1; }
+    [ -s "$ready" ] || { echo "run.sh: the $2 server not ready after 10 s" >&2; exit 1; }
     xds_addr=$(sed -n 's/.*"xds_addr":"\([^"]*\)".*/\1/p' "$ready")
 }
 
@@ -122,19 +144,22 @@ for n in $ns; do
                 *) echo "run.sh: --mode is mux or each, not $mode" >&2; exit 2 ;;
             esac
             for r in $(seq "$repeat"); do
-                res=$work/resources-$n-$api-$mode-$r
-                mkdir -p "$res"
-                cp -r "$root"/examples/quickstart/resources/. "$res"/
-                echo
-                echo "== N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
-                start_server "$res"
-                # shellcheck disable=SC2086 # loadgen_args is a list of words
-                "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" \
-                    --server-pid "$server_pid" --resources "$res" --changes "$changes" \
-                    --change "$change" --json $loadgen_args | tee "$work/out.txt"
-                grep '^RESULT ' "$work/out.txt" | sed "s/^RESULT {/{\"mode\":\"$mode\",/" >> "$results" || true
-                stop_server
-                sleep 1 # let closed connections drain before the next server starts
+                for server in xdst ${compare:+compare}; do
+                    res=$work/resources-$n-$api-$mode-$r-$server
+                    mkdir -p "$res"
+                    cp -r "$root"/examples/quickstart/resources/. "$res"/
+                    echo
+                    echo "== server=$server N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
+                    start_server "$res" "$server"
+                    # shellcheck disable=SC2086 # loadgen_args is a list of words
+                    "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" \
+                        --server-pid "$server_pid" --resources "$res" --changes "$changes" \
+                        --change "$change" --json $loadgen_args | tee "$work/out.txt"
+                    grep '^RESULT ' "$work/out.txt" \
+                        | sed "s/^RESULT {/{\"server\":\"$server\",\"mode\":\"$mode\",\"run\":$r,/" >> "$results" || true
+                    stop_server
+                    sleep 1 # let closed connections drain before the next server starts
+                done
             done
         done
     done
@@ -148,7 +173,7 @@ if command -v python3 > /dev/null; then
     python3 - "$results" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'N':>6} {'api':<5} {'mode':<4} {'conns':>5} | {'initial all':>11} {'p50':>6} {'p99':>6} | "
+print(f"{'server':<7} {'N':>6} {'api':<5} {'mode':<4} {'conns':>5} | {'initial all':>11} {'p50':>6} {'p99':>6} | "
       f"{'KB/stream':>9} | change p50 / p99 / all, each change")
 for r in rows:
     i = r["initial"]["latency"]
@@ -158,8 +183,33 @@ for r in rows:
     kb = r["bytes_per_idle_stream"]
     kb = f"{kb / 1000:.1f}" if kb is not None else "-"
     conv = "" if r["initial"]["converged"] == r["n"] else f" ({r['initial']['converged']} of {r['n']})"
-    print(f"{r['n']:>6} {r['api']:<5} {r['mode']:<4} {r['connections']:>5} | {i['max_ms']:>11.0f} {i['p50_ms']:>6.0f} "
-          f"{i['p99_ms']:>6.0f} | {kb:>9} | {ch}{conv}")
+    print(f"{r.get('server', 'xdst'):<7} {r['n']:>6} {r['api']:<5} {r['mode']:<4} {r['connections']:>5} | "
+          f"{i['max_ms']:>11.0f} {i['p50_ms']:>6.0f} {i['p99_ms']:>6.0f} | {kb:>9} | {ch}{conv}")
+
+# xdst next to the other server: medians over the changes of the time until every stream
+# converged ("all"), the initial convergence, and KB per idle stream.
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else None
+def key(r):
+    return (r["n"], r["api"], r["mode"], r.get("run", 1))
+others = {key(r): r for r in rows if r.get("server") == "compare"}
+pairs = [(r, others[key(r)]) for r in rows if r.get("server", "xdst") == "xdst" and key(r) in others]
+if pairs:
+    print()
+    print("== xdst / other server (same load, same run; ratio < 1 means xdst is faster or smaller)")
+    print(f"{'N':>6} {'api':<5} {'mode':<4} | {'change all, median ms':>24} | {'initial all ms':>20} | {'KB/idle stream':>18}")
+    def cell(a, b, fmt):
+        if a is None or b is None:
+            return "-"
+        return f"{fmt(a)} / {fmt(b)} = {a / b:.2f}" if b else f"{fmt(a)} / {fmt(b)}"
+    for x, o in pairs:
+        ch = cell(median([c["latency"]["max_ms"] for c in x["changes"]]),
+                  median([c["latency"]["max_ms"] for c in o["changes"]]), lambda v: f"{v:.0f}")
+        ini = cell(x["initial"]["latency"]["max_ms"], o["initial"]["latency"]["max_ms"], lambda v: f"{v:.0f}")
+        kb = cell(x["bytes_per_idle_stream"] and x["bytes_per_idle_stream"] / 1000,
+                  o["bytes_per_idle_stream"] and o["bytes_per_idle_stream"] / 1000, lambda v: f"{v:.1f}")
+        print(f"{x['n']:>6} {x['api']:<5} {x['mode']:<4} | {ch:>24} | {ini:>20} | {kb:>18}")
 EOF
 else
     cat "$results"
