@@ -219,7 +219,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
         plan["stopped"]["type"] == "cds"
             && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("ConnectTimeout"))
             && plan["nack_stops"].as_u64() >= Some(1)
-            && plan["step"] == "clusters",
+            && plan["step"] == "acks",
         "/debug/nodes should show the plan stopped by the CDS NACK: {plan:#}"
     );
     let (_, metrics) = xdst_tests::xds::http_get(xdst.admin_addr, "/metrics").await;

@@ -445,7 +445,7 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
             metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
         };
         ensure!(value("xdst_plan_convergence_seconds_count ") >= 100.0, "xdst_plan_convergence_seconds:\n{metrics}");
-        for step in ["clusters", "routes", "cleanup", "converged"] {
+        for step in ["clusters", "acks", "cleanup", "converged"] {
             ensure!(
                 value(&format!("xdst_plan_steps_total{{step=\"{step}\"}} ")) > 0.0,
                 "no {step} step counted:\n{metrics}"

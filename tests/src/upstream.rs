@@ -189,6 +189,13 @@ pub async fn http_request(addr: SocketAddr, path: &str, headers: &[(&str, &str)]
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Result<Response> {
     let mut conn = TcpStream::connect(addr).await?;
+    conn.write_all(request(addr, path, headers, true).as_bytes()).await?;
+    let mut read = BufReader::new(conn);
+    read_response(&mut read).await?.ok_or_else(|| bad("connection closed before a response"))
+}
+
+/// The text of `GET path` with extra headers.
+fn request(addr: SocketAddr, path: &str, headers: &[(&str, &str)], close: bool) -> String {
     let host = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("host"))
@@ -196,11 +203,13 @@ async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Resu
         .unwrap_or_else(|| addr.to_string());
     let extra: String =
         headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("host")).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: xdst-tests\r\n{extra}connection: close\r\n\r\n");
-    conn.write_all(request.as_bytes()).await?;
-    let mut read = BufReader::new(conn);
-    let head = read_head(&mut read).await?.ok_or_else(|| bad("connection closed before a response"))?;
+    let connection = if close { "connection: close\r\n" } else { "" };
+    format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: xdst-tests\r\n{extra}{connection}\r\n")
+}
+
+/// Reads one response; `None` if the connection closed before it began.
+async fn read_response(read: &mut BufReader<TcpStream>) -> io::Result<Option<Response>> {
+    let Some(head) = read_head(read).await? else { return Ok(None) };
     let status = head
         .first
         .split_whitespace()
@@ -231,7 +240,49 @@ async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> io::Resu
     } else {
         read.read_to_end(&mut body).await?;
     }
-    Ok(Response { status, headers: head.headers, body: String::from_utf8_lossy(&body).into_owned() })
+    Ok(Some(Response { status, headers: head.headers, body: String::from_utf8_lossy(&body).into_owned() }))
+}
+
+/// One kept-alive HTTP/1.1 connection, for requests one after another (what a client with a
+/// connection pool does, and what a draining listener keeps serving).
+pub struct KeepAlive {
+    addr: SocketAddr,
+    read: BufReader<TcpStream>,
+}
+
+impl KeepAlive {
+    pub async fn connect(addr: SocketAddr) -> io::Result<KeepAlive> {
+        Ok(KeepAlive { addr, read: BufReader::new(TcpStream::connect(addr).await?) })
+    }
+
+    /// `GET path` on this connection, within [`GET_TIMEOUT`]. `Ok(None)`: the server had
+    /// closed the connection before answering (a client would retry on a new one).
+    pub async fn get(&mut self, path: &str) -> io::Result<Option<Response>> {
+        let text = request(self.addr, path, &[], false);
+        let exchange = async {
+            if self.read.get_mut().write_all(text.as_bytes()).await.is_err() {
+                return Ok(None);
+            }
+            read_response(&mut self.read).await
+        };
+        match tokio::time::timeout(GET_TIMEOUT, exchange).await {
+            Ok(Err(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::BrokenPipe
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                Ok(None)
+            }
+            Ok(r) => r,
+            Err(_) => {
+                Err(io::Error::new(io::ErrorKind::TimedOut, format!("GET http://{}{path}: no response", self.addr)))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

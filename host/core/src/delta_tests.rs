@@ -241,3 +241,15 @@ fn held_types_wait_and_resync_sends_everything_again() {
     s.resync();
     assert_eq!(names(&s.poll(&base())[0]), ["l1"]);
 }
+
+/// ORDER-2 on one stream, as for SotW: clusters, endpoints, routes, then listeners.
+#[test]
+fn order_2_responses_due_together_go_out_dependencies_first() {
+    let mut s = ads();
+    for (t, names) in [(LISTENER, &["*"][..]), (ROUTE, &["r1"][..]), (ENDPOINT, &["c1"][..]), (CLUSTER, &["*"][..])] {
+        s.handle_request(&req(t, names, &[]), SystemTime::now()).unwrap();
+    }
+    let out = s.poll(&base());
+    let order: Vec<&str> = out.iter().map(|r| r.type_url.as_ref()).collect();
+    assert_eq!(order, [CLUSTER, ENDPOINT, ROUTE, LISTENER]);
+}

@@ -1,42 +1,54 @@
 //! Make-before-break (ORDER-1, ORDER-2): what to offer one node now, given what it should end
-//! up with and what it has acknowledged.
+//! up with and what it holds.
 //!
-//! A change is rolled out in steps, each gated on the node's acknowledgements:
+//! Each resource waits only for what it depends on, and only when the node does not hold it
+//! yet:
 //!
-//! 1. **Clusters**: new and changed clusters, and their endpoints at once (a cluster warms
-//!    until its endpoints arrive, and Envoy may hold the CDS ACK until then). Every cluster
-//!    the node holds is kept, so whatever it routes to now keeps working. Listeners and
-//!    routes are held: nothing is sent for them.
-//! 2. **Listeners**, once every target cluster and its endpoints are acknowledged. Routes
-//!    are still held.
-//! 3. **Routes**, once the listeners are acknowledged: every cluster they name is there.
-//! 4. **Cleanup**, once the routes are acknowledged and no listener or route response is
-//!    still unanswered: clusters and endpoints nothing names any more are removed.
+//! - **Clusters and endpoints** go out at once, new and changed alike (a cluster warms until
+//!   its endpoints arrive; a changed one keeps serving until its new form is warm). Every
+//!   cluster something the node holds still names is kept, and so are those [`Node::keep`]
+//!   says a draining listener or a response in flight may still use.
+//! - **A route configuration** goes out once every cluster it names is usable on the node: the
+//!   node holds the cluster and its endpoints (routes do not warm, ORDER-1).
+//! - **A listener** goes out once every cluster it names is usable and every route
+//!   configuration it names can be in place when it activates: either the node does not hold
+//!   that name (the listener warms until it arrives, and it is ready to be sent), or the node
+//!   holds it in its new form, or the new form goes out with the listener on the same stream,
+//!   ahead of it ([`Node::together`]). A listener the node already subscribes a route
+//!   configuration for activates at once with what it holds, so the old form must never be
+//!   what it activates with.
+//! - **Removals** of listeners go out at once; a route configuration the node still asks for
+//!   (a listener it drains uses it) stays as it holds it; a cluster goes once nothing the
+//!   node holds or may still use names it.
 //!
-//! [`plan`] is a pure function of the target and the acknowledged state, so a new generation
-//! arriving midway simply restarts from what the node has acknowledged, and the same inputs
+//! A change that names nothing new to the node therefore goes out in one round trip, every
+//! type at once. What waits is held back at the version the node holds (or left out when it
+//! holds none). [`plan`] is a pure function of the target and the node's state, so a new
+//! generation arriving midway simply restarts from what the node holds, and the same inputs
 //! always give the same offer. Types other than the four are offered as the target has them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::snapshot::{Snapshot, TypeSet};
+use crate::resource::Resource;
+use crate::snapshot::{Change, Snapshot, TypeSet};
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 
-/// Where a node is in rolling out its target.
+/// What a node's rollout waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
-    /// Waiting for the target's clusters and their endpoints to be acknowledged.
+    /// A route configuration or listener waits for clusters (and their endpoints) new to
+    /// the node.
     Clusters,
-    /// Waiting for the target's listeners.
-    Listeners,
-    /// Waiting for the route configurations the target's listeners name (and for every
-    /// listener or route response in flight to be answered).
+    /// A listener waits for the node to acknowledge the new form of a route configuration it
+    /// already holds (separate streams per type: nothing orders one stream after another).
     Routes,
-    /// Waiting for the removal of clusters and endpoints nothing names any more.
+    /// Everything is offered; waiting for the node's acknowledgements.
+    Acks,
+    /// Waiting for the removal of clusters nothing names any more.
     Cleanup,
-    /// The node has acknowledged its target.
+    /// The node holds its target (clusters kept for draining listeners aside).
     Converged,
 }
 
@@ -44,8 +56,8 @@ impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
             Step::Clusters => "clusters",
-            Step::Listeners => "listeners",
             Step::Routes => "routes",
+            Step::Acks => "acks",
             Step::Cleanup => "cleanup",
             Step::Converged => "converged",
         }
@@ -54,8 +66,8 @@ impl Step {
     pub fn awaits(self) -> &'static [&'static str] {
         match self {
             Step::Clusters => &[CLUSTER, ENDPOINT],
-            Step::Listeners => &[LISTENER],
-            Step::Routes => &[ROUTE, LISTENER],
+            Step::Routes => &[ROUTE],
+            Step::Acks => &[CLUSTER, ENDPOINT, LISTENER, ROUTE],
             Step::Cleanup => &[CLUSTER, ENDPOINT],
             Step::Converged => &[],
         }
@@ -86,16 +98,41 @@ impl Wanted {
     }
 }
 
-/// What to offer a node whose target is `target` and which has acknowledged `acked`.
-/// `settled` says that every listener and route response sent to the node has been answered;
-/// until it is, nothing is removed (a response in flight may still name what would go).
-pub fn plan(target: &Snapshot, acked: &Snapshot, settled: bool) -> Plan {
-    plan_with(target, &Wanted::of(target), acked, settled)
+/// What the planner knows of a node besides its target.
+pub struct Node<'a> {
+    /// What the node surely holds: what it acknowledged, less whatever a response still in
+    /// flight changes or removes.
+    pub held: &'a Snapshot,
+    /// What the node may hold: what it acknowledged, with the latest form of every resource
+    /// a response in flight carries. Removals are decided on it: a cluster still on its way
+    /// is as much in use as one acknowledged.
+    pub maybe: &'a Snapshot,
+    /// Whether the node may hold a route configuration of this name that `held` does not
+    /// show (one in a response still in flight).
+    pub maybe_route: &'a dyn Fn(&str) -> bool,
+    /// Whether a cluster the target drops must stay: something the node acknowledged or may
+    /// still receive names it, or a listener it is draining did.
+    pub keep: &'a dyn Fn(&str) -> bool,
+    /// Whether a route configuration and a listener offered at once reach the node in that
+    /// order: its listeners and routes come on one stream, which writes routes first.
+    pub together: bool,
+    /// Whether every listener and route response sent has been answered.
+    pub settled: bool,
+}
+
+/// The clusters the listeners and route configurations of `held` name.
+pub fn names_held(held: &Snapshot) -> BTreeSet<String> {
+    [LISTENER, ROUTE].into_iter().flat_map(|ty| referenced(held.get(ty), CLUSTER)).collect()
+}
+
+/// What to offer a node whose target is `target`, given what it holds.
+pub fn plan(target: &Snapshot, node: &Node<'_>) -> Plan {
+    plan_with(target, &Wanted::of(target), node)
 }
 
 /// [`plan`] with what the target's nodes ask for computed once.
-pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: bool) -> Plan {
-    let (step, hold, offer) = plan_lean(target, wanted, acked, settled);
+pub fn plan_with(target: &Snapshot, wanted: &Wanted, node: &Node<'_>) -> Plan {
+    let (step, hold, offer) = plan_lean(target, wanted, node);
     Plan { step, offer: offer.unwrap_or_else(|| target.clone()), hold }
 }
 
@@ -103,54 +140,156 @@ pub fn plan_with(target: &Snapshot, wanted: &Wanted, acked: &Snapshot, settled: 
 pub(crate) fn plan_lean(
     target: &Snapshot,
     wanted: &Wanted,
-    acked: &Snapshot,
-    settled: bool,
+    node: &Node<'_>,
 ) -> (Step, &'static [&'static str], Option<Snapshot>) {
-    let t = |ty: &str| target.get(ty);
-    let a = |ty: &str| acked.get(ty);
-    let (wanted_endpoints, wanted_routes) = (&wanted.endpoints, &wanted.routes);
+    let held = node.held;
+    let (t, h) = (|ty: &str| target.get(ty), |ty: &str| held.get(ty));
 
-    let clusters_ready =
-        holds_all(a(CLUSTER), t(CLUSTER), None) && holds_all(a(ENDPOINT), t(ENDPOINT), Some(wanted_endpoints));
-    let listeners_ready = same(a(LISTENER), t(LISTENER));
-    let routes_ready = holds_all(a(ROUTE), t(ROUTE), Some(wanted_routes)) && settled;
-    let cleaned = same(a(CLUSTER), t(CLUSTER));
+    // A cluster is usable when the node holds it and the endpoints it waits for. What the
+    // target lacks cannot be waited for: a dangling name does not hold anything back.
+    let usable = |c: &str| -> bool {
+        if target.resource(CLUSTER, c).is_none() {
+            return true;
+        }
+        let Some(hc) = held.resource(CLUSTER, c) else { return false };
+        hc.references()
+            .names(ENDPOINT)
+            .all(|e| held.resource(ENDPOINT, e).is_some() || target.resource(ENDPOINT, e).is_none())
+    };
+    let route_ready = |r: &Resource| r.references().names(CLUSTER).all(usable);
 
-    let step = if !clusters_ready {
-        Step::Clusters
-    } else if !listeners_ready {
-        Step::Listeners
-    } else if !routes_ready {
-        Step::Routes
-    } else if !cleaned {
-        Step::Cleanup
-    } else {
-        Step::Converged
+    let (routes, route_wait) = gate(t(ROUTE), h(ROUTE), |r| (!route_ready(r)).then_some(Step::Clusters));
+    // Route configurations the target dropped that the node still asks for (a listener it
+    // drains uses them): they stay as the node holds them. Envoy ignores a Delta removal of
+    // one anyway, so sending it would only make xdst believe the node let it go.
+    let routes = match h(ROUTE) {
+        Some(hr) => {
+            let dropped: Vec<Arc<Resource>> = t(ROUTE)
+                .cloned()
+                .unwrap_or_default()
+                .changes_since(hr)
+                .filter_map(|c| match c {
+                    Change::Removed(r) => Some(r.clone()),
+                    _ => None,
+                })
+                .collect();
+            match (dropped.is_empty(), routes) {
+                (true, routes) => routes,
+                (false, Some(gated)) => Some(gated.patch(&[], &dropped)),
+                (false, None) => Some(t(ROUTE).map(|s| TypeSet::clone(s)).unwrap_or_default().patch(&[], &dropped)),
+            }
+        }
+        None => routes,
     };
-    let hold: &'static [&'static str] = match step {
-        Step::Clusters => &[LISTENER, ROUTE],
-        Step::Listeners => &[ROUTE],
-        _ => &[],
-    };
-    if step >= Step::Cleanup {
-        return (step, hold, None);
-    }
-    let mut sets = Vec::with_capacity(2);
-    for ty in [CLUSTER, ENDPOINT] {
-        if let Some(held) = a(ty) {
-            let kept = match t(ty) {
-                // Nothing held that the target lacks: the target's own set.
-                Some(new) if held.resources().all(|r| new.get(r.name()).is_some()) => continue,
-                Some(new) => new.overlay(held),
-                None => TypeSet::clone(held),
-            };
-            sets.push((target.type_key(ty), Arc::new(kept)));
+    let (listeners, listener_wait) = gate(t(LISTENER), h(LISTENER), |l| {
+        if !l.references().names(CLUSTER).all(usable) {
+            return Some(Step::Clusters);
+        }
+        l.references().names(ROUTE).filter_map(|name| Some((name, target.resource(ROUTE, name)?))).find_map(
+            |(name, r)| {
+                if !route_ready(r) {
+                    return Some(Step::Clusters);
+                }
+                let holds = held.resource(ROUTE, name);
+                let in_place = holds.is_some_and(|h| h.version() == r.version())
+                    || node.together
+                    || (holds.is_none() && !(node.maybe_route)(name));
+                (!in_place).then_some(Step::Routes)
+            },
+        )
+    });
+
+    // Clusters: the target's, and those the node holds that something may still use, with
+    // their endpoints.
+    let mut kept_eds: BTreeSet<String> = BTreeSet::new();
+    let mut kept_clusters: Vec<Arc<Resource>> = Vec::new();
+    let mut removing = false;
+    if let Some(hc) = node.maybe.get(CLUSTER) {
+        let tc = t(CLUSTER).cloned().unwrap_or_default();
+        for change in tc.changes_since(hc) {
+            if let Change::Removed(c) = change {
+                if (node.keep)(c.name()) {
+                    kept_eds.extend(c.references().names(ENDPOINT).map(str::to_owned));
+                    kept_clusters.push(c.clone());
+                } else {
+                    removing = true;
+                }
+            }
         }
     }
+    let clusters = (!kept_clusters.is_empty())
+        .then(|| t(CLUSTER).map(|s| TypeSet::clone(s)).unwrap_or_default().patch(&[], &kept_clusters));
+    let endpoints = node.maybe.get(ENDPOINT).and_then(|he| {
+        let te = t(ENDPOINT).cloned().unwrap_or_default();
+        let kept: Vec<Arc<Resource>> = te
+            .changes_since(he)
+            .filter_map(|c| match c {
+                Change::Removed(e) if kept_eds.contains(e.name().as_ref()) => Some(e.clone()),
+                _ => None,
+            })
+            .collect();
+        (!kept.is_empty()).then(|| te.patch(&[], &kept))
+    });
+
+    let holds_target = || {
+        holds_all(h(CLUSTER), t(CLUSTER), None)
+            && holds_all(h(ENDPOINT), t(ENDPOINT), Some(&wanted.endpoints))
+            && same(h(LISTENER), t(LISTENER))
+            && holds_all(h(ROUTE), t(ROUTE), Some(&wanted.routes))
+    };
+    // (Option's order puts None first: the earliest of the waits that exist.)
+    let step = match route_wait.into_iter().chain(listener_wait).min() {
+        Some(wait) => wait,
+        None if !node.settled || !holds_target() => Step::Acks,
+        None if removing => Step::Cleanup,
+        None => Step::Converged,
+    };
+    // A node that holds no listener yet is sent none until one can go: no empty first
+    // response for it to apply.
+    let hold: &'static [&'static str] = match &listeners {
+        Some(l) if l.is_empty() && h(LISTENER).is_none_or(|s| s.is_empty()) => &[LISTENER],
+        _ => &[],
+    };
+    let sets: Vec<(Arc<str>, Arc<TypeSet>)> =
+        [(CLUSTER, clusters), (ENDPOINT, endpoints), (ROUTE, routes), (LISTENER, listeners)]
+            .into_iter()
+            .filter_map(|(ty, set)| Some((target.type_key(ty), Arc::new(set?))))
+            .collect();
     if sets.is_empty() {
         return (step, hold, None);
     }
     (step, hold, Some(target.with_sets(sets)))
+}
+
+/// The target's set of one type, with each resource new or changed to the node that `wait`
+/// holds back (saying for what) kept at the version the node holds, or left out if it holds
+/// none. `None` when nothing is held back: the target's own set goes out.
+fn gate(
+    target: Option<&Arc<TypeSet>>,
+    held: Option<&Arc<TypeSet>>,
+    wait: impl Fn(&Resource) -> Option<Step>,
+) -> (Option<TypeSet>, Option<Step>) {
+    let Some(target) = target else { return (None, None) };
+    let empty = TypeSet::default();
+    let held = held.map(|h| h.as_ref()).unwrap_or(&empty);
+    let (mut back, mut keep, mut first): (Vec<Arc<str>>, Vec<Arc<Resource>>, Option<Step>) = (vec![], vec![], None);
+    for change in target.changes_since(held) {
+        let r = match change {
+            Change::Added(r) | Change::Updated(r) => r,
+            Change::Removed(_) => continue,
+        };
+        if let Some(step) = wait(r) {
+            first = Some(first.map_or(step, |f| f.min(step)));
+            match held.get(r.name()) {
+                Some(old) => keep.push(old.clone()),
+                None => back.push(r.name().clone()),
+            }
+        }
+    }
+    if first.is_none() {
+        return (None, None);
+    }
+    (Some(target.patch(&back, &keep)), first)
 }
 
 /// Names of `ty` that the resources in `set` refer to.

@@ -23,11 +23,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Step, Wanted, plan_lean};
+use crate::plan::{Node, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
-use crate::snapshot::{Snapshot, TypeSet};
+use crate::snapshot::{Change, Snapshot, TypeSet};
 use crate::stream::Holds;
-use crate::types::{self, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
+use crate::types::{self, CLUSTER, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
 
 /// How rollouts behave; one per server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +36,18 @@ pub struct RolloutConfig {
     pub grace: Duration,
     /// Serve every node its target at once, unordered (for demonstrations and tests).
     pub unordered: bool,
+    /// How long clusters that a removed or changed listener named are kept after the node
+    /// acknowledges the change: Envoy drains the old listener's connections for its
+    /// `--drain-time-s` (600 s by default), serving them with the old routes.
+    pub drain: Duration,
 }
+
+/// Envoy's default `--drain-time-s`.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(600);
 
 impl Default for RolloutConfig {
     fn default() -> Self {
-        RolloutConfig { grace: Duration::from_secs(10), unordered: false }
+        RolloutConfig { grace: Duration::from_secs(10), unordered: false, drain: DEFAULT_DRAIN }
     }
 }
 
@@ -154,6 +161,9 @@ pub struct Rollout {
     last_rejection: Option<(Arc<str>, Rejected)>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
     stopped: bool,
+    /// Clusters a listener the node removed or changed named, kept until its connections
+    /// have drained: name -> until when.
+    draining: BTreeMap<Arc<str>, Instant>,
     step: Step,
     step_since: Instant,
     /// When the target first differed from what the node had reached.
@@ -182,6 +192,7 @@ impl Rollout {
             rejected: BTreeMap::new(),
             last_rejection: None,
             stopped: false,
+            draining: BTreeMap::new(),
             step: Step::Clusters,
             step_since: now,
             diverged_since: None,
@@ -347,7 +358,7 @@ impl Rollout {
                     self.rejected.insert(key, rejected);
                 }
             }
-            None => self.apply(type_url, update),
+            None => self.apply(type_url, update, now),
         }
         self.replan(now, &mut notes);
         notes
@@ -373,23 +384,69 @@ impl Rollout {
     }
 
     /// The node accepted `update`.
-    fn apply(&mut self, type_url: &Arc<str>, update: Update) {
-        let set = match update {
-            Update::Replace(set) => set,
-            Update::List { version, resources } => {
-                self.known_set(type_url, &version).unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources)))
+    fn apply(&mut self, type_url: &Arc<str>, update: Update, now: Instant) {
+        let held = self.acked.get(type_url).cloned().unwrap_or_default();
+        let set = self.after(type_url, &held, &update);
+        if type_url.as_ref() == LISTENER
+            && let Some(old) = self.acked.get(LISTENER)
+        {
+            self.drain_listeners(old.clone(), &set, now);
+        }
+        self.acked = self.acked.with_set(type_url.clone(), set);
+    }
+
+    /// Keeps what the listeners of `old` that `new` removes or changes named directly, and
+    /// what the route configurations of removed ones name, until their connections have
+    /// drained: Envoy serves them with the old forms meanwhile (and a removed listener's
+    /// route configuration gets no more updates).
+    fn drain_listeners(&mut self, old: Arc<TypeSet>, new: &TypeSet, now: Instant) {
+        if self.config.drain.is_zero() {
+            return;
+        }
+        let until = now + self.config.drain;
+        for change in new.changes_since(&old) {
+            let (l, removed) = match change {
+                Change::Removed(l) => (l, true),
+                Change::Updated(l) => match old.get(l.name()) {
+                    Some(l) => (l, false),
+                    None => continue,
+                },
+                Change::Added(_) => continue,
+            };
+            let mut names: Vec<Arc<str>> = l.references().names(CLUSTER).map(Arc::from).collect();
+            if removed {
+                for r in l.references().names(ROUTE) {
+                    if let Some(rc) = self.acked.resource(ROUTE, r) {
+                        names.extend(rc.references().names(CLUSTER).map(Arc::from));
+                    }
+                }
             }
+            for n in names {
+                self.draining.insert(n, until);
+            }
+        }
+    }
+
+    /// What the node holds of `type_url` after it applies `update` to `held`. A SotW response
+    /// of a type that is not full-state leaves the names it does not carry as they were
+    /// (SOTW-9: they go when the node stops asking for them).
+    fn after(&self, type_url: &str, held: &Arc<TypeSet>, update: &Update) -> Arc<TypeSet> {
+        let list = match update {
+            Update::Replace(set) => set.clone(),
+            Update::List { version, resources } => self
+                .known_set(type_url, version)
+                .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
             Update::Patch { removed, added } => {
-                let set = self
-                    .acked
-                    .get(type_url)
-                    .map(|s| s.patch(&removed, &added))
-                    .unwrap_or_else(|| TypeSet::default().patch(&removed, &added));
+                let set = held.patch(removed, added);
                 // Usually the target's set by now: share it rather than keep a copy per node.
-                self.known_set(type_url, set.version()).unwrap_or_else(|| Arc::new(set))
+                return self.known_set(type_url, set.version()).unwrap_or_else(|| Arc::new(set));
             }
         };
-        self.acked = self.acked.with_set(type_url.clone(), set);
+        if types::is_full_state(type_url) || held.resources().all(|r| list.get(r.name()).is_some()) {
+            list
+        } else {
+            Arc::new(list.overlay(held))
+        }
     }
 
     /// The set of `type_url` with `version` among those the rollout holds (target, acked).
@@ -411,17 +468,32 @@ impl Rollout {
         notes
     }
 
-    /// When [`tick`](Self::tick) should next be called: the end of the current step's grace.
+    /// When [`tick`](Self::tick) should next be called: the end of the current step's grace,
+    /// or the end of a draining listener's drain time.
     pub fn deadline(&self) -> Option<Instant> {
+        let grace = self.grace_deadline();
+        let drain = self.draining.values().min().copied();
+        match (grace, drain) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn grace_deadline(&self) -> Option<Instant> {
         (self.mode() == Mode::Ordered && !self.stopped && self.step != Step::Converged)
             .then(|| self.step_since + self.config.grace)
     }
 
-    /// Proceeds past a step that has waited out its grace period, as if the node had
-    /// acknowledged every response it was sent of the types the step waits for.
+    /// Lets go of clusters kept for listeners whose drain time is over, and proceeds past a
+    /// step that has waited out its grace period, as if the node had acknowledged every
+    /// response it was sent of the types the step waits for.
     pub fn tick(&mut self, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
-        if self.deadline().is_none_or(|d| d > now) {
+        if self.draining.values().any(|until| *until <= now) {
+            self.draining.retain(|_, until| *until > now);
+            self.replan(now, &mut notes);
+        }
+        if self.grace_deadline().is_none_or(|d| d > now) {
             return notes;
         }
         let step = self.step;
@@ -433,7 +505,7 @@ impl Rollout {
                 self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
             for key in keys {
                 for (_, update) in self.in_flight.remove(&key).unwrap_or_default() {
-                    self.apply(&key.1, update);
+                    self.apply(&key.1, update, now);
                 }
             }
         }
@@ -459,7 +531,7 @@ impl Rollout {
             self.set_offer(Offer { snapshot: self.target.clone(), hold: &[], resync: self.offer.resync });
             return;
         }
-        let (step, hold, offer) = plan_lean(&self.target, &self.wanted, &self.effective_acked(), self.settled());
+        let (step, hold, offer) = self.plan_now();
         let offer = offer.map(Arc::new).unwrap_or_else(|| self.target.clone());
         // A rejected response stops the plan while the new offer would send the same again
         // (the stream has nothing else to send, so the node keeps its last good state); a
@@ -482,20 +554,74 @@ impl Rollout {
         }
         self.stopped = false;
         self.enter(step, now, notes);
-        if step == Step::Converged {
-            // The node holds its target: endpoints and routes it unsubscribed since (of
-            // clusters and listeners now gone) are no longer held.
-            for ty in [ENDPOINT, ROUTE] {
-                if let (Some(held), Some(target)) = (self.acked.get(ty), self.target.get(ty))
-                    && held.len() > target.len()
-                {
-                    let kept =
-                        TypeSet::from_shared(held.resources().filter(|r| target.get(r.name()).is_some()).cloned());
-                    self.acked = self.acked.with_set(self.acked.type_key(ty), Arc::new(kept));
+        self.set_offer(Offer { snapshot: offer, hold, resync: self.offer.resync });
+    }
+
+    /// The plan for the node as it stands.
+    fn plan_now(&self) -> (Step, &'static [&'static str], Option<Snapshot>) {
+        let held = self.effective_acked();
+        let in_flight = || self.in_flight.iter().flat_map(|((_, t), q)| q.iter().map(move |(_, u)| (t, u)));
+        let maybe_route = |name: &str| {
+            self.acked.resource(ROUTE, name).is_some()
+                || in_flight().any(|(t, u)| t.as_ref() == ROUTE && carries(u, name))
+        };
+        // What the node acknowledged or may still receive names, worked out only if the
+        // target drops a cluster the node holds.
+        let in_use = std::cell::OnceCell::new();
+        let keep = |c: &str| {
+            self.draining.contains_key(c)
+                || in_use
+                    .get_or_init(|| {
+                        let mut names = names_held(&self.acked);
+                        for (_, u) in in_flight().filter(|(t, _)| t.as_ref() == LISTENER || t.as_ref() == ROUTE) {
+                            for r in update_resources(u) {
+                                names.extend(r.references().names(CLUSTER).map(str::to_owned));
+                            }
+                        }
+                        names
+                    })
+                    .contains(c)
+        };
+        let maybe = self.maybe_held();
+        let node = Node {
+            held: &held,
+            maybe: &maybe,
+            maybe_route: &maybe_route,
+            keep: &keep,
+            together: self.together(),
+            settled: self.settled(),
+        };
+        plan_lean(&self.target, &self.wanted, &node)
+    }
+
+    /// What the node may hold of clusters and endpoints: what it acknowledged, with the
+    /// latest form of every one a response in flight carries.
+    fn maybe_held(&self) -> Cow<'_, Snapshot> {
+        let carried = |ty: &'static str| self.in_flight.iter().filter(move |((_, t), _)| t.as_ref() == ty);
+        if [CLUSTER, ENDPOINT].iter().all(|ty| carried(ty).next().is_none()) {
+            return Cow::Borrowed(&self.acked);
+        }
+        let mut maybe = self.acked.clone();
+        for ty in [CLUSTER, ENDPOINT] {
+            let mut set = maybe.get(ty).map(|s| TypeSet::clone(s)).unwrap_or_default();
+            for (_, q) in carried(ty) {
+                for (_, u) in q {
+                    let added: Vec<Arc<Resource>> = update_resources(u).into_iter().cloned().collect();
+                    set = set.patch(&[], &added);
                 }
             }
+            maybe = maybe.with_set(self.acked.type_key(ty), Arc::new(set));
         }
-        self.set_offer(Offer { snapshot: offer, hold, resync: self.offer.resync });
+        Cow::Owned(maybe)
+    }
+
+    /// Whether the node's listeners and route configurations come on one stream (ADS), which
+    /// writes a route configuration before a listener sent with it.
+    fn together(&self) -> bool {
+        let mut streams =
+            self.subscriptions.keys().filter(|(_, t)| t.as_ref() == LISTENER || t.as_ref() == ROUTE).map(|(s, _)| *s);
+        let first = streams.next();
+        streams.all(|s| Some(s) == first)
     }
 
     /// What the node surely holds: what it acknowledged, less whatever a response still in
@@ -511,14 +637,12 @@ impl Rollout {
             let held = acked.get(ty).cloned().unwrap_or_default();
             let mut surely = TypeSet::clone(&held);
             for (_, update) in q {
-                let after = match update {
-                    Update::Replace(set) => set.clone(),
-                    Update::List { version, .. } if version == held.version() => continue,
-                    Update::List { version, resources } => self
-                        .known_set(ty, version)
-                        .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
-                    Update::Patch { removed, added } => Arc::new(held.patch(removed, added)),
-                };
+                if let Update::List { version, .. } = update
+                    && version == held.version()
+                {
+                    continue;
+                }
+                let after = self.after(ty, &held, update);
                 surely = surely.intersect(&after);
             }
             acked = acked.with_set(ty.clone(), Arc::new(surely));
@@ -632,12 +756,31 @@ impl Rollout {
     /// Whether the node has acknowledged its target (whatever the mode): the clusters and
     /// listeners exactly, the endpoints and routes it asks for at their target versions.
     pub fn in_sync(&self) -> bool {
-        plan_lean(&self.target, &self.wanted, &self.effective_acked(), self.settled()).0 == Step::Converged
+        self.plan_now().0 == Step::Converged
     }
 
     /// Whether the offer changed since `previous` (the streams then re-evaluate every type).
     pub fn offer_differs(&self, previous: &Offer) -> bool {
         !self.offer.same(previous)
+    }
+}
+
+/// The resources a response carries.
+fn update_resources(u: &Update) -> Vec<&Arc<Resource>> {
+    match u {
+        Update::Replace(set) => set.resources().collect(),
+        Update::List { resources, .. } | Update::Patch { added: resources, .. } => resources.iter().collect(),
+    }
+}
+
+/// Whether a response carries (or removes) the resource `name`.
+fn carries(u: &Update, name: &str) -> bool {
+    match u {
+        Update::Replace(set) => set.get(name).is_some(),
+        Update::List { resources, .. } => resources.iter().any(|r| r.name().as_ref() == name),
+        Update::Patch { removed, added } => {
+            removed.iter().any(|n| n.as_ref() == name) || added.iter().any(|r| r.name().as_ref() == name)
+        }
     }
 }
 

@@ -8,6 +8,8 @@ use crate::plan::tests::{cla, cluster, listener, names, route, snap};
 use crate::types::{CLUSTER, ENDPOINT};
 
 const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+/// The order an ADS stream writes them in (types::send_rank).
+const SEND_ORDER: [&str; 4] = [CLUSTER, ENDPOINT, ROUTE, LISTENER];
 const GRACE: Duration = Duration::from_secs(5);
 
 /// One SotW ADS stream of a node: what it has been sent per type, and the nonce of each
@@ -47,7 +49,7 @@ impl Client {
 
     /// Converged from `before` (the node holds it and is not moving).
     fn holding(before: Snapshot) -> Self {
-        let mut c = Client::new(RolloutConfig { grace: GRACE, unordered: false }, before);
+        let mut c = Client::new(RolloutConfig { grace: GRACE, ..RolloutConfig::default() }, before);
         c.settle();
         assert_eq!(c.r.step(), Step::Converged);
         c.notes.clear();
@@ -58,12 +60,12 @@ impl Client {
     fn push(&mut self) -> Vec<&'static str> {
         let offer = self.r.offer().clone();
         let mut out = Vec::new();
-        for t in ALL {
+        for t in SEND_ORDER {
             if offer.hold.contains(&t) {
                 continue;
             }
             let set = offer.snapshot.get(t).cloned().unwrap_or_default();
-            if self.sent.get(t) == Some(set.version()) {
+            if self.sent.get(t) == Some(set.version()) || (set.is_empty() && !self.sent.contains_key(t)) {
                 continue;
             }
             self.nonce += 1;
@@ -129,6 +131,15 @@ impl Client {
     }
 }
 
+/// The version of route r a rollout offers.
+fn route_offered(r: &Rollout) -> Option<Arc<str>> {
+    route_of(&r.offer().snapshot)
+}
+
+fn route_of(s: &Snapshot) -> Option<Arc<str>> {
+    s.resource(ROUTE, "r").map(|r| r.version().clone())
+}
+
 fn before() -> Snapshot {
     snap(vec![listener("l", 10000, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)])
 }
@@ -138,7 +149,7 @@ fn moved() -> Snapshot {
     snap(vec![listener("l", 10000, "r"), route("r", &["b"]), cluster("b"), cla("b", 8081)])
 }
 
-/// ORDER-2 for a node with nothing: clusters and endpoints, then listeners, then routes.
+/// ORDER-2 for a node with nothing: clusters and endpoints, then the route and listener.
 #[test]
 fn a_new_node_is_walked_through_every_step() {
     let target = before();
@@ -148,11 +159,10 @@ fn a_new_node_is_walked_through_every_step() {
     c.ack(CLUSTER);
     assert_eq!(c.r.step(), Step::Clusters, "endpoints not acknowledged yet");
     c.ack(ENDPOINT);
-    assert_eq!(c.r.step(), Step::Listeners);
-    assert_eq!(c.push(), [LISTENER]);
+    assert_eq!(c.r.step(), Step::Acks);
+    assert_eq!(c.push(), [ROUTE, LISTENER], "on one stream, the route ahead of the listener");
     c.ack(LISTENER);
-    assert_eq!(c.r.step(), Step::Routes);
-    assert_eq!(c.push(), [ROUTE]);
+    assert_eq!(c.r.step(), Step::Acks);
     c.ack(ROUTE);
     assert_eq!(c.r.step(), Step::Converged);
     assert!(c.push().is_empty());
@@ -170,7 +180,7 @@ fn a_change_converges_through_each_step_and_is_timed() {
     assert_eq!(c.offered(CLUSTER), ["a", "b"], "a is kept while the route names it");
     c.ack(CLUSTER);
     c.ack(ENDPOINT);
-    assert_eq!(c.r.step(), Step::Routes, "the listener did not change");
+    assert_eq!(c.r.step(), Step::Acks, "the route can go");
     assert_eq!(c.push(), [ROUTE]);
     c.ack(ROUTE);
     assert_eq!(c.r.step(), Step::Cleanup);
@@ -180,7 +190,7 @@ fn a_change_converges_through_each_step_and_is_timed() {
     c.ack(ENDPOINT);
     assert_eq!(c.r.step(), Step::Converged);
     let steps: Vec<Step> = c.notes.iter().filter_map(|n| if let Note::Step(s) = n { Some(*s) } else { None }).collect();
-    assert_eq!(steps, [Step::Clusters, Step::Routes, Step::Cleanup, Step::Converged]);
+    assert_eq!(steps, [Step::Clusters, Step::Acks, Step::Cleanup, Step::Converged]);
     assert!(c.notes.contains(&Note::Converged(Duration::from_millis(4))), "{:?}", c.notes);
 }
 
@@ -192,7 +202,7 @@ fn a_new_target_midway_restarts_the_plan() {
     c.push();
     c.ack(CLUSTER);
     c.ack(ENDPOINT);
-    assert_eq!(c.r.step(), Step::Routes);
+    assert_eq!(c.r.step(), Step::Acks);
     // Before the route is sent, r is to split between b and a new c.
     let gen2 = snap(vec![
         listener("l", 10000, "r"),
@@ -203,7 +213,7 @@ fn a_new_target_midway_restarts_the_plan() {
         cla("c", 8082),
     ]);
     c.retarget(gen2);
-    assert!(c.notes.contains(&Note::Restarted { step: Step::Routes }));
+    assert!(c.notes.contains(&Note::Restarted { step: Step::Acks }));
     assert_eq!(c.r.step(), Step::Clusters, "c must arrive before a route names it");
     assert_eq!(c.push(), [CLUSTER, ENDPOINT], "the route is held again");
     assert_eq!(c.offered(CLUSTER), ["a", "b", "c"]);
@@ -230,9 +240,9 @@ fn an_answer_to_a_response_of_the_previous_target_still_counts() {
     c.retarget(gen2);
     c.ack(CLUSTER);
     c.ack(ENDPOINT);
-    // a and b are held; x is not yet.
-    assert_eq!(c.r.step(), Step::Clusters);
-    assert_eq!(c.push(), [CLUSTER, ENDPOINT]);
+    // a and b are held; x is not yet, but nothing names x: the route need not wait for it.
+    assert_eq!(c.r.step(), Step::Acks);
+    assert_eq!(c.push(), [CLUSTER, ENDPOINT, ROUTE]);
     assert_eq!(c.offered(CLUSTER), ["a", "b", "x"]);
 }
 
@@ -242,7 +252,7 @@ fn an_answer_to_a_response_of_the_previous_target_still_counts() {
 fn a_nack_at_any_step_stops_the_plan_until_the_next_target() {
     // (type rejected, step it is rejected at)
     for (rejected, at) in
-        [(CLUSTER, Step::Clusters), (ENDPOINT, Step::Clusters), (ROUTE, Step::Routes), (CLUSTER, Step::Cleanup)]
+        [(CLUSTER, Step::Clusters), (ENDPOINT, Step::Clusters), (ROUTE, Step::Acks), (CLUSTER, Step::Cleanup)]
     {
         let mut c = Client::holding(before());
         c.retarget(moved());
@@ -280,16 +290,16 @@ fn a_nack_at_any_step_stops_the_plan_until_the_next_target() {
     }
 }
 
-/// A NACK of the listener step (a new listener the node rejects).
+/// A NACK of a new listener the node rejects.
 #[test]
-fn a_nack_of_listeners_stops_before_routes() {
+fn a_nack_of_listeners_stops_the_plan() {
     let mut c = Client::holding(before());
     let target = snap(vec![listener("l", 10001, "r"), route("r", &["a"]), cluster("a"), cla("a", 8080)]);
     c.retarget(target);
-    assert_eq!(c.r.step(), Step::Listeners);
+    assert_eq!(c.r.step(), Step::Acks);
     assert_eq!(c.push(), [LISTENER]);
     c.answer(LISTENER, Some("port taken"));
-    assert_eq!(c.r.step(), Step::Listeners);
+    assert_eq!(c.r.step(), Step::Acks);
     assert!(c.push().is_empty());
 }
 
@@ -303,10 +313,10 @@ fn silence_proceeds_after_the_grace_period() {
     assert!(c.r.tick(deadline - Duration::from_millis(1)).is_empty(), "not before the grace period");
     let notes = c.r.tick(deadline);
     assert!(notes.contains(&Note::GraceExpired { step: Step::Clusters }), "{notes:?}");
-    assert_eq!(c.r.step(), Step::Routes);
+    assert_eq!(c.r.step(), Step::Acks);
     c.push();
     let notes = c.r.tick(c.r.deadline().unwrap());
-    assert!(notes.contains(&Note::GraceExpired { step: Step::Routes }));
+    assert!(notes.contains(&Note::GraceExpired { step: Step::Acks }));
     assert_eq!(c.r.step(), Step::Cleanup);
     c.push();
     c.r.tick(c.r.deadline().unwrap());
@@ -332,7 +342,7 @@ fn by_name_clients_are_not_gated() {
 /// `--unsafe-unordered-push`: the target at once, for every node.
 #[test]
 fn unordered_serves_the_target_at_once() {
-    let mut c = Client::new(RolloutConfig { grace: GRACE, unordered: true }, before());
+    let mut c = Client::new(RolloutConfig { grace: GRACE, unordered: true, ..RolloutConfig::default() }, before());
     c.settle();
     c.retarget(moved());
     assert_eq!(c.r.mode(), Mode::Unordered);
@@ -490,7 +500,7 @@ fn time_passes<A, B, C>(
 /// converges on the last target nor is stopped by a rejection that still stands.
 fn simulate(targets: &[Snapshot], actions: &[Action], safety: bool) -> Result<(), TestCaseError> {
     let mut now = Instant::now();
-    let config = RolloutConfig { grace: GRACE, unordered: false };
+    let config = RolloutConfig { grace: GRACE, ..RolloutConfig::default() };
     let mut r = Rollout::new(config, Arc::new(targets[0].clone()), now);
     for t in ALL {
         r.subscribe(0, &ty(t), types::is_full_state(t), &[], now);
@@ -675,7 +685,7 @@ fn a_reconnecting_node_that_holds_its_target_is_converged() {
         now,
     );
     r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
-    assert_eq!(r.step(), Step::Routes, "the route was not reported");
+    assert_eq!(r.step(), Step::Acks, "the route was not reported");
     let route = target.resource(ROUTE, "r").unwrap();
     r.resumed(0, &ty(ROUTE), &crate::stream::Holds::Resources(vec![("r".into(), route.version().to_string())]), now);
     assert_eq!(r.step(), Step::Converged);
@@ -683,7 +693,8 @@ fn a_reconnecting_node_that_holds_its_target_is_converged() {
     let mut r = Rollout::new(RolloutConfig::default(), Arc::new(target), now);
     r.subscribe(0, &ty(CLUSTER), true, &[], now);
     r.resumed(0, &ty(CLUSTER), &crate::stream::Holds::Version("0123456789abcdef".into()), now);
-    assert_eq!(r.step(), Step::Clusters);
+    assert_eq!(r.step(), Step::Acks, "the clusters are sent and awaited");
+    assert!(!r.in_sync());
 }
 
 /// A response in flight counts against what the node holds: here the cleanup that removes a
@@ -700,7 +711,7 @@ fn a_removal_in_flight_is_not_counted_as_held() {
     // Before the node answers, the route moves back to a.
     c.retarget(before());
     assert_eq!(c.r.step(), Step::Clusters, "a may be gone by the time a route names it");
-    assert!(c.r.offer().hold.contains(&ROUTE));
+    assert_eq!(route_offered(&c.r), route_of(&moved()), "the route waits");
     assert_eq!(c.offered(CLUSTER), ["a", "b"]);
 }
 
@@ -746,5 +757,119 @@ fn endpoints_unsubscribed_are_no_longer_held() {
     r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
     send_ack(&mut r, ENDPOINT, false);
     assert_eq!(r.step(), Step::Clusters, "a's endpoints are on their way, not held");
-    assert!(r.offer().hold.contains(&ROUTE));
+    assert_eq!(route_offered(&r), route_of(&moved()), "the route waits for them");
+}
+
+/// Issue 16's second hole: Envoy drains a removed listener's connections for its drain time,
+/// serving them with the routes it had. The clusters those routes name stay while the node
+/// still asks for the route configuration and until `drain` has passed, whichever is later.
+#[test]
+fn a_removed_listener_keeps_its_clusters_while_it_drains() {
+    for drain in [Duration::from_secs(30), Duration::ZERO] {
+        let now = Instant::now();
+        let config = RolloutConfig { drain, ..RolloutConfig::default() };
+        let mut r = Rollout::new(config, Arc::new(before()), now);
+        let mut n = 0;
+        let mut send_ack = |r: &mut Rollout, t: &str, at: Instant| {
+            n += 1;
+            let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
+            let resources = set.resources().cloned().collect();
+            r.sent(0, &ty(t), n.to_string().into(), Update::List { version: set.version().clone(), resources });
+            r.answered(0, &ty(t), &n.to_string(), None, at);
+        };
+        r.subscribe(0, &ty(CLUSTER), true, &[], now);
+        r.subscribe(0, &ty(LISTENER), true, &[], now);
+        r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
+        r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
+        for t in [CLUSTER, ENDPOINT, ROUTE, LISTENER] {
+            send_ack(&mut r, t, now);
+        }
+        assert_eq!(r.step(), Step::Converged);
+        // The gateway goes: l, r and a leave the target; another listener stays.
+        let other = snap(vec![listener("m", 10001, "q"), route("q", &["b"]), cluster("b"), cla("b", 8081)]);
+        r.set_target(Arc::new(other), now);
+        for t in [CLUSTER, ENDPOINT] {
+            send_ack(&mut r, t, now);
+        }
+        r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
+        send_ack(&mut r, ENDPOINT, now);
+        send_ack(&mut r, LISTENER, now);
+        // Envoy drains l: it still asks for r, and asks for q for m.
+        r.subscribe(0, &ty(ROUTE), false, &["q".into(), "r".into()], now);
+        send_ack(&mut r, ROUTE, now);
+        assert_eq!(r.step(), Step::Converged, "a kept for draining is not a change still to make");
+        assert_eq!(names(&r.offer().snapshot, CLUSTER), ["a", "b"], "l's connections still route to a");
+        assert_eq!(names(&r.offer().snapshot, ENDPOINT), ["a", "b"]);
+        // The drain ends in Envoy: it stops asking for r.
+        let later = now + Duration::from_secs(10);
+        r.subscribe(0, &ty(ROUTE), false, &["q".into()], later);
+        if drain.is_zero() {
+            assert_eq!(names(&r.offer().snapshot, CLUSTER), ["b"], "without a drain time, a goes with r");
+            continue;
+        }
+        assert_eq!(names(&r.offer().snapshot, CLUSTER), ["a", "b"], "kept for the drain time");
+        let deadline = r.deadline().expect("the drain ends");
+        assert_eq!(deadline, now + drain);
+        assert!(r.tick(deadline - Duration::from_millis(1)).is_empty());
+        r.tick(deadline);
+        assert_eq!(names(&r.offer().snapshot, CLUSTER), ["b"]);
+        assert_eq!(r.step(), Step::Cleanup);
+        send_ack(&mut r, CLUSTER, deadline);
+        assert_eq!(r.step(), Step::Converged);
+        assert_eq!(r.deadline(), None);
+    }
+}
+
+/// Issue 16's first hole through a rollout: a listener removed and added back while the node
+/// still holds its route configuration (the draining listener keeps it subscribed). With
+/// listeners and routes on separate streams the listener waits for the route's ACK; on one
+/// stream both go at once, the route written first.
+#[test]
+fn a_readded_listener_gets_its_new_route_first() {
+    for together in [false, true] {
+        let now = Instant::now();
+        let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+        let (lds, rds) = (1, if together { 1 } else { 2 });
+        let mut n = 0;
+        let mut send = |r: &mut Rollout, stream: u64, t: &str, ack: bool| {
+            n += 1;
+            let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
+            let resources = set.resources().cloned().collect();
+            r.sent(stream, &ty(t), n.to_string().into(), Update::List { version: set.version().clone(), resources });
+            if ack {
+                r.answered(stream, &ty(t), &n.to_string(), None, now);
+            }
+            n
+        };
+        r.subscribe(lds, &ty(CLUSTER), true, &[], now);
+        r.subscribe(lds, &ty(LISTENER), true, &[], now);
+        r.subscribe(rds, &ty(ENDPOINT), false, &["a".into()], now);
+        r.subscribe(rds, &ty(ROUTE), false, &["r".into()], now);
+        send(&mut r, lds, CLUSTER, true);
+        send(&mut r, rds, ENDPOINT, true);
+        send(&mut r, rds, ROUTE, true);
+        send(&mut r, lds, LISTENER, true);
+        assert_eq!(r.step(), Step::Converged);
+        // l goes (its connections drain: Envoy keeps asking for r) ...
+        let without_l = snap(vec![cluster("a"), cla("a", 8080), cluster("b"), cla("b", 8081)]);
+        r.set_target(Arc::new(without_l), now);
+        send(&mut r, lds, LISTENER, true);
+        send(&mut r, lds, CLUSTER, true);
+        r.subscribe(rds, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
+        send(&mut r, rds, ENDPOINT, true);
+        // ... and comes back on the same port, its route now sending to b.
+        r.set_target(Arc::new(moved()), now);
+        let new_r = route_of(&moved());
+        assert_eq!(route_offered(&r), new_r, "the route can go: b is held");
+        if together {
+            assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"], "with the route, written ahead of it");
+            continue;
+        }
+        assert!(names(&r.offer().snapshot, LISTENER).is_empty(), "l would activate with the old r");
+        assert_eq!(r.step(), Step::Routes);
+        let sent = send(&mut r, rds, ROUTE, false);
+        assert!(names(&r.offer().snapshot, LISTENER).is_empty(), "the new r is on its way, not held");
+        r.answered(rds, &ty(ROUTE), &sent.to_string(), None, now);
+        assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"]);
+    }
 }

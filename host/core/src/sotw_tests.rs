@@ -325,3 +325,17 @@ fn an_endpoints_response_acknowledged_twice_is_sent_again() {
     assert_eq!(again[0].version, out[0].version);
     assert!(send(&mut s, ack(&again[0], &["c1"]), &base()).is_empty(), "and its ACK ends it");
 }
+
+/// ORDER-2 on one stream: when several types are due at once, what others name is written
+/// first (clusters, endpoints, routes, then listeners), so a route configuration sent with a
+/// listener is in place when the listener activates (the planner relies on it).
+#[test]
+fn order_2_responses_due_together_go_out_dependencies_first() {
+    let mut s = ads();
+    for (t, names) in [(LISTENER, &[][..]), (ROUTE, &["r1"][..]), (ENDPOINT, &["c1"][..]), (CLUSTER, &[][..])] {
+        s.handle_request(&req(t, names), SystemTime::now()).unwrap();
+    }
+    let out = s.poll(&base());
+    let order: Vec<&str> = out.iter().map(|r| r.type_url.as_ref()).collect();
+    assert_eq!(order, [CLUSTER, ENDPOINT, ROUTE, LISTENER]);
+}

@@ -18,6 +18,32 @@ const PREFIX: &str = "type.googleapis.com/";
 /// The four core types, in make-before-break order (ORDER-2).
 pub const CORE_TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
 
+/// The order in which a stream that serves several types writes their responses when more
+/// than one is due (ORDER-2): what others name goes first. A client on one stream (ADS)
+/// applies responses in the order it reads them, so a route configuration written before the
+/// listener that names it is in place when that listener becomes active.
+pub fn send_rank(type_url: &str) -> u8 {
+    match type_url {
+        SECRET => 0,
+        CLUSTER => 1,
+        ENDPOINT => 2,
+        ROUTE => 3,
+        "type.googleapis.com/envoy.config.route.v3.VirtualHost" => 4,
+        "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration" => 5,
+        LISTENER => 6,
+        _ => 7,
+    }
+}
+
+/// The types of `keys` in [`send_rank`] order.
+pub fn in_send_order<'a, V>(
+    keys: impl Iterator<Item = (&'a std::sync::Arc<str>, V)>,
+) -> Vec<(&'a std::sync::Arc<str>, V)> {
+    let mut v: Vec<_> = keys.collect();
+    v.sort_by_key(|(t, _)| send_rank(t));
+    v
+}
+
 /// SOTW-8: responses for these types carry the full state; a resource missing from a
 /// response is deleted by the client. They are also the types for which a stream that
 /// never names a resource is a legacy wildcard subscription (SOTW-7, DELTA-2).

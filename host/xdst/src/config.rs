@@ -56,6 +56,8 @@ pub struct FileConfig {
     pub shutdown_grace: Option<Duration>,
     #[serde(default, deserialize_with = "duration")]
     pub plan_grace: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    pub drain_time: Option<Duration>,
     pub unsafe_unordered_push: Option<bool>,
     #[serde(default, deserialize_with = "size")]
     pub max_file_size: Option<usize>,
@@ -579,6 +581,7 @@ mod tests {
             "resync",
             "shutdownGrace",
             "planGrace",
+            "drainTime",
             "unsafeUnorderedPush",
             "maxFileSize",
             "maxRequestSize",

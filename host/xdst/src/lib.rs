@@ -77,6 +77,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// How long a make-before-break step waits for a node's ACK before it proceeds anyway.
     pub plan_grace: Duration,
+    /// How long clusters only a removed or changed listener named are kept (Envoy drains
+    /// the listener that long: its `--drain-time-s`).
+    pub drain_time: Duration,
     /// Push every change at once, without make-before-break ordering (unsafe: for
     /// demonstrations and the tests that show what ordering prevents).
     pub unsafe_unordered_push: bool,
@@ -107,6 +110,7 @@ impl Default for Config {
             resync: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
             plan_grace: Duration::from_secs(10),
+            drain_time: xdst_core::rollout::DEFAULT_DRAIN,
             unsafe_unordered_push: false,
             admin_token: None,
             max_request_size: DEFAULT_MAX_REQUEST_SIZE,
@@ -176,6 +180,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         rollouts: rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
             grace: config.plan_grace,
             unordered: config.unsafe_unordered_push,
+            drain: config.drain_time,
         }),
         source: source::SourceStatus::default(),
         shutdown: shutdown_rx.clone(),

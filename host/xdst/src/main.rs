@@ -331,12 +331,20 @@ struct ServeArgs {
     /// On SIGINT/SIGTERM, how long open connections get before they are closed.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
-    /// Make-before-break: how long a step waits for a node's ACK before it proceeds without
-    /// it (logged, and counted in xdst_plan_grace_expired_total). Each change reaches a node
-    /// in steps: new clusters and their endpoints, then listeners, then routes, then the
-    /// removal of what nothing names; each step waits for the node's ACK of the last.
+    /// Make-before-break: how long a node's rollout waits for an ACK before it proceeds
+    /// without it (logged, and counted in xdst_plan_grace_expired_total). A change goes out
+    /// in one round trip unless it names something new to the node: a route configuration
+    /// waits for the new clusters (and endpoints) it names, a listener for what it names, and
+    /// a cluster is removed only once nothing the node holds names it.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, env = "XDST_PLAN_GRACE")]
     plan_grace: Duration,
+    /// Make-before-break: how long the clusters a removed or changed listener named are kept
+    /// after the node acknowledges the change. Envoy keeps serving that listener's open
+    /// connections, with the routes it had, for its --drain-time-s (600 s by default): set
+    /// this to the same value. 0 keeps them only while the node still asks for a route
+    /// configuration naming them.
+    #[arg(long, value_name = "DURATION", default_value = "600s", value_parser = parse_duration)]
+    drain_time: Duration,
     /// Push every change to every node at once, without make-before-break ordering. Unsafe:
     /// a route can reach Envoy before the cluster it names, and a cluster can be removed
     /// while a route still sends traffic to it. For demonstrations and tests only.
@@ -547,6 +555,7 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(resync);
     take!(shutdown_grace);
     take!(plan_grace);
+    take!(drain_time);
     take!(unsafe_unordered_push);
     take!(max_file_size);
     take!(max_request_size);
@@ -593,6 +602,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         max_request_size: args.max_request_size,
         plan_grace: args.plan_grace,
+        drain_time: args.drain_time,
         unsafe_unordered_push: args.unsafe_unordered_push,
         admin_token: admin_token(args.admin_token_file.as_deref())?,
     };
