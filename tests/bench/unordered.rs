@@ -143,7 +143,10 @@ async fn sotw(
                 subs.keys().cloned().collect()
             }
         };
-        let snapshot = state.borrow_and_update().clone();
+        // Marked seen only when every subscribed type is evaluated: a state that arrives
+        // while a request is answered still wakes the loop for the other types.
+        let all = due.len() == subs.len();
+        let snapshot = if all { state.borrow_and_update().clone() } else { state.borrow().clone() };
         for type_url in due {
             let items = selected(&snapshot, &type_url, &subs[&type_url]);
             let version = xdst_core::resource::set_version(items.iter().map(|(n, (v, _))| (n.as_str(), v.as_str())));
@@ -201,7 +204,10 @@ async fn delta(
                 subs.keys().cloned().collect()
             }
         };
-        let snapshot = state.borrow_and_update().clone();
+        // Marked seen only when every subscribed type is evaluated: a state that arrives
+        // while a request is answered still wakes the loop for the other types.
+        let all = due.len() == subs.len();
+        let snapshot = if all { state.borrow_and_update().clone() } else { state.borrow().clone() };
         for type_url in due {
             let items = selected(&snapshot, &type_url, &subs[&type_url]);
             let had = sent.entry(type_url.clone()).or_default();
@@ -265,10 +271,15 @@ async fn main() -> anyhow::Result<()> {
     if let Some(ready) = &args.ready_file {
         xdst_core::files::write_atomic(ready, format!("{{\"xds_addr\":\"{addr}\"}}\n"))?;
     }
-    // Plain axum over hyper's defaults: HTTP/2 with no tuning.
-    let ads = AggregatedDiscoveryServiceServer::new(Ads { state });
-    let app =
-        axum::Router::new().route_service("/envoy.service.discovery.v3.AggregatedDiscoveryService/{*method}", ads);
-    axum::serve(listener, app).await?;
+    // tonic's own server, with the two settings any server needs to carry hundreds of ADS
+    // streams per connection (as xdst sets them too): no cap on concurrent streams (h2's
+    // default would refuse past a few hundred), and a connection window large enough that
+    // thousands of small pending ACK frames are not taken for abuse.
+    tonic::transport::Server::builder()
+        .max_concurrent_streams(1 << 20)
+        .initial_connection_window_size(64 << 20)
+        .add_service(AggregatedDiscoveryServiceServer::new(Ads { state }))
+        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+        .await?;
     Ok(())
 }

@@ -531,6 +531,19 @@ impl Rollout {
             self.set_offer(Offer { snapshot: self.target.clone(), hold: &[], resync: self.offer.resync });
             return;
         }
+        // The target is offered as it is and listener or route responses are still out: an
+        // answer can only add to what the node holds, and holding more never holds anything
+        // back, so the offer stays and the node still waits for ACKs. Most answers to a
+        // change land here, and skip the plan.
+        if self.rejected.is_empty()
+            && !self.stopped
+            && self.offer.hold.is_empty()
+            && Arc::ptr_eq(&self.offer.snapshot, &self.target)
+            && !self.settled()
+        {
+            self.enter(Step::Acks, now, notes);
+            return;
+        }
         let (step, hold, offer) = self.plan_now();
         let offer = offer.map(Arc::new).unwrap_or_else(|| self.target.clone());
         // A rejected response stops the plan while the new offer would send the same again
