@@ -356,6 +356,22 @@ mod tests {
         assert!(r.non_2xx >= r.sent / 2 - 1 && r.non_2xx > 0, "{r:?}");
         assert!(r.first_failures[0].starts_with("503"), "{r:?}");
 
+        // Checked: answers from an upstream the expectation does not allow are counted as
+        // unexpected (misrouted), refusals only where it allows them.
+        let expect = Expect::new(Allowed::answers(&["b"]));
+        let t = Traffic::start_checked(up.addr, "/", 100, expect.clone());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        expect.set(Allowed::answers(&["a"]));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = t.stop().await;
+        assert!(r.unexpected > 0 && r.unexpected < r.sent, "{r:?}");
+        assert!(r.first_failures[0].contains("200 from \"a\", not allowed"), "{r:?}");
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let t = Traffic::start_checked(gone, "/", 100, Expect::new(Allowed::default().or_refused()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = t.stop().await;
+        assert!(r.unexpected == 0 && r.not_listening_yet > 0, "refusals allowed: {r:?}");
+
         // Nothing listening: connection errors.
         let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let t = Traffic::start(gone, "/", 100);
