@@ -131,6 +131,35 @@ impl Client {
     }
 }
 
+/// A node's streams as the machines report them to a rollout: each response carries what the
+/// offer has of its type, as the SotW machine sends it (the whole set for the full-state
+/// types, a list for the others).
+#[derive(Default)]
+struct Wire {
+    nonce: u64,
+}
+
+impl Wire {
+    /// Sends the offer's set of `t` on `stream`; returns the response's nonce.
+    fn send(&mut self, r: &mut Rollout, stream: u64, t: &str) -> String {
+        self.nonce += 1;
+        let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
+        let update = if types::is_full_state(t) {
+            Update::Replace(set)
+        } else {
+            Update::List { version: set.version().clone(), resources: set.resources().cloned().collect() }
+        };
+        r.sent(stream, &ty(t), self.nonce.to_string().into(), update);
+        self.nonce.to_string()
+    }
+
+    /// Sends, and the node ACKs at `at`.
+    fn send_ack(&mut self, r: &mut Rollout, stream: u64, t: &str, at: Instant) {
+        let nonce = self.send(r, stream, t);
+        r.answered(stream, &ty(t), &nonce, None, at);
+    }
+}
+
 /// The version of route r a rollout offers.
 fn route_offered(r: &Rollout) -> Option<Arc<str>> {
     route_of(&r.offer().snapshot)
@@ -724,38 +753,30 @@ fn a_removal_in_flight_is_not_counted_as_held() {
 fn endpoints_unsubscribed_are_no_longer_held() {
     let now = Instant::now();
     let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
-    let mut n = 0;
-    let mut send_ack = |r: &mut Rollout, t: &str, ack: bool| {
-        n += 1;
-        let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
-        r.sent(0, &ty(t), n.to_string().into(), Update::Replace(set));
-        if ack {
-            r.answered(0, &ty(t), &n.to_string(), None, now);
-        }
-    };
+    let mut wire = Wire::default();
     r.subscribe(0, &ty(CLUSTER), true, &[], now);
     r.subscribe(0, &ty(LISTENER), true, &[], now);
     r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
     r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
     for t in [CLUSTER, ENDPOINT, LISTENER, ROUTE] {
-        send_ack(&mut r, t, true);
+        wire.send_ack(&mut r, 0, t, now);
     }
     assert_eq!(r.step(), Step::Converged);
     // a -> b: b is added, the route moves, a is removed; Envoy then drops a's endpoints.
     r.set_target(Arc::new(moved()), now);
-    send_ack(&mut r, CLUSTER, true);
+    wire.send_ack(&mut r, 0, CLUSTER, now);
     r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
-    send_ack(&mut r, ENDPOINT, true);
-    send_ack(&mut r, ROUTE, true);
+    wire.send_ack(&mut r, 0, ENDPOINT, now);
+    wire.send_ack(&mut r, 0, ROUTE, now);
     assert_eq!(r.step(), Step::Cleanup);
-    send_ack(&mut r, CLUSTER, true);
+    wire.send_ack(&mut r, 0, CLUSTER, now);
     r.subscribe(0, &ty(ENDPOINT), false, &["b".into()], now);
     assert_eq!(r.step(), Step::Converged);
     // Back to a: the cluster returns, Envoy asks for its endpoints again and they are re-sent.
     r.set_target(Arc::new(before()), now);
-    send_ack(&mut r, CLUSTER, true);
+    wire.send_ack(&mut r, 0, CLUSTER, now);
     r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
-    send_ack(&mut r, ENDPOINT, false);
+    wire.send(&mut r, 0, ENDPOINT);
     assert_eq!(r.step(), Step::Clusters, "a's endpoints are on their way, not held");
     assert_eq!(route_offered(&r), route_of(&moved()), "the route waits for them");
 }
@@ -769,34 +790,27 @@ fn a_removed_listener_keeps_its_clusters_while_it_drains() {
         let now = Instant::now();
         let config = RolloutConfig { drain, ..RolloutConfig::default() };
         let mut r = Rollout::new(config, Arc::new(before()), now);
-        let mut n = 0;
-        let mut send_ack = |r: &mut Rollout, t: &str, at: Instant| {
-            n += 1;
-            let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
-            let resources = set.resources().cloned().collect();
-            r.sent(0, &ty(t), n.to_string().into(), Update::List { version: set.version().clone(), resources });
-            r.answered(0, &ty(t), &n.to_string(), None, at);
-        };
+        let mut wire = Wire::default();
         r.subscribe(0, &ty(CLUSTER), true, &[], now);
         r.subscribe(0, &ty(LISTENER), true, &[], now);
         r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
         r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
         for t in [CLUSTER, ENDPOINT, ROUTE, LISTENER] {
-            send_ack(&mut r, t, now);
+            wire.send_ack(&mut r, 0, t, now);
         }
         assert_eq!(r.step(), Step::Converged);
         // The gateway goes: l, r and a leave the target; another listener stays.
         let other = snap(vec![listener("m", 10001, "q"), route("q", &["b"]), cluster("b"), cla("b", 8081)]);
         r.set_target(Arc::new(other), now);
         for t in [CLUSTER, ENDPOINT] {
-            send_ack(&mut r, t, now);
+            wire.send_ack(&mut r, 0, t, now);
         }
         r.subscribe(0, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
-        send_ack(&mut r, ENDPOINT, now);
-        send_ack(&mut r, LISTENER, now);
+        wire.send_ack(&mut r, 0, ENDPOINT, now);
+        wire.send_ack(&mut r, 0, LISTENER, now);
         // Envoy drains l: it still asks for r, and asks for q for m.
         r.subscribe(0, &ty(ROUTE), false, &["q".into(), "r".into()], now);
-        send_ack(&mut r, ROUTE, now);
+        wire.send_ack(&mut r, 0, ROUTE, now);
         assert_eq!(r.step(), Step::Converged, "a kept for draining is not a change still to make");
         assert_eq!(names(&r.offer().snapshot, CLUSTER), ["a", "b"], "l's connections still route to a");
         assert_eq!(names(&r.offer().snapshot, ENDPOINT), ["a", "b"]);
@@ -814,7 +828,7 @@ fn a_removed_listener_keeps_its_clusters_while_it_drains() {
         r.tick(deadline);
         assert_eq!(names(&r.offer().snapshot, CLUSTER), ["b"]);
         assert_eq!(r.step(), Step::Cleanup);
-        send_ack(&mut r, CLUSTER, deadline);
+        wire.send_ack(&mut r, 0, CLUSTER, deadline);
         assert_eq!(r.step(), Step::Converged);
         assert_eq!(r.deadline(), None);
     }
@@ -830,33 +844,23 @@ fn a_readded_listener_gets_its_new_route_first() {
         let now = Instant::now();
         let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
         let (lds, rds) = (1, if together { 1 } else { 2 });
-        let mut n = 0;
-        let mut send = |r: &mut Rollout, stream: u64, t: &str, ack: bool| {
-            n += 1;
-            let set = r.offer().snapshot.get(t).cloned().unwrap_or_default();
-            let resources = set.resources().cloned().collect();
-            r.sent(stream, &ty(t), n.to_string().into(), Update::List { version: set.version().clone(), resources });
-            if ack {
-                r.answered(stream, &ty(t), &n.to_string(), None, now);
-            }
-            n
-        };
+        let mut wire = Wire::default();
         r.subscribe(lds, &ty(CLUSTER), true, &[], now);
         r.subscribe(lds, &ty(LISTENER), true, &[], now);
         r.subscribe(rds, &ty(ENDPOINT), false, &["a".into()], now);
         r.subscribe(rds, &ty(ROUTE), false, &["r".into()], now);
-        send(&mut r, lds, CLUSTER, true);
-        send(&mut r, rds, ENDPOINT, true);
-        send(&mut r, rds, ROUTE, true);
-        send(&mut r, lds, LISTENER, true);
+        wire.send_ack(&mut r, lds, CLUSTER, now);
+        wire.send_ack(&mut r, rds, ENDPOINT, now);
+        wire.send_ack(&mut r, rds, ROUTE, now);
+        wire.send_ack(&mut r, lds, LISTENER, now);
         assert_eq!(r.step(), Step::Converged);
         // l goes (its connections drain: Envoy keeps asking for r) ...
         let without_l = snap(vec![cluster("a"), cla("a", 8080), cluster("b"), cla("b", 8081)]);
         r.set_target(Arc::new(without_l), now);
-        send(&mut r, lds, LISTENER, true);
-        send(&mut r, lds, CLUSTER, true);
+        wire.send_ack(&mut r, lds, LISTENER, now);
+        wire.send_ack(&mut r, lds, CLUSTER, now);
         r.subscribe(rds, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
-        send(&mut r, rds, ENDPOINT, true);
+        wire.send_ack(&mut r, rds, ENDPOINT, now);
         // ... and comes back on the same port, its route now sending to b.
         r.set_target(Arc::new(moved()), now);
         let new_r = route_of(&moved());
@@ -867,9 +871,9 @@ fn a_readded_listener_gets_its_new_route_first() {
         }
         assert!(names(&r.offer().snapshot, LISTENER).is_empty(), "l would activate with the old r");
         assert_eq!(r.step(), Step::Routes);
-        let sent = send(&mut r, rds, ROUTE, false);
+        let sent = wire.send(&mut r, rds, ROUTE);
         assert!(names(&r.offer().snapshot, LISTENER).is_empty(), "the new r is on its way, not held");
-        r.answered(rds, &ty(ROUTE), &sent.to_string(), None, now);
+        r.answered(rds, &ty(ROUTE), &sent, None, now);
         assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"]);
     }
 }
