@@ -54,9 +54,9 @@ struct TypeState {
     /// them back, since the client applied none of it.
     prior: Vec<(Arc<str>, PriorVersion)>,
     /// A digest of the response the client rejected: the same diff is not sent again.
-    rejected: Option<String>,
+    rejected: Option<u128>,
     /// The digest of the last response sent.
-    sent_digest: Option<String>,
+    sent_digest: Option<u128>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
 }
@@ -268,12 +268,8 @@ impl DeltaStream {
                 prior.push((name, before));
             }
             let digest = (!resources.is_empty() || !removed.is_empty()).then(|| {
-                crate::snapshot::pairs_version(
-                    resources
-                        .iter()
-                        .map(|r| (r.name().as_ref(), r.version().as_ref()))
-                        .chain(removed.iter().map(|n| (n.as_ref(), ""))),
-                )
+                let removals = removed.iter().map(|n| crate::snapshot::pair_hash(n, ""));
+                resources.iter().map(|r| r.entry_hash()).chain(removals).fold(0u128, u128::wrapping_add)
             });
             if digest.is_some() && digest == t.rejected {
                 // Exactly what the client rejected: it keeps what it has until something changes.
@@ -291,9 +287,12 @@ impl DeltaStream {
             let system_version = |t: &TypeState| -> Arc<str> {
                 match (only_wildcard, set) {
                     (true, Some(s)) => s.version().clone(),
-                    _ => crate::snapshot::pairs_version(
-                        t.known.iter().filter_map(|(n, v)| Some((n.as_ref(), v.as_deref()?))),
-                    )
+                    // What it holds of the set is hashed already.
+                    _ => crate::snapshot::sum_version(t.known.iter().fold(0u128, |sum, (n, v)| {
+                        let Some(v) = v else { return sum };
+                        let held = set.and_then(|s| s.get(n)).filter(|r| r.version() == v);
+                        sum.wrapping_add(held.map_or_else(|| crate::snapshot::pair_hash(n, v), |r| r.entry_hash()))
+                    }))
                     .into(),
                 }
             };

@@ -144,6 +144,10 @@ pub(crate) fn plan_lean(
 ) -> (Step, &'static [&'static str], Option<Snapshot>) {
     let held = node.held;
     let (t, h) = (|ty: &str| target.get(ty), |ty: &str| held.get(ty));
+    // The target's set of a type, borrowed: the sets are shared by every node of the group,
+    // and counting references to them from both worker threads is not free.
+    let empty = TypeSet::default();
+    let ts = |ty: &str| t(ty).map_or(&empty, |s| s.as_ref());
 
     // A cluster is usable when the node holds it and the endpoints it waits for. What the
     // target lacks cannot be waited for: a dangling name does not hold anything back.
@@ -164,9 +168,7 @@ pub(crate) fn plan_lean(
     // one anyway, so sending it would only make xdst believe the node let it go.
     let routes = match h(ROUTE) {
         Some(hr) => {
-            let dropped: Vec<Arc<Resource>> = t(ROUTE)
-                .cloned()
-                .unwrap_or_default()
+            let dropped: Vec<Arc<Resource>> = ts(ROUTE)
                 .changes_since(hr)
                 .filter_map(|c| match c {
                     Change::Removed(r) => Some(r.clone()),
@@ -176,7 +178,7 @@ pub(crate) fn plan_lean(
             match (dropped.is_empty(), routes) {
                 (true, routes) => routes,
                 (false, Some(gated)) => Some(gated.patch(&[], &dropped)),
-                (false, None) => Some(t(ROUTE).map(|s| TypeSet::clone(s)).unwrap_or_default().patch(&[], &dropped)),
+                (false, None) => Some(ts(ROUTE).patch(&[], &dropped)),
             }
         }
         None => routes,
@@ -205,8 +207,7 @@ pub(crate) fn plan_lean(
     let mut kept_clusters: Vec<Arc<Resource>> = Vec::new();
     let mut removing = false;
     if let Some(hc) = node.maybe.get(CLUSTER) {
-        let tc = t(CLUSTER).cloned().unwrap_or_default();
-        for change in tc.changes_since(hc) {
+        for change in ts(CLUSTER).changes_since(hc) {
             if let Change::Removed(c) = change {
                 if (node.keep)(c.name()) {
                     kept_eds.extend(c.references().names(ENDPOINT).map(str::to_owned));
@@ -217,10 +218,9 @@ pub(crate) fn plan_lean(
             }
         }
     }
-    let clusters = (!kept_clusters.is_empty())
-        .then(|| t(CLUSTER).map(|s| TypeSet::clone(s)).unwrap_or_default().patch(&[], &kept_clusters));
+    let clusters = (!kept_clusters.is_empty()).then(|| ts(CLUSTER).patch(&[], &kept_clusters));
     let endpoints = node.maybe.get(ENDPOINT).and_then(|he| {
-        let te = t(ENDPOINT).cloned().unwrap_or_default();
+        let te = ts(ENDPOINT);
         let kept: Vec<Arc<Resource>> = te
             .changes_since(he)
             .filter_map(|c| match c {
@@ -312,7 +312,7 @@ fn holds_all(have: Option<&Arc<TypeSet>>, want: Option<&Arc<TypeSet>>, only: Opt
 /// Whether two sets hold the same resources at the same versions.
 fn same(a: Option<&Arc<TypeSet>>, b: Option<&Arc<TypeSet>>) -> bool {
     match (a, b) {
-        (Some(a), Some(b)) => a.version() == b.version(),
+        (Some(a), Some(b)) => a.sum() == b.sum(),
         (None, None) => true,
         (Some(s), None) | (None, Some(s)) => s.is_empty(),
     }

@@ -26,6 +26,9 @@ pub struct Resource {
     /// The message inside `any`.
     body: Bytes,
     origin: Option<Arc<str>>,
+    /// 128 bits of a hash of (name, version): what a set's version sums (see
+    /// [`crate::snapshot::TypeSet::version`]), hashed once here rather than on every patch.
+    entry_hash: u128,
     /// What this resource names (for the consistency check), worked out once and shared by
     /// every clone: a resource that did not change is not decoded again.
     refs: Arc<std::sync::OnceLock<crate::consistency::References>>,
@@ -74,7 +77,9 @@ impl Resource {
         buf.put_slice(name.as_bytes());
         debug_assert_eq!(buf.len(), total);
         let delta = buf.freeze();
+        let entry_hash = crate::snapshot::pair_hash(&name, &version);
         Resource {
+            entry_hash,
             any: delta.slice(any_start..any_end),
             body: delta.slice(body_start..any_end),
             delta,
@@ -101,6 +106,10 @@ impl Resource {
     }
     pub fn version(&self) -> &Arc<str> {
         &self.version
+    }
+    /// The hash of (name, version) that set versions are summed from.
+    pub fn entry_hash(&self) -> u128 {
+        self.entry_hash
     }
     /// The encoded message.
     pub fn body(&self) -> &Bytes {

@@ -434,12 +434,14 @@ impl Rollout {
         let list = match update {
             Update::Replace(set) => set.clone(),
             Update::List { version, resources } => self
-                .known_set(type_url, version)
+                .known_set(type_url, |s| s.version() == version)
                 .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
             Update::Patch { removed, added } => {
-                let set = held.patch(removed, added);
-                // Usually the target's set by now: share it rather than keep a copy per node.
-                return self.known_set(type_url, set.version()).unwrap_or_else(|| Arc::new(set));
+                // Usually the target's set by now: share it rather than build a copy per node.
+                let sum = held.patched_sum(removed, added);
+                return self
+                    .known_set(type_url, |s| s.sum() == sum)
+                    .unwrap_or_else(|| Arc::new(held.patch(removed, added)));
             }
         };
         if types::is_full_state(type_url) || held.resources().all(|r| list.get(r.name()).is_some()) {
@@ -449,13 +451,9 @@ impl Rollout {
         }
     }
 
-    /// The set of `type_url` with `version` among those the rollout holds (target, acked).
-    fn known_set(&self, type_url: &str, version: &str) -> Option<Arc<TypeSet>> {
-        [self.target.get(type_url), self.acked.get(type_url)]
-            .into_iter()
-            .flatten()
-            .find(|s| s.version().as_ref() == version)
-            .cloned()
+    /// The set of `type_url` among those the rollout holds (target, acked) that `is` picks.
+    fn known_set(&self, type_url: &str, is: impl Fn(&TypeSet) -> bool) -> Option<Arc<TypeSet>> {
+        [self.target.get(type_url), self.acked.get(type_url)].into_iter().flatten().find(|s| is(s)).cloned()
     }
 
     /// A stream of the node closed: its subscriptions and unanswered responses go with it.

@@ -10,20 +10,22 @@ use sha2::{Digest, Sha256};
 use crate::resource::{Resource, set_version};
 
 /// All resources of one type, by name, with a version derived from their contents.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TypeSet {
-    version: Arc<str>,
+    /// Made from `sum` when first asked for: most sets a rollout builds on the way (what a
+    /// node surely holds, a gated offer) are compared by sum and never need it.
+    version: std::sync::OnceLock<Arc<str>>,
     /// A persistent map: cloning is O(1) and a changed copy shares every untouched node, so a
     /// small change to a large set costs O(changes · log n).
     resources: OrdMap<Arc<str>, Arc<Resource>>,
-    /// The wrapping sum of [`entry_hash`] over the set: what the version is made from.
+    /// The wrapping sum of [`Resource::entry_hash`] over the set: what the version is made from.
     sum: u128,
 }
 
 /// The version of any list of resources of one type, computed as a [`TypeSet`]'s is: a list
 /// holding every resource of a type gets the type's version.
 pub fn list_version<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> String {
-    sum_version(resources.into_iter().fold(0u128, |acc, r| acc.wrapping_add(entry_hash(r))))
+    sum_version(resources.into_iter().fold(0u128, |acc, r| acc.wrapping_add(r.entry_hash())))
 }
 
 /// The same version from (name, version) pairs, as a Delta client reports what it holds.
@@ -31,12 +33,8 @@ pub fn pairs_version<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) 
     sum_version(entries.into_iter().fold(0u128, |acc, (n, v)| acc.wrapping_add(pair_hash(n, v))))
 }
 
-fn entry_hash(r: &Resource) -> u128 {
-    pair_hash(r.name(), r.version())
-}
-
 /// 128 bits of SHA-256 over a resource's name and version.
-fn pair_hash(name: &str, version: &str) -> u128 {
+pub(crate) fn pair_hash(name: &str, version: &str) -> u128 {
     let mut h = Sha256::new();
     h.update(name.as_bytes());
     h.update([0]);
@@ -45,8 +43,11 @@ fn pair_hash(name: &str, version: &str) -> u128 {
     u128::from_le_bytes(d[..16].try_into().expect("SHA-256 has 32 bytes"))
 }
 
-fn sum_version(sum: u128) -> String {
-    format!("{:016x}", (sum as u64) ^ ((sum >> 64) as u64))
+pub(crate) fn sum_version(sum: u128) -> String {
+    let folded = (sum as u64) ^ ((sum >> 64) as u64);
+    // 16 lowercase hex digits, as `format!("{folded:016x}")` writes them, without the
+    // formatting machinery: every set's version is made here.
+    (0..16).rev().map(|i| char::from(b"0123456789abcdef"[((folded >> (4 * i)) & 0xf) as usize])).collect()
 }
 
 /// How one resource differs between two sets of a type.
@@ -57,6 +58,12 @@ pub enum Change<'a> {
     Removed(&'a Arc<Resource>),
 }
 
+impl PartialEq for TypeSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.sum == other.sum && self.resources == other.resources
+    }
+}
+
 impl Default for TypeSet {
     fn default() -> Self {
         TypeSet::new(OrdMap::new())
@@ -65,17 +72,17 @@ impl Default for TypeSet {
 
 impl TypeSet {
     fn new(resources: OrdMap<Arc<str>, Arc<Resource>>) -> Self {
-        let sum = resources.values().fold(0u128, |acc, r| acc.wrapping_add(entry_hash(r)));
+        let sum = resources.values().fold(0u128, |acc, r| acc.wrapping_add(r.entry_hash()));
         Self::with_sum(resources, sum)
     }
     fn with_sum(resources: OrdMap<Arc<str>, Arc<Resource>>, sum: u128) -> Self {
-        TypeSet { version: sum_version(sum).into(), sum, resources }
+        TypeSet { version: std::sync::OnceLock::new(), sum, resources }
     }
     /// The type's version: derived from every (name, version) pair, so equal sets get equal
     /// versions on every replica and after every restart. It is a sum of per-entry hashes,
     /// so a change to one resource updates it without hashing the others.
     pub fn version(&self) -> &Arc<str> {
-        &self.version
+        self.version.get_or_init(|| sum_version(self.sum).into())
     }
     pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
         self.resources.get(name)
@@ -109,7 +116,7 @@ impl TypeSet {
         let (mut map, mut sum) = (self.resources.clone(), self.sum);
         for d in old.resources.diff(&self.resources) {
             if let imbl::ordmap::DiffItem::Remove(name, r) = d {
-                sum = sum.wrapping_add(entry_hash(r));
+                sum = sum.wrapping_add(r.entry_hash());
                 map.insert(name.clone(), r.clone());
             }
         }
@@ -125,7 +132,7 @@ impl TypeSet {
                 imbl::ordmap::DiffItem::Add(..) => continue,
             };
             map.remove(gone.name());
-            sum = sum.wrapping_sub(entry_hash(gone));
+            sum = sum.wrapping_sub(gone.entry_hash());
         }
         TypeSet::with_sum(map, sum)
     }
@@ -136,14 +143,43 @@ impl TypeSet {
         let (mut map, mut sum) = (self.resources.clone(), self.sum);
         for name in removed.iter().map(|n| n.as_ref()).chain(added.iter().map(|r| r.name().as_ref())) {
             if let Some(gone) = map.remove(name) {
-                sum = sum.wrapping_sub(entry_hash(&gone));
+                sum = sum.wrapping_sub(gone.entry_hash());
             }
         }
         for r in added {
-            sum = sum.wrapping_add(entry_hash(r));
-            map.insert(r.name().clone(), r.clone());
+            sum = sum.wrapping_add(r.entry_hash());
+            // Only a second resource of one name in `added` replaces anything here.
+            if let Some(earlier) = map.insert(r.name().clone(), r.clone()) {
+                sum = sum.wrapping_sub(earlier.entry_hash());
+            }
         }
         TypeSet::with_sum(map, sum)
+    }
+
+    /// The [`sum`](Self::sum) of `self.patch(removed, added)`, without building it: enough to
+    /// tell which set a node holds after a Delta response when it is one already built.
+    pub fn patched_sum(&self, removed: &[Arc<str>], added: &[Arc<Resource>]) -> u128 {
+        let mut names: Vec<&str> =
+            removed.iter().map(|n| n.as_ref()).chain(added.iter().map(|r| r.name().as_ref())).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut sum = self.sum;
+        for gone in names.iter().filter_map(|n| self.resources.get(*n)) {
+            sum = sum.wrapping_sub(gone.entry_hash());
+        }
+        // Of two added resources with one name, the last stays.
+        for (i, r) in added.iter().enumerate() {
+            if !added[i + 1..].iter().any(|later| later.name() == r.name()) {
+                sum = sum.wrapping_add(r.entry_hash());
+            }
+        }
+        sum
+    }
+
+    /// The wrapping sum of the entries' hashes the version is made from: equal sets have
+    /// equal sums (and different ones, different sums, but for a 2^-128 chance).
+    pub fn sum(&self) -> u128 {
+        self.sum
     }
 }
 
@@ -213,7 +249,7 @@ impl Snapshot {
     /// Versions are content hashes, so this compares a few strings instead of every byte.
     pub fn same_content(&self, other: &Snapshot) -> bool {
         self.types.len() == other.types.len()
-            && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| ta == tb && a.version() == b.version())
+            && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| ta == tb && a.sum() == b.sum())
     }
 
     /// This snapshot with `remove` taken out and `add` put in. Types nothing touches keep
@@ -239,7 +275,7 @@ impl Snapshot {
         for (t, name) in remove {
             let (map, sum) = open(&mut touched, &self.types, &t);
             if let Some(gone) = map.remove(&name) {
-                *sum = sum.wrapping_sub(entry_hash(&gone));
+                *sum = sum.wrapping_sub(gone.entry_hash());
             }
         }
         for r in add {
@@ -252,7 +288,7 @@ impl Snapshot {
                     second: r.origin().unwrap_or("(unknown)").to_owned(),
                 });
             }
-            *sum = sum.wrapping_add(entry_hash(&r));
+            *sum = sum.wrapping_add(r.entry_hash());
             map.insert(r.name().clone(), Arc::new(r));
         }
         let mut types = self.types.clone();
@@ -397,5 +433,28 @@ mod tests {
         // Emptying a type removes it.
         let none = base.apply(["a", "b", "c"].map(|n| (Arc::from(CLUSTER), Arc::from(n))), []).unwrap();
         assert!(none.get(CLUSTER).is_none());
+    }
+
+    proptest::proptest! {
+        /// The sum a patch would have, worked out without building it, is the built set's,
+        /// and the built set is what a fresh build of the same resources is; the version is
+        /// the 16 hex digits of the folded sum.
+        #[test]
+        fn patched_sum_is_the_patched_sets(
+            base in proptest::collection::vec((0u8..6, 0u8..3), 0..6),
+            removed in proptest::collection::vec(0u8..8, 0..4),
+            added in proptest::collection::vec((0u8..8, 0u8..3), 0..5),
+        ) {
+            let r = |(n, v): (u8, u8)| Arc::new(Resource::new(CLUSTER, format!("c{n}"), &[v]));
+            let set = TypeSet::from_shared(base.into_iter().map(r));
+            let removed: Vec<Arc<str>> = removed.iter().map(|n| Arc::from(format!("c{n}"))).collect();
+            let added: Vec<Arc<Resource>> = added.into_iter().map(r).collect();
+            let patched = set.patch(&removed, &added);
+            proptest::prop_assert_eq!(set.patched_sum(&removed, &added), patched.sum());
+            let fresh = TypeSet::from_shared(patched.resources().cloned());
+            proptest::prop_assert_eq!(fresh.sum(), patched.sum());
+            let folded = (patched.sum() as u64) ^ ((patched.sum() >> 64) as u64);
+            proptest::prop_assert_eq!(patched.version().as_ref(), format!("{folded:016x}"));
+        }
     }
 }

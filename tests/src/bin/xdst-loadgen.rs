@@ -2,9 +2,11 @@
 //!
 //! It opens N aggregated (ADS) streams as distinct Envoy-like nodes (unique `node.id`, one
 //! shared `node.cluster`), SotW or Delta, multiplexed over C HTTP/2 connections (C = N: one
-//! connection per stream). Each stream behaves like Envoy: it subscribes CDS and LDS by
-//! wildcard, then EDS and RDS by the names the clusters and listeners it received refer to,
-//! and ACKs every response. It measures:
+//! connection per stream). Each stream behaves like Envoy: it subscribes CDS by wildcard,
+//! EDS by the names its clusters refer to, and, once every cluster has its endpoints (Envoy's
+//! cluster manager is initialized), LDS by wildcard and then RDS by the names its listeners
+//! refer to; it ACKs every response. `--startup eager` subscribes CDS and LDS at once instead,
+//! which no Envoy does. It measures:
 //!
 //! 1. initial convergence: from the start until every stream has received and ACKed all four
 //!    types;
@@ -35,6 +37,7 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
@@ -90,6 +93,10 @@ struct Args {
     /// `endpoint` (one endpoint's port: EDS), `all` (a field of each of the four types).
     #[arg(long, value_enum, default_value_t = Change::Cluster)]
     change: Change,
+    /// When a stream subscribes to listeners: `envoy` (once its clusters are warm: every EDS
+    /// cluster has its endpoints, as Envoy's start-up does) or `eager` (with clusters, at once).
+    #[arg(long, value_enum, default_value_t = Startup::Envoy)]
+    startup: Startup,
     /// node.cluster of every stream.
     #[arg(long, default_value = "bench")]
     node_cluster: String,
@@ -114,6 +121,12 @@ enum Api {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Startup {
+    Envoy,
+    Eager,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Change {
     Cluster,
     Endpoint,
@@ -125,6 +138,15 @@ impl Api {
         match self {
             Api::Sotw => "sotw",
             Api::Delta => "delta",
+        }
+    }
+}
+
+impl Startup {
+    fn name(self) -> &'static str {
+        match self {
+            Startup::Envoy => "envoy",
+            Startup::Eager => "eager",
         }
     }
 }
@@ -225,6 +247,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let progress = progress.clone();
         let connected = connected.clone();
         let api = args.api;
+        let eager = args.startup == Startup::Eager;
         let node_cluster = args.node_cluster.clone();
         tokio::spawn(async move {
             let streams = (c..n).step_by(conns);
@@ -249,8 +272,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 let progress = progress.clone();
                 tokio::spawn(async move {
                     let result = match api {
-                        Api::Sotw => sotw_stream(s, ch, node, &progress).await,
-                        Api::Delta => delta_stream(s, ch, node, &progress).await,
+                        Api::Sotw => sotw_stream(s, ch, node, eager, &progress).await,
+                        Api::Delta => delta_stream(s, ch, node, eager, &progress).await,
                     };
                     let error = match result {
                         Ok(()) => "server closed the stream".to_owned(),
@@ -291,6 +314,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         n,
         conns,
         change: args.change,
+        startup: args.startup,
         connect_ms,
         initial,
         per_stream_open,
@@ -385,6 +409,11 @@ fn eds_name(body: &[u8]) -> Option<String> {
     Some(service.unwrap_or(c.name))
 }
 
+/// The cluster a ClusterLoadAssignment is for.
+fn cla_name(body: &[u8]) -> Option<String> {
+    ClusterLoadAssignment::decode(body).ok().map(|c| c.cluster_name)
+}
+
 /// The RDS route configuration names a listener's HTTP connection managers ask for.
 fn rds_names(body: &[u8], out: &mut BTreeSet<String>) {
     let Ok(l) = Listener::decode(body) else { return };
@@ -404,7 +433,7 @@ fn rds_names(body: &[u8], out: &mut BTreeSet<String>) {
 }
 
 /// One SotW ADS stream acting like Envoy.
-async fn sotw_stream(id: usize, channel: Channel, node: Node, progress: &Progress) -> anyhow::Result<()> {
+async fn sotw_stream(id: usize, channel: Channel, node: Node, eager: bool, progress: &Progress) -> anyhow::Result<()> {
     #[derive(Default)]
     struct Sub {
         version: String,
@@ -413,8 +442,13 @@ async fn sotw_stream(id: usize, channel: Channel, node: Node, progress: &Progres
     }
     let (tx, rx) = mpsc::channel::<DiscoveryRequest>(8);
     let mut subs: [Sub; 4] = Default::default();
+    let mut warm = Warmup::new(eager);
+    // The endpoints held: the names in the last EDS response.
+    let mut endpoints = BTreeSet::new();
     tx.send(DiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() }).await?;
-    tx.send(DiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    if warm.listeners_due(false, || true) {
+        tx.send(DiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    }
     let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
     progress.opened(id);
     let mut inbound = client.stream_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
@@ -469,6 +503,12 @@ async fn sotw_stream(id: usize, channel: Channel, node: Node, progress: &Progres
             ..Default::default()
         })
         .await?;
+        if ty == EDS {
+            endpoints = resp.resources.iter().filter_map(|a| cla_name(&a.value)).collect();
+        }
+        if warm.listeners_due(ty == CDS, || subs[EDS].names.iter().all(|n| endpoints.contains(n))) {
+            tx.send(DiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+        }
         if changed {
             progress.updated(id, ty);
         }
@@ -476,8 +516,33 @@ async fn sotw_stream(id: usize, channel: Channel, node: Node, progress: &Progres
     Ok(())
 }
 
+/// When an Envoy-like stream subscribes to listeners: Envoy initializes its cluster manager
+/// first (every cluster of the first CDS answer warm, EDS ones with their endpoints) and only
+/// then starts LDS.
+struct Warmup {
+    listeners_asked: bool,
+    clusters_answered: bool,
+}
+
+impl Warmup {
+    fn new(eager: bool) -> Self {
+        Warmup { listeners_asked: false, clusters_answered: eager }
+    }
+
+    /// Whether to subscribe to listeners now (once): `clusters` says the current answer is a
+    /// CDS one, `endpoints_held` whether every EDS name asked for has its endpoints.
+    fn listeners_due(&mut self, clusters: bool, endpoints_held: impl FnOnce() -> bool) -> bool {
+        self.clusters_answered |= clusters;
+        if self.listeners_asked || !self.clusters_answered || !endpoints_held() {
+            return false;
+        }
+        self.listeners_asked = true;
+        true
+    }
+}
+
 /// One Delta ADS stream acting like Envoy.
-async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progress) -> anyhow::Result<()> {
+async fn delta_stream(id: usize, channel: Channel, node: Node, eager: bool, progress: &Progress) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::channel::<DeltaDiscoveryRequest>(8);
     // Per type: name -> version held.
     let mut held: [HashMap<String, String>; 4] = Default::default();
@@ -486,8 +551,11 @@ async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progre
     let mut cluster_eds: HashMap<String, String> = HashMap::new();
     let mut listener_rds: HashMap<String, BTreeSet<String>> = HashMap::new();
     let mut subscribed: [BTreeSet<String>; 4] = Default::default();
+    let mut warm = Warmup::new(eager);
     tx.send(DeltaDiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() }).await?;
-    tx.send(DeltaDiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    if warm.listeners_due(false, || true) {
+        tx.send(DeltaDiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+    }
     let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
     progress.opened(id);
     let mut inbound = client.delta_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
@@ -554,6 +622,9 @@ async fn delta_stream(id: usize, channel: Channel, node: Node, progress: &Progre
         }
         tx.send(DeltaDiscoveryRequest { type_url: resp.type_url, response_nonce: resp.nonce, ..Default::default() })
             .await?;
+        if warm.listeners_due(ty == CDS, || subscribed[EDS].iter().all(|n| held[EDS].contains_key(n))) {
+            tx.send(DeltaDiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
+        }
         if changed {
             progress.updated(id, ty);
         }
@@ -928,6 +999,7 @@ struct Report {
     n: usize,
     conns: usize,
     change: Change,
+    startup: Startup,
     connect_ms: Option<f64>,
     initial: Phase,
     per_stream_open: Stats,
@@ -947,10 +1019,11 @@ impl Report {
     fn print_head(&self) {
         let i = &self.initial;
         println!(
-            "xdst-loadgen: {} streams, {}, {} connection(s), change: {}, loadgen threads: {}",
+            "xdst-loadgen: {} streams, {}, {} connection(s), start-up: {}, change: {}, loadgen threads: {}",
             self.n,
             self.api.name(),
             self.conns,
+            self.startup.name(),
             self.change.name(),
             self.threads
         );
@@ -1008,10 +1081,11 @@ impl Report {
     fn json(&self) -> String {
         let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
         format!(
-            r#"{{"api":"{}","n":{},"connections":{},"change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}]}}"#,
+            r#"{{"api":"{}","n":{},"connections":{},"startup":"{}","change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}]}}"#,
             self.api.name(),
             self.n,
             self.conns,
+            self.startup.name(),
             self.change.name(),
             self.threads,
             self.connect_ms.map_or("null".to_owned(), |v| format!("{v:.1}")),
