@@ -245,7 +245,7 @@ impl DeltaStream {
             for (name, want) in &desired {
                 let have = t.known.get(name);
                 match want {
-                    Some(r) if have != Some(&Some(r.version().clone())) => {
+                    Some(r) if have.map(|v| v.as_deref()) != Some(Some(r.version().as_ref())) => {
                         resources.push((*r).clone());
                         prior.push((name.clone(), t.known.insert(name.clone(), Some(r.version().clone()))));
                     }

@@ -542,6 +542,22 @@ impl Rollout {
             self.enter(Step::Acks, now, notes);
             return;
         }
+        // The last answer of a change: the node acknowledged exactly the target and nothing
+        // is on its way or kept for a drain, which is what the plan would conclude too.
+        if self.rejected.is_empty()
+            && !self.stopped
+            && self.offer.hold.is_empty()
+            && Arc::ptr_eq(&self.offer.snapshot, &self.target)
+            && self.in_flight.is_empty()
+            && self.draining.is_empty()
+            && CORE_TYPES.iter().all(|ty| {
+                let sum = |s: &Snapshot| s.get(ty).map_or(0, |set| set.sum());
+                sum(&self.acked) == sum(&self.target)
+            })
+        {
+            self.enter(Step::Converged, now, notes);
+            return;
+        }
         let (step, hold, offer) = self.plan_now();
         let offer = offer.map(Arc::new).unwrap_or_else(|| self.target.clone());
         // A rejected response stops the plan while the new offer would send the same again
