@@ -228,38 +228,41 @@ impl DeltaStream {
                 continue;
             }
 
-            // DELTA-4: desired state of every name in scope.
-            let mut desired: BTreeMap<Arc<str>, Option<&Arc<Resource>>> = BTreeMap::new();
+            // DELTA-4: desired state of every name in scope (borrowed: the names are shared by
+            // every stream of the group).
+            let mut desired: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> = BTreeMap::new();
             if t.wildcard {
                 for r in set.into_iter().flat_map(|s| s.resources()) {
-                    desired.insert(r.name().clone(), Some(r));
+                    desired.insert(r.name(), (r.name(), Some(r)));
                 }
             }
             for n in &t.explicit {
-                desired.entry(n.clone()).or_insert_with(|| set.and_then(|s| s.get(n)));
+                desired.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
             }
 
             let mut resources = Vec::new();
             let mut removed = Vec::new();
             let mut prior = Vec::new();
-            for (name, want) in &desired {
-                let have = t.known.get(name);
+            for (name, want) in desired.values() {
+                let now = want.map(|r| r.version());
+                let before = match t.known.get_mut(name.as_ref()) {
+                    Some(have) if have.as_ref() == now => continue,
+                    Some(have) => Some(std::mem::replace(have, now.cloned())),
+                    None => {
+                        t.known.insert((*name).clone(), now.cloned());
+                        None
+                    }
+                };
                 match want {
-                    Some(r) if have.map(|v| v.as_deref()) != Some(Some(r.version().as_ref())) => {
-                        resources.push((*r).clone());
-                        prior.push((name.clone(), t.known.insert(name.clone(), Some(r.version().clone()))));
-                    }
-                    None if have != Some(&None) => {
-                        // A subscribed name that does not exist: say so (DELTA-4).
-                        removed.push(name.clone());
-                        prior.push((name.clone(), t.known.insert(name.clone(), None)));
-                    }
-                    _ => {}
+                    Some(r) => resources.push((*r).clone()),
+                    // A subscribed name that does not exist: say so (DELTA-4).
+                    None => removed.push((*name).clone()),
                 }
+                prior.push(((*name).clone(), before));
             }
             // Held names no longer in scope were deleted (wildcard) or, after the client
             // reconnected, are ones it should no longer hold.
-            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !desired.contains_key(*n)).cloned().collect();
+            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !desired.contains_key(n.as_ref())).cloned().collect();
             for name in gone {
                 let before = t.known.remove(&name);
                 if let Some(Some(_)) = &before {

@@ -8,8 +8,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use std::borrow::Cow;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::sync::{Mutex, OnceLock};
 
 // Label values borrow static strings where they can: metrics are touched on every response
 // and ACK of every stream.
@@ -61,6 +61,20 @@ pub struct Metrics {
     /// Bounds on untrusted input reached, by limit.
     pub limit_hits: Family<Labels1, Counter>,
     sync: Mutex<()>,
+    /// Series of the per-response and per-ACK families, by type label, made on first use:
+    /// those paths then skip the family's hashed, locked lookup.
+    hot: HotSeries,
+}
+
+/// Every value [`type_label`] gives.
+const TYPE_LABELS: [&str; 10] = ["lds", "rds", "cds", "eds", "sds", "rtds", "srds", "vhds", "ecds", "other"];
+
+#[derive(Default)]
+struct HotSeries {
+    acks: [OnceLock<Counter>; TYPE_LABELS.len()],
+    push_ack_seconds: [OnceLock<Histogram>; TYPE_LABELS.len()],
+    /// SotW, Delta.
+    responses: [[OnceLock<Counter>; TYPE_LABELS.len()]; 2],
 }
 
 fn histogram() -> Histogram {
@@ -185,6 +199,7 @@ impl Metrics {
             plugin_output_dropped,
             limit_hits,
             sync: Mutex::new(()),
+            hot: HotSeries::default(),
         }
     }
 
@@ -197,6 +212,25 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// `acks{type}`.
+    pub fn ack(&self, type_url: &str) -> &Counter {
+        let i = type_index(type_url);
+        self.hot.acks[i].get_or_init(|| self.acks.get_or_create(&by_type(type_url)).clone())
+    }
+
+    /// `push_ack_seconds{type}`.
+    pub fn push_ack(&self, type_url: &str) -> &Histogram {
+        let i = type_index(type_url);
+        self.hot.push_ack_seconds[i].get_or_init(|| self.push_ack_seconds.get_or_create(&by_type(type_url)).clone())
+    }
+
+    /// `responses{api, type}`, for the two stream APIs (`sotw`, `delta`).
+    pub fn response(&self, api: &'static str, type_url: &str) -> &Counter {
+        debug_assert!(api == "sotw" || api == "delta", "api {api}");
+        let (a, i) = (usize::from(api != "sotw"), type_index(type_url));
+        self.hot.responses[a][i].get_or_init(|| self.responses.get_or_create(&by_api_type(api, type_url)).clone())
+    }
+
     /// The plugin host and the bounds on input count in process-wide atomics; bring them over.
     fn sync_plugin_counters(&self) {
         let _one_at_a_time = self.sync.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -218,6 +252,11 @@ impl Metrics {
 /// type URLs, and a label value a client chooses would let it grow `/metrics` without bound.
 fn type_label(type_url: &str) -> Cow<'static, str> {
     Cow::Borrowed(xdst_core::types::known_short_name(type_url).unwrap_or("other"))
+}
+
+fn type_index(type_url: &str) -> usize {
+    let label = type_label(type_url);
+    TYPE_LABELS.iter().position(|l| *l == label).expect("type_label gives one of TYPE_LABELS")
 }
 
 /// `[("type", "cds")]`

@@ -26,7 +26,7 @@ use xdst_core::types::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use crate::codec::XdsCodec;
 use crate::context::Ctx;
 use crate::machine::{Machine, Sent};
-use crate::metrics::{by_api_service, by_api_type, by_type, label};
+use crate::metrics::{by_api_service, by_type, label};
 use crate::nodes::StreamEntry;
 use crate::rollouts::NodeRollout;
 
@@ -364,10 +364,10 @@ impl<M: Machine> Driver<M> {
             }
             match event {
                 Event::Ack { type_url, nonce, .. } => {
-                    m.acks.get_or_create(&by_type(&type_url)).inc();
+                    m.ack(&type_url).inc();
                     if let Some(i) = self.sent_at.iter().position(|(t, n, _)| *t == type_url && **n == *nonce) {
                         let (_, _, at) = self.sent_at.swap_remove(i);
-                        m.push_ack_seconds.get_or_create(&by_type(&type_url)).observe(at.elapsed().as_secs_f64());
+                        m.push_ack(&type_url).observe(at.elapsed().as_secs_f64());
                     }
                 }
                 Event::Nack { type_url, nonce, message } => {
@@ -405,7 +405,7 @@ impl<M: Machine> Driver<M> {
     }
 
     fn record_sent(&mut self, r: &M::Response) {
-        self.ctx.metrics.responses.get_or_create(&by_api_type(M::API, r.type_url())).inc();
+        self.ctx.metrics.response(M::API, r.type_url()).inc();
         debug!(node = %self.node_id, r#type = types::short_name(r.type_url()), nonce = %r.nonce(), resources = r.resource_count(), "response sent");
         let entry = (r.type_url().clone(), r.nonce().clone(), Instant::now());
         match self.sent_at.iter_mut().find(|(t, _, _)| t == r.type_url()) {
