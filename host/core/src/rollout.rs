@@ -154,6 +154,7 @@ pub struct Rollout {
     subscriptions: BTreeMap<StreamType, (bool, BTreeSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
+    /// Answered queues stay (empty) for the stream's next response: no allocation per send.
     in_flight: BTreeMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
@@ -344,9 +345,6 @@ impl Rollout {
         let Some(i) = q.iter().position(|(n, _)| n.as_ref() == nonce) else { return notes };
         let (_, update) = q.drain(..=i).next_back().expect("drained through i");
         let latest = q.is_empty();
-        if latest {
-            self.in_flight.remove(&key);
-        }
         match nack {
             Some(message) => {
                 // A rejection of a response already superseded stops nothing: the newer one
@@ -548,7 +546,7 @@ impl Rollout {
             && !self.stopped
             && self.offer.hold.is_empty()
             && Arc::ptr_eq(&self.offer.snapshot, &self.target)
-            && self.in_flight.is_empty()
+            && !self.any_in_flight()
             && self.draining.is_empty()
             && CORE_TYPES.iter().all(|ty| {
                 let sum = |s: &Snapshot| s.get(ty).map_or(0, |set| set.sum());
@@ -624,7 +622,8 @@ impl Rollout {
     /// What the node may hold of clusters and endpoints: what it acknowledged, with the
     /// latest form of every one a response in flight carries.
     fn maybe_held(&self) -> Cow<'_, Snapshot> {
-        let carried = |ty: &'static str| self.in_flight.iter().filter(move |((_, t), _)| t.as_ref() == ty);
+        let carried =
+            |ty: &'static str| self.in_flight.iter().filter(move |((_, t), q)| t.as_ref() == ty && !q.is_empty());
         if [CLUSTER, ENDPOINT].iter().all(|ty| carried(ty).next().is_none()) {
             return Cow::Borrowed(&self.acked);
         }
@@ -656,11 +655,11 @@ impl Rollout {
     /// stream subscribes to counts as held at the target: such a type gates nothing.
     fn effective_acked(&self) -> Cow<'_, Snapshot> {
         let unsubscribed = |ty: &str| !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
-        if self.in_flight.is_empty() && !CORE_TYPES.iter().any(|ty| unsubscribed(ty)) {
+        if !self.any_in_flight() && !CORE_TYPES.iter().any(|ty| unsubscribed(ty)) {
             return Cow::Borrowed(&self.acked);
         }
         let mut acked = self.acked.clone();
-        for ((_, ty), q) in &self.in_flight {
+        for ((_, ty), q) in self.in_flight.iter().filter(|(_, q)| !q.is_empty()) {
             let held = acked.get(ty).cloned().unwrap_or_default();
             let mut surely = TypeSet::clone(&held);
             for (_, update) in q {
@@ -712,7 +711,11 @@ impl Rollout {
 
     /// Whether every listener and route response sent has been answered.
     fn settled(&self) -> bool {
-        !self.in_flight.keys().any(|(_, t)| t.as_ref() == LISTENER || t.as_ref() == ROUTE)
+        !self.in_flight.iter().any(|((_, t), q)| (t.as_ref() == LISTENER || t.as_ref() == ROUTE) && !q.is_empty())
+    }
+
+    fn any_in_flight(&self) -> bool {
+        self.in_flight.values().any(|q| !q.is_empty())
     }
 
     fn enter(&mut self, step: Step, now: Instant, notes: &mut Vec<Note>) {
