@@ -29,19 +29,21 @@ pub struct DeltaResponse {
 }
 
 /// A name's entry in `known` before a response (`None`: the client did not know the name).
-type PriorVersion = Option<Option<Arc<str>>>;
+type PriorVersion = Option<Option<u128>>;
 
 #[derive(Debug, Default)]
 struct TypeState {
     started: bool,
     wildcard: bool,
     explicit: BTreeSet<Arc<str>>,
-    /// What the client holds: `Some(version)`, or `None` when it was told the name does
-    /// not exist. Names absent here are unknown to the client.
-    known: BTreeMap<Arc<str>, Option<Arc<str>>>,
-    /// The type-set version `known` was last synced to, since the subscription last
+    /// What the client holds: `Some(hash)` of the name and version it holds (as
+    /// [`Resource::entry_hash`]: comparing and summing them needs no string, and touches no
+    /// reference count shared with every other stream), or `None` when it was told the name
+    /// does not exist. Names absent here are unknown to the client.
+    known: BTreeMap<Arc<str>, Option<u128>>,
+    /// The sum of the type set `known` was last synced to, since the subscription last
     /// changed: lets an unchanged type be skipped without walking it.
-    synced: Option<Arc<str>>,
+    synced: Option<u128>,
     pending: bool,
     /// Answer the first request even when there is nothing to send, so the client's
     /// initial fetch completes.
@@ -148,7 +150,7 @@ impl DeltaStream {
         if first {
             // DELTA-3: what the client already holds (after a reconnect).
             for (name, version) in &req.initial_resource_versions {
-                t.known.insert(name.as_str().into(), Some(version.as_str().into()));
+                t.known.insert(name.as_str().into(), Some(crate::snapshot::pair_hash(name, version)));
             }
             if !req.initial_resource_versions.is_empty() {
                 let holds = req.initial_resource_versions.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
@@ -224,7 +226,7 @@ impl DeltaStream {
             t.pending = false;
             let set = snapshot.get(type_url.as_ref());
             let only_wildcard = t.wildcard && t.explicit.is_empty();
-            if t.synced.is_some() && t.synced.as_ref() == set.map(|s| s.version()) {
+            if t.synced.is_some() && t.synced == set.map(|s| s.sum()) {
                 continue;
             }
 
@@ -244,12 +246,12 @@ impl DeltaStream {
             let mut removed = Vec::new();
             let mut prior = Vec::new();
             for (name, want) in desired.values() {
-                let now = want.map(|r| r.version());
+                let now = want.map(|r| r.entry_hash());
                 let before = match t.known.get_mut(name.as_ref()) {
-                    Some(have) if have.as_ref() == now => continue,
-                    Some(have) => Some(std::mem::replace(have, now.cloned())),
+                    Some(have) if *have == now => continue,
+                    Some(have) => Some(std::mem::replace(have, now)),
                     None => {
-                        t.known.insert((*name).clone(), now.cloned());
+                        t.known.insert((*name).clone(), now);
                         None
                     }
                 };
@@ -284,18 +286,15 @@ impl DeltaStream {
                 }
                 continue;
             }
-            t.synced = set.map(|s| s.version().clone());
+            t.synced = set.map(|s| s.sum());
 
-            // Hashing what the client holds costs a SHA-256 per type per stream: only when needed.
+            // What the client holds, as one version: its entries are hashed already.
             let system_version = |t: &TypeState| -> Arc<str> {
                 match (only_wildcard, set) {
                     (true, Some(s)) => s.version().clone(),
-                    // What it holds of the set is hashed already.
-                    _ => crate::snapshot::sum_version(t.known.iter().fold(0u128, |sum, (n, v)| {
-                        let Some(v) = v else { return sum };
-                        let held = set.and_then(|s| s.get(n)).filter(|r| r.version() == v);
-                        sum.wrapping_add(held.map_or_else(|| crate::snapshot::pair_hash(n, v), |r| r.entry_hash()))
-                    }))
+                    _ => crate::snapshot::sum_version(
+                        t.known.values().flatten().fold(0u128, |sum, h| sum.wrapping_add(*h)),
+                    )
                     .into(),
                 }
             };
