@@ -232,20 +232,28 @@ impl DeltaStream {
 
             // DELTA-4: desired state of every name in scope (borrowed: the names are shared by
             // every stream of the group).
-            let mut desired: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> = BTreeMap::new();
-            if t.wildcard {
-                for r in set.into_iter().flat_map(|s| s.resources()) {
-                    desired.insert(r.name(), (r.name(), Some(r)));
+            // Only a wildcard with names besides needs merging; usually it is one or the other.
+            let desired: Vec<(&Arc<str>, Option<&Arc<Resource>>)> = match (t.wildcard, t.explicit.is_empty()) {
+                (true, true) => set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name(), Some(r))).collect(),
+                (false, _) => t.explicit.iter().map(|n| (n, set.and_then(|s| s.get(n)))).collect(),
+                (true, false) => {
+                    let mut all: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> = set
+                        .into_iter()
+                        .flat_map(|s| s.resources())
+                        .map(|r| (r.name().as_ref(), (r.name(), Some(r))))
+                        .collect();
+                    for n in &t.explicit {
+                        all.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
+                    }
+                    all.into_values().collect()
                 }
-            }
-            for n in &t.explicit {
-                desired.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
-            }
+            };
+            let in_scope = |n: &str| (t.wildcard && set.is_some_and(|s| s.get(n).is_some())) || t.explicit.contains(n);
 
             let mut resources = Vec::new();
             let mut removed = Vec::new();
             let mut prior = Vec::new();
-            for (name, want) in desired.values() {
+            for (name, want) in &desired {
                 let now = want.map(|r| r.entry_hash());
                 let before = match t.known.get_mut(name.as_ref()) {
                     Some(have) if *have == now => continue,
@@ -264,7 +272,7 @@ impl DeltaStream {
             }
             // Held names no longer in scope were deleted (wildcard) or, after the client
             // reconnected, are ones it should no longer hold.
-            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !desired.contains_key(n.as_ref())).cloned().collect();
+            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !in_scope(n)).cloned().collect();
             for name in gone {
                 let before = t.known.remove(&name);
                 if let Some(Some(_)) = &before {
