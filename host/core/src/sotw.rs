@@ -245,6 +245,9 @@ impl SotwStream {
     /// type stays pending and is evaluated once it is no longer held.
     pub fn poll_held(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
         let mut out = Vec::new();
+        if !self.types.values().any(|t| t.pending) {
+            return out; // most answers: nothing to look at, nothing to sort
+        }
         // Dependencies first (ORDER-2): see types::send_rank.
         for (type_url, t) in types::in_send_order(self.types.iter_mut()) {
             if !t.pending || hold.contains(&type_url.as_ref()) {
