@@ -877,3 +877,45 @@ fn a_readded_listener_gets_its_new_route_first() {
         assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"]);
     }
 }
+
+/// Issue 16, fresh nodes: an Envoy starting in its own order (LDS only once its clusters
+/// are warm, RDS once it has the listener) is served each type the moment it asks: ordering
+/// costs it no round trip. A change that lands while it starts is still ordered.
+#[test]
+fn an_envoy_starting_in_its_own_order_waits_for_nothing() {
+    let now = Instant::now();
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    let mut wire = Wire::default();
+    let ads = 1;
+    r.subscribe(ads, &ty(CLUSTER), true, &[], now);
+    assert_eq!(names(&r.offer().snapshot, CLUSTER), ["a"]);
+    wire.send_ack(&mut r, ads, CLUSTER, now);
+    r.subscribe(ads, &ty(ENDPOINT), false, &["a".into()], now);
+    assert!(!r.offer().hold.contains(&ENDPOINT));
+    wire.send_ack(&mut r, ads, ENDPOINT, now);
+    // Clusters warm: Envoy starts LDS, and the listener is there at once.
+    r.subscribe(ads, &ty(LISTENER), true, &[], now);
+    assert!(!r.offer().hold.contains(&LISTENER));
+    assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"], "no wait for the listener");
+    wire.send_ack(&mut r, ads, LISTENER, now);
+    r.subscribe(ads, &ty(ROUTE), false, &["r".into()], now);
+    assert_eq!(route_offered(&r), route_of(&before()), "no wait for the route");
+    wire.send_ack(&mut r, ads, ROUTE, now);
+    assert_eq!(r.step(), Step::Converged);
+
+    // The same start, with a change landing after the clusters: its route names a cluster the
+    // node does not hold, so the listener (which would use it) waits for that cluster.
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    r.subscribe(ads, &ty(CLUSTER), true, &[], now);
+    wire.send_ack(&mut r, ads, CLUSTER, now);
+    r.subscribe(ads, &ty(ENDPOINT), false, &["a".into()], now);
+    wire.send_ack(&mut r, ads, ENDPOINT, now);
+    r.set_target(Arc::new(moved()), now);
+    r.subscribe(ads, &ty(LISTENER), true, &[], now);
+    assert!(names(&r.offer().snapshot, LISTENER).is_empty(), "l would route to b, not held yet");
+    assert_eq!(r.step(), Step::Clusters);
+    wire.send_ack(&mut r, ads, CLUSTER, now);
+    r.subscribe(ads, &ty(ENDPOINT), false, &["a".into(), "b".into()], now);
+    wire.send_ack(&mut r, ads, ENDPOINT, now);
+    assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"], "b is held: l can go");
+}
