@@ -43,6 +43,7 @@ pub mod rollout;
 pub mod snapshot;
 pub mod sotw;
 pub mod stream;
+pub mod type_map;
 pub mod types;
 pub mod wire;
 

@@ -30,6 +30,7 @@ use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
 };
+use crate::type_map::TypeMap;
 use crate::types;
 
 /// The resources of one response.
@@ -99,13 +100,13 @@ struct TypeState {
 pub struct SotwStream {
     scope: Scope,
     node: Option<NodeInfo>,
-    types: BTreeMap<Arc<str>, TypeState>,
+    types: TypeMap<TypeState>,
     next_nonce: u64,
 }
 
 impl SotwStream {
     pub fn new(scope: Scope) -> Self {
-        SotwStream { scope, node: None, types: BTreeMap::new(), next_nonce: 0 }
+        SotwStream { scope, node: None, types: TypeMap::default(), next_nonce: 0 }
     }
 
     pub fn node(&self) -> Option<&NodeInfo> {
@@ -123,12 +124,9 @@ impl SotwStream {
         if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
             return Err(ProtocolError::TooManyTypes);
         }
-        let type_url: Arc<str> = match self.types.get_key_value(type_url) {
-            Some((k, _)) => k.clone(),
-            None => type_url.into(),
-        };
+        let (type_url, t) = self.types.entry_or_default(type_url);
+        let type_url = type_url.clone();
         let full_state = types::is_full_state(&type_url);
-        let t = self.types.entry(type_url.clone()).or_default();
         let mut events = Vec::new();
 
         if !req.response_nonce.is_empty() {
