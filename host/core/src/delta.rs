@@ -11,11 +11,11 @@ use std::time::SystemTime;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::resource::Resource;
+use crate::small_map::SmallMap;
 use crate::snapshot::Snapshot;
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
 };
-use crate::type_map::TypeMap;
 use crate::types;
 
 /// A `DeltaDiscoveryResponse` to write.
@@ -69,13 +69,13 @@ struct TypeState {
 pub struct DeltaStream {
     scope: Scope,
     node: Option<NodeInfo>,
-    types: TypeMap<TypeState>,
+    types: SmallMap<Arc<str>, TypeState>,
     next_nonce: u64,
 }
 
 impl DeltaStream {
     pub fn new(scope: Scope) -> Self {
-        DeltaStream { scope, node: None, types: TypeMap::default(), next_nonce: 0 }
+        DeltaStream { scope, node: None, types: SmallMap::default(), next_nonce: 0 }
     }
 
     pub fn node(&self) -> Option<&NodeInfo> {
@@ -96,7 +96,7 @@ impl DeltaStream {
         if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
             return Err(ProtocolError::TooManyTypes);
         }
-        let (type_url, t) = self.types.entry_or_default(type_url);
+        let (type_url, t) = self.types.slot(type_url, || type_url.into());
         let type_url = type_url.clone();
         if t.explicit.len() + req.resource_names_subscribe.len() > MAX_NAMES_PER_TYPE {
             return Err(ProtocolError::TooManyNames(type_url.to_string()));

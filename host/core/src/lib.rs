@@ -40,10 +40,10 @@ pub mod node;
 pub mod plan;
 pub mod resource;
 pub mod rollout;
+pub mod small_map;
 pub mod snapshot;
 pub mod sotw;
 pub mod stream;
-pub mod type_map;
 pub mod types;
 pub mod wire;
 

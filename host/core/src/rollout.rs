@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::plan::{Node, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
+use crate::small_map::SmallMap;
 use crate::snapshot::{Change, Snapshot, TypeSet};
 use crate::stream::Holds;
 use crate::types::{self, CLUSTER, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
@@ -151,11 +152,11 @@ pub struct Rollout {
     wanted: Arc<Wanted>,
     acked: Snapshot,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
-    subscriptions: BTreeMap<StreamType, (bool, BTreeSet<Arc<str>>)>,
+    subscriptions: SmallMap<StreamType, (bool, BTreeSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
     /// Answered queues stay (empty) for the stream's next response: no allocation per send.
-    in_flight: BTreeMap<StreamType, VecDeque<(Arc<str>, Update)>>,
+    in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
     /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
@@ -187,9 +188,9 @@ impl Rollout {
             wanted: target.wanted(),
             target,
             acked: Snapshot::default(),
-            subscriptions: BTreeMap::new(),
+            subscriptions: SmallMap::default(),
             by_name: false,
-            in_flight: BTreeMap::new(),
+            in_flight: SmallMap::default(),
             rejected: BTreeMap::new(),
             last_rejection: None,
             stopped: false,
@@ -321,7 +322,7 @@ impl Rollout {
     pub fn sent(&mut self, stream: u64, type_url: &Arc<str>, nonce: Arc<str>, update: Update) {
         let key = (stream, type_url.clone());
         self.rejected.remove(&key);
-        let q = self.in_flight.entry(key).or_default();
+        let q = self.in_flight.slot(&key, || key.clone()).1;
         if q.len() == MAX_IN_FLIGHT {
             q.pop_front();
         }

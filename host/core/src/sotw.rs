@@ -26,11 +26,11 @@ use std::time::SystemTime;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use crate::resource::Resource;
+use crate::small_map::SmallMap;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
 };
-use crate::type_map::TypeMap;
 use crate::types;
 
 /// The resources of one response.
@@ -100,13 +100,13 @@ struct TypeState {
 pub struct SotwStream {
     scope: Scope,
     node: Option<NodeInfo>,
-    types: TypeMap<TypeState>,
+    types: SmallMap<Arc<str>, TypeState>,
     next_nonce: u64,
 }
 
 impl SotwStream {
     pub fn new(scope: Scope) -> Self {
-        SotwStream { scope, node: None, types: TypeMap::default(), next_nonce: 0 }
+        SotwStream { scope, node: None, types: SmallMap::default(), next_nonce: 0 }
     }
 
     pub fn node(&self) -> Option<&NodeInfo> {
@@ -124,7 +124,7 @@ impl SotwStream {
         if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
             return Err(ProtocolError::TooManyTypes);
         }
-        let (type_url, t) = self.types.entry_or_default(type_url);
+        let (type_url, t) = self.types.slot(type_url, || type_url.into());
         let type_url = type_url.clone();
         let full_state = types::is_full_state(&type_url);
         let mut events = Vec::new();
