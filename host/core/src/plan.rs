@@ -98,6 +98,19 @@ impl Wanted {
     }
 }
 
+/// A plan worked out for a node that holds exactly `from` (the sums of its four types, as
+/// acknowledged) with nothing in flight, rejected or draining: that alone decides it, so the
+/// group's other nodes in the same state (after a change, usually all of them) take it as it
+/// is instead of each working out the same plan. Kept with the target.
+pub(crate) struct SharedPlan {
+    pub from: [u128; 4],
+    pub together: bool,
+    pub step: Step,
+    pub hold: &'static [&'static str],
+    /// `None`: the target itself.
+    pub offer: Option<Arc<Snapshot>>,
+}
+
 /// What the planner knows of a node besides its target.
 pub struct Node<'a> {
     /// What the node surely holds: what it acknowledged, less whatever a response still in

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Node, Step, Wanted, names_held, plan_lean};
+use crate::plan::{Node, SharedPlan, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
 use crate::small_map::SmallMap;
 use crate::snapshot::{Change, Snapshot, TypeSet};
@@ -557,8 +557,7 @@ impl Rollout {
             self.enter(Step::Converged, now, notes);
             return;
         }
-        let (step, hold, offer) = self.plan_now();
-        let offer = offer.map(Arc::new).unwrap_or_else(|| self.target.clone());
+        let (step, hold, offer) = self.plan_shared();
         // A rejected response stops the plan while the new offer would send the same again
         // (the stream has nothing else to send, so the node keeps its last good state); a
         // change that gives the type something new lets the plan go on.
@@ -581,6 +580,41 @@ impl Rollout {
         self.stopped = false;
         self.enter(step, now, notes);
         self.set_offer(Offer { snapshot: offer, hold, resync: self.offer.resync });
+    }
+
+    /// [`plan_now`](Self::plan_now), taken from the target when another node in the same
+    /// settled state worked it out already (see [`SharedPlan`]).
+    fn plan_shared(&self) -> (Step, &'static [&'static str], Arc<Snapshot>) {
+        let with_target = |offer: Option<Arc<Snapshot>>| offer.unwrap_or_else(|| self.target.clone());
+        let Some(from) = self.settled_on() else {
+            let (step, hold, offer) = self.plan_now();
+            return (step, hold, with_target(offer.map(Arc::new)));
+        };
+        let together = self.together();
+        let memo = self.target.shared_plan();
+        if let Some(p) = memo.get()
+            && p.from == from
+            && p.together == together
+        {
+            return (p.step, p.hold, with_target(p.offer.clone()));
+        }
+        let (step, hold, offer) = self.plan_now();
+        let offer = offer.map(Arc::new);
+        let _ = memo.set(SharedPlan { from, together, step, hold, offer: offer.clone() });
+        (step, hold, with_target(offer))
+    }
+
+    /// The sums of what the node acknowledged, when that alone decides its plan: ordered,
+    /// every core type subscribed, nothing in flight, rejected, stopped or draining.
+    fn settled_on(&self) -> Option<[u128; 4]> {
+        let subscribed = |ty: &str| self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
+        let alone = self.mode() == Mode::Ordered
+            && !self.any_in_flight()
+            && self.rejected.is_empty()
+            && !self.stopped
+            && self.draining.is_empty()
+            && CORE_TYPES.iter().all(|ty| subscribed(ty));
+        alone.then(|| CORE_TYPES.map(|ty| self.acked.get(ty).map_or(0, |s| s.sum())))
     }
 
     /// The plan for the node as it stands.

@@ -919,3 +919,36 @@ fn an_envoy_starting_in_its_own_order_waits_for_nothing() {
     wire.send_ack(&mut r, ads, ENDPOINT, now);
     assert_eq!(names(&r.offer().snapshot, LISTENER), ["l"], "b is held: l can go");
 }
+
+/// Nodes settled on the same state and moved to the same target share one plan (worked out
+/// once, kept with the target), and it is the plan each would have worked out alone.
+#[test]
+fn settled_nodes_share_the_plan_of_a_change() {
+    let now = Instant::now();
+    let settled = |target: Arc<Snapshot>| {
+        let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+        let mut wire = Wire::default();
+        r.subscribe(1, &ty(CLUSTER), true, &[], now);
+        r.subscribe(1, &ty(LISTENER), true, &[], now);
+        r.subscribe(1, &ty(ENDPOINT), false, &["a".into()], now);
+        r.subscribe(1, &ty(ROUTE), false, &["r".into()], now);
+        for t in [CLUSTER, ENDPOINT, ROUTE, LISTENER] {
+            wire.send_ack(&mut r, 1, t, now);
+        }
+        assert_eq!(r.step(), Step::Converged);
+        r.set_target(target, now);
+        r
+    };
+    let target = Arc::new(moved());
+    let (a, b) = (settled(target.clone()), settled(target.clone()));
+    assert!(Arc::ptr_eq(&a.offer().snapshot, &b.offer().snapshot), "the second node took the first one's plan");
+    assert!(!Arc::ptr_eq(&a.offer().snapshot, &target), "the plan holds something back (b is new)");
+    // A node moved to an equal target of its own works it out alone: the same plan.
+    let alone = settled(Arc::new(moved()));
+    assert_eq!((alone.step(), alone.offer().hold), (a.step(), a.offer().hold));
+    assert!(alone.offer().snapshot.same_content(&a.offer().snapshot));
+    // A node in another state does not take it.
+    let mut fresh = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    fresh.set_target(target.clone(), now);
+    assert!(!Arc::ptr_eq(&fresh.offer().snapshot, &a.offer().snapshot));
+}

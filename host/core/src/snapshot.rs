@@ -201,10 +201,18 @@ pub struct Snapshot {
     wanted: Derived,
 }
 
-/// A value computed from a snapshot on first use and shared by its clones. Not part of the
+/// Values computed from a snapshot on first use and shared by its clones. Not part of the
 /// snapshot's identity: equal snapshots are equal whatever has been computed.
 #[derive(Clone, Default)]
-struct Derived(Arc<std::sync::OnceLock<Arc<crate::plan::Wanted>>>);
+struct Derived(Arc<DerivedValues>);
+
+#[derive(Default)]
+struct DerivedValues {
+    wanted: std::sync::OnceLock<Arc<crate::plan::Wanted>>,
+    /// The plan of the first node moved to this snapshot from a settled state, for the
+    /// group's other nodes in the same state.
+    plan: std::sync::OnceLock<crate::plan::SharedPlan>,
+}
 
 impl PartialEq for Derived {
     fn eq(&self, _: &Self) -> bool {
@@ -346,7 +354,13 @@ impl Snapshot {
     /// The EDS names this snapshot's clusters wait for and the route configurations its
     /// listeners name: what a node served it asks for. Computed once, shared by clones.
     pub fn wanted(&self) -> Arc<crate::plan::Wanted> {
-        self.wanted.0.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
+        self.wanted.0.wanted.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
+    }
+
+    /// Where a plan for moving settled nodes to this snapshot is kept (see
+    /// [`crate::plan::SharedPlan`]).
+    pub(crate) fn shared_plan(&self) -> &std::sync::OnceLock<crate::plan::SharedPlan> {
+        &self.wanted.0.plan
     }
 
     /// A version over every type, for logs.
