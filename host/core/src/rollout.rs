@@ -171,6 +171,8 @@ pub struct Rollout {
     /// When the target first differed from what the node had reached.
     diverged_since: Option<Instant>,
     offer: Offer,
+    /// Bumped whenever `offer` changes.
+    offer_changes: u64,
     restarts: u64,
     nack_stops: u64,
     grace_expiries: u64,
@@ -185,6 +187,7 @@ impl Rollout {
         let mut r = Rollout {
             config,
             offer: Offer { snapshot: target.clone(), hold: &[], resync: 0 },
+            offer_changes: 0,
             wanted: target.wanted(),
             target,
             acked: Snapshot::default(),
@@ -773,6 +776,7 @@ impl Rollout {
     fn set_offer(&mut self, offer: Offer) {
         if !self.offer.same(&offer) {
             self.offer = offer;
+            self.offer_changes += 1;
         }
     }
 
@@ -825,8 +829,10 @@ impl Rollout {
     }
 
     /// Whether the offer changed since `previous` (the streams then re-evaluate every type).
-    pub fn offer_differs(&self, previous: &Offer) -> bool {
-        !self.offer.same(previous)
+    /// How many times the offer has changed: a server that published it compares this
+    /// number instead of the offers.
+    pub fn offer_changes(&self) -> u64 {
+        self.offer_changes
     }
 }
 

@@ -58,6 +58,8 @@ pub struct NodeRollout {
 struct NodeState {
     rollout: Option<Rollout>,
     offer: Arc<Offer>,
+    /// The rollout's [`Rollout::offer_changes`] when `offer` was taken from it.
+    offer_seen: Option<u64>,
     streams: usize,
     idle_since: Option<Instant>,
 }
@@ -98,6 +100,7 @@ impl Rollouts {
                             hold: &types::CORE_TYPES,
                             resync: 0,
                         }),
+                        offer_seen: None,
                         streams: 0,
                         idle_since: None,
                     }),
@@ -238,7 +241,9 @@ impl NodeRollout {
                 }
             }
         }
-        if r.offer_differs(&s.offer) {
+        // A new rollout's first offer is published whatever its count.
+        if s.offer_seen != Some(r.offer_changes()) {
+            s.offer_seen = Some(r.offer_changes());
             s.offer = Arc::new(r.offer().clone());
             self.generation.fetch_add(1, Ordering::Release);
             if s.streams > 1 {
