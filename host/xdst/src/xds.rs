@@ -160,6 +160,8 @@ struct Driver<M: Machine> {
     node_id: String,
     shutdown: watch::Receiver<bool>,
     finished: bool,
+    /// The rollout's next deadline.
+    timer: Timer,
 }
 
 enum Wake<R> {
@@ -199,6 +201,7 @@ impl<M: Machine> Driver<M> {
             node_id: String::new(),
             shutdown,
             finished: false,
+            timer: Timer::default(),
         }
     }
 
@@ -223,7 +226,7 @@ impl<M: Machine> Driver<M> {
                 self.poll();
                 continue;
             }
-            let deadline = self.rollout.as_ref().and_then(|r| r.deadline());
+            self.timer.set(self.rollout.as_ref().and_then(|r| r.deadline()));
             let wake = tokio::select! {
                 r = self.shutdown.changed() => {
                     if r.is_err() {
@@ -234,7 +237,7 @@ impl<M: Machine> Driver<M> {
                 msg = self.requests.message() => Wake::Request(msg),
                 _ = changed(&mut self.watch) => Wake::Target,
                 _ = offer_changed(&self.rollout) => Wake::Offer,
-                _ = until(deadline) => Wake::Deadline,
+                _ = self.timer.fired() => Wake::Deadline,
             };
             match wake {
                 Wake::Shutdown => continue,
@@ -460,9 +463,35 @@ async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {
     }
 }
 
-async fn until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
-        None => std::future::pending().await,
+/// A timer kept across a driver's waits and moved only when the deadline does: one made and
+/// dropped per request cost a timer-wheel insert and removal each, and requests come by the
+/// thousand while rollouts have deadlines.
+#[derive(Default)]
+struct Timer(Option<(std::time::Instant, std::pin::Pin<Box<tokio::time::Sleep>>)>);
+
+impl Timer {
+    fn set(&mut self, deadline: Option<std::time::Instant>) {
+        match (deadline, &mut self.0) {
+            (None, t) => *t = None,
+            (Some(d), Some((at, _))) if *at == d => {}
+            (Some(d), Some((at, sleep))) => {
+                *at = d;
+                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            (Some(d), t @ None) => {
+                *t = Some((d, Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(d)))))
+            }
+        }
+    }
+
+    /// Resolves when the deadline passes (once: the next [`set`](Self::set) arms it again).
+    async fn fired(&mut self) {
+        match &mut self.0 {
+            Some((_, sleep)) => {
+                sleep.as_mut().await;
+                self.0 = None;
+            }
+            None => std::future::pending().await,
+        }
     }
 }
