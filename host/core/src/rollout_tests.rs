@@ -428,6 +428,22 @@ impl Held {
     /// A SotW response for endpoints or routes updates the names it carries; one it leaves
     /// out is not deleted.
     fn accept(&mut self, t: &'static str, set: Arc<TypeSet>) {
+        // Envoy takes of a SotW endpoints or routes response only the names it subscribes to
+        // (those of the clusters and listeners it holds now): a route configuration it stopped
+        // asking for is not brought back by a response that was already on its way.
+        let subscribed = match t {
+            ENDPOINT => Some(
+                self.0.get(CLUSTER).into_iter().flat_map(|s| s.resources()).map(|r| r.name().to_string()).collect(),
+            ),
+            ROUTE => Some(self.names(LISTENER, ROUTE)),
+            _ => None,
+        };
+        let set = match subscribed {
+            Some(names) => Arc::new(TypeSet::from_shared(
+                set.resources().filter(|r| names.iter().any(|n: &String| n == r.name().as_ref())).cloned(),
+            )),
+            None => set,
+        };
         let set = match self.0.get(t) {
             Some(old) if !types::is_full_state(t) => Arc::new(set.overlay(old)),
             _ => set,
