@@ -535,21 +535,13 @@ impl Rollout {
         // answer can only add to what the node holds, and holding more never holds anything
         // back, so the offer stays and the node still waits for ACKs. Most answers to a
         // change land here, and skip the plan.
-        if self.rejected.is_empty()
-            && !self.stopped
-            && self.offer.hold.is_empty()
-            && Arc::ptr_eq(&self.offer.snapshot, &self.target)
-            && !self.settled()
-        {
+        if self.offers_target_unhindered() && !self.settled() {
             self.enter(Step::Acks, now, notes);
             return;
         }
         // The last answer of a change: the node acknowledged exactly the target and nothing
         // is on its way or kept for a drain, which is what the plan would conclude too.
-        if self.rejected.is_empty()
-            && !self.stopped
-            && self.offer.hold.is_empty()
-            && Arc::ptr_eq(&self.offer.snapshot, &self.target)
+        if self.offers_target_unhindered()
             && !self.any_in_flight()
             && self.draining.is_empty()
             && CORE_TYPES.iter().all(|ty| {
@@ -750,6 +742,14 @@ impl Rollout {
     /// Whether every listener and route response sent has been answered.
     fn settled(&self) -> bool {
         !self.in_flight.iter().any(|((_, t), q)| (t.as_ref() == LISTENER || t.as_ref() == ROUTE) && !q.is_empty())
+    }
+
+    /// Whether the offer is the target itself, nothing held back, rejected or stopped.
+    fn offers_target_unhindered(&self) -> bool {
+        self.rejected.is_empty()
+            && !self.stopped
+            && self.offer.hold.is_empty()
+            && Arc::ptr_eq(&self.offer.snapshot, &self.target)
     }
 
     fn any_in_flight(&self) -> bool {

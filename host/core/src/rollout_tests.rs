@@ -160,6 +160,22 @@ impl Wire {
     }
 }
 
+/// A node on one ADS stream, subscribed as Envoy is (endpoints and routes by name),
+/// converged on [`before`].
+fn converged_on_before(stream: u64, now: Instant) -> (Rollout, Wire) {
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    let mut wire = Wire::default();
+    r.subscribe(stream, &ty(CLUSTER), true, &[], now);
+    r.subscribe(stream, &ty(LISTENER), true, &[], now);
+    r.subscribe(stream, &ty(ENDPOINT), false, &["a".into()], now);
+    r.subscribe(stream, &ty(ROUTE), false, &["r".into()], now);
+    for t in SEND_ORDER {
+        wire.send_ack(&mut r, stream, t, now);
+    }
+    assert_eq!(r.step(), Step::Converged);
+    (r, wire)
+}
+
 /// The version of route r a rollout offers.
 fn route_offered(r: &Rollout) -> Option<Arc<str>> {
     route_of(&r.offer().snapshot)
@@ -768,16 +784,7 @@ fn a_removal_in_flight_is_not_counted_as_held() {
 #[test]
 fn endpoints_unsubscribed_are_no_longer_held() {
     let now = Instant::now();
-    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
-    let mut wire = Wire::default();
-    r.subscribe(0, &ty(CLUSTER), true, &[], now);
-    r.subscribe(0, &ty(LISTENER), true, &[], now);
-    r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
-    r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
-    for t in [CLUSTER, ENDPOINT, LISTENER, ROUTE] {
-        wire.send_ack(&mut r, 0, t, now);
-    }
-    assert_eq!(r.step(), Step::Converged);
+    let (mut r, mut wire) = converged_on_before(0, now);
     // a -> b: b is added, the route moves, a is removed; Envoy then drops a's endpoints.
     r.set_target(Arc::new(moved()), now);
     wire.send_ack(&mut r, 0, CLUSTER, now);
@@ -942,16 +949,7 @@ fn an_envoy_starting_in_its_own_order_waits_for_nothing() {
 fn settled_nodes_share_the_plan_of_a_change() {
     let now = Instant::now();
     let settled = |target: Arc<Snapshot>| {
-        let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
-        let mut wire = Wire::default();
-        r.subscribe(1, &ty(CLUSTER), true, &[], now);
-        r.subscribe(1, &ty(LISTENER), true, &[], now);
-        r.subscribe(1, &ty(ENDPOINT), false, &["a".into()], now);
-        r.subscribe(1, &ty(ROUTE), false, &["r".into()], now);
-        for t in [CLUSTER, ENDPOINT, ROUTE, LISTENER] {
-            wire.send_ack(&mut r, 1, t, now);
-        }
-        assert_eq!(r.step(), Step::Converged);
+        let (mut r, _) = converged_on_before(1, now);
         r.set_target(target, now);
         r
     };

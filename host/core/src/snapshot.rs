@@ -28,11 +28,6 @@ pub fn list_version<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) 
     sum_version(resources.into_iter().fold(0u128, |acc, r| acc.wrapping_add(r.entry_hash())))
 }
 
-/// The same version from (name, version) pairs, as a Delta client reports what it holds.
-pub fn pairs_version<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    sum_version(entries.into_iter().fold(0u128, |acc, (n, v)| acc.wrapping_add(pair_hash(n, v))))
-}
-
 /// 128 bits of SHA-256 over a resource's name and version.
 pub(crate) fn pair_hash(name: &str, version: &str) -> u128 {
     let mut h = Sha256::new();
@@ -197,8 +192,9 @@ impl TypeSet {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
     types: BTreeMap<Arc<str>, Arc<TypeSet>>,
-    /// What nodes served this snapshot ask for by name, computed once for all of them.
-    wanted: Derived,
+    /// What nodes served this snapshot ask for by name, and a plan for nodes moved to it,
+    /// computed once for all of them.
+    derived: Derived,
 }
 
 /// Values computed from a snapshot on first use and shared by its clones. Not part of the
@@ -317,7 +313,7 @@ impl Snapshot {
                 types.insert(t, Arc::new(TypeSet::with_sum(map, sum)));
             }
         }
-        Ok(Snapshot { types, wanted: Derived::default() })
+        Ok(Snapshot { types, derived: Derived::default() })
     }
 
     /// This snapshot with the set of `type_url` replaced by `set` (kept even when empty: an
@@ -332,7 +328,7 @@ impl Snapshot {
         for (t, set) in sets {
             types.insert(t, set);
         }
-        Snapshot { types, wanted: Derived::default() }
+        Snapshot { types, derived: Derived::default() }
     }
 
     /// The shared key of `type_url` if this snapshot has that type, else a new one: saves an
@@ -348,19 +344,19 @@ impl Snapshot {
     pub fn without(&self, type_url: &str) -> Snapshot {
         let mut types = self.types.clone();
         types.remove(type_url);
-        Snapshot { types, wanted: Derived::default() }
+        Snapshot { types, derived: Derived::default() }
     }
 
     /// The EDS names this snapshot's clusters wait for and the route configurations its
     /// listeners name: what a node served it asks for. Computed once, shared by clones.
     pub fn wanted(&self) -> Arc<crate::plan::Wanted> {
-        self.wanted.0.wanted.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
+        self.derived.0.wanted.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
     }
 
     /// Where a plan for moving settled nodes to this snapshot is kept (see
     /// [`crate::plan::SharedPlan`]).
     pub(crate) fn shared_plan(&self) -> &std::sync::OnceLock<crate::plan::SharedPlan> {
-        &self.wanted.0.plan
+        &self.derived.0.plan
     }
 
     /// A version over every type, for logs.
@@ -391,7 +387,7 @@ impl SnapshotBuilder {
     pub fn build(self) -> Snapshot {
         Snapshot {
             types: self.types.into_iter().map(|(t, m)| (t, Arc::new(TypeSet::new(m.into_iter().collect())))).collect(),
-            wanted: Derived::default(),
+            derived: Derived::default(),
         }
     }
 }
