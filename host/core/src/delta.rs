@@ -4,14 +4,14 @@
 //! write. It tracks, per type, the version of every resource the client holds, so each
 //! response carries exactly what changed and what was removed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::resource::Resource;
-use crate::small_map::SmallMap;
+use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::Snapshot;
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
@@ -36,12 +36,12 @@ type PriorVersion = Option<Option<u128>>;
 struct TypeState {
     started: bool,
     wildcard: bool,
-    explicit: BTreeSet<Arc<str>>,
+    explicit: SmallSet<Arc<str>>,
     /// What the client holds: `Some(hash)` of the name and version it holds (as
     /// [`Resource::entry_hash`]: comparing and summing them needs no string, and touches no
     /// reference count shared with every other stream), or `None` when it was told the name
     /// does not exist. Names absent here are unknown to the client.
-    known: BTreeMap<Arc<str>, Option<u128>>,
+    known: SmallMap<Arc<str>, Option<u128>>,
     /// The sum of the type set `known` was last synced to, since the subscription last
     /// changed: lets an unchanged type be skipped without walking it.
     synced: Option<u128>,
@@ -129,6 +129,8 @@ impl DeltaStream {
                     t.rejected = t.sent_digest.take();
                     t.synced = None;
                 } else {
+                    // Only a rejection needs what the client held before.
+                    t.prior = Vec::new();
                     t.version_acked = t.version_sent.as_deref().map(str::to_owned);
                     events.push(Event::Ack {
                         type_url: type_url.clone(),

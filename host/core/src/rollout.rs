@@ -19,13 +19,13 @@
 //! - A type no stream of the node subscribes to does not gate the plan.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plan::{Node, SharedPlan, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
-use crate::small_map::SmallMap;
+use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Change, Snapshot, TypeSet};
 use crate::stream::Holds;
 use crate::types::{self, CLUSTER, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
@@ -152,10 +152,11 @@ pub struct Rollout {
     wanted: Arc<Wanted>,
     acked: Snapshot,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
-    subscriptions: SmallMap<StreamType, (bool, BTreeSet<Arc<str>>)>,
+    subscriptions: SmallMap<StreamType, (bool, SmallSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
-    /// Answered queues stay (empty) for the stream's next response: no allocation per send.
+    /// Answered queues stay (empty, with room for one) for the stream's next response: no
+    /// allocation per send.
     in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
@@ -267,7 +268,7 @@ impl Rollout {
         now: Instant,
     ) -> Vec<Note> {
         let mut notes = Vec::new();
-        let sub = (wildcard, names.iter().cloned().collect::<BTreeSet<_>>());
+        let sub = (wildcard, names.iter().cloned().collect::<SmallSet<_>>());
         self.subscriptions.insert((stream, type_url.clone()), sub);
         if !wildcard && types::is_full_state(type_url) {
             self.by_name = true;
@@ -279,7 +280,7 @@ impl Rollout {
 
     /// Drops from what the node holds of `type_url` the names none of its streams asks for.
     fn forget_unsubscribed(&mut self, type_url: &Arc<str>) {
-        let subs: Vec<&(bool, BTreeSet<Arc<str>>)> =
+        let subs: Vec<&(bool, SmallSet<Arc<str>>)> =
             self.subscriptions.iter().filter(|((_, t), _)| t == type_url).map(|(_, s)| s).collect();
         if subs.is_empty() || subs.iter().any(|(wildcard, _)| *wildcard) {
             return;
@@ -328,6 +329,11 @@ impl Rollout {
         let q = self.in_flight.slot(&key, || key.clone()).1;
         if q.len() == MAX_IN_FLIGHT {
             q.pop_front();
+        }
+        if q.capacity() == 0 {
+            // Most of the time one response per type is in flight: room for one, not the
+            // four a first push would make (kept, empty, for the next response).
+            q.reserve_exact(1);
         }
         q.push_back((nonce, update));
     }

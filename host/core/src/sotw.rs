@@ -19,14 +19,13 @@
 //! assert_eq!(out.len(), 1); // wildcard CDS gets the (empty) full state at once
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use crate::resource::Resource;
-use crate::small_map::SmallMap;
+use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
@@ -71,7 +70,7 @@ pub struct SotwResponse {
 #[derive(Debug, Default)]
 struct TypeState {
     wildcard: bool,
-    names: BTreeSet<Arc<str>>,
+    names: SmallSet<Arc<str>>,
     /// SOTW-7: once a stream names a resource, an empty list means "nothing".
     named_ever: bool,
     /// Evaluate this type on the next poll.
@@ -83,7 +82,7 @@ struct TypeState {
     nonce_sent: Option<Arc<str>>,
     /// For RDS/EDS-like types: the version of each subscribed resource last sent (and
     /// accepted, or not answered yet).
-    sent: BTreeMap<Arc<str>, Arc<str>>,
+    sent: SmallMap<Arc<str>, Arc<str>>,
     /// For RDS/EDS-like types: the version of the list the client rejected. The client holds
     /// none of it, so what it needs is sent again, but never that same list (SOTW-5).
     rejected: Option<Arc<str>>,
@@ -195,7 +194,7 @@ impl SotwStream {
             return Ok(events);
         }
         let mut wildcard = false;
-        let mut names = BTreeSet::new();
+        let mut names = SmallSet::default();
         for n in &req.resource_names {
             if n == "*" {
                 wildcard = true;
