@@ -52,7 +52,8 @@ struct TypeState {
     nonce_sent: Option<Arc<str>>,
     version_sent: Option<Arc<str>>,
     version_acked: Option<String>,
-    last_nack: Option<Nack>,
+    /// Boxed: most types are never rejected, and this is per stream and type.
+    last_nack: Option<Box<Nack>>,
     /// What `known` held, before the last response, for the names it changed: a NACK puts
     /// them back, since the client applied none of it.
     prior: Vec<(Arc<str>, PriorVersion)>,
@@ -118,7 +119,7 @@ impl DeltaStream {
                         nonce: nack.nonce.clone(),
                         message: nack.message.clone(),
                     });
-                    t.last_nack = Some(nack);
+                    t.last_nack = Some(Box::new(nack));
                     // The client applied none of it: what it holds is what it held before.
                     for (name, before) in std::mem::take(&mut t.prior) {
                         match before {
@@ -363,7 +364,7 @@ impl DeltaStream {
                 version_sent: t.version_sent.as_deref().map(str::to_owned),
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
                 version_acked: t.version_acked.clone(),
-                last_nack: t.last_nack.clone(),
+                last_nack: t.last_nack.as_deref().cloned(),
             })
             .collect()
     }

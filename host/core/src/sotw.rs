@@ -89,7 +89,8 @@ struct TypeState {
     version_acked: Option<String>,
     /// The nonce of the response last acknowledged.
     nonce_acked: Option<Arc<str>>,
-    last_nack: Option<Nack>,
+    /// Boxed: most types are never rejected, and this is per stream and type.
+    last_nack: Option<Box<Nack>>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
 }
@@ -147,7 +148,7 @@ impl SotwStream {
                     nonce: nack.nonce.clone(),
                     message: nack.message.clone(),
                 });
-                t.last_nack = Some(nack);
+                t.last_nack = Some(Box::new(nack));
                 if !full_state {
                     t.sent.clear();
                     t.rejected = t.version_sent.clone();
@@ -339,7 +340,7 @@ impl SotwStream {
                 version_sent: t.version_sent.as_deref().map(str::to_owned),
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
                 version_acked: t.version_acked.clone(),
-                last_nack: t.last_nack.clone(),
+                last_nack: t.last_nack.as_deref().cloned(),
             })
             .collect()
     }

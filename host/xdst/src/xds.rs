@@ -208,6 +208,10 @@ impl<M: Machine> Driver<M> {
     async fn next(mut self) -> Option<(Result<M::Response, Status>, Self)> {
         loop {
             if let Some(r) = self.queue.pop_front() {
+                if self.queue.is_empty() {
+                    // Idle streams hold no queue (the next poll brings its own).
+                    self.queue = VecDeque::new();
+                }
                 self.record_sent(&r);
                 return Some((Ok(r), self));
             }
@@ -404,7 +408,11 @@ impl<M: Machine> Driver<M> {
             machine.snapshot_changed();
         }
         let out = machine.poll(&offer.snapshot, offer.hold);
-        self.queue.extend(out);
+        if self.queue.is_empty() {
+            self.queue = VecDeque::from(out); // takes the vector's buffer, no copy
+        } else {
+            self.queue.extend(out);
+        }
     }
 
     fn record_sent(&mut self, r: &M::Response) {
