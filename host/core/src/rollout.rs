@@ -161,7 +161,7 @@ pub struct Rollout {
     /// (stream, type) -> the last response sent, if the node rejected it.
     rejected: BTreeMap<(u64, Arc<str>), Rejected>,
     /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
-    last_rejection: Option<(Arc<str>, Rejected)>,
+    last_rejection: Option<Box<(Arc<str>, Rejected)>>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
     stopped: bool,
     /// Clusters a listener the node removed or changed named, kept until its connections
@@ -361,7 +361,7 @@ impl Rollout {
                 // is on its way.
                 let suspects = self.suspects(type_url, &update, message);
                 let rejected = Rejected { update, message: message.to_owned(), at: now, suspects };
-                self.last_rejection = Some((type_url.clone(), rejected.clone()));
+                self.last_rejection = Some(Box::new((type_url.clone(), rejected.clone())));
                 if latest {
                     self.rejected.insert(key, rejected);
                 }
@@ -813,7 +813,7 @@ impl Rollout {
             } else {
                 None
             },
-            last_rejection: self.last_rejection.as_ref().map(|(t, rj)| StoppedStatus {
+            last_rejection: self.last_rejection.as_deref().map(|(t, rj)| StoppedStatus {
                 r#type: short(t),
                 message: rj.message.clone(),
                 seconds_ago: round_ms(now.saturating_duration_since(rj.at)),

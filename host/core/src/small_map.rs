@@ -59,6 +59,16 @@ impl<K: Ord, V> SmallMap<K, V> {
         }
     }
 
+    pub fn get_key_value<Q: Ord + ?Sized>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+    {
+        match self {
+            SmallMap::Small(v) => find(v, key).ok().map(|i| (&v[i].0, &v[i].1)),
+            SmallMap::Large(m) => m.get_key_value(key),
+        }
+    }
+
     pub fn get_mut<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
@@ -176,6 +186,13 @@ impl<K: Ord, V> SmallMap<K, V> {
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.iter_mut().map(|(_, v)| v)
+    }
+}
+
+/// Equal when they hold the same entries, whichever way each keeps them.
+impl<K: Ord, V: PartialEq> PartialEq for SmallMap<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 

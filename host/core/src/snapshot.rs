@@ -8,6 +8,7 @@ use imbl::OrdMap;
 use sha2::{Digest, Sha256};
 
 use crate::resource::{Resource, set_version};
+use crate::small_map::SmallMap;
 
 /// All resources of one type, by name, with a version derived from their contents.
 #[derive(Debug, Clone)]
@@ -191,16 +192,25 @@ impl TypeSet {
 /// A complete set of resources of every type, as published for a node group.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
-    types: BTreeMap<Arc<str>, Arc<TypeSet>>,
+    /// A handful of types: a vector, not a tree (every node keeps the snapshot it
+    /// acknowledged).
+    types: SmallMap<Arc<str>, Arc<TypeSet>>,
     /// What nodes served this snapshot ask for by name, and a plan for nodes moved to it,
     /// computed once for all of them.
     derived: Derived,
 }
 
-/// Values computed from a snapshot on first use and shared by its clones. Not part of the
-/// snapshot's identity: equal snapshots are equal whatever has been computed.
+/// Values computed from a snapshot on first use and shared by its clones made after that. Not
+/// part of the snapshot's identity: equal snapshots are equal whatever has been computed.
+/// Made on first use: the snapshots nodes acknowledged (one per node) never need them.
 #[derive(Clone, Default)]
-struct Derived(Arc<DerivedValues>);
+struct Derived(std::sync::OnceLock<Arc<DerivedValues>>);
+
+impl Derived {
+    fn values(&self) -> &DerivedValues {
+        self.0.get_or_init(Default::default)
+    }
+}
 
 #[derive(Default)]
 struct DerivedValues {
@@ -263,7 +273,7 @@ impl Snapshot {
     /// Versions are content hashes, so this compares a few strings instead of every byte.
     pub fn same_content(&self, other: &Snapshot) -> bool {
         self.types.len() == other.types.len()
-            && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| ta == tb && a.sum() == b.sum())
+            && self.types.iter().zip(other.types.iter()).all(|((ta, a), (tb, b))| ta == tb && a.sum() == b.sum())
     }
 
     /// This snapshot with `remove` taken out and `add` put in. Types nothing touches keep
@@ -278,7 +288,7 @@ impl Snapshot {
         type Map = (OrdMap<Arc<str>, Arc<Resource>>, u128);
         fn open<'a>(
             touched: &'a mut BTreeMap<Arc<str>, Map>,
-            types: &BTreeMap<Arc<str>, Arc<TypeSet>>,
+            types: &SmallMap<Arc<str>, Arc<TypeSet>>,
             t: &Arc<str>,
         ) -> &'a mut Map {
             touched
@@ -350,13 +360,13 @@ impl Snapshot {
     /// The EDS names this snapshot's clusters wait for and the route configurations its
     /// listeners name: what a node served it asks for. Computed once, shared by clones.
     pub fn wanted(&self) -> Arc<crate::plan::Wanted> {
-        self.derived.0.wanted.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
+        self.derived.values().wanted.get_or_init(|| Arc::new(crate::plan::Wanted::of(self))).clone()
     }
 
     /// Where a plan for moving settled nodes to this snapshot is kept (see
     /// [`crate::plan::SharedPlan`]).
     pub(crate) fn shared_plan(&self) -> &std::sync::OnceLock<crate::plan::SharedPlan> {
-        &self.derived.0.plan
+        &self.derived.values().plan
     }
 
     /// A version over every type, for logs.
