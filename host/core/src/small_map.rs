@@ -54,7 +54,7 @@ impl<K: Ord, V> SmallMap<K, V> {
         K: Borrow<Q>,
     {
         match self {
-            SmallMap::Small(v) => find(v, key).ok().map(|i| &v[i].1),
+            SmallMap::Small(v) => lookup(v, key).map(|i| &v[i].1),
             SmallMap::Large(m) => m.get(key),
         }
     }
@@ -64,7 +64,7 @@ impl<K: Ord, V> SmallMap<K, V> {
         K: Borrow<Q>,
     {
         match self {
-            SmallMap::Small(v) => find(v, key).ok().map(|i| (&v[i].0, &v[i].1)),
+            SmallMap::Small(v) => lookup(v, key).map(|i| (&v[i].0, &v[i].1)),
             SmallMap::Large(m) => m.get_key_value(key),
         }
     }
@@ -74,7 +74,7 @@ impl<K: Ord, V> SmallMap<K, V> {
         K: Borrow<Q>,
     {
         match self {
-            SmallMap::Small(v) => find(v, key).ok().map(|i| &mut v[i].1),
+            SmallMap::Small(v) => lookup(v, key).map(|i| &mut v[i].1),
             SmallMap::Large(m) => m.get_mut(key),
         }
     }
@@ -208,6 +208,13 @@ impl<K: Ord, V> FromIterator<(K, V)> for SmallMap<K, V> {
 
 fn find<K: Borrow<Q>, V, Q: Ord + ?Sized>(v: &[(K, V)], key: &Q) -> Result<usize, usize> {
     v.binary_search_by(|(k, _)| k.borrow().cmp(key))
+}
+
+/// Where `key` is, if it is there. A few entries are scanned for equality: the keys that are
+/// looked up most (type URLs, which share their first 26 bytes) mostly differ in length,
+/// which `==` on strings checks first, while ordering them compares bytes.
+fn lookup<K: Borrow<Q>, V, Q: Ord + ?Sized>(v: &[(K, V)], key: &Q) -> Option<usize> {
+    if v.len() <= 8 { v.iter().position(|(k, _)| k.borrow() == key) } else { find(v, key).ok() }
 }
 
 /// A set on [`SmallMap`]: a handful of names in a vector, many in a tree.

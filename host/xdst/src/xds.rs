@@ -88,7 +88,7 @@ fn stream_service<M: Machine>(
             let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
                 let driver = Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, req.into_inner());
                 let stream: BoxStream<'static, Result<M::Response, Status>> =
-                    Box::pin(futures::stream::unfold(driver, Driver::next));
+                    Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
                 std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
             });
             let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default())
@@ -205,7 +205,9 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    async fn next(mut self) -> Option<(Result<M::Response, Status>, Self)> {
+    /// The stream's next response. The driver is boxed: `unfold` moves its state in and out
+    /// of this future for every response, and a pointer moves for less than the driver.
+    async fn next(mut self: Box<Self>) -> Option<(Result<M::Response, Status>, Box<Self>)> {
         loop {
             if let Some(r) = self.queue.pop_front() {
                 if self.queue.is_empty() {
