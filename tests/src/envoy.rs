@@ -81,6 +81,8 @@ pub struct Bootstrap {
     /// Run from filesystem-subscription files in this directory (`lds.json`, `cds.json`)
     /// instead of xDS over gRPC.
     pub files: Option<PathBuf>,
+    /// Speak TLS to the xDS server, trusting this CA and expecting `DNS:localhost`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Bootstrap {
@@ -92,6 +94,7 @@ impl Bootstrap {
             node_id: node_id.to_owned(),
             node_cluster: "envoy-test".to_owned(),
             files: Some(dir.to_owned()),
+            tls_ca: None,
         }
     }
 
@@ -103,6 +106,7 @@ impl Bootstrap {
             node_id: node_id.to_owned(),
             node_cluster: "envoy-test".to_owned(),
             files: None,
+            tls_ca: None,
         }
     }
 
@@ -129,6 +133,25 @@ dynamic_resources:
                 cluster = self.node_cluster,
             );
         }
+        let transport_socket = match &self.tls_ca {
+            None => String::new(),
+            Some(ca) => format!(
+                r#"    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        sni: localhost
+        common_tls_context:
+          alpn_protocols: [h2]
+          validation_context:
+            trusted_ca: {{filename: "{ca}"}}
+            match_typed_subject_alt_names:
+            - san_type: DNS
+              matcher: {{exact: localhost}}
+"#,
+                ca = ca.display()
+            ),
+        };
         format!(
             r#"node:
   id: {id:?}
@@ -162,7 +185,7 @@ static_resources:
         - endpoint:
             address:
               socket_address: {{address: {ip}, port_value: {port}}}
-"#,
+{transport_socket}"#,
             id = self.node_id,
             cluster = self.node_cluster,
             api = self.api_type.as_str(),

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod envoy;
 pub mod fixtures;
+pub mod pki;
 pub mod plugins;
 pub mod registry;
 pub mod server;

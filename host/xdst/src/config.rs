@@ -77,6 +77,17 @@ pub struct FileConfig {
     /// PEM certificates trusted for `https://` sources and registries instead of the built-in
     /// web roots.
     pub ca_file: Option<PathBuf>,
+    /// TLS on the xDS and admin ports.
+    pub tls: Option<TlsSettings>,
+}
+
+/// `tls:` in `xdst.yaml`: the server certificate (chain) and key, PEM files re-read when they
+/// change.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TlsSettings {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// One plugin of the `plugins` list.
@@ -194,6 +205,7 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     ]
     .into_iter()
     .flatten()
+    .chain(c.tls.iter_mut().flat_map(|t| [&mut t.cert, &mut t.key]))
     {
         *p = base.join(&*p);
     }
@@ -534,6 +546,18 @@ mod tests {
 
     fn err(text: &str) -> String {
         parse(Path::new("/etc/xdst/xdst.yaml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn tls_files_are_relative_to_the_file_and_both_are_needed() {
+        let c =
+            parse(Path::new("/etc/xdst/xdst.yaml"), "tls: {cert: certs/server.pem, key: /keys/server.key}").unwrap();
+        let t = c.tls.unwrap();
+        assert_eq!(t.cert, Path::new("/etc/xdst/certs/server.pem"));
+        assert_eq!(t.key, Path::new("/keys/server.key"));
+        assert!(err("tls: {cert: a.pem}").contains("missing field `key`"), "{}", err("tls: {cert: a.pem}"));
+        let e = err("tls: {cert: a.pem, key: a.key, ca: ca.pem}");
+        assert!(e.contains("tls") && e.contains("unknown field `ca`"), "{e}");
     }
 
     #[test]

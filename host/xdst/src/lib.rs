@@ -36,6 +36,7 @@ pub mod rest;
 pub mod rollouts;
 pub mod server;
 pub mod source;
+pub mod tls;
 pub mod translate;
 pub mod xds;
 
@@ -87,6 +88,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// The largest gRPC request message and REST request body accepted, in bytes.
     pub max_request_size: usize,
+    /// Serve both ports over TLS with this certificate and key.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 /// The default for [`Config::max_request_size`]: Envoy's own requests are a few KiB.
@@ -114,6 +117,7 @@ impl Default for Config {
             unsafe_unordered_push: false,
             admin_token: None,
             max_request_size: DEFAULT_MAX_REQUEST_SIZE,
+            tls: None,
         }
     }
 }
@@ -207,13 +211,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .context("the first generation panicked")?
             .context("translating intent")?;
     }
+    let tls = match &config.tls {
+        Some(files) => Some(tls::Reloading::load(files.clone()).context("loading the TLS certificate")?),
+        None => None,
+    };
     let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
     let admin_listener = TcpListener::bind(config.admin_addr)
         .await
         .with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
-    info!(%xds_addr, %admin_addr, group_key = %config.group_key, "xdst serving");
+    info!(%xds_addr, %admin_addr, group_key = %config.group_key, tls = tls.is_some(), "xdst serving");
     if config.unsafe_unordered_push {
         tracing::warn!(
             "--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them"
@@ -228,6 +236,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             xds_listener,
             xds_router,
             server::H2::default(),
+            tls.clone().map(tls::server_config),
             shutdown_rx.clone(),
             config.shutdown_grace,
         )),
@@ -236,11 +245,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             admin_listener,
             admin_router,
             server::H2::default(),
+            tls.clone().map(tls::server_config),
             shutdown_rx.clone(),
             config.shutdown_grace,
         )),
     ];
     tasks.push(tokio::spawn(memory::return_freed(ctx.clone())));
+    if let Some(t) = tls {
+        tasks.push(tokio::spawn(t.watch(shutdown_rx.clone())));
+    }
     if let Some(dir) = config.resources.clone() {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
     }

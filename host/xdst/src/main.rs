@@ -355,6 +355,14 @@ struct ServeArgs {
     /// refused. A file, not a flag, so the token does not show in `ps`.
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Serve TLS on the xDS and admin ports with this PEM certificate (chain); needs
+    /// --tls-key. Both files are re-read when they change: new connections get the new
+    /// certificate, open ones keep theirs. (Config file: `tls: {cert: FILE, key: FILE}`.)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Write {"xds_addr": ..., "admin_addr": ...} to this file once listening (useful with
     /// port 0).
     #[arg(long, value_name = "FILE")]
@@ -565,6 +573,13 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(max_plugin_stdio);
     take!(opt admin_token_file);
     take!(opt ready_file);
+    if !set("tls_cert")
+        && !set("tls_key")
+        && let Some(t) = &c.tls
+    {
+        args.tls_cert = Some(t.cert.clone());
+        args.tls_key = Some(t.key.clone());
+    }
     if !set("plugins") {
         if let Some(dir) = &c.plugins_dir {
             args.plugins = Some(dir.clone());
@@ -605,6 +620,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drain_time: args.drain_time,
         unsafe_unordered_push: args.unsafe_unordered_push,
         admin_token: admin_token(args.admin_token_file.as_deref())?,
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(xdst::tls::TlsFiles { cert, key }),
+            _ => None,
+        },
     };
     let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {

@@ -1,6 +1,8 @@
 //! Serving a router on a TCP listener with HTTP/1.1 and HTTP/2 (prior knowledge, as gRPC
-//! clients speak it) on the same port, tuned for many long-lived streams per connection.
+//! clients speak it) on the same port, in the clear or over TLS, tuned for many long-lived
+//! streams per connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -28,12 +30,15 @@ impl Default for H2 {
     }
 }
 
-/// Serves until `shutdown` turns true, then gives open connections `grace` to finish.
+/// Serves until `shutdown` turns true, then gives open connections `grace` to finish. With
+/// `tls`, every connection is a TLS one: the handshake runs in the connection's own task
+/// (never in the accept loop), within [`crate::tls::HANDSHAKE_TIMEOUT`].
 pub async fn serve(
     name: &'static str,
     listener: TcpListener,
     router: Router,
     h2: H2,
+    tls: Option<Arc<rustls::ServerConfig>>,
     mut shutdown: watch::Receiver<bool>,
     grace: Duration,
 ) {
@@ -49,6 +54,8 @@ pub async fn serve(
         .initial_connection_window_size(64 << 20)
         .keep_alive_interval(h2.keepalive)
         .keep_alive_timeout(Duration::from_secs(20));
+    let builder = Arc::new(builder);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {
@@ -70,13 +77,37 @@ pub async fn serve(
                     req.extensions_mut().insert(PeerAddr(peer));
                     tower::ServiceExt::oneshot(router.clone(), req)
                 }));
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        debug!(server = name, %peer, error = %e, "connection ended with an error");
+                let (builder, watcher) = (builder.clone(), graceful.watcher());
+                match &tls {
+                    None => {
+                        let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
+                        tokio::spawn(async move {
+                            if let Err(e) = conn.await {
+                                debug!(server = name, %peer, error = %e, "connection ended with an error");
+                            }
+                        });
                     }
-                });
+                    Some(acceptor) => {
+                        let handshake = acceptor.accept(stream);
+                        tokio::spawn(async move {
+                            let stream = match tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, handshake).await {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => {
+                                    debug!(server = name, %peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    debug!(server = name, %peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+                            if let Err(e) = watcher.watch(conn).await {
+                                debug!(server = name, %peer, error = %e, "connection ended with an error");
+                            }
+                        });
+                    }
+                }
             }
             _ = shutdown.changed() => break,
         }

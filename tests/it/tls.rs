@@ -1,0 +1,156 @@
+//! Issue 17, "What to build" 1: TLS on the xDS port, and a certificate rotated on disk
+//! without a restart.
+//!
+//! A real Envoy (SotW, then Delta) whose `xds_cluster` speaks TLS (trusting the test's CA and
+//! checking `DNS:localhost`) is configured by `xdst serve --tls-cert --tls-key` and proxies to
+//! upstream `a`. The server certificate is then replaced on disk by one with another subject:
+//! a new handshake (`openssl s_client`) sees the new one, while Envoy's open xDS connection
+//! stays up (its connection count to `xds_cluster` does not move) and still carries the next
+//! change (the endpoints move to upstream `b`, and Envoy follows). A plaintext gRPC connection
+//! to the TLS port gets nothing.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
+use xdst_tests::fixtures;
+use xdst_tests::pki::Ca;
+use xdst_tests::server::Process;
+use xdst_tests::upstream::{Upstream, http_get};
+
+const WAIT: Duration = Duration::from_secs(20);
+const CONNECTED: &str = "control_plane.connected_state";
+const XDS_CONNECTIONS: &str = "cluster.xds_cluster.upstream_cx_total";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_sotw_over_tls_keeps_its_stream_through_a_certificate_rotation() -> anyhow::Result<()> {
+    scenario(ApiType::Sotw).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_delta_over_tls_keeps_its_stream_through_a_certificate_rotation() -> anyhow::Result<()> {
+    scenario(ApiType::Delta).await
+}
+
+async fn scenario(api: ApiType) -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let started = Instant::now();
+    let pki = tempfile::Builder::new().prefix("xdst-tls-").tempdir()?;
+    let ca = Ca::new(pki.path(), "test-ca")?;
+    let first = ca.issue("xdst-first", &["DNS:localhost", "IP:127.0.0.1"])?;
+    let (cert, key) = (pki.path().join("server.pem"), pki.path().join("server.key"));
+    replace(&first.cert, &cert)?;
+    replace(&first.key, &key)?;
+
+    let a = Upstream::start("a").await?;
+    let b = Upstream::start("b").await?;
+    let res = tempfile::Builder::new().prefix("xdst-tls-res-").tempdir()?;
+    let dir = res.path();
+    fixtures::write(dir, "listener.yaml", &fixtures::listener("http", 0, "local"));
+    fixtures::write(dir, "route.yaml", &fixtures::route("local", "backend"));
+    fixtures::write(dir, "backend.yaml", &fixtures::cluster("backend", a.addr.port()));
+    let args = ["--tls-cert", &cert.display().to_string(), "--tls-key", &key.display().to_string()];
+    let xdst = Process::start(dir, "127.0.0.1:0", &args).await?;
+
+    let node = format!("envoy-tls-{}", api.as_str().to_ascii_lowercase());
+    let mut bootstrap = Bootstrap::new(api, xdst.xds_addr, &node);
+    bootstrap.tls_ca = Some(ca.cert.clone());
+    eprintln!("[{node}] xdst up after {:?}", started.elapsed());
+    let envoy = Envoy::start(&bootstrap).await?;
+    envoy
+        .wait_for(
+            &Expect::new()
+                .count(CONNECTED, 1)
+                .count("listener_manager.total_listeners_active", 1)
+                .count("cluster.backend.membership_healthy", 1),
+            WAIT,
+        )
+        .await
+        .with_context(|| envoy.log_tail(30))?;
+    let port = envoy.listener_port("http").await?.context("envoy has no active listener \"http\"")?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_for_body(proxy, "a").await?;
+    ensure!(served_subject(xdst.xds_addr, pki.path())?.contains("xdst-first"));
+    let connections = envoy.stats().await?.count(XDS_CONNECTIONS);
+    ensure!(connections == 1, "Envoy opened {connections} connections to xds_cluster, not 1");
+    eprintln!("[{node}] configured over TLS and proxying to a after {:?}", started.elapsed());
+
+    // A plaintext client on the TLS port: the handshake fails, nothing is served.
+    plaintext_gets_nothing(xdst.xds_addr).await?;
+
+    // Rotate: new files in place (renamed over, as rotation tools do).
+    let second = ca.issue("xdst-second", &["DNS:localhost", "IP:127.0.0.1"])?;
+    replace(&second.key, &key)?;
+    replace(&second.cert, &cert)?;
+    let deadline = Instant::now() + WAIT;
+    while !served_subject(xdst.xds_addr, pki.path())?.contains("xdst-second") {
+        ensure!(Instant::now() < deadline, "new handshakes still get the first certificate after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("[{node}] rotated: new handshakes get the second certificate after {:?}", started.elapsed());
+
+    // The open stream still carries changes, on the same connection.
+    fixtures::write(dir, "backend.yaml", &fixtures::cluster("backend", b.addr.port()));
+    wait_for_body(proxy, "b").await?;
+    let stats = envoy.stats().await?;
+    ensure!(stats.count(CONNECTED) == 1, "Envoy lost its xDS stream");
+    ensure!(
+        stats.count(XDS_CONNECTIONS) == connections,
+        "Envoy reconnected to xds_cluster during the rotation ({} connections)",
+        stats.count(XDS_CONNECTIONS)
+    );
+    eprintln!("[{node}] the same connection carried the next change after {:?}", started.elapsed());
+    envoy.kill().await?;
+    Ok(())
+}
+
+/// Copies `from` to a temporary name beside `to`, then renames it over `to`.
+fn replace(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let tmp = to.with_extension("tmp");
+    std::fs::copy(from, &tmp)?;
+    std::fs::rename(&tmp, to)?;
+    Ok(())
+}
+
+/// The subject of the certificate a new TLS handshake with `addr` gets.
+fn served_subject(addr: SocketAddr, dir: &Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), "-servername", "localhost", "-alpn", "h2"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running openssl s_client")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let subject = text.lines().find(|l| l.starts_with("subject=")).map(str::to_owned);
+    subject.with_context(|| format!("no certificate from {addr}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// HTTP/2 prior knowledge in the clear to a TLS port: the server answers no HTTP at all.
+async fn plaintext_gets_nothing(addr: SocketAddr) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00").await?;
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    ensure!(read.is_ok(), "a plaintext client on the TLS port was neither answered nor closed");
+    // Nothing, or a TLS alert record (content type 21); an HTTP/2 server would send SETTINGS.
+    ensure!(buf.is_empty() || buf[0] == 0x15, "the TLS port answered a plaintext client: {buf:?}");
+    Ok(())
+}
+
+async fn wait_for_body(proxy: SocketAddr, want: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok((200, body)) = http_get(proxy, "/").await
+            && body == want
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{proxy} did not answer {want:?} within {WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

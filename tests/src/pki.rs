@@ -1,0 +1,76 @@
+//! Test certificates made with the `openssl` command (tests/setup.sh installs it): a CA and
+//! leaf certificates it signs, EC P-256 keys in PKCS#8 PEM, valid for a day.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, ensure};
+
+/// A certificate authority whose files live in `dir`.
+pub struct Ca {
+    dir: PathBuf,
+    pub cert: PathBuf,
+    key: PathBuf,
+}
+
+/// A leaf certificate and its key.
+pub struct Leaf {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Ca {
+    /// A new self-signed CA `CN=<name>`, its files `<name>.pem` and `<name>.key` in `dir`.
+    pub fn new(dir: &Path, name: &str) -> anyhow::Result<Ca> {
+        let (cert, key) = (format!("{name}.pem"), format!("{name}.key"));
+        openssl(dir, &["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+            .args(["-keyout", &key, "-out", &cert, "-days", "1", "-subj", &format!("/CN={name}")])
+            .args(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"])
+            .run()?;
+        Ok(Ca { dir: dir.to_owned(), cert: dir.join(cert), key: dir.join(key) })
+    }
+
+    /// A leaf `CN=<name>` with these subject alternative names (`DNS:localhost`,
+    /// `IP:127.0.0.1`, `URI:spiffe://...`), for servers and clients both; its files
+    /// `<name>.pem` and `<name>.key`.
+    pub fn issue(&self, name: &str, sans: &[&str]) -> anyhow::Result<Leaf> {
+        let dir = &self.dir;
+        let (cert, key, csr, ext) =
+            (format!("{name}.pem"), format!("{name}.key"), format!("{name}.csr"), format!("{name}.ext"));
+        openssl(dir, &["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+            .args(["-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")])
+            .run()?;
+        let mut extensions = String::from("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n");
+        if !sans.is_empty() {
+            extensions.push_str(&format!("subjectAltName={}\n", sans.join(",")));
+        }
+        std::fs::write(dir.join(&ext), extensions)?;
+        let (ca_cert, ca_key) = (self.cert.display().to_string(), self.key.display().to_string());
+        openssl(dir, &["x509", "-req", "-in", &csr, "-CA", &ca_cert, "-CAkey", &ca_key, "-CAcreateserial"])
+            .args(["-days", "1", "-extfile", &ext, "-out", &cert])
+            .run()?;
+        Ok(Leaf { cert: dir.join(cert), key: dir.join(key) })
+    }
+}
+
+/// An `openssl` command run in `dir`.
+pub fn openssl(dir: &Path, args: &[&str]) -> Openssl {
+    let mut c = std::process::Command::new("openssl");
+    c.args(args).current_dir(dir);
+    Openssl(c)
+}
+
+pub struct Openssl(std::process::Command);
+
+impl Openssl {
+    pub fn args<const N: usize>(mut self, args: [&str; N]) -> Openssl {
+        self.0.args(args);
+        self
+    }
+
+    /// Runs it; a failure shows openssl's own message.
+    pub fn run(mut self) -> anyhow::Result<()> {
+        let out = self.0.output().context("running openssl (tests/setup.sh installs it)")?;
+        ensure!(out.status.success(), "{:?} failed: {}", self.0, String::from_utf8_lossy(&out.stderr).trim());
+        Ok(())
+    }
+}
