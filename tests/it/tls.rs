@@ -154,3 +154,25 @@ async fn wait_for_body(proxy: SocketAddr, want: &str) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Issue 17, "What to build" 2: without client authentication, listening beyond loopback is
+/// warned about at start, naming the port; on loopback it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listening_beyond_loopback_unauthenticated_is_warned_about() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    fixtures::write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 9));
+    let log = dir.path().join("xdst.log");
+    let options = xdst_tests::server::Options { env: Vec::new(), log: Some(log.clone()) };
+    let args: Vec<std::ffi::OsString> = vec!["--resources".into(), dir.path().into()];
+    let wide = Process::start_with_options("0.0.0.0:0", &args, &options).await?;
+    drop(wide);
+    let text = std::fs::read_to_string(&log)?;
+    ensure!(text.contains("the xDS port listens beyond this host and clients are not authenticated"), "{text}");
+    ensure!(!text.contains("the admin port listens beyond"), "the loopback admin port was warned about: {text}");
+
+    let narrow = Process::start_with_options("127.0.0.1:0", &args, &options).await?;
+    drop(narrow);
+    let text = std::fs::read_to_string(&log)?;
+    ensure!(!text.contains("listens beyond this host"), "a loopback-only server was warned about: {text}");
+    Ok(())
+}

@@ -222,6 +222,16 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     info!(%xds_addr, %admin_addr, group_key = %config.group_key, tls = tls.is_some(), "xdst serving");
+    for (port, addr) in [("xDS", xds_addr), ("admin", admin_addr)] {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                %addr,
+                tls = tls.is_some(),
+                "the {port} port listens beyond this host and clients are not authenticated: anyone who reaches it \
+                 is served (xDS: any node group's resources, Secrets included; admin: every read)"
+            );
+        }
+    }
     if config.unsafe_unordered_push {
         tracing::warn!(
             "--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them"
