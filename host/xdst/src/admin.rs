@@ -6,7 +6,8 @@
 //!   it waits for and since when, what is held back, a NACK that stopped it), its streams
 //!   and, per type, the version sent and acknowledged and the last NACK.
 //! - `GET /debug/resources`: what each node group is served (`?bodies=true` adds each
-//!   resource as proto3 JSON), and the state of the resources directory.
+//!   resource as proto3 JSON, except Secrets: never a Secret body, from any endpoint), and the
+//!   state of the resources directory.
 //! - `POST /reload` (needs `Authorization: Bearer <token>`, see `--admin-token-file`): rescan
 //!   the resources or intent and plugins directories now, as SIGHUP does, and answer with the
 //!   outcome of that load or generation.
@@ -178,6 +179,10 @@ struct ResourceReport {
     attribution: xdst_core::resource::Attribution,
     #[serde(skip_serializing_if = "Option::is_none")]
     body: Option<serde_json::Value>,
+    /// Set (with `?bodies=true`) where the body is withheld: a Secret's is never shown, by any
+    /// endpoint; its name, type, size and content hash (`version`) are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    withheld: Option<&'static str>,
 }
 
 fn resources(ctx: &Ctx, bodies: bool) -> Json<ResourcesReport> {
@@ -192,6 +197,7 @@ fn resources(ctx: &Ctx, bodies: bool) -> Json<ResourcesReport> {
 fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
     s.types()
         .map(|(t, set)| {
+            let secret = t.as_ref() == xdst_core::types::SECRET;
             let resources = set
                 .resources()
                 .map(|r| ResourceReport {
@@ -200,7 +206,8 @@ fn report(s: &Arc<Snapshot>, bodies: bool) -> BTreeMap<String, TypeReport> {
                     bytes: r.body().len(),
                     origin: r.origin().map(str::to_owned),
                     attribution: r.attribution(),
-                    body: bodies.then(|| body_json(t, r.body())).flatten(),
+                    body: (bodies && !secret).then(|| body_json(t, r.body())).flatten(),
+                    withheld: (bodies && secret).then_some("Secret bodies are never shown"),
                 })
                 .collect();
             (
