@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::pki::openssl;
 use xdst_tests::plugins;
 use xdst_tests::registry::{Registry, StallingProxy};
 use xdst_tests::server::{Process, binary};
@@ -329,60 +330,16 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     std::fs::write(www.join("plugins/reference.wasm"), &reference)?;
     let digest = xdst_plugin::digest(&reference);
 
-    // A test CA, a certificate for 127.0.0.1 it signs, and a Python HTTPS server with it.
-    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\n")?;
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    for args in [
-        [
-            &["req", "-x509"][..],
-            &ec,
-            &[
-                "-days",
-                "1",
-                "-subj",
-                "/CN=xdst test CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-            ],
-        ]
-        .concat(),
-        [&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "leaf.csr"]].concat(),
-        vec![
-            "x509",
-            "-req",
-            "-in",
-            "leaf.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            "leaf.ext",
-            "-out",
-            "cert.pem",
-        ],
-    ] {
-        let ok = std::process::Command::new("openssl")
-            .args(&args)
-            .current_dir(dir)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .context("running openssl (tests/setup.sh installs it)")?;
-        ensure!(ok.success(), "openssl {args:?} failed");
-    }
+    // A test CA (`ca.pem`, which `caFile` names), a certificate for 127.0.0.1 it signs, and a
+    // Python HTTPS server with it.
+    let ca = xdst_tests::pki::Ca::new(dir, "ca")?;
+    let leaf = ca.issue("server", &["IP:127.0.0.1"])?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let script = format!(
         "import http.server, ssl, functools\nh = functools.partial(http.server.SimpleHTTPRequestHandler, directory={www:?})\ns = http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h)\nc = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\nc.load_cert_chain({cert:?}, {key:?})\ns.socket = c.wrap_socket(s.socket, server_side=True)\ns.serve_forever()\n",
         www = www.display().to_string(),
-        cert = dir.join("cert.pem").display().to_string(),
-        key = dir.join("key.pem").display().to_string(),
+        cert = leaf.cert.display().to_string(),
+        key = leaf.key.display().to_string(),
     );
     let mut server = tokio::process::Command::new("python3")
         .arg("-c")
@@ -435,17 +392,6 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     Ok(())
 }
 
-fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let ok = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .context("running openssl")?;
-    ensure!(ok.success(), "openssl {args:?} failed");
-    Ok(())
-}
-
 /// Signatures: ed25519 over the plugin's digest, made by `xdst plugin push --sign` (stored in
 /// the registry beside the plugin) or by `openssl pkeyutl` (a `.sig` file beside a path
 /// source), verified against the key the configuration names; a wrong key, a missing
@@ -458,8 +404,8 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
     let dir = work.path();
     let caches = tempfile::Builder::new().prefix("xdst-sig-cache-").tempdir()?;
     for who in ["team", "other"] {
-        openssl(dir, &["genpkey", "-algorithm", "ed25519", "-out", &format!("{who}.key")])?;
-        openssl(dir, &["pkey", "-in", &format!("{who}.key"), "-pubout", "-out", &format!("{who}.pub")])?;
+        openssl(dir, &["genpkey", "-algorithm", "ed25519", "-out", &format!("{who}.key")]).run()?;
+        openssl(dir, &["pkey", "-in", &format!("{who}.key"), "-pubout", "-out", &format!("{who}.pub")]).run()?;
     }
     std::fs::create_dir(dir.join("intent"))?;
     std::fs::write(
@@ -470,7 +416,7 @@ async fn signed_plugins_are_verified_against_the_configured_key() -> anyhow::Res
     std::fs::write(dir.join("reference.wasm"), &reference)?;
     let sign_file = |digest: &str, out: &str| -> anyhow::Result<()> {
         std::fs::write(dir.join("digest.txt"), digest)?;
-        openssl(dir, &["pkeyutl", "-sign", "-rawin", "-inkey", "team.key", "-in", "digest.txt", "-out", out])
+        openssl(dir, &["pkeyutl", "-sign", "-rawin", "-inkey", "team.key", "-in", "digest.txt", "-out", out]).run()
     };
     sign_file(&xdst_plugin::digest(&reference), "reference.wasm.sig")?;
     let swap = std::fs::read(plugins::swap()?)?;
