@@ -29,6 +29,10 @@ use xdst_tests::fixtures;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get};
 
+async fn wait_for_body(proxy: SocketAddr, path: &str, want: &str) -> anyhow::Result<()> {
+    xdst_tests::upstream::wait_for_body(proxy, path, want, WAIT).await
+}
+
 /// Deadline for anything that normally takes well under a second; Envoy's reconnect after
 /// xdst comes back is the slowest step (backoff, about 1.5 s).
 const WAIT: Duration = Duration::from_secs(20);
@@ -269,21 +273,6 @@ async fn expect_body(proxy: SocketAddr, path: &str, want: &str) -> anyhow::Resul
     let got = http_get(proxy, path).await.with_context(|| format!("GET {path} through envoy"))?;
     ensure!(got == (200, want.to_owned()), "GET {path} through envoy: want (200, {want:?}), got {got:?}");
     Ok(())
-}
-
-/// Polls a path through Envoy until it answers `200 want`.
-async fn wait_for_body(proxy: SocketAddr, path: &str, want: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let got = http_get(proxy, path).await;
-        match &got {
-            Ok((200, body)) if body == want => return Ok(()),
-            _ if Instant::now() > deadline => {
-                bail!("GET {path} through envoy: want (200, {want:?}) within {WAIT:?}, last got {got:?}")
-            }
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
 }
 
 async fn xdst_json(admin: SocketAddr, path: &str) -> anyhow::Result<Value> {

@@ -13,12 +13,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
 use xdst_tests::fixtures;
 use xdst_tests::pki::Ca;
 use xdst_tests::server::Process;
-use xdst_tests::upstream::{Upstream, http_get};
+use xdst_tests::upstream::{Upstream, wait_for_body};
 
 const WAIT: Duration = Duration::from_secs(20);
 const CONNECTED: &str = "control_plane.connected_state";
@@ -71,7 +71,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
         .with_context(|| envoy.log_tail(30))?;
     let port = envoy.listener_port("http").await?.context("envoy has no active listener \"http\"")?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
-    wait_for_body(proxy, "a").await?;
+    wait_for_body(proxy, "/", "a", WAIT).await?;
     ensure!(served_subject(xdst.xds_addr, pki.path())?.contains("xdst-first"));
     let connections = envoy.stats().await?.count(XDS_CONNECTIONS);
     ensure!(connections == 1, "Envoy opened {connections} connections to xds_cluster, not 1");
@@ -93,7 +93,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
 
     // The open stream still carries changes, on the same connection.
     fixtures::write(dir, "backend.yaml", &fixtures::cluster("backend", b.addr.port()));
-    wait_for_body(proxy, "b").await?;
+    wait_for_body(proxy, "/", "b", WAIT).await?;
     let stats = envoy.stats().await?;
     ensure!(stats.count(CONNECTED) == 1, "Envoy lost its xDS stream");
     ensure!(
@@ -138,21 +138,6 @@ async fn plaintext_gets_nothing(addr: SocketAddr) -> anyhow::Result<()> {
     // Nothing, or a TLS alert record (content type 21); an HTTP/2 server would send SETTINGS.
     ensure!(buf.is_empty() || buf[0] == 0x15, "the TLS port answered a plaintext client: {buf:?}");
     Ok(())
-}
-
-async fn wait_for_body(proxy: SocketAddr, want: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok((200, body)) = http_get(proxy, "/").await
-            && body == want
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("{proxy} did not answer {want:?} within {WAIT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Issue 17, "What to build" 2: without client authentication, listening beyond loopback is

@@ -285,6 +285,22 @@ impl KeepAlive {
     }
 }
 
+/// Polls `path` on `proxy` (an Envoy listener) until it answers `200 want`, for up to `wait`;
+/// on timeout the error shows the last answer.
+pub async fn wait_for_body(proxy: SocketAddr, path: &str, want: &str, wait: Duration) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let got = http_get(proxy, path).await;
+        match &got {
+            Ok((200, body)) if body == want => return Ok(()),
+            _ if std::time::Instant::now() > deadline => {
+                anyhow::bail!("GET {path} through envoy: want (200, {want:?}) within {wait:?}, last got {got:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

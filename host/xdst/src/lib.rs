@@ -238,6 +238,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         );
     }
 
+    // One configuration for both ports (same certificate, same resolver).
+    let tls_config = tls.clone().map(tls::server_config);
     let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
     let admin_router = admin::routes(&ctx);
     let mut tasks = vec![
@@ -246,7 +248,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             xds_listener,
             xds_router,
             server::H2::default(),
-            tls.clone().map(tls::server_config),
+            tls_config.clone(),
             shutdown_rx.clone(),
             config.shutdown_grace,
         )),
@@ -255,7 +257,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             admin_listener,
             admin_router,
             server::H2::default(),
-            tls.clone().map(tls::server_config),
+            tls_config.clone(),
             shutdown_rx.clone(),
             config.shutdown_grace,
         )),
