@@ -83,6 +83,11 @@ pub struct Bootstrap {
     pub files: Option<PathBuf>,
     /// Speak TLS to the xDS server, trusting this CA and expecting `DNS:localhost`.
     pub tls_ca: Option<PathBuf>,
+    /// With `tls_ca`: present this client certificate and key (mTLS).
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+    /// Log the xDS client (`config`) at debug level: why a stream closed (its gRPC status
+    /// or the TLS alert) is only logged at debug level for its first 30 s.
+    pub debug_config_log: bool,
 }
 
 impl Bootstrap {
@@ -95,6 +100,8 @@ impl Bootstrap {
             node_cluster: "envoy-test".to_owned(),
             files: Some(dir.to_owned()),
             tls_ca: None,
+            tls_client: None,
+            debug_config_log: false,
         }
     }
 
@@ -107,6 +114,8 @@ impl Bootstrap {
             node_cluster: "envoy-test".to_owned(),
             files: None,
             tls_ca: None,
+            tls_client: None,
+            debug_config_log: false,
         }
     }
 
@@ -143,13 +152,21 @@ dynamic_resources:
         sni: localhost
         common_tls_context:
           alpn_protocols: [h2]
-          validation_context:
+{client}          validation_context:
             trusted_ca: {{filename: "{ca}"}}
             match_typed_subject_alt_names:
             - san_type: DNS
               matcher: {{exact: localhost}}
 "#,
-                ca = ca.display()
+                ca = ca.display(),
+                client = match &self.tls_client {
+                    None => String::new(),
+                    Some((cert, key)) => format!(
+                        "          tls_certificates:\n          - certificate_chain: {{filename: \"{}\"}}\n            private_key: {{filename: \"{}\"}}\n",
+                        cert.display(),
+                        key.display()
+                    ),
+                }
             ),
         };
         format!(
@@ -217,6 +234,7 @@ impl Envoy {
             .arg("-c")
             .arg(&config)
             .args(["--disable-hot-restart", "--concurrency", "1", "-l", "warning"])
+            .args(if bootstrap.debug_config_log { &["--component-log-level", "config:debug"][..] } else { &[] })
             .arg("--admin-address-path")
             .arg(&admin_path)
             .arg("--log-path")

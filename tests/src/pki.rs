@@ -33,6 +33,12 @@ impl Ca {
     /// `IP:127.0.0.1`, `URI:spiffe://...`), for servers and clients both; its files
     /// `<name>.pem` and `<name>.key`.
     pub fn issue(&self, name: &str, sans: &[&str]) -> anyhow::Result<Leaf> {
+        self.issue_for_days(name, sans, 1)
+    }
+
+    /// [`issue`](Self::issue) valid for `days` from now; `-1` makes one that expired a day
+    /// ago.
+    pub fn issue_for_days(&self, name: &str, sans: &[&str], days: i32) -> anyhow::Result<Leaf> {
         let dir = &self.dir;
         let (cert, key, csr, ext) =
             (format!("{name}.pem"), format!("{name}.key"), format!("{name}.csr"), format!("{name}.ext"));
@@ -46,7 +52,7 @@ impl Ca {
         std::fs::write(dir.join(&ext), extensions)?;
         let (ca_cert, ca_key) = (self.cert.display().to_string(), self.key.display().to_string());
         openssl(dir, &["x509", "-req", "-in", &csr, "-CA", &ca_cert, "-CAkey", &ca_key, "-CAcreateserial"])
-            .args(["-days", "1", "-extfile", &ext, "-out", &cert])
+            .args(["-days", &days.to_string(), "-extfile", &ext, "-out", &cert])
             .run()?;
         Ok(Leaf { cert: dir.join(cert), key: dir.join(key) })
     }

@@ -270,12 +270,16 @@ impl Rollout {
         let mut notes = Vec::new();
         let sub = (wildcard, names.iter().cloned().collect::<SmallSet<_>>());
         self.subscriptions.insert((stream, type_url.clone()), sub);
-        if !wildcard && types::is_full_state(type_url) {
-            self.by_name = true;
-        }
+        self.by_name = self.any_by_name();
         self.forget_unsubscribed(type_url);
         self.replan(now, &mut notes);
         notes
+    }
+
+    /// Whether an open stream asks for listeners or clusters by name (a proxyless gRPC
+    /// client).
+    fn any_by_name(&self) -> bool {
+        self.subscriptions.iter().any(|((_, t), (wildcard, _))| !wildcard && types::is_full_state(t))
     }
 
     /// Drops from what the node holds of `type_url` the names none of its streams asks for.
@@ -468,6 +472,8 @@ impl Rollout {
     pub fn stream_closed(&mut self, stream: u64, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
         self.subscriptions.retain(|(s, _), _| *s != stream);
+        // A stream that asked by name decided the node's mode only while it was open.
+        self.by_name = self.any_by_name();
         self.in_flight.retain(|(s, _), _| *s != stream);
         self.rejected.retain(|(s, _), _| *s != stream);
         self.replan(now, &mut notes);

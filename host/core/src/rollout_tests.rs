@@ -384,6 +384,21 @@ fn by_name_clients_are_not_gated() {
     assert_eq!(r.deadline(), None);
 }
 
+/// A second stream of the node that asked by name decides its mode only while it is open
+/// (issue 17: a clone subscribing by name for two seconds used to switch an Envoy's plan to
+/// by-name for good).
+#[test]
+fn a_by_name_stream_decides_the_mode_only_while_it_is_open() {
+    let now = Instant::now();
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    r.subscribe(1, &ty(LISTENER), true, &[], now);
+    assert_eq!(r.mode(), Mode::Ordered);
+    r.subscribe(2, &ty(LISTENER), false, &["l".into()], now);
+    assert_eq!(r.mode(), Mode::ByName);
+    r.stream_closed(2, now);
+    assert_eq!(r.mode(), Mode::Ordered, "the by-name stream closed; the wildcard one is ordered again");
+}
+
 /// `--unsafe-unordered-push`: the target at once, for every node.
 #[test]
 fn unordered_serves_the_target_at_once() {

@@ -1,5 +1,9 @@
 //! The admin HTTP port: health, metrics and what the server is doing.
 //!
+//! Reads need the read token (`--admin-read-token-file`), the write token, or a client
+//! certificate `adminReadIdentities` allows, once a read token or identities are configured;
+//! `/healthz` and `/` never do, `/metrics` not with `--open-metrics`.
+//!
 //! - `GET /healthz`: `ok` once serving.
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /debug/nodes`: every connected node, its make-before-break plan (mode, step, what
@@ -35,6 +39,7 @@ use crate::context::Ctx;
 
 pub fn routes(ctx: &Ctx) -> Router {
     let (c1, c2, c3, c4, c5) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let guard = ctx.clone();
     Router::new()
         .merge(crate::intent_api::routes(ctx))
         .route(
@@ -66,6 +71,48 @@ pub fn routes(ctx: &Ctx) -> Router {
                 }
             }),
         )
+        .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let ctx = guard.clone();
+            async move {
+                match authorize_read(&ctx, &req) {
+                    Ok(()) => next.run(req).await,
+                    Err(why) => (http::StatusCode::UNAUTHORIZED, why).into_response(),
+                }
+            }
+        }))
+}
+
+/// Whether a request may read: writes pass (their handlers check the write token), and so do
+/// the health check and the index; other reads need the read or write token or an allowed
+/// client certificate, once either is configured.
+fn authorize_read(ctx: &Ctx, req: &axum::extract::Request) -> Result<(), &'static str> {
+    let read = &ctx.admin_read;
+    let path = req.uri().path();
+    let is_read = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
+    if read.is_open() || !is_read || path == "/healthz" || path == "/" || (path == "/metrics" && read.open_metrics) {
+        return Ok(());
+    }
+    if let Some(given) = bearer(req.headers()) {
+        let ok = |t: &Option<String>| t.as_ref().is_some_and(|t| constant_time_eq(given.as_bytes(), t.as_bytes()));
+        if ok(&read.token) || ok(&ctx.admin_token) {
+            return Ok(());
+        }
+    }
+    let identity = req.extensions().get::<crate::identity::PeerIdentity>();
+    if identity.is_some_and(|id| read.identities.iter().any(|p| p.matches(&id.0))) {
+        return Ok(());
+    }
+    ctx.metrics.refusals.get_or_create(&crate::metrics::label("reason", "admin_read")).inc();
+    Err(if bearer(req.headers()).is_some() {
+        "wrong bearer token for admin reads\n"
+    } else {
+        "admin reads need Authorization: Bearer <token> (--admin-read-token-file) or a client certificate that \
+         adminReadIdentities allows\n"
+    })
+}
+
+fn bearer(headers: &http::HeaderMap) -> Option<&str> {
+    headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
 }
 
 const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
@@ -80,9 +127,7 @@ pub(crate) fn authorize(ctx: &Ctx, headers: &http::HeaderMap) -> Result<(), (htt
             "admin writes are disabled: start xdst with --admin-token-file FILE (or XDST_ADMIN_TOKEN)\n",
         ));
     };
-    let given =
-        headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    match given {
+    match bearer(headers) {
         Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err((http::StatusCode::UNAUTHORIZED, "wrong bearer token\n")),
         None => Err((http::StatusCode::UNAUTHORIZED, "missing Authorization: Bearer <token>\n")),

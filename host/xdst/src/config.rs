@@ -79,6 +79,16 @@ pub struct FileConfig {
     pub ca_file: Option<PathBuf>,
     /// TLS on the xDS and admin ports.
     pub tls: Option<TlsSettings>,
+    /// With `tls.clientCa`: which certificate identities may use which node groups and ids.
+    pub identities: Option<Vec<crate::identity::Rule>>,
+    /// A file holding the bearer token admin reads must carry (`/debug/*`, `GET /intent`,
+    /// `/metrics`).
+    pub admin_read_token_file: Option<PathBuf>,
+    /// Client certificate identities allowed admin reads without a token.
+    #[serde(default)]
+    pub admin_read_identities: Vec<crate::identity::Pattern>,
+    /// Serve `/metrics` without a read token or certificate.
+    pub open_metrics: Option<bool>,
 }
 
 /// `tls:` in `xdst.yaml`: the server certificate (chain) and key, PEM files re-read when they
@@ -88,6 +98,9 @@ pub struct FileConfig {
 pub struct TlsSettings {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// PEM certificates of the CA that signs client certificates: with it, xDS clients must
+    /// present a certificate it signed (mTLS), and `identities` says what each may use.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// One plugin of the `plugins` list.
@@ -202,11 +215,15 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
         &mut c.admin_token_file,
         &mut c.ready_file,
         &mut c.ca_file,
+        &mut c.admin_read_token_file,
     ]
     .into_iter()
     .flatten()
-    .chain(c.tls.iter_mut().flat_map(|t| [&mut t.cert, &mut t.key]))
-    {
+    .chain(
+        c.tls
+            .iter_mut()
+            .flat_map(|t| [Some(&mut t.cert), Some(&mut t.key), t.client_ca.as_mut()].into_iter().flatten()),
+    ) {
         *p = base.join(&*p);
     }
     for e in c.plugins.iter_mut().flatten() {
@@ -222,6 +239,23 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     }
     if c.resources.is_some() && (c.intent.is_some() || c.plugins.is_some() || c.plugins_dir.is_some()) {
         return Err(err(Some("resources".into()), "serve one source: `resources`, or `intent` with `plugins`".into()));
+    }
+    match (c.tls.as_ref().and_then(|t| t.client_ca.as_ref()), &c.identities) {
+        (Some(_), None) => {
+            return Err(err(
+                Some("identities".into()),
+                "`tls.clientCa` needs `identities` rules saying which node groups each client certificate may use \
+                 (`- {identity: '*', groups: ['*']}` lets every certificate the CA signed read every group)"
+                    .into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                Some("identities".into()),
+                "`identities` rules need `tls.clientCa` (clients have no certificate identity without it)".into(),
+            ));
+        }
+        _ => {}
     }
     check_plugins(c.plugins.as_deref().unwrap_or_default(), &base)
         .map_err(|(field, message)| err(Some(field), message))?;
@@ -556,6 +590,19 @@ mod tests {
         assert_eq!(t.cert, Path::new("/etc/xdst/certs/server.pem"));
         assert_eq!(t.key, Path::new("/keys/server.key"));
         assert!(err("tls: {cert: a.pem}").contains("missing field `key`"), "{}", err("tls: {cert: a.pem}"));
+        let c = parse(
+            Path::new("/etc/xdst/xdst.yaml"),
+            "tls: {cert: s.pem, key: s.key, clientCa: ca.pem}\nidentities: [{identity: 'spiffe://x/a/*', groups: [a]}]",
+        )
+        .unwrap();
+        assert_eq!(c.tls.unwrap().client_ca.unwrap(), Path::new("/etc/xdst/ca.pem"));
+        assert_eq!(c.identities.unwrap()[0].nodes[0].to_string(), "*");
+        let e = err("tls: {cert: a.pem, key: a.key, clientCa: ca.pem}");
+        assert!(e.contains("field identities") && e.contains("groups"), "{e}");
+        let e = err("identities: [{identity: 'a*b', groups: [a]}]");
+        assert!(e.contains("identities[0].identity") && e.contains("may only end"), "{e}");
+        let e = err("identities: [{identity: 'a', groups: [a]}]");
+        assert!(e.contains("need `tls.clientCa`"), "{e}");
         let e = err("tls: {cert: a.pem, key: a.key, ca: ca.pem}");
         assert!(e.contains("tls") && e.contains("unknown field `ca`"), "{e}");
     }

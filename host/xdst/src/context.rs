@@ -29,6 +29,13 @@ pub struct Context {
     pub reloads: std::sync::atomic::AtomicU64,
     /// The bearer token admin writes (`POST /reload`) must carry; none: writes are refused.
     pub admin_token: Option<String>,
+    /// With mTLS: what each client certificate identity may use (None: no client
+    /// certificates, every client may use every group).
+    pub identities: Option<crate::identity::Rules>,
+    /// Refusals logged at most once a minute per client.
+    pub refusal_log: crate::limits::LogOncePerMinute,
+    /// Who may read the admin port.
+    pub admin_read: AdminRead,
     /// The largest gRPC request message and REST request body accepted, in bytes.
     pub max_request_size: usize,
     /// The intent source, when serving `--intent` with `--plugins`.
@@ -38,3 +45,19 @@ pub struct Context {
 }
 
 pub type Ctx = Arc<Context>;
+
+/// Who may read the admin port (`/debug/*`, `GET /intent`, `/metrics`): open when neither a
+/// token nor identities are set.
+#[derive(Debug, Default, Clone)]
+pub struct AdminRead {
+    pub token: Option<String>,
+    pub identities: Vec<crate::identity::Pattern>,
+    /// `/metrics` is open whatever the above says.
+    pub open_metrics: bool,
+}
+
+impl AdminRead {
+    pub fn is_open(&self) -> bool {
+        self.token.is_none() && self.identities.is_empty()
+    }
+}

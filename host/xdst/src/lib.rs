@@ -24,8 +24,10 @@ pub mod config;
 pub mod context;
 pub mod distribution;
 pub mod generations;
+pub mod identity;
 pub mod intent;
 pub mod intent_api;
+pub mod limits;
 pub mod machine;
 pub mod memory;
 pub mod metrics;
@@ -88,8 +90,16 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// The largest gRPC request message and REST request body accepted, in bytes.
     pub max_request_size: usize,
-    /// Serve both ports over TLS with this certificate and key.
+    /// Serve both ports over TLS with this certificate and key (and client CA: mTLS).
     pub tls: Option<tls::TlsFiles>,
+    /// With mTLS: which certificate identities may use which node groups and ids.
+    pub identities: identity::Rules,
+    /// The bearer token admin reads must carry (the write token works too).
+    pub admin_read_token: Option<String>,
+    /// With mTLS: client certificate identities allowed admin reads without a token.
+    pub admin_read_identities: Vec<identity::Pattern>,
+    /// `/metrics` needs no read token.
+    pub open_metrics: bool,
 }
 
 /// The default for [`Config::max_request_size`]: Envoy's own requests are a few KiB.
@@ -118,6 +128,10 @@ impl Default for Config {
             admin_token: None,
             max_request_size: DEFAULT_MAX_REQUEST_SIZE,
             tls: None,
+            identities: identity::Rules::default(),
+            admin_read_token: None,
+            admin_read_identities: Vec::new(),
+            open_metrics: false,
         }
     }
 }
@@ -176,6 +190,24 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         (None, Some(_)) => anyhow::bail!("plugins need --intent: the documents to translate"),
         (None, None) => None,
     };
+    let client_roots = match config.tls.as_ref().and_then(|t| t.client_ca.as_ref()) {
+        Some(ca) => {
+            if config.identities.0.is_empty() {
+                anyhow::bail!(
+                    "mTLS (a client CA) needs `identities:` rules in the configuration file saying which node groups \
+                     each client certificate may use (`- {{identity: '*', groups: ['*']}}` lets every certificate the \
+                     CA signed read every group)"
+                );
+            }
+            Some(tls::client_roots(ca)?)
+        }
+        None => {
+            if !config.identities.0.is_empty() || !config.admin_read_identities.is_empty() {
+                anyhow::bail!("identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)");
+            }
+            None
+        }
+    };
     let ctx = Arc::new(context::Context {
         cache: Cache::new(),
         group_key: config.group_key.clone(),
@@ -193,6 +225,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
+        identities: client_roots.is_some().then(|| config.identities.clone()),
+        refusal_log: Default::default(),
+        admin_read: context::AdminRead {
+            token: config.admin_read_token.clone().filter(|t| !t.is_empty()),
+            identities: config.admin_read_identities.clone(),
+            open_metrics: config.open_metrics,
+        },
         max_request_size: config.max_request_size,
         generations: Default::default(),
     });
@@ -222,8 +261,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     info!(%xds_addr, %admin_addr, group_key = %config.group_key, tls = tls.is_some(), "xdst serving");
-    for (port, addr) in [("xDS", xds_addr), ("admin", admin_addr)] {
-        if !addr.ip().is_loopback() {
+    let admin_authenticated = config.admin_read_token.is_some() || !config.admin_read_identities.is_empty();
+    for (port, addr, authenticated) in
+        [("xDS", xds_addr, client_roots.is_some()), ("admin", admin_addr, admin_authenticated)]
+    {
+        if !addr.ip().is_loopback() && !authenticated {
             tracing::warn!(
                 %addr,
                 tls = tls.is_some(),
@@ -238,8 +280,19 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         );
     }
 
-    // One configuration for both ports (same certificate, same resolver).
-    let tls_config = tls.clone().map(tls::server_config);
+    // Both ports serve the same certificate (one resolver); with mTLS the xDS port requires a
+    // client certificate and the admin port takes one if offered (tokens work there too).
+    let (xds_tls, admin_tls) = match (&tls, &client_roots) {
+        (Some(t), Some(roots)) => (
+            Some(tls::server_config(t.clone(), tls::ClientAuth::Required(roots.clone()))),
+            Some(tls::server_config(t.clone(), tls::ClientAuth::Optional(roots.clone()))),
+        ),
+        (Some(t), None) => {
+            let c = tls::server_config(t.clone(), tls::ClientAuth::None);
+            (Some(c.clone()), Some(c))
+        }
+        (None, _) => (None, None),
+    };
     let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
     let admin_router = admin::routes(&ctx);
     let mut tasks = vec![
@@ -248,8 +301,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             xds_listener,
             xds_router,
             server::H2::default(),
-            tls_config.clone(),
-            shutdown_rx.clone(),
+            xds_tls,
+            ctx.clone(),
             config.shutdown_grace,
         )),
         tokio::spawn(server::serve(
@@ -257,8 +310,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             admin_listener,
             admin_router,
             server::H2::default(),
-            tls_config.clone(),
-            shutdown_rx.clone(),
+            admin_tls,
+            ctx.clone(),
             config.shutdown_grace,
         )),
     ];

@@ -363,6 +363,23 @@ struct ServeArgs {
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// mTLS: the PEM certificate(s) of the CA that signs client certificates. xDS clients must
+    /// then present a certificate it signed (refused in the handshake otherwise), and the
+    /// configuration file's `identities:` rules say which node groups and node ids each
+    /// certificate identity (first URI SAN, else first DNS SAN, else subject CN) may use; a
+    /// stream naming others is refused with PERMISSION_DENIED. On the admin port a client
+    /// certificate is optional (see --admin-read-token-file). Read at start.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// A file holding the bearer token admin reads (/debug/*, GET /intent, /metrics) must
+    /// carry. With it (or with `adminReadIdentities` in the configuration file, client
+    /// certificates allowed to read), reads without it are refused with 401; the write
+    /// token is accepted for reads too. Without either, reads are open (as on loopback).
+    #[arg(long, value_name = "FILE", env = "XDST_ADMIN_READ_TOKEN_FILE")]
+    admin_read_token_file: Option<PathBuf>,
+    /// Serve /metrics without the read token (for a Prometheus that cannot send one).
+    #[arg(long)]
+    open_metrics: bool,
     /// Write {"xds_addr": ..., "admin_addr": ...} to this file once listening (useful with
     /// port 0).
     #[arg(long, value_name = "FILE")]
@@ -370,6 +387,12 @@ struct ServeArgs {
     /// Set from the configuration file only.
     #[arg(skip)]
     plugin_list: Option<PathBuf>,
+    /// Set from the configuration file only (`identities:`).
+    #[arg(skip)]
+    identities: Option<Vec<xdst::identity::Rule>>,
+    /// Set from the configuration file only (`adminReadIdentities:`).
+    #[arg(skip)]
+    admin_read_identities: Vec<xdst::identity::Pattern>,
     #[arg(skip)]
     insecure_registries: Vec<String>,
     #[arg(skip)]
@@ -579,7 +602,14 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     {
         args.tls_cert = Some(t.cert.clone());
         args.tls_key = Some(t.key.clone());
+        if !set("tls_client_ca") {
+            args.tls_client_ca = t.client_ca.clone();
+        }
     }
+    take!(opt admin_read_token_file);
+    take!(open_metrics);
+    args.identities = c.identities;
+    args.admin_read_identities = c.admin_read_identities;
     if !set("plugins") {
         if let Some(dir) = &c.plugins_dir {
             args.plugins = Some(dir.clone());
@@ -621,9 +651,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         unsafe_unordered_push: args.unsafe_unordered_push,
         admin_token: admin_token(args.admin_token_file.as_deref())?,
         tls: match (args.tls_cert, args.tls_key) {
-            (Some(cert), Some(key)) => Some(xdst::tls::TlsFiles { cert, key }),
+            (Some(cert), Some(key)) => Some(xdst::tls::TlsFiles { cert, key, client_ca: args.tls_client_ca }),
             _ => None,
         },
+        identities: xdst::identity::Rules(args.identities.unwrap_or_default()),
+        admin_read_token: match &args.admin_read_token_file {
+            Some(f) => Some(token_file(f, "--admin-read-token-file")?),
+            None => None,
+        },
+        admin_read_identities: args.admin_read_identities,
+        open_metrics: args.open_metrics,
     };
     let server = xdst::start(config).await?;
     if let Some(path) = &args.ready_file {
@@ -657,15 +694,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// The admin token: from `--admin-token-file` (trailing newline trimmed), else from the
 /// `XDST_ADMIN_TOKEN` environment variable.
 fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
-    let token = match file {
-        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading --admin-token-file {}", f.display()))?,
-        None => std::env::var("XDST_ADMIN_TOKEN").unwrap_or_default(),
-    };
-    let token = token.trim().to_owned();
-    if let Some(f) = file.filter(|_| token.is_empty()) {
-        anyhow::bail!("--admin-token-file {} is empty", f.display());
+    match file {
+        Some(f) => token_file(f, "--admin-token-file").map(Some),
+        None => Ok(std::env::var("XDST_ADMIN_TOKEN").ok().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())),
     }
-    Ok((!token.is_empty()).then_some(token))
+}
+
+/// A token from a file (trailing newline trimmed); an empty file is an error naming `flag`.
+fn token_file(file: &std::path::Path, flag: &str) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(file).with_context(|| format!("reading {flag} {}", file.display()))?;
+    let token = token.trim().to_owned();
+    if token.is_empty() {
+        anyhow::bail!("{flag} {} is empty", file.display());
+    }
+    Ok(token)
 }
 
 async fn shutdown_signal() {

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub push_ack_seconds: Family<Labels1, Histogram>,
     /// Streams closed for a protocol error, by reason.
     pub stream_errors: Family<Labels1, Counter>,
+    /// Clients refused or cut off at a limit, by reason (a fixed set, never client-chosen).
+    pub refusals: Family<Labels1, Counter>,
     /// Resource set loads by result (`ok`, `refused`).
     pub loads: Family<Labels1, Counter>,
     /// Resources served in the default group, by type.
@@ -97,6 +99,7 @@ impl Metrics {
         let stale_requests = Family::<Labels1, Counter>::default();
         let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let stream_errors = Family::<Labels1, Counter>::default();
+        let refusals = Family::<Labels1, Counter>::default();
         let loads = Family::<Labels1, Counter>::default();
         let resources = Family::<Labels1, Gauge>::default();
         let generations = Family::<Labels1, Counter>::default();
@@ -172,6 +175,11 @@ impl Metrics {
             push_ack_seconds.clone(),
         );
         registry.register("stream_errors", "Streams closed for a protocol error by reason", stream_errors.clone());
+        registry.register(
+            "refusals",
+            "Clients refused (identity, node ownership) or cut off at a limit, by reason",
+            refusals.clone(),
+        );
         registry.register("resource_loads", "Resource set loads by result", loads.clone());
         registry.register("resources", "Resources in the default node group by type", resources.clone());
         Metrics {
@@ -183,6 +191,7 @@ impl Metrics {
             stale_requests,
             push_ack_seconds,
             stream_errors,
+            refusals,
             loads,
             resources,
             generations,

@@ -31,6 +31,8 @@ pub struct StreamEntry {
     pub group: String,
     pub connected_at: SystemTime,
     pub peer: Option<std::net::SocketAddr>,
+    /// The client certificate's identity (mTLS).
+    pub identity: Option<crate::identity::PeerIdentity>,
     pub source: Arc<dyn StatusSource>,
 }
 
@@ -113,6 +115,7 @@ impl Registry {
                 api: e.api,
                 service: e.service,
                 peer: e.peer.map(|p| p.to_string()),
+                identity: e.identity.as_ref().map(|i| i.0.to_string()),
                 connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
                 types: e.source.status(),
             });
@@ -142,6 +145,8 @@ pub struct StreamReport {
     pub api: &'static str,
     pub service: &'static str,
     pub peer: Option<String>,
+    /// The client certificate's identity, with mTLS.
+    pub identity: Option<String>,
     /// Unix seconds.
     pub connected_at: u64,
     pub types: Vec<TypeStatus>,

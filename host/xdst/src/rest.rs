@@ -14,6 +14,7 @@ use xdst_core::descriptors;
 use xdst_core::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 
 use crate::context::Ctx;
+use crate::identity::PeerIdentity;
 use crate::xds::fetch;
 
 pub fn routes(ctx: &Ctx) -> Router {
@@ -23,7 +24,9 @@ pub fn routes(ctx: &Ctx) -> Router {
         let ctx = ctx.clone();
         r = r.route(
             &format!("/v3/discovery:{path}"),
-            post(move |body: Bytes| async move { handle(&ctx, type_url, &body) }),
+            post(move |identity: Option<axum::Extension<PeerIdentity>>, body: Bytes| async move {
+                handle(&ctx, type_url, identity.as_ref().map(|i| &i.0), &body)
+            }),
         );
     }
     // A body over the limit is answered 413 before it is read whole.
@@ -50,14 +53,18 @@ fn decode_request(body: &[u8]) -> Result<DiscoveryRequest, String> {
     DiscoveryRequest::decode(msg.encode_to_vec().as_slice()).map_err(|e| format!("DiscoveryRequest: {e}"))
 }
 
-fn handle(ctx: &Ctx, type_url: &'static str, body: &[u8]) -> Response {
+fn handle(ctx: &Ctx, type_url: &'static str, identity: Option<&PeerIdentity>, body: &[u8]) -> Response {
     let req = match decode_request(body) {
         Ok(r) => r,
         Err(message) => return bad_request(message),
     };
     let client_version = req.version_info.clone();
-    let resp = match fetch(ctx, type_url, req) {
+    let resp = match fetch(ctx, type_url, identity, req) {
         Ok(r) => r,
+        Err(status) if status.code() == tonic::Code::PermissionDenied => {
+            return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({ "error": status.message() })))
+                .into_response();
+        }
         Err(status) => return bad_request(status.message().to_owned()),
     };
     if !client_version.is_empty() && client_version == *resp.version {

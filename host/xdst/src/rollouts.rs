@@ -62,6 +62,8 @@ struct NodeState {
     offer_seen: Option<u64>,
     streams: usize,
     idle_since: Option<Instant>,
+    /// Who the open streams belong to (see [`Rollouts::attach`]).
+    owner: Option<Arc<str>>,
 }
 
 impl Rollouts {
@@ -74,9 +76,13 @@ impl Rollouts {
         self.config
     }
 
-    /// The rollout of node `id` in `group`, for a stream that opens; [`detach`](Self::detach)
-    /// when it closes.
-    pub fn attach(&self, group: &str, id: &str) -> Arc<NodeRollout> {
+    /// The rollout of node `id` in `group`, for a stream of `owner` (its client certificate
+    /// identity, or its address without mTLS) that opens; [`detach`](Self::detach) when it
+    /// closes. While the node has open streams it belongs to their owner: a stream of
+    /// another is refused (the owner it would take the node from is the error), so no
+    /// client can answer for, or move, another's rollout. Envoy's reconnects and hot restart
+    /// come from the same owner.
+    pub fn attach(&self, group: &str, id: &str, owner: &str) -> Result<Arc<NodeRollout>, Arc<str>> {
         let now = Instant::now();
         let mut nodes = self.nodes.lock().unwrap();
         if now.duration_since(nodes.swept) > LINGER / 10 {
@@ -103,6 +109,7 @@ impl Rollouts {
                         offer_seen: None,
                         streams: 0,
                         idle_since: None,
+                        owner: None,
                     }),
                     generation: AtomicU64::new(0),
                     changed: Notify::new(),
@@ -110,10 +117,15 @@ impl Rollouts {
             })
             .clone();
         let mut s = node.state.lock().unwrap();
+        match &s.owner {
+            Some(o) if s.streams > 0 && **o != *owner => return Err(o.clone()),
+            Some(o) if **o == *owner => {}
+            _ => s.owner = Some(owner.into()),
+        }
         s.streams += 1;
         s.idle_since = None;
         drop(s);
-        node
+        Ok(node)
     }
 
     pub fn detach(&self, node: &NodeRollout, stream: u64, metrics: &Metrics) {
@@ -287,7 +299,7 @@ mod tests {
 
     /// Node `id` connects, acknowledges a cluster, and disconnects.
     fn acked_then_idle(rollouts: &Rollouts, m: &Metrics, id: &str) {
-        let node = rollouts.attach("g", id);
+        let node = rollouts.attach("g", id, "127.0.0.1").unwrap();
         let c = Arc::new(Resource::new(CLUSTER, "c1", b"1"));
         node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
         let t: Arc<str> = CLUSTER.into();
@@ -315,9 +327,26 @@ mod tests {
     }
 
     #[test]
+    fn a_node_belongs_to_the_owner_of_its_open_streams() {
+        let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
+        let a = "identity \"spiffe://x/a\"";
+        let first = rollouts.attach("g", "n", a).unwrap();
+        // Envoy reconnecting or hot-restarting: same owner, same rollout.
+        let second = rollouts.attach("g", "n", a).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").err().as_deref(), Some(a));
+        // The same id in another group is another node.
+        assert!(rollouts.attach("h", "n", "identity \"spiffe://x/b\"").is_ok());
+        rollouts.detach(&first, 1, &m);
+        assert!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").is_err(), "a stream of a is still open");
+        rollouts.detach(&second, 2, &m);
+        assert!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").is_ok(), "no stream open: anyone may take it");
+    }
+
+    #[test]
     fn a_node_that_acknowledged_nothing_is_forgotten_when_its_stream_closes() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
-        let node = rollouts.attach("g", "asked-only");
+        let node = rollouts.attach("g", "asked-only", "127.0.0.1").unwrap();
         rollouts.detach(&node, 1, &m);
         assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
         acked_then_idle(&rollouts, &m, "acked");

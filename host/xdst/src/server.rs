@@ -11,9 +11,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::identity::PeerIdentity;
 use crate::xds::PeerAddr;
 
 /// HTTP/2 settings for the xDS port.
@@ -30,6 +30,29 @@ impl Default for H2 {
     }
 }
 
+/// The router as a connection's service, tagging each request with the connection's peer
+/// and client identity (without re-layering the router per connection).
+fn tagged(
+    router: Router,
+    peer: std::net::SocketAddr,
+    identity: Option<PeerIdentity>,
+) -> TowerToHyperService<
+    impl tower::Service<
+        http::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send,
+    > + Clone,
+> {
+    TowerToHyperService::new(tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(PeerAddr(peer));
+        if let Some(id) = &identity {
+            req.extensions_mut().insert(id.clone());
+        }
+        tower::ServiceExt::oneshot(router.clone(), req)
+    }))
+}
+
 /// Serves until `shutdown` turns true, then gives open connections `grace` to finish. With
 /// `tls`, every connection is a TLS one: the handshake runs in the connection's own task
 /// (never in the accept loop), within [`crate::tls::HANDSHAKE_TIMEOUT`].
@@ -39,9 +62,10 @@ pub async fn serve(
     router: Router,
     h2: H2,
     tls: Option<Arc<rustls::ServerConfig>>,
-    mut shutdown: watch::Receiver<bool>,
+    ctx: crate::context::Ctx,
     grace: Duration,
 ) {
+    let mut shutdown = ctx.shutdown.clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
@@ -71,15 +95,10 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 debug!(server = name, %peer, "connection accepted");
-                // Tag requests with the peer without re-layering the router per connection.
-                let router = router.clone();
-                let service = TowerToHyperService::new(tower::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(PeerAddr(peer));
-                    tower::ServiceExt::oneshot(router.clone(), req)
-                }));
-                let (builder, watcher) = (builder.clone(), graceful.watcher());
+                let (router, builder, watcher) = (router.clone(), builder.clone(), graceful.watcher());
                 match &tls {
                     None => {
+                        let service = tagged(router, peer, None);
                         let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
                         tokio::spawn(async move {
                             if let Err(e) = conn.await {
@@ -89,11 +108,17 @@ pub async fn serve(
                     }
                     Some(acceptor) => {
                         let handshake = acceptor.accept(stream);
+                        let ctx = ctx.clone();
                         tokio::spawn(async move {
                             let stream = match tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, handshake).await {
                                 Ok(Ok(s)) => s,
                                 Ok(Err(e)) => {
-                                    debug!(server = name, %peer, error = %e, "TLS handshake failed");
+                                    // No client certificate, one from another CA, an expired
+                                    // one: the client only sees an alert, so say it here.
+                                    ctx.metrics.refusals.get_or_create(&crate::metrics::label("reason", "tls_handshake")).inc();
+                                    if ctx.refusal_log.allow(&peer.ip().to_string()) {
+                                        warn!(server = name, %peer, error = %e, "TLS handshake failed (logged once a minute per address)");
+                                    }
                                     return;
                                 }
                                 Err(_) => {
@@ -101,6 +126,16 @@ pub async fn serve(
                                     return;
                                 }
                             };
+                            // A client certificate, when there is one, was verified in the
+                            // handshake; what it names goes with every request.
+                            let identity = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|chain| chain.first())
+                                .and_then(|leaf| crate::identity::of_certificate(leaf));
+                            debug!(server = name, %peer, identity = ?identity.as_ref().map(|i| &*i.0), "TLS handshake done");
+                            let service = tagged(router, peer, identity);
                             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
                             if let Err(e) = watcher.watch(conn).await {
                                 debug!(server = name, %peer, error = %e, "connection ended with an error");

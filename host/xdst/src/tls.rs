@@ -20,6 +20,32 @@ use tracing::{info, warn};
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The CA that signs client certificates (mTLS), read at start.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Whether a port asks for client certificates.
+#[derive(Debug, Clone)]
+pub enum ClientAuth {
+    None,
+    /// Every client must present a certificate these roots signed (the xDS port with mTLS).
+    Required(Arc<rustls::RootCertStore>),
+    /// A client may present one (the admin port with mTLS: tokens work too); one it presents
+    /// must verify.
+    Optional(Arc<rustls::RootCertStore>),
+}
+
+/// The client CA's certificates; an error names the file.
+pub fn client_roots(file: &Path) -> anyhow::Result<Arc<rustls::RootCertStore>> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .with_context(|| format!("reading the client CA {}", file.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, ignored) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        anyhow::bail!("the client CA file {} holds no usable CA certificate ({ignored} unparsable)", file.display());
+    }
+    Ok(Arc::new(roots))
 }
 
 /// How often the files are looked at for a change (their size, modification time and, when
@@ -86,13 +112,27 @@ impl Reloading {
 
 /// A rustls server configuration serving `resolver`'s certificate, offering HTTP/2 and
 /// HTTP/1.1 (gRPC clients ask for `h2`; REST clients may speak either).
-pub fn server_config(resolver: Arc<Reloading>) -> Arc<rustls::ServerConfig> {
+pub fn server_config(resolver: Arc<Reloading>, clients: ClientAuth) -> Arc<rustls::ServerConfig> {
+    use rustls::server::WebPkiClientVerifier;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .expect("ring supports the default protocol versions");
+    let builder = match clients {
+        ClientAuth::None => builder.with_no_client_auth(),
+        ClientAuth::Required(roots) => builder.with_client_cert_verifier(
+            WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .build()
+                .expect("client_roots holds at least one CA certificate"),
+        ),
+        ClientAuth::Optional(roots) => builder.with_client_cert_verifier(
+            WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .allow_unauthenticated()
+                .build()
+                .expect("client_roots holds at least one CA certificate"),
+        ),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config)
 }

@@ -25,6 +25,7 @@ use xdst_core::types::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
 
 use crate::codec::XdsCodec;
 use crate::context::Ctx;
+use crate::identity::PeerIdentity;
 use crate::machine::{Machine, Sent};
 use crate::metrics::{by_api_service, by_type, label};
 use crate::nodes::StreamEntry;
@@ -84,9 +85,11 @@ fn stream_service<M: Machine>(
         let scope = scope.clone();
         async move {
             let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+            let identity = req.extensions().get::<PeerIdentity>().cloned();
             let limit = ctx.max_request_size;
             let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
-                let driver = Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, req.into_inner());
+                let driver =
+                    Driver::<M>::new(ctx.clone(), scope.clone(), label, peer, identity.clone(), req.into_inner());
                 let stream: BoxStream<'static, Result<M::Response, Status>> =
                     Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
                 std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
@@ -108,8 +111,9 @@ fn fetch_service(
         let ctx = ctx.clone();
         async move {
             let limit = ctx.max_request_size;
+            let identity = req.extensions().get::<PeerIdentity>().cloned();
             let call = tower::service_fn(move |req: tonic::Request<DiscoveryRequest>| {
-                let out = fetch(&ctx, type_url, req.into_inner()).map(tonic::Response::new);
+                let out = fetch(&ctx, type_url, identity.as_ref(), req.into_inner()).map(tonic::Response::new);
                 std::future::ready(out)
             });
             let mut grpc = tonic::server::Grpc::new(XdsCodec::<DiscoveryRequest, SotwResponse>::default())
@@ -120,11 +124,18 @@ fn fetch_service(
 }
 
 /// A one-shot fetch (gRPC Fetch* and REST): the current resources for the request.
-pub fn fetch(ctx: &Ctx, type_url: &'static str, mut req: DiscoveryRequest) -> Result<SotwResponse, Status> {
+pub fn fetch(
+    ctx: &Ctx,
+    type_url: &'static str,
+    identity: Option<&PeerIdentity>,
+    mut req: DiscoveryRequest,
+) -> Result<SotwResponse, Status> {
     let group = req.node.as_ref().map(|n| ctx.group_key.group_of(n)).unwrap_or_default();
     if req.node.is_none() {
         req.node = Some(Node { id: "fetch".into(), ..Default::default() });
     }
+    let node_id = req.node.as_ref().map(|n| n.id.as_str()).unwrap_or_default();
+    authorize(ctx, identity, &group, node_id)?;
     // A fetch is always answered in full: the client's version is compared by the caller.
     req.version_info.clear();
     req.response_nonce.clear();
@@ -140,11 +151,32 @@ pub fn fetch(ctx: &Ctx, type_url: &'static str, mut req: DiscoveryRequest) -> Re
     }))
 }
 
+/// With mTLS, whether `identity` may use `group` and `node`: PERMISSION_DENIED naming the
+/// identity, the group and the node if not (counted, and logged at most once a minute per
+/// identity).
+fn authorize(ctx: &Ctx, identity: Option<&PeerIdentity>, group: &str, node: &str) -> Result<(), Status> {
+    let Some(rules) = &ctx.identities else { return Ok(()) };
+    let refusal = match identity {
+        None => "the client certificate names no identity (no URI SAN, DNS SAN or subject CN)".to_owned(),
+        Some(id) => match rules.authorize(&id.0, group, node) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        },
+    };
+    let who = identity.map(|i| &*i.0).unwrap_or_default();
+    ctx.metrics.refusals.get_or_create(&label("reason", "identity")).inc();
+    if ctx.refusal_log.allow(who) {
+        warn!(identity = %who, group, node, error = %refusal, "stream refused (logged once a minute per identity)");
+    }
+    Err(Status::permission_denied(refusal))
+}
+
 struct Driver<M: Machine> {
     ctx: Ctx,
     machine: Arc<Mutex<M>>,
     label: &'static str,
     peer: Option<std::net::SocketAddr>,
+    identity: Option<PeerIdentity>,
     requests: Streaming<M::Request>,
     /// What the node's group is served: the target of its rollout.
     watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
@@ -181,6 +213,7 @@ impl<M: Machine> Driver<M> {
         scope: Scope,
         label: &'static str,
         peer: Option<std::net::SocketAddr>,
+        identity: Option<PeerIdentity>,
         requests: Streaming<M::Request>,
     ) -> Self {
         ctx.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
@@ -190,6 +223,7 @@ impl<M: Machine> Driver<M> {
             ctx,
             label,
             peer,
+            identity,
             requests,
             watch: None,
             rollout: None,
@@ -303,6 +337,15 @@ impl<M: Machine> Driver<M> {
         }
     }
 
+    /// Who the stream belongs to: its client certificate's identity, else its address.
+    fn owner(&self) -> String {
+        match (&self.identity, &self.peer) {
+            (Some(id), _) => format!("identity {:?}", id.0),
+            (None, Some(peer)) => format!("address {}", peer.ip()),
+            (None, None) => "an unknown client".to_owned(),
+        }
+    }
+
     fn stream_error(&self, reason: &'static str, status: &Status) {
         self.ctx.metrics.stream_errors.get_or_create(&label("reason", reason)).inc();
         warn!(node = %self.node_id, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "closing stream");
@@ -322,6 +365,20 @@ impl<M: Machine> Driver<M> {
             && let Some(node) = M::request_node(&req)
         {
             let group = self.ctx.group_key.group_of(node);
+            // Refused before the stream is attached to anything or sent a resource.
+            authorize(&self.ctx, self.identity.as_ref(), &group, &node.id)?;
+            let owner = self.owner();
+            let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner).map_err(|holder| {
+                self.ctx.metrics.refusals.get_or_create(&label("reason", "node_owned")).inc();
+                let refusal = format!(
+                    "node id {:?} in node group {group:?} is in use by {holder}, not {owner}: each proxy needs its own node id",
+                    node.id
+                );
+                if self.ctx.refusal_log.allow(&owner) {
+                    warn!(node = %node.id, group = %group, error = %refusal, "stream refused (logged once a minute per client)");
+                }
+                Status::permission_denied(refusal)
+            })?;
             let mut rx = self.ctx.cache.watch(&group);
             let snapshot = rx.borrow_and_update().clone();
             self.watch = Some((rx, snapshot.clone()));
@@ -333,15 +390,16 @@ impl<M: Machine> Driver<M> {
                 api = M::API,
                 service = self.label,
                 peer = ?self.peer,
+                identity = ?self.identity.as_ref().map(|i| &*i.0),
                 "stream opened"
             );
-            let rollout = self.ctx.rollouts.attach(&group, &node.id);
             self.registered = Some(self.ctx.nodes.add(StreamEntry {
                 api: M::API,
                 service: self.label,
                 group,
                 connected_at: SystemTime::now(),
                 peer: self.peer,
+                identity: self.identity.clone(),
                 source: self.machine.clone(),
             }));
             rollout.set_target(self.ctx.rollouts.config(), snapshot, &self.ctx.metrics);
