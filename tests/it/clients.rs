@@ -12,7 +12,6 @@
 //! for as soon as it appears (SOTW-10), the client follows the chain LDS -> RDS -> CDS -> EDS
 //! (SOTW-9: each newly requested name is sent) and every call reaches the echo server.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -31,13 +30,26 @@ const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_resolves_xds_target_through_xdst() -> anyhow::Result<()> {
-    resolve_echo(Client::Python).await
+    resolve_echo(Client::Python, false).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_grpc_js_xds_resolves_xds_target_through_xdst() -> anyhow::Result<()> {
-    resolve_echo(Client::Node).await
+    resolve_echo(Client::Node, false).await
 }
+
+/// Issue 17, must-show 2: the same, with Python grpcio speaking mTLS to xdst (the bootstrap's
+/// `tls` channel credentials with a CA, a client certificate and its key, gRFC A65). xdst
+/// requires the certificate, and its identity rules allow it only the client's group;
+/// `/debug/nodes` shows the identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpcio_resolves_xds_target_through_xdst_over_mtls() -> anyhow::Result<()> {
+    resolve_echo(Client::Python, true).await
+}
+
+// Node's @grpc/grpc-js-xds (1.14.1, the version tests/setup.sh installs) accepts only
+// `google_default` and `insecure` channel credentials for its xDS server: it can speak
+// neither TLS nor mTLS to xdst (or to any xDS server), so it has no TLS test here.
 
 #[derive(Debug, Clone, Copy)]
 enum Client {
@@ -70,15 +82,47 @@ impl Client {
     }
 }
 
-async fn resolve_echo(client: Client) -> anyhow::Result<()> {
+async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
     xdst_tests::init_logging();
     let started = Instant::now();
     let echo = EchoServer::start("a").await?;
     let res = tempfile::Builder::new().prefix("xdst-clients-res-").tempdir()?;
-    let xdst = xdst_tests::server::start_in_process(Some(res.path())).await?;
+    let pki = tempfile::Builder::new().prefix("xdst-clients-pki-").tempdir()?;
+    let identity = "spiffe://test/grpc/client";
+    let (xdst, server_uri, channel_creds) = if mtls {
+        let ca = xdst_tests::pki::Ca::new(pki.path(), "ca")?;
+        let server = ca.issue("xdst", &["DNS:localhost"])?;
+        let me = ca.issue("client", &[&format!("URI:{identity}")])?;
+        let xdst = xdst::start(xdst::Config {
+            xds_addr: "127.0.0.1:0".parse()?,
+            admin_addr: "127.0.0.1:0".parse()?,
+            resources: Some(res.path().to_owned()),
+            resync: Duration::from_millis(500),
+            shutdown_grace: Duration::from_secs(1),
+            tls: Some(xdst::tls::TlsFiles { cert: server.cert, key: server.key, client_ca: Some(ca.cert.clone()) }),
+            identities: xdst::identity::Rules(vec![xdst::identity::Rule {
+                identity: identity.parse().map_err(anyhow::Error::msg)?,
+                groups: vec!["grpc-test".parse().map_err(anyhow::Error::msg)?],
+                nodes: vec!["grpc-*".parse().map_err(anyhow::Error::msg)?],
+            }]),
+            ..Default::default()
+        })
+        .await?;
+        let creds = json!([{"type": "tls", "config": {
+            "ca_certificate_file": ca.cert,
+            "certificate_file": me.cert,
+            "private_key_file": me.key,
+        }}]);
+        let uri = format!("localhost:{}", xdst.xds_addr.port());
+        (xdst, uri, creds)
+    } else {
+        let xdst = xdst_tests::server::start_in_process(Some(res.path())).await?;
+        let uri = xdst.xds_addr.to_string();
+        (xdst, uri, json!([{"type": "insecure"}]))
+    };
     let node_id = format!("grpc-{}-{}", client.name(), std::process::id());
     let bootstrap = json!({
-        "xds_servers": [{"server_uri": xdst.xds_addr.to_string(), "channel_creds": [{"type": "insecure"}]}],
+        "xds_servers": [{"server_uri": server_uri, "channel_creds": channel_creds}],
         // grpc-js-xds needs a locality to pick an endpoint.
         "node": {"id": node_id, "cluster": "grpc-test", "locality": {"zone": "z1"}},
     });
@@ -100,7 +144,7 @@ async fn resolve_echo(client: Client) -> anyhow::Result<()> {
 
     // The client asks for Listener `echo` by name (not wildcard) and waits for it.
     let node =
-        wait_for_node(xdst.admin_addr, &node_id, |n| {
+        wait_for_node(&xdst, mtls, &node_id, |n| {
             n["streams"].as_array().into_iter().flatten().any(|s| {
                 s["types"].as_array().into_iter().flatten().any(|t| {
                     t["type_url"] == LDS && t["wildcard"] == false && t["subscribed_names"].as_u64() >= Some(1)
@@ -116,6 +160,9 @@ async fn resolve_echo(client: Client) -> anyhow::Result<()> {
         }
     };
     ensure!(node["cluster"] == "grpc-test", "/debug/nodes has the wrong cluster for {node_id}: {node:#}");
+    if mtls {
+        ensure!(node["streams"][0]["identity"] == identity, "/debug/nodes does not show the identity: {node:#}");
+    }
     // It asks for its listener by name: served its resources directly, not through the
     // make-before-break steps (it fetches a cluster only once a route names it).
     ensure!(node["plan"]["mode"] == "by_name", "a proxyless gRPC client must not be gated: {:#}", node["plan"]);
@@ -192,12 +239,23 @@ virtual_hosts:
 }
 
 /// Polls xdst's `/debug/nodes` until `node_id` is there and `ready` holds for it.
-async fn wait_for_node(admin: SocketAddr, node_id: &str, ready: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+/// Polls `/debug/nodes` (over TLS, where the plain HTTP client cannot go, the same report
+/// read in-process) until node `node_id` is `ready`.
+async fn wait_for_node(
+    xdst: &xdst::Running,
+    tls: bool,
+    node_id: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> anyhow::Result<Value> {
     let deadline = Instant::now() + WAIT;
     loop {
-        let (status, body) = http_get(admin, "/debug/nodes").await?;
-        ensure!(status == 200, "xdst /debug/nodes: status {status}: {body}");
-        let nodes: Value = serde_json::from_str(&body)?;
+        let nodes: Value = if tls {
+            serde_json::to_value(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()))?
+        } else {
+            let (status, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
+            ensure!(status == 200, "xdst /debug/nodes: status {status}: {body}");
+            serde_json::from_str(&body)?
+        };
         if let Some(n) = nodes.as_array().into_iter().flatten().find(|n| n["id"] == node_id)
             && ready(n)
         {
