@@ -161,3 +161,74 @@ async fn listening_beyond_loopback_unauthenticated_is_warned_about() -> anyhow::
     ensure!(!text.contains("listens beyond this host"), "a loopback-only server was warned about: {text}");
     Ok(())
 }
+
+/// Issue 17, must-show 4: the server certificate is rotated on disk while 100 Envoy-like
+/// clients (one TLS connection and one SotW ADS stream each, distinct node ids, every
+/// response acknowledged) are connected. A new handshake then gets the new certificate;
+/// every one of the 100 streams stays open and carries the next change (a cluster added,
+/// acknowledged), and a client connecting after the rotation is served too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_keeps_100_streams_and_new_connections_get_the_new_certificate() -> anyhow::Result<()> {
+    use xdst_core::types::CLUSTER;
+    use xdst_tests::pki::tls_channel;
+    use xdst_tests::xds::{node, sotw_ack, sotw_ads_on, sotw_req};
+    const STREAMS: usize = 100;
+    xdst_tests::init_logging();
+    let pki = tempfile::Builder::new().prefix("xdst-tls-100-").tempdir()?;
+    let ca = Ca::new(pki.path(), "test-ca")?;
+    let first = ca.issue("xdst-first", &["DNS:localhost", "IP:127.0.0.1"])?;
+    let (cert, key) = (pki.path().join("server.pem"), pki.path().join("server.key"));
+    replace(&first.cert, &cert)?;
+    replace(&first.key, &key)?;
+    let res = tempfile::tempdir()?;
+    fixtures::write(res.path(), "backend.yaml", &fixtures::cluster("backend", 8080));
+    let xdst = xdst::start(xdst::Config {
+        xds_addr: "127.0.0.1:0".parse()?,
+        admin_addr: "127.0.0.1:0".parse()?,
+        resources: Some(res.path().to_owned()),
+        resync: Duration::from_millis(500),
+        shutdown_grace: Duration::from_secs(1),
+        tls: Some(xdst::tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None }),
+        ..Default::default()
+    })
+    .await?;
+    let request = |i: usize| envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
+        node: node(&format!("envoy-{i}"), "test"),
+        ..sotw_req(CLUSTER, &[])
+    };
+    let mut streams = Vec::with_capacity(STREAMS);
+    let mut versions = Vec::with_capacity(STREAMS);
+    for i in 0..STREAMS {
+        let mut s = sotw_ads_on(tls_channel(xdst.xds_addr, &ca.cert, None).await?).await;
+        s.send(request(i)).await;
+        let r = s.recv().await;
+        s.send(sotw_ack(&r, &[])).await;
+        versions.push(r.version_info.clone());
+        streams.push(s);
+    }
+    ensure!(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()).len() == STREAMS, "not every stream is registered");
+    ensure!(served_subject(xdst.xds_addr, pki.path())?.contains("xdst-first"));
+
+    let second = ca.issue("xdst-second", &["DNS:localhost", "IP:127.0.0.1"])?;
+    replace(&second.key, &key)?;
+    replace(&second.cert, &cert)?;
+    let deadline = Instant::now() + WAIT;
+    while !served_subject(xdst.xds_addr, pki.path())?.contains("xdst-second") {
+        ensure!(Instant::now() < deadline, "new handshakes still get the first certificate after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Every stream is still open: each gets the next change (a new cluster) and acknowledges it.
+    fixtures::write(res.path(), "extra.yaml", &fixtures::cluster("extra", 8081));
+    for (s, before) in streams.iter_mut().zip(&versions) {
+        let r = s.recv().await;
+        ensure!(r.type_url == CLUSTER && r.version_info != *before, "a stream got {r:?} after the rotation");
+        s.send(sotw_ack(&r, &[])).await;
+    }
+    ensure!(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()).len() == STREAMS, "a stream closed during the rotation");
+    let mut late = sotw_ads_on(tls_channel(xdst.xds_addr, &ca.cert, None).await?).await;
+    late.send(request(STREAMS)).await;
+    ensure!(!late.recv().await.resources.is_empty(), "a client connecting after the rotation got nothing");
+    xdst.shutdown().await;
+    Ok(())
+}

@@ -76,7 +76,12 @@ impl<Req, Resp> XdsStream<Req, Resp> {
 }
 
 pub async fn sotw_ads(addr: std::net::SocketAddr) -> Sotw {
-    let mut client = AggregatedDiscoveryServiceClient::new(channel(addr).await);
+    sotw_ads_on(channel(addr).await).await
+}
+
+/// A SotW ADS stream on `channel` (a TLS one, say).
+pub async fn sotw_ads_on(channel: Channel) -> Sotw {
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
     let (tx, rx) = mpsc::channel(16);
     let resp = client.stream_aggregated_resources(ReceiverStream::new(rx)).await.expect("opening ADS").into_inner();
     XdsStream::new(tx, resp)
