@@ -131,6 +131,11 @@ impl Cache {
         }
     }
 
+    /// Whether `group` has a set of its own (not the default's).
+    pub fn has_own(&self, group: &str) -> bool {
+        self.inner.lock().unwrap().groups.get(group).is_some_and(|g| g.own.is_some())
+    }
+
     /// What `group` is served now.
     pub fn snapshot(&self, group: &str) -> Arc<Snapshot> {
         let inner = self.inner.lock().unwrap();

@@ -63,6 +63,11 @@ pub struct FileConfig {
     pub max_file_size: Option<usize>,
     #[serde(default, deserialize_with = "size")]
     pub max_request_size: Option<usize>,
+    pub max_streams_per_connection: Option<u32>,
+    pub max_connections_per_client: Option<usize>,
+    pub max_requests_per_second: Option<u32>,
+    pub node_groups: Option<Vec<crate::identity::Pattern>>,
+    pub max_unlisted_node_groups: Option<usize>,
     #[serde(default, deserialize_with = "size")]
     pub max_plugin_message: Option<usize>,
     pub max_plugin_diagnostics: Option<usize>,

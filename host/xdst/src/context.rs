@@ -34,6 +34,12 @@ pub struct Context {
     pub identities: Option<crate::identity::Rules>,
     /// Refusals logged at most once a minute per client.
     pub refusal_log: crate::limits::LogOncePerMinute,
+    /// Requests a stream may send.
+    pub request_rate: crate::limits::RequestRate,
+    /// Which node groups are served as their own.
+    pub node_groups: NodeGroups,
+    /// Unlisted node groups admitted lately.
+    pub unlisted_groups: crate::limits::UnlistedGroups,
     /// Who may read the admin port.
     pub admin_read: AdminRead,
     /// The largest gRPC request message and REST request body accepted, in bytes.
@@ -60,4 +66,12 @@ impl AdminRead {
     pub fn is_open(&self) -> bool {
         self.token.is_none() && self.identities.is_empty()
     }
+}
+
+/// Which node groups nodes may use as their own (see `--node-groups`).
+#[derive(Debug, Default, Clone)]
+pub struct NodeGroups {
+    /// Listed groups; empty: any group a node names, up to `max_unlisted` at once.
+    pub listed: Vec<crate::identity::Pattern>,
+    pub max_unlisted: usize,
 }

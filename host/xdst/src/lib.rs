@@ -100,7 +100,19 @@ pub struct Config {
     pub admin_read_identities: Vec<identity::Pattern>,
     /// `/metrics` needs no read token.
     pub open_metrics: bool,
+    /// HTTP/2 streams per xDS connection.
+    pub max_streams_per_connection: u32,
+    /// Open connections per client (identity, or address) on each port.
+    pub max_connections_per_client: usize,
+    /// Requests per stream (0: no limit).
+    pub request_rate: limits::RequestRate,
+    /// The node groups served as their own; empty: any, up to `max_unlisted_node_groups`.
+    pub node_groups: Vec<identity::Pattern>,
+    pub max_unlisted_node_groups: usize,
 }
+
+/// The default for [`Config::max_unlisted_node_groups`].
+pub const DEFAULT_MAX_UNLISTED_NODE_GROUPS: usize = 100;
 
 /// The default for [`Config::max_request_size`]: Envoy's own requests are a few KiB.
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 << 20;
@@ -132,6 +144,11 @@ impl Default for Config {
             admin_read_token: None,
             admin_read_identities: Vec::new(),
             open_metrics: false,
+            max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
+            max_connections_per_client: server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            request_rate: limits::RequestRate::DEFAULT,
+            node_groups: Vec::new(),
+            max_unlisted_node_groups: DEFAULT_MAX_UNLISTED_NODE_GROUPS,
         }
     }
 }
@@ -227,6 +244,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
         identities: client_roots.is_some().then(|| config.identities.clone()),
         refusal_log: Default::default(),
+        request_rate: config.request_rate,
+        unlisted_groups: Default::default(),
+        node_groups: context::NodeGroups {
+            listed: config.node_groups.clone(),
+            max_unlisted: config.max_unlisted_node_groups,
+        },
         admin_read: context::AdminRead {
             token: config.admin_read_token.clone().filter(|t| !t.is_empty()),
             identities: config.admin_read_identities.clone(),
@@ -300,7 +323,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "xds",
             xds_listener,
             xds_router,
-            server::H2::default(),
+            server::H2 {
+                max_concurrent_streams: config.max_streams_per_connection,
+                max_connections_per_client: config.max_connections_per_client,
+                ..Default::default()
+            },
             xds_tls,
             ctx.clone(),
             config.shutdown_grace,
@@ -309,7 +336,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "admin",
             admin_listener,
             admin_router,
-            server::H2::default(),
+            server::H2 { max_connections_per_client: config.max_connections_per_client, ..Default::default() },
             admin_tls,
             ctx.clone(),
             config.shutdown_grace,

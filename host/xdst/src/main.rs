@@ -308,6 +308,33 @@ struct ServeArgs {
     /// OUT_OF_RANGE) or a REST body (answered 413). Envoy's own requests are a few KiB.
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = xdst::config::parse_size)]
     max_request_size: usize,
+    /// HTTP/2 streams one xDS connection may have open at once. Envoy opens one ADS stream
+    /// (or one per type); a client asking for more waits for one to close, as HTTP/2 has it.
+    #[arg(long, value_name = "N", default_value_t = xdst::server::DEFAULT_MAX_STREAMS_PER_CONNECTION)]
+    max_streams_per_connection: u32,
+    /// Connections one client may have open on a port: a client is its certificate identity
+    /// with mTLS, else its IP address (proxies behind one NAT address share it). A new one
+    /// beyond is closed at once, counted in xdst_refusals_total and logged.
+    #[arg(long, value_name = "N", default_value_t = xdst::server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT)]
+    max_connections_per_client: usize,
+    /// Requests one xDS stream may send a second, on average; ten times as many at once. A
+    /// stream beyond is ended with RESOURCE_EXHAUSTED. Envoy sends one per response it
+    /// answers and one per subscription change. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = xdst::limits::RequestRate::DEFAULT.rate)]
+    max_requests_per_second: u32,
+    /// The node groups xdst serves as their own (comma-separated, exact or ending in `*`).
+    /// A node naming another group (in node.cluster, or the --node-group-key) is served the
+    /// default set, untranslated for it. Groups of the resources directory (its
+    /// subdirectories) and of the identity rules are listed too. Without a list, groups are
+    /// created as nodes name them, up to --max-unlisted-node-groups.
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',')]
+    node_groups: Vec<xdst::identity::Pattern>,
+    /// Without --node-groups: how many node groups nodes may create by naming them (each
+    /// is translated for) within 10 minutes; a node naming one more is served the default
+    /// set, logged and counted in xdst_refusals_total{reason="node_group"}. A group stays
+    /// its own while a node of it is connected.
+    #[arg(long, value_name = "N", default_value_t = xdst::DEFAULT_MAX_UNLISTED_NODE_GROUPS)]
+    max_unlisted_node_groups: usize,
     /// The most of one plugin error, diagnostic or log message kept; the rest is cut, noting
     /// the full length.
     #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = xdst::config::parse_size)]
@@ -590,6 +617,11 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(unsafe_unordered_push);
     take!(max_file_size);
     take!(max_request_size);
+    take!(max_streams_per_connection);
+    take!(max_connections_per_client);
+    take!(max_requests_per_second);
+    take!(node_groups);
+    take!(max_unlisted_node_groups);
     take!(max_plugin_message);
     take!(max_plugin_diagnostics);
     take!(max_plugin_log_lines);
@@ -646,6 +678,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         resync: args.resync,
         shutdown_grace: args.shutdown_grace,
         max_request_size: args.max_request_size,
+        max_streams_per_connection: args.max_streams_per_connection,
+        max_connections_per_client: args.max_connections_per_client,
+        request_rate: xdst::limits::RequestRate {
+            rate: args.max_requests_per_second,
+            burst: args.max_requests_per_second.saturating_mul(10),
+        },
+        node_groups: args.node_groups,
+        max_unlisted_node_groups: args.max_unlisted_node_groups,
         plan_grace: args.plan_grace,
         drain_time: args.drain_time,
         unsafe_unordered_push: args.unsafe_unordered_push,

@@ -91,6 +91,11 @@ impl Registry {
     }
 
     /// The node groups with at least one connected stream.
+    /// Whether a stream of `group` is open.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.groups.lock().unwrap().contains_key(group)
+    }
+
     pub fn groups(&self) -> std::collections::BTreeSet<String> {
         self.groups.lock().unwrap().keys().cloned().collect()
     }

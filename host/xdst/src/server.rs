@@ -16,17 +16,31 @@ use tracing::{debug, info, warn};
 use crate::identity::PeerIdentity;
 use crate::xds::PeerAddr;
 
-/// HTTP/2 settings for the xDS port.
+/// Connection settings of a port.
 #[derive(Debug, Clone, Copy)]
 pub struct H2 {
+    /// HTTP/2 streams a connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS):
+    /// a client asking for more waits, as the protocol has it.
     pub max_concurrent_streams: u32,
     pub keepalive: Option<Duration>,
+    /// Connections one client (its certificate identity, or its address) may have open;
+    /// beyond, a new one is closed as soon as it is accepted (or its handshake done).
+    pub max_connections_per_client: usize,
 }
+
+/// The default for [`H2::max_concurrent_streams`]: Envoy opens one ADS stream (or one per
+/// type), a proxyless gRPC client one per xDS server.
+pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 128;
+/// The default for [`H2::max_connections_per_client`] (clients behind one NAT address share it).
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 1024;
 
 impl Default for H2 {
     fn default() -> Self {
-        // Load generators and gRPC clients multiplex thousands of streams per connection.
-        H2 { max_concurrent_streams: 1 << 20, keepalive: Some(Duration::from_secs(30)) }
+        H2 {
+            max_concurrent_streams: DEFAULT_MAX_STREAMS_PER_CONNECTION,
+            keepalive: Some(Duration::from_secs(30)),
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        }
     }
 }
 
@@ -51,6 +65,28 @@ fn tagged(
         }
         tower::ServiceExt::oneshot(router.clone(), req)
     }))
+}
+
+/// Counts a connection of `client`; None (refusal counted, logged once a minute per client)
+/// when it has as many open as it may.
+fn counted_connection(
+    ctx: &crate::context::Ctx,
+    name: &'static str,
+    connections: &Arc<crate::limits::Connections>,
+    client: &str,
+) -> Option<crate::limits::Connection> {
+    let counted = connections.open(client);
+    if counted.is_none() {
+        ctx.metrics.refusals.get_or_create(&crate::metrics::label("reason", "connections_per_client")).inc();
+        if ctx.refusal_log.allow(client) {
+            warn!(
+                server = name,
+                client,
+                "connection closed: the client has as many open as --max-connections-per-client allows (logged once a minute per client)"
+            );
+        }
+    }
+    counted
 }
 
 /// Serves until `shutdown` turns true, then gives open connections `grace` to finish. With
@@ -79,6 +115,7 @@ pub async fn serve(
         .keep_alive_interval(h2.keepalive)
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
+    let connections = Arc::new(crate::limits::Connections::new(h2.max_connections_per_client));
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     loop {
@@ -98,17 +135,21 @@ pub async fn serve(
                 let (router, builder, watcher) = (router.clone(), builder.clone(), graceful.watcher());
                 match &tls {
                     None => {
+                        let Some(counted) = counted_connection(&ctx, name, &connections, &peer.ip().to_string()) else {
+                            continue;
+                        };
                         let service = tagged(router, peer, None);
                         let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
                         tokio::spawn(async move {
                             if let Err(e) = conn.await {
                                 debug!(server = name, %peer, error = %e, "connection ended with an error");
                             }
+                            drop(counted);
                         });
                     }
                     Some(acceptor) => {
                         let handshake = acceptor.accept(stream);
-                        let ctx = ctx.clone();
+                        let (ctx, connections) = (ctx.clone(), connections.clone());
                         tokio::spawn(async move {
                             let stream = match tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, handshake).await {
                                 Ok(Ok(s)) => s,
@@ -135,11 +176,17 @@ pub async fn serve(
                                 .and_then(|chain| chain.first())
                                 .and_then(|leaf| crate::identity::of_certificate(leaf));
                             debug!(server = name, %peer, identity = ?identity.as_ref().map(|i| &*i.0), "TLS handshake done");
+                            let client = match &identity {
+                                Some(id) => format!("identity {:?}", id.0),
+                                None => peer.ip().to_string(),
+                            };
+                            let Some(counted) = counted_connection(&ctx, name, &connections, &client) else { return };
                             let service = tagged(router, peer, identity);
                             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
                             if let Err(e) = watcher.watch(conn).await {
                                 debug!(server = name, %peer, error = %e, "connection ended with an error");
                             }
+                            drop(counted);
                         });
                     }
                 }

@@ -171,6 +171,37 @@ fn authorize(ctx: &Ctx, identity: Option<&PeerIdentity>, group: &str, node: &str
     Err(Status::permission_denied(refusal))
 }
 
+/// The node group a stream is served: the one its node names if that is listed
+/// (`--node-groups`, the resources directory's own groups, the identity rules), or, without
+/// a list, one of the first `--max-unlisted-node-groups` named within
+/// [`crate::limits::UNLISTED_GROUP_WINDOW`]; else the default set
+/// (`""`), counted and logged, so that made-up groups cost no translation.
+fn admit_group(ctx: &Ctx, group: String, client: &str) -> String {
+    let rules = &ctx.node_groups;
+    let listed = |g: &str| {
+        g.is_empty()
+            || rules.listed.iter().any(|p| p.matches(g))
+            // With mTLS the rules allowed it already.
+            || ctx.identities.is_some()
+            || (ctx.intent.is_none() && ctx.cache.has_own(g))
+    };
+    if listed(&group) {
+        return group;
+    }
+    let why = if !rules.listed.is_empty() {
+        "it is not in --node-groups"
+    } else if ctx.nodes.has_group(&group) || ctx.unlisted_groups.admit(&group, rules.max_unlisted, Instant::now()) {
+        return group;
+    } else {
+        "--max-unlisted-node-groups other groups were named in the last 10 minutes"
+    };
+    ctx.metrics.refusals.get_or_create(&label("reason", "node_group")).inc();
+    if ctx.refusal_log.allow(client) {
+        warn!(group = %group, client, "node group not served as its own: {why}; the node gets the default set (logged once a minute per client)");
+    }
+    String::new()
+}
+
 struct Driver<M: Machine> {
     ctx: Ctx,
     machine: Arc<Mutex<M>>,
@@ -178,6 +209,8 @@ struct Driver<M: Machine> {
     peer: Option<std::net::SocketAddr>,
     identity: Option<PeerIdentity>,
     requests: Streaming<M::Request>,
+    /// The stream's request rate.
+    bucket: crate::limits::Bucket,
     /// What the node's group is served: the target of its rollout.
     watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
     /// The node's rollout, shared with its other streams, and what it offers now.
@@ -218,6 +251,7 @@ impl<M: Machine> Driver<M> {
     ) -> Self {
         ctx.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
         let shutdown = ctx.shutdown.clone();
+        let rate = ctx.request_rate;
         Driver {
             machine: Arc::new(Mutex::new(M::new(scope))),
             ctx,
@@ -225,6 +259,7 @@ impl<M: Machine> Driver<M> {
             peer,
             identity,
             requests,
+            bucket: crate::limits::Bucket::full(rate),
             watch: None,
             rollout: None,
             offer: None,
@@ -352,6 +387,18 @@ impl<M: Machine> Driver<M> {
     }
 
     fn on_request(&mut self, req: M::Request) -> Result<(), Status> {
+        let limit = self.ctx.request_rate;
+        if limit.rate > 0 && !self.bucket.take(limit, Instant::now()) {
+            let owner = self.owner();
+            self.ctx.metrics.refusals.get_or_create(&label("reason", "request_rate")).inc();
+            if self.ctx.refusal_log.allow(&owner) {
+                warn!(node = %self.node_id, client = %owner, "stream ended: over its request rate (logged once a minute per client)");
+            }
+            return Err(Status::resource_exhausted(format!(
+                "more than {} requests a second ({} at once) on one stream (--max-requests-per-second)",
+                limit.rate, limit.burst
+            )));
+        }
         let result = self.machine.lock().unwrap().handle(&req, SystemTime::now());
         let events = match result {
             Ok(events) => events,
@@ -368,6 +415,7 @@ impl<M: Machine> Driver<M> {
             // Refused before the stream is attached to anything or sent a resource.
             authorize(&self.ctx, self.identity.as_ref(), &group, &node.id)?;
             let owner = self.owner();
+            let group = admit_group(&self.ctx, group, &owner);
             let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner).map_err(|holder| {
                 self.ctx.metrics.refusals.get_or_create(&label("reason", "node_owned")).inc();
                 let refusal = format!(

@@ -1,0 +1,216 @@
+//! Issue 17, must-show 6: one hostile client per limit, each cut off at its limit, against a
+//! real `xdst serve --intent --plugins` (the reference plugin) with its default limits, while
+//! a well-behaved client (its own connection, SotW ADS, acknowledging) keeps converging:
+//!
+//! - 10,000 streams opened on one connection: 128 (`--max-streams-per-connection`) are served,
+//!   the rest wait, as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS has it;
+//! - a 100 MB request: the stream ends with OUT_OF_RANGE (`--max-request-size`, 4 MiB);
+//! - 10,000 requests a second on one stream: it ends with RESOURCE_EXHAUSTED
+//!   (`--max-requests-per-second`, 100, 1,000 at once);
+//! - 100,000 distinct node clusters, cycled (a stream opens, is served, closes): at most
+//!   `--max-unlisted-node-groups` (100) are translated for; the others are served the default
+//!   set with no generation of their own.
+//!
+//! Throughout, xdst's peak RSS stays under a bound, `/metrics` grows by no series named after
+//! what a client sent, every cut-off is counted in `xdst_refusals_total{reason}`, and after
+//! each attack the good client still gets and acknowledges the next change.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, ensure};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use xdst_core::types::CLUSTER;
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::upstream::http_get;
+use xdst_tests::xds::{Sotw, channel, node, sotw_ack, sotw_ads_on, sotw_req};
+
+/// Distinct node clusters the cycling client names.
+const CLUSTERS: usize = 100_000;
+/// How many of them are open at once.
+const CYCLERS: usize = 64;
+/// xdst's peak RSS may not pass this (a debug build; it idles at about 60 MB).
+const RSS_BOUND: u64 = 400 << 20;
+
+fn service(name: &str) -> String {
+    format!(
+        "kind: Service\nmetadata: {{name: {name}}}\nspec:\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 127.0.0.1, port: 9}}\n"
+    )
+}
+
+fn request(id: &str, cluster: &str) -> DiscoveryRequest {
+    DiscoveryRequest { node: node(id, cluster), ..sotw_req(CLUSTER, &[]) }
+}
+
+/// The good client: a change (one more service) reaches it and it acknowledges it.
+async fn good_client_converges(good: &mut Sotw, intent: &std::path::Path, n: usize, what: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    std::fs::write(intent.join(format!("svc-{n}.yaml")), service(&format!("svc-{n}")))?;
+    let r = good.recv().await;
+    ensure!(r.resources.len() == n + 1, "{what}: the good client got {} clusters, not {}", r.resources.len(), n + 1);
+    good.send(sotw_ack(&r, &[])).await;
+    eprintln!("[limits] {what}: the good client converged on a change in {:?}", started.elapsed());
+    Ok(())
+}
+
+/// `/metrics`: the number of series, and the count of refusals for `reason`.
+async fn metrics(admin: std::net::SocketAddr, reason: &str) -> anyhow::Result<(usize, u64)> {
+    let (status, body) = http_get(admin, "/metrics").await?;
+    ensure!(status == 200, "/metrics: {status}");
+    let series = body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+    let needle = format!("xdst_refusals_total{{reason=\"{reason}\"}} ");
+    let refusals = body.lines().find_map(|l| l.strip_prefix(needle.as_str())).and_then(|v| v.trim().parse().ok());
+    Ok((series, refusals.unwrap_or(0)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_hostile_client_is_cut_off_at_its_limit_and_others_converge() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let intent = tempfile::Builder::new().prefix("xdst-limits-intent-").tempdir()?;
+    let plugin_dir = tempfile::Builder::new().prefix("xdst-limits-plugins-").tempdir()?;
+    plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
+    std::fs::write(intent.path().join("svc-0.yaml"), service("svc-0"))?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let addr = xdst.xds_addr;
+
+    let mut good = sotw_ads_on(channel(addr).await).await;
+    good.send(request("good", "good-group")).await;
+    let r = good.recv().await;
+    ensure!(r.resources.len() == 1, "the good client's first response: {r:?}");
+    good.send(sotw_ack(&r, &[])).await;
+    let (series_before, _) = metrics(xdst.admin_addr, "").await?;
+
+    // 1. 10,000 streams on one connection.
+    let conn = channel(addr).await;
+    let (served_tx, mut served_rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for i in 0..10_000 {
+        let (conn, served_tx) = (conn.clone(), served_tx.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = AggregatedDiscoveryServiceClient::new(conn);
+            let (tx, rx) = mpsc::channel(1);
+            let _ = tx.send(request(&format!("mux-{i}"), "good-group")).await;
+            let Ok(resp) = client.stream_aggregated_resources(ReceiverStream::new(rx)).await else { return };
+            let mut resp = resp.into_inner();
+            if let Ok(Some(_)) = resp.message().await {
+                let _ = served_tx.send(());
+            }
+            // Hold the stream open until the test aborts the task.
+            std::future::pending::<()>().await;
+            drop((tx, resp));
+        }));
+    }
+    drop(served_tx);
+    let mut served = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while served < 128 {
+        match tokio::time::timeout_at(deadline, served_rx.recv()).await {
+            Ok(Some(())) => served += 1,
+            _ => break,
+        }
+    }
+    ensure!(served == 128, "{served} of 10,000 streams on one connection were served, not 128");
+    // Long enough for a 129th to be served if the limit did not hold.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while served_rx.try_recv().is_ok() {
+        served += 1;
+    }
+    ensure!(served == 128, "{served} streams on one connection were served, not 128");
+    good_client_converges(&mut good, intent.path(), 1, "10,000 streams on one connection").await?;
+    for t in &tasks {
+        t.abort();
+    }
+    drop((tasks, conn));
+
+    // 2. A 100 MB request.
+    let mut big = sotw_ads_on(channel(addr).await).await;
+    let mut req = request("big", "good-group");
+    req.resource_names = vec!["x".repeat(100 << 20)];
+    big.send(req).await;
+    let status = big.closed_with().await;
+    ensure!(status.code() == tonic::Code::OutOfRange, "a 100 MB request: {status:?}");
+    drop(big);
+    good_client_converges(&mut good, intent.path(), 2, "a 100 MB request").await?;
+
+    // 3. 10,000 requests a second on one stream.
+    let mut client = AggregatedDiscoveryServiceClient::new(channel(addr).await);
+    let (tx, rx) = mpsc::channel(64);
+    let mut flood = client.stream_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
+    let (_, rate_before) = metrics(xdst.admin_addr, "request_rate").await?;
+    let sender = tokio::spawn(async move {
+        let started = Instant::now();
+        for i in 0..10_000u32 {
+            let r = if i == 0 { request("flood", "good-group") } else { sotw_req(CLUSTER, &[]) };
+            if tx.send(r).await.is_err() {
+                return (i, started.elapsed());
+            }
+        }
+        (10_000, started.elapsed())
+    });
+    let status = loop {
+        match tokio::time::timeout(Duration::from_secs(30), flood.message())
+            .await
+            .context("the flood was not cut off")?
+        {
+            Ok(Some(_)) => continue,
+            Ok(None) => break tonic::Status::ok("ended"),
+            Err(s) => break s,
+        }
+    };
+    ensure!(status.code() == tonic::Code::ResourceExhausted, "10,000 requests a second: {status:?}");
+    let (sent, took) = sender.await?;
+    eprintln!("[limits] the flood was cut off: {sent} requests sent in {took:?}, {status:?}");
+    let (_, rate_after) = metrics(xdst.admin_addr, "request_rate").await?;
+    ensure!(rate_after == rate_before + 1, "request_rate refusals {rate_before} -> {rate_after}");
+    good_client_converges(&mut good, intent.path(), 3, "10,000 requests a second").await?;
+
+    // 4. 100,000 distinct node clusters, cycled.
+    let generations_before = xdst_tests::admin::generations(xdst.admin_addr, "generations_ok").await?;
+    let started = Instant::now();
+    let conns: Vec<_> = futures::future::join_all((0..4).map(|_| channel(addr))).await;
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..CYCLERS)
+        .map(|w| {
+            let (conn, next) = (conns[w % conns.len()].clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= CLUSTERS {
+                        return Ok::<_, anyhow::Error>(());
+                    }
+                    let mut s = sotw_ads_on(conn.clone()).await;
+                    s.send(request(&format!("cycler-{i}"), &format!("made-up-{i}"))).await;
+                    s.recv().await;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await??;
+    }
+    let cycled = started.elapsed();
+    let (series_after, node_group_refusals) = metrics(xdst.admin_addr, "node_group").await?;
+    good_client_converges(&mut good, intent.path(), 4, "100,000 node clusters cycled").await?;
+    let generations = xdst_tests::admin::generations(xdst.admin_addr, "generations_ok").await? - generations_before;
+    eprintln!(
+        "[limits] {CLUSTERS} node clusters cycled in {cycled:?}: {generations} generations, {node_group_refusals} \
+         served the default set"
+    );
+    ensure!(
+        node_group_refusals >= (CLUSTERS - 100 - CYCLERS) as u64,
+        "only {node_group_refusals} of {CLUSTERS} made-up node groups were refused"
+    );
+    // The first 100 made-up groups may each have been translated for (a generation each, at
+    // most, merged by the debounce), and the good client's changes: nothing near one per
+    // cluster.
+    ensure!(generations <= 100 + 10, "{generations} generations for {CLUSTERS} made-up node clusters");
+    // Refusal counters (a fixed set of reasons) may appear; nothing named by a client.
+    ensure!(series_after <= series_before + 20, "/metrics went from {series_before} to {series_after} series");
+    let peak = xdst.peak_rss()?;
+    eprintln!("[limits] xdst peak RSS {} MB", peak >> 20);
+    ensure!(peak < RSS_BOUND, "xdst's peak RSS reached {} MB", peak >> 20);
+    Ok(())
+}
