@@ -88,8 +88,27 @@ pub async fn tls_channel(
     ca: &Path,
     client: Option<&Leaf>,
 ) -> anyhow::Result<tonic::transport::Channel> {
+    use rustls_pki_types::ServerName;
+    let connector = client_config(ca, client)?;
+    let connect = tower::service_fn(move |_: http::Uri| {
+        let connector = connector.clone();
+        async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await?;
+            let tls = connector.connect(ServerName::try_from("localhost").expect("a DNS name"), tcp).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+        }
+    });
+    let channel = tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", addr.port()))?
+        .connect_with_connector(connect)
+        .await
+        .with_context(|| format!("connecting to {addr} over TLS"))?;
+    Ok(channel)
+}
+
+/// A TLS client trusting `ca`, presenting `client` when given, offering only `h2`.
+pub fn client_config(ca: &Path, client: Option<&Leaf>) -> anyhow::Result<tokio_rustls::TlsConnector> {
     use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca)? {
         roots.add(cert?)?;
@@ -106,18 +125,5 @@ pub async fn tls_channel(
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let connect = tower::service_fn(move |_: http::Uri| {
-        let connector = connector.clone();
-        async move {
-            let tcp = tokio::net::TcpStream::connect(addr).await?;
-            let tls = connector.connect(ServerName::try_from("localhost").expect("a DNS name"), tcp).await?;
-            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
-        }
-    });
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", addr.port()))?
-        .connect_with_connector(connect)
-        .await
-        .with_context(|| format!("connecting to {addr} over TLS"))?;
-    Ok(channel)
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
 }

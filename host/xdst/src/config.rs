@@ -669,6 +669,16 @@ mod tests {
             "readyFile",
             "insecureRegistries",
             "caFile",
+            "tls",
+            "identities",
+            "adminReadTokenFile",
+            "adminReadIdentities",
+            "openMetrics",
+            "maxStreamsPerConnection",
+            "maxConnectionsPerClient",
+            "maxRequestsPerSecond",
+            "nodeGroups",
+            "maxUnlistedNodeGroups",
         ] {
             assert!(text.contains(&format!("{key}:")), "examples/xdst.yaml does not show {key}");
         }

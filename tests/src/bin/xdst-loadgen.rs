@@ -16,7 +16,8 @@
 //!    (atomically, write + rename) and measures, per stream, the time from the write until
 //!    the stream received the changed resources and ACKed them; `--changes` times.
 //!
-//! It does not do TLS, per-type services, NACKs or reconnects: a stream that fails is
+//! With `--tls-ca` (and `--tls-cert`/`--tls-key`: mTLS) every connection is a TLS one, to
+//! `localhost`. It does not do per-type services, NACKs or reconnects: a stream that fails is
 //! counted as failed. Timestamps are taken right after the ACK is queued on the stream.
 //!
 //! ```text
@@ -112,6 +113,14 @@ struct Args {
     /// Also print the results as one JSON line (prefixed `RESULT `).
     #[arg(long)]
     json: bool,
+    /// Connect over TLS, trusting this CA (the server's certificate must name localhost).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// With --tls-ca: present this client certificate (mTLS).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -225,6 +234,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let rss_before = server.as_ref().map(Proc::rss_kb).transpose()?;
     let addr: std::net::SocketAddr =
         args.addr.parse().with_context(|| format!("--addr {:?}: expected IP:PORT", args.addr))?;
+    let tls = match &args.tls_ca {
+        Some(ca) => {
+            let leaf =
+                args.tls_cert.clone().zip(args.tls_key.clone()).map(|(cert, key)| xdst_tests::pki::Leaf { cert, key });
+            Some(xdst_tests::pki::client_config(ca, leaf.as_ref())?)
+        }
+        None => None,
+    };
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(30))
@@ -249,11 +266,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let api = args.api;
         let eager = args.startup == Startup::Eager;
         let node_cluster = args.node_cluster.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let streams = (c..n).step_by(conns);
             let channel = {
                 let _permit = gate.acquire().await;
-                endpoint.connect_with_connector(Connector(addr)).await
+                endpoint.connect_with_connector(Connector(addr, tls)).await
             };
             let channel = match channel {
                 Ok(ch) => ch,
@@ -362,11 +380,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
 /// Connects straight to the socket address: tonic's default connector resolves even an IP
 /// literal through getaddrinfo on a blocking thread, a measurable cost per connection.
-#[derive(Clone, Copy)]
-struct Connector(std::net::SocketAddr);
+/// Connects to the address, over TLS with a connector.
+#[derive(Clone)]
+struct Connector(std::net::SocketAddr, Option<tokio_rustls::TlsConnector>);
+
+/// A plaintext or TLS connection.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
 impl Service<http::Uri> for Connector {
-    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+    type Response = hyper_util::rt::TokioIo<Box<dyn Io>>;
     type Error = std::io::Error;
     type Future = std::pin::Pin<Box<dyn Future<Output = std::io::Result<Self::Response>> + Send>>;
 
@@ -375,11 +398,15 @@ impl Service<http::Uri> for Connector {
     }
 
     fn call(&mut self, _: http::Uri) -> Self::Future {
-        let addr = self.0;
+        let (addr, tls) = (self.0, self.1.clone());
         Box::pin(async move {
             let stream = tokio::net::TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
-            Ok(hyper_util::rt::TokioIo::new(stream))
+            let io: Box<dyn Io> = match tls {
+                Some(c) => Box::new(c.connect("localhost".try_into().expect("a DNS name"), stream).await?),
+                None => Box::new(stream),
+            };
+            Ok(hyper_util::rt::TokioIo::new(io))
         })
     }
 }
