@@ -23,11 +23,12 @@ ENV_FILE="$XDST_CACHE/env.sh"
 # ---- What the tests need: the one list ------------------------------------------------
 # Debian packages, installed with --no-install-recommends: name every one that is used.
 APT_PACKAGES=(
-    protobuf-compiler      # protoc: host/core/gen/envoy-descriptors.sh --check
+    protobuf-compiler      # protoc: host/core/gen/envoy-descriptors.sh --check, and etcd-client's build script
     libprotobuf-dev        # google/protobuf/*.proto, which Envoy's protos import
     docker-registry        # the OCI registry of tests/it/distribution.rs
     openssl                # keys, certificates and signatures in the distribution tests
     apache2-utils          # htpasswd: a registry that wants a login
+    etcd-server            # etcd 3.4: the intent store of tests/it/store.rs (--store)
     clang lld wasi-libc libclang-rt-dev-wasm32 wabt # the C plugin recipe (guest-sdk/c/build.sh)
 )
 RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests
@@ -184,6 +185,31 @@ cd "$NODE_DIR" && node -e 'require("@grpc/grpc-js-xds"); console.log("grpc-js-xd
 EOF
 prove htpasswd "Debian package apache2-utils" <<<"htpasswd -Bbn user pass >/dev/null && echo ok"
 prove openssl "Debian package openssl" <<<"openssl version"
+# etcd must start, take a write and read it back (v3 JSON gateway): the store tests start
+# clusters of it.
+etcd_client=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+etcd_peer=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prove etcd "Debian package etcd-server (etcd must start on loopback, take a write and read it back)" <<EOF
+cd "$scratch"
+[ -x /usr/bin/etcd ] || { echo "/usr/bin/etcd not found"; exit 1; }
+/usr/bin/etcd --name proof --data-dir etcd-data --log-level error --logger zap \
+  --listen-client-urls http://127.0.0.1:$etcd_client --advertise-client-urls http://127.0.0.1:$etcd_client \
+  --listen-peer-urls http://127.0.0.1:$etcd_peer --initial-advertise-peer-urls http://127.0.0.1:$etcd_peer \
+  --initial-cluster proof=http://127.0.0.1:$etcd_peer >etcd.log 2>&1 &
+pid=\$!
+trap 'kill \$pid 2>/dev/null || true' EXIT
+for _ in \$(seq 200); do
+  if curl -fsS -X POST -d '{"key":"cHJvb2Y=","value":"b2s="}' http://127.0.0.1:$etcd_client/v3/kv/put >/dev/null 2>&1; then
+    curl -fsS -X POST -d '{"key":"cHJvb2Y="}' http://127.0.0.1:$etcd_client/v3/kv/range | grep -q '"value":"b2s="'
+    /usr/bin/etcd --version | head -n 1
+    exit 0
+  fi
+  kill -0 \$pid 2>/dev/null || { cat etcd.log; exit 1; }
+  sleep 0.05
+done
+cat etcd.log
+exit 1
+EOF
 prove wasm32 "rustup target wasm32-unknown-unknown" <<EOF
 echo '#![no_std] pub fn f() -> u32 { 1 }' > "$scratch/lib.rs"
 rustc --edition 2021 --crate-type lib --target wasm32-unknown-unknown -o "$scratch/lib.rlib" "$scratch/lib.rs"

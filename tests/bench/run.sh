@@ -32,6 +32,8 @@
 #                     to serve (the load generator edits its files for each change) and
 #                     `{ready}` by a file to write `{"xds_addr":"HOST:PORT"}` into once it
 #                     listens, e.g. --compare 'my-server --dir {resources} --ready {ready}'.
+#                     `mtls` runs xdst again over mTLS (certificates made with openssl, every
+#                     connection a TLS handshake with a client certificate): plaintext / mTLS.
 #
 # Needs 2 x N file descriptors for N one-connection-per-stream streams (the server and the
 # load generator each hold N): the script raises its soft limit to the hard one; if that is
@@ -76,7 +78,10 @@ if [ "$build" = 1 ]; then
 fi
 xdst=$CARGO_TARGET_DIR/release/xdst
 loadgen=$CARGO_TARGET_DIR/release/xdst-loadgen
-if [ "$compare" = unordered ]; then
+mtls=0
+if [ "$compare" = mtls ]; then
+    mtls=1
+elif [ "$compare" = unordered ]; then
     compare="$CARGO_TARGET_DIR/release/xdst-bench-unordered --xds-addr 127.0.0.1:0 --resources {resources} --ready-file {ready}"
 fi
 [ -x "$xdst" ] && [ -x "$loadgen" ] || { echo "run.sh: $xdst or $loadgen missing (drop --no-build)" >&2; exit 1; }
@@ -90,6 +95,25 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+if [ "$mtls" = 1 ]; then
+    # A CA, a server certificate for localhost and the load generator's client certificate;
+    # identity rules that let it use every group.
+    (
+        cd "$work"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem \
+            -days 1 -subj /CN=bench-ca -addext basicConstraints=critical,CA:TRUE 2>/dev/null
+        for who in server:DNS:localhost client:URI:spiffe://bench/loadgen; do
+            name=${who%%:*}
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$name.key" -out "$name.csr" \
+                -subj "/CN=$name" 2>/dev/null
+            printf 'basicConstraints=CA:FALSE\nsubjectAltName=%s\n' "${who#*:}" > "$name.ext"
+            openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+                -extfile "$name.ext" -out "$name.pem" 2>/dev/null
+        done
+        printf "tls: {cert: server.pem, key: server.key, clientCa: ca.pem}\nidentities: [{identity: '*', groups: ['*']}]\n" \
+            > mtls.yaml
+    )
+fi
 results=$work/results.jsonl
 : > "$results"
 
@@ -110,8 +134,10 @@ echo "fd limit: $(ulimit -n)"
 start_server() { # $1: resources dir; $2: "xdst" or "compare"
     local ready=$work/ready.json
     rm -f "$ready"
-    if [ "$2" = xdst ]; then
-        RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
+    if [ "$2" = xdst ] || [ "$mtls" = 1 ]; then
+        local config=()
+        [ "$2" = compare ] && config=(--config "$work/mtls.yaml")
+        RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 "${config[@]}" \
             --resources "$1" --ready-file "$ready" --debounce 10ms \
             --max-streams-per-connection 1048576 --max-connections-per-client 1000000 &
     else
@@ -152,8 +178,12 @@ for n in $ns; do
                     echo
                     echo "== server=$server N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
                     start_server "$res" "$server"
+                    tls=()
+                    if [ "$mtls" = 1 ] && [ "$server" = compare ]; then
+                        tls=(--tls-ca "$work/ca.pem" --tls-cert "$work/client.pem" --tls-key "$work/client.key")
+                    fi
                     # shellcheck disable=SC2086 # loadgen_args is a list of words
-                    "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" \
+                    "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" "${tls[@]}" \
                         --server-pid "$server_pid" --resources "$res" --changes "$changes" \
                         --change "$change" --json $loadgen_args | tee "$work/out.txt"
                     grep '^RESULT ' "$work/out.txt" \

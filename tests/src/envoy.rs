@@ -76,6 +76,9 @@ impl ApiType {
 pub struct Bootstrap {
     pub api_type: ApiType,
     pub xds_addr: SocketAddr,
+    /// More xDS servers in `xds_cluster` beside `xds_addr` (replicas): Envoy's ADS stream goes
+    /// to one, and to another when that one fails.
+    pub more_xds_addrs: Vec<SocketAddr>,
     pub node_id: String,
     pub node_cluster: String,
     /// Run from filesystem-subscription files in this directory (`lds.json`, `cds.json`)
@@ -96,6 +99,7 @@ impl Bootstrap {
         Bootstrap {
             api_type: ApiType::Sotw,
             xds_addr: ([127, 0, 0, 1], 9).into(),
+            more_xds_addrs: Vec::new(),
             node_id: node_id.to_owned(),
             node_cluster: "envoy-test".to_owned(),
             files: Some(dir.to_owned()),
@@ -110,6 +114,7 @@ impl Bootstrap {
         Bootstrap {
             api_type,
             xds_addr,
+            more_xds_addrs: Vec::new(),
             node_id: node_id.to_owned(),
             node_cluster: "envoy-test".to_owned(),
             files: None,
@@ -199,15 +204,18 @@ static_resources:
       cluster_name: xds_cluster
       endpoints:
       - lb_endpoints:
-        - endpoint:
-            address:
-              socket_address: {{address: {ip}, port_value: {port}}}
-{transport_socket}"#,
+{endpoints}{transport_socket}"#,
             id = self.node_id,
             cluster = self.node_cluster,
             api = self.api_type.as_str(),
-            ip = self.xds_addr.ip(),
-            port = self.xds_addr.port(),
+            endpoints = std::iter::once(&self.xds_addr)
+                .chain(&self.more_xds_addrs)
+                .map(|a| format!(
+                    "        - endpoint:\n            address:\n              socket_address: {{address: {}, port_value: {}}}\n",
+                    a.ip(),
+                    a.port()
+                ))
+                .collect::<String>(),
         )
     }
 }

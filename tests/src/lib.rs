@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod envoy;
+pub mod etcd;
 pub mod fixtures;
 pub mod pki;
 pub mod plugins;

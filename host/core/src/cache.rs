@@ -69,11 +69,7 @@ impl Cache {
 
     /// Checks and publishes a complete state. Unchanged groups are not woken.
     pub fn publish(&self, p: Publication) -> Result<PublishReport, PublishError> {
-        let previous = self.inner.lock().unwrap().default.clone();
-        consistency::check_since(&p.default, &previous).map_err(|errors| PublishError { group: None, errors })?;
-        for (g, s) in &p.groups {
-            consistency::check(s).map_err(|errors| PublishError { group: Some(g.clone()), errors })?;
-        }
+        self.check(&p)?;
         let mut inner = self.inner.lock().unwrap();
         let mut report = PublishReport::default();
         let default = Arc::new(p.default);
@@ -108,6 +104,17 @@ impl Cache {
         report.changed_groups.sort();
         report.changed_groups.dedup();
         Ok(report)
+    }
+
+    /// The checks [`Cache::publish`] makes, without publishing: what a publication would be
+    /// refused for.
+    pub fn check(&self, p: &Publication) -> Result<(), PublishError> {
+        let previous = self.inner.lock().unwrap().default.clone();
+        consistency::check_since(&p.default, &previous).map_err(|errors| PublishError { group: None, errors })?;
+        for (g, s) in &p.groups {
+            consistency::check(s).map_err(|errors| PublishError { group: Some(g.clone()), errors })?;
+        }
+        Ok(())
     }
 
     /// A watch on what `group` is served. Groups without a set of their own follow the default.

@@ -38,7 +38,7 @@ use xdst_core::snapshot::Snapshot;
 use crate::context::Ctx;
 
 pub fn routes(ctx: &Ctx) -> Router {
-    let (c1, c2, c3, c4, c5) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let (c1, c2, c3, c4, c5, c6) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     let guard = ctx.clone();
     Router::new()
         .merge(crate::intent_api::routes(ctx))
@@ -48,6 +48,7 @@ pub fn routes(ctx: &Ctx) -> Router {
         )
         .route("/", get(|| async { INDEX }))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(move || async move { ready(&c6) }))
         .route(
             "/metrics",
             get(move || async move {
@@ -82,6 +83,45 @@ pub fn routes(ctx: &Ctx) -> Router {
         }))
 }
 
+/// `/readyz`: whether this replica serves config, and the state of its store.
+#[derive(Serialize)]
+struct Ready {
+    ready: bool,
+    /// With intent: the version of the last good generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    /// With `--store`: the store revision that generation translated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<crate::store::Revision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<StoreReady>,
+}
+
+/// What `/readyz` (open to probes without a token) says of the store: no error text.
+#[derive(Serialize)]
+struct StoreReady {
+    connected: bool,
+    revision: crate::store::Revision,
+    /// Unix seconds since `connected` last changed.
+    since: u64,
+}
+
+/// Ready once a good generation serves (or, serving a resources directory, once it loaded).
+/// A replica whose store is unreachable stays ready: it serves its last good config, and
+/// taking it out of a load balancer would leave its Envoys with no server at all.
+fn ready(ctx: &Ctx) -> axum::response::Response {
+    let (ready, version, revision, store) = match &ctx.intent {
+        Some(s) => {
+            let st = s.status();
+            let store = st.store.map(|s| StoreReady { connected: s.connected, revision: s.revision, since: s.since });
+            (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store)
+        }
+        None => (true, None, None, None),
+    };
+    let status = if ready { http::StatusCode::OK } else { http::StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(Ready { ready, version, revision, store })).into_response()
+}
+
 /// Whether a request may read: writes pass (their handlers check the write token), and so do
 /// the health check and the index; other reads need the read or write token or an allowed
 /// client certificate, once either is configured.
@@ -89,7 +129,13 @@ fn authorize_read(ctx: &Ctx, req: &axum::extract::Request) -> Result<(), &'stati
     let read = &ctx.admin_read;
     let path = req.uri().path();
     let is_read = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
-    if read.is_open() || !is_read || path == "/healthz" || path == "/" || (path == "/metrics" && read.open_metrics) {
+    if read.is_open()
+        || !is_read
+        || path == "/healthz"
+        || path == "/readyz"
+        || path == "/"
+        || (path == "/metrics" && read.open_metrics)
+    {
         return Ok(());
     }
     if let Some(given) = bearer(req.headers()) {
@@ -115,7 +161,7 @@ fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
 }
 
-const INDEX: &str = "xdst admin\n  /healthz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
+const INDEX: &str = "xdst admin\n  /healthz\n  /readyz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
     /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
     /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
 

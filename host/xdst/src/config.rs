@@ -84,6 +84,8 @@ pub struct FileConfig {
     pub ca_file: Option<PathBuf>,
     /// TLS on the xDS and admin ports.
     pub tls: Option<TlsSettings>,
+    /// Intent in etcd instead of `intent` (see `--store`).
+    pub store: Option<StoreSettings>,
     /// With `tls.clientCa`: which certificate identities may use which node groups and ids.
     pub identities: Option<Vec<crate::identity::Rule>>,
     /// A file holding the bearer token admin reads must carry (`/debug/*`, `GET /intent`,
@@ -106,6 +108,18 @@ pub struct TlsSettings {
     /// PEM certificates of the CA that signs client certificates: with it, xDS clients must
     /// present a certificate it signed (mTLS), and `identities` says what each may use.
     pub client_ca: Option<PathBuf>,
+}
+
+/// `store:` in `xdst.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StoreSettings {
+    /// `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`.
+    pub url: String,
+    /// TLS towards etcd: `{ca: FILE, cert: FILE, key: FILE}` (a client certificate if etcd
+    /// wants one).
+    pub tls: Option<crate::store::StoreTls>,
+    pub max_documents: Option<usize>,
 }
 
 /// One plugin of the `plugins` list.
@@ -228,6 +242,12 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
         c.tls
             .iter_mut()
             .flat_map(|t| [Some(&mut t.cert), Some(&mut t.key), t.client_ca.as_mut()].into_iter().flatten()),
+    )
+    .chain(
+        c.store
+            .iter_mut()
+            .filter_map(|s| s.tls.as_mut())
+            .flat_map(|t| [Some(&mut t.ca), t.cert.as_mut(), t.key.as_mut()].into_iter().flatten()),
     ) {
         *p = base.join(&*p);
     }
@@ -241,6 +261,20 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
             Some("plugins".into()),
             "give either `plugins` (a list) or `pluginsDir` (a directory), not both".into(),
         ));
+    }
+    if let Some(st) = &c.store {
+        if c.intent.is_some() {
+            return Err(err(
+                Some("store".into()),
+                "intent comes from one place: `intent` (a directory) or `store`".into(),
+            ));
+        }
+        crate::store::StoreConfig::parse(&st.url).map_err(|e| err(Some("store.url".into()), e))?;
+        if let Some(t) = &st.tls
+            && t.cert.is_some() != t.key.is_some()
+        {
+            return Err(err(Some("store.tls".into()), "a client certificate needs both `cert` and `key`".into()));
+        }
     }
     if c.resources.is_some() && (c.intent.is_some() || c.plugins.is_some() || c.plugins_dir.is_some()) {
         return Err(err(Some("resources".into()), "serve one source: `resources`, or `intent` with `plugins`".into()));
@@ -670,6 +704,7 @@ mod tests {
             "insecureRegistries",
             "caFile",
             "tls",
+            "store",
             "identities",
             "adminReadTokenFile",
             "adminReadIdentities",

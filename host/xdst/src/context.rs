@@ -44,6 +44,8 @@ pub struct Context {
     pub admin_read: AdminRead,
     /// The largest gRPC request message and REST request body accepted, in bytes.
     pub max_request_size: usize,
+    /// The store intent comes from (`--store`), when not from files.
+    pub store: Option<Arc<crate::store::etcd::Etcd>>,
     /// The intent source, when serving `--intent` with `--plugins`.
     pub intent: Option<Arc<crate::intent::IntentSource>>,
     /// The one thread that runs intent generations (set once the context exists).

@@ -45,6 +45,9 @@ pub enum GenerationError {
     Pipeline { group: String, error: PipelineError },
     #[error("{0}")]
     Publish(String),
+    /// A document in the store that cannot be used (too large, not text, too many).
+    #[error("{0}")]
+    Store(String),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// A bug: the generation panicked. Its incremental state was dropped; the next one starts
@@ -133,6 +136,83 @@ pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentS
     Ok((set, files.len()))
 }
 
+/// Where intent documents come from.
+pub enum IntentInput {
+    /// Every `*.yaml|*.yml|*.json` file under a directory.
+    Dir(PathBuf),
+    /// The mirror of a shared store (`--store`).
+    Store(Arc<crate::store::Mirror>),
+}
+
+impl IntentInput {
+    /// How logs and `/debug/plugins` name it.
+    pub fn describe(&self) -> String {
+        match self {
+            IntentInput::Dir(d) => d.display().to_string(),
+            IntentInput::Store(m) => m.state().store,
+        }
+    }
+}
+
+/// A change to one store document, checked before it is written: the key and its new text
+/// (None: deleted).
+pub type Overlay<'a> = (&'a str, Option<&'a str>);
+
+/// Reads the intent documents a store mirror holds (with `overlay` applied), in key order.
+/// Labels are the keys (`intent/Service/web`), the same in every replica.
+pub fn read_mirror(
+    mirror: &crate::store::Mirror,
+    overlay: Option<Overlay<'_>>,
+    max_documents: usize,
+    cache: &mut ParseCache,
+) -> Result<IntentSet, GenerationError> {
+    let held = mirror.documents();
+    let mut docs: BTreeMap<String, std::borrow::Cow<'_, str>> = BTreeMap::new();
+    let max = xdst_core::files::max_text_bytes();
+    let store = mirror.state().store;
+    for (key, h) in &held {
+        if h.value.len() > max {
+            return Err(GenerationError::Store(format!(
+                "{store} key {key}: {} bytes, over the {max}-byte limit (--max-file-size)",
+                h.value.len()
+            )));
+        }
+        let text = std::str::from_utf8(&h.value)
+            .map_err(|_| GenerationError::Store(format!("{store} key {key}: not UTF-8 text")))?;
+        docs.insert(key.clone(), text.into());
+    }
+    if let Some((key, text)) = overlay {
+        match text {
+            Some(t) => docs.insert(key.to_owned(), t.into()),
+            None => docs.remove(key),
+        };
+    }
+    if docs.len() > max_documents {
+        return Err(GenerationError::Store(format!(
+            "{store}: {} intent documents, over the limit of {max_documents} (--max-store-documents)",
+            docs.len()
+        )));
+    }
+    let mut set = IntentSet::default();
+    let mut fresh = ParseCache::new();
+    for (key, text) in docs {
+        let path = PathBuf::from(&key);
+        let parsed = match cache.get(&path) {
+            Some((old, parsed)) if *old == *text => parsed.clone(),
+            _ => parse_file(&key, &text)?.into_iter().map(Arc::new).collect(),
+        };
+        for doc in &parsed {
+            set.add_shared(doc.clone())?;
+        }
+        fresh.insert(path, (text.into_owned(), parsed));
+    }
+    // The overlay's parse is a candidate's: keep the cache to what the mirror holds.
+    if overlay.is_none() {
+        *cache = fresh;
+    }
+    Ok(set)
+}
+
 /// Consistency problems an error lists; the rest are counted.
 const MAX_PROBLEMS_SHOWN: usize = 20;
 
@@ -175,6 +255,12 @@ pub struct Status {
     /// Unix seconds of the last good generation.
     pub last_ok_at: Option<u64>,
     pub last_ok_version: Option<String>,
+    /// With `--store`: the store revision the last good generation translated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_ok_revision: Option<crate::store::Revision>,
+    /// With `--store`: whether it is reachable, and the revision the mirror holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::store::mirror::StoreState>,
     pub last_error: Option<ErrorReport>,
     pub last_generation: Option<GenerationReport>,
     /// Plugin files whose current contents were refused; the previous version of each (if it
@@ -256,7 +342,9 @@ fn unix_now() -> u64 {
 
 /// The loaded plugins and one pipeline per node group.
 pub struct IntentSource {
-    intent_dir: PathBuf,
+    input: IntentInput,
+    /// With a store: the most documents it may hold.
+    max_store_documents: usize,
     plugins: PluginSet,
     loader: Arc<DirLoader>,
     /// Plugin versions compiling off the generation thread, and their results.
@@ -290,6 +378,8 @@ struct PluginState {
     good: BTreeMap<PathBuf, Loaded>,
     /// The contents (key) each of those came from.
     good_keys: BTreeMap<PathBuf, String>,
+    /// The plugins of the last good generation, in its order.
+    good_chosen: Vec<Loaded>,
     /// File contents refused (by digest), with why: used no more until the file changes.
     refused: BTreeMap<PathBuf, Refusal>,
     /// The plugin files (or configuration entries) listed by the last generation.
@@ -304,9 +394,9 @@ struct Refusal {
 }
 
 impl IntentSource {
-    pub fn new(intent_dir: PathBuf, plugins: PluginSet, loader: DirLoader) -> Self {
+    pub fn new(input: IntentInput, plugins: PluginSet, loader: DirLoader) -> Self {
         let status = Status {
-            intent_dir: intent_dir.display().to_string(),
+            intent_dir: input.describe(),
             plugins_dir: match &plugins {
                 PluginSet::Dir(d) => d.display().to_string(),
                 PluginSet::Config(c) => c.file().display().to_string(),
@@ -314,7 +404,8 @@ impl IntentSource {
             ..Default::default()
         };
         IntentSource {
-            intent_dir,
+            input,
+            max_store_documents: crate::store::DEFAULT_MAX_DOCUMENTS,
             plugins,
             loader: Arc::new(loader),
             background: Arc::new(Mutex::new(Background::default())),
@@ -325,18 +416,40 @@ impl IntentSource {
         }
     }
 
-    pub fn intent_dir(&self) -> &Path {
-        &self.intent_dir
+    /// With a store: how many documents it may hold.
+    pub fn with_max_store_documents(mut self, n: usize) -> Self {
+        self.max_store_documents = n;
+        self
     }
 
-    /// The intent as it is on disk now, through the same parse cache generations use (only
-    /// files that changed are parsed again).
+    /// The intent directory, when intent comes from files.
+    pub fn intent_dir(&self) -> Option<&Path> {
+        match &self.input {
+            IntentInput::Dir(d) => Some(d),
+            IntentInput::Store(_) => None,
+        }
+    }
+
+    /// The store mirror, when intent comes from a store.
+    pub fn mirror(&self) -> Option<&Arc<crate::store::Mirror>> {
+        match &self.input {
+            IntentInput::Store(m) => Some(m),
+            IntentInput::Dir(_) => None,
+        }
+    }
+
+    /// The intent as it is now (on disk, or in the store mirror), through the same parse cache
+    /// generations use (only files that changed are parsed again).
     pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
-        read_intent_cached(&self.intent_dir, &mut locked(&self.parsed)).map(|(set, _)| set)
+        match &self.input {
+            IntentInput::Dir(d) => read_intent_cached(d, &mut locked(&self.parsed)).map(|(set, _)| set),
+            IntentInput::Store(m) => read_mirror(m, None, self.max_store_documents, &mut locked(&self.parsed)),
+        }
     }
 
+    /// The directories to watch: the intent directory (files only) and the plugins'.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        let mut dirs = vec![self.intent_dir.clone()];
+        let mut dirs: Vec<PathBuf> = self.intent_dir().map(Path::to_owned).into_iter().collect();
         match &self.plugins {
             PluginSet::Dir(d) => dirs.push(d.clone()),
             PluginSet::Config(c) => dirs.extend(c.dirs()),
@@ -345,7 +458,9 @@ impl IntentSource {
     }
 
     pub fn status(&self) -> Status {
-        locked(&self.status).clone()
+        let mut st = locked(&self.status).clone();
+        st.store = self.mirror().map(|m| m.state());
+        st
     }
 
     pub fn note_missing(&self, dir: &Path) {
@@ -390,8 +505,11 @@ impl IntentSource {
         let mut calls = BTreeMap::new();
         let mut documents = 0;
         let mut report_plugins = None;
+        let mut store_revision = None;
         let result = (|| -> Result<_, GenerationError> {
-            let (intent, _files) = read_intent_cached(&self.intent_dir, &mut locked(&self.parsed))?;
+            let revision = self.mirror().map(|m| m.revision());
+            let intent = self.read_current()?;
+            store_revision = revision;
             documents = intent.len();
             let chosen = self.choose_plugins(ctx)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
@@ -458,6 +576,7 @@ impl IntentSource {
                 st.generations_ok += 1;
                 st.last_ok_at = Some(unix_now());
                 st.last_ok_version = Some(version.clone());
+                st.last_ok_revision = store_revision;
                 st.last_error = None;
                 // Each call's diagnostics are bounded; a generation makes many calls.
                 let shown = &diagnostics[..diagnostics.len().min(MAX_DIAGNOSTICS_SHOWN)];
@@ -489,6 +608,7 @@ impl IntentSource {
                     documents,
                     resources,
                     version,
+                    store_revision,
                     changed_groups = ?report.changed_groups,
                     elapsed_ms = elapsed_ms as u64,
                     "intent translated and published"
@@ -679,6 +799,7 @@ impl IntentSource {
     fn accept(&self, chosen: &[Choice]) {
         let mut st = locked(&self.state);
         st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
+        st.good_chosen = chosen.iter().map(|c| c.loaded.clone()).collect();
         // A file kept at its last good version (its new contents refused or still compiling)
         // keeps the key that version came from.
         let previous = std::mem::take(&mut st.good_keys);
@@ -720,13 +841,55 @@ impl IntentSource {
         calls: &mut BTreeMap<String, Vec<(String, usize)>>,
     ) -> Result<Published, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
+        let (publication, diagnostics) = self.translate(groups, &configured, intent, calls)?;
+        let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let resources = publication.default.len();
+        let version = publication.default.version();
+        let check = publication.clone();
+        let report = ctx.cache.publish(publication).map_err(|e| publish_error(&e, &check))?;
+        Ok((report, counts, resources, version, diagnostics))
+    }
+
+    /// Whether `intent` would translate and pass the checks with the plugins of the last good
+    /// generation, for every group served: what a store write is checked with before it is
+    /// committed. Nothing is published.
+    pub fn check_candidate(&self, ctx: &Ctx, overlay: Overlay<'_>) -> Result<(), GenerationError> {
+        let Some(mirror) = self.mirror() else {
+            return Err(GenerationError::Store("intent does not come from a store".into()));
+        };
+        let intent = read_mirror(mirror, Some(overlay), self.max_store_documents, &mut locked(&self.parsed))?;
+        let configured: Vec<Configured> = {
+            let st = locked(&self.state);
+            if st.good_chosen.is_empty() {
+                return Err(GenerationError::Store(
+                    "no generation has succeeded yet, so there is nothing to check a write against".into(),
+                ));
+            }
+            st.good_chosen.iter().map(Loaded::configured).collect()
+        };
+        let mut groups: Vec<String> = vec![String::new()];
+        groups.extend(ctx.nodes.groups().into_iter().filter(|g| !g.is_empty()));
+        let (publication, _) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
+        ctx.cache.check(&publication).map_err(|e| publish_error(&e, &publication))
+    }
+
+    /// Translates `intent` for every group: the publication, and the default group's plugin
+    /// diagnostics.
+    #[allow(clippy::type_complexity)]
+    fn translate(
+        &self,
+        groups: &[String],
+        configured: &[Configured],
+        intent: &xdst_core::intent::IntentSet,
+        calls: &mut BTreeMap<String, Vec<(String, usize)>>,
+    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>), GenerationError> {
         // Pipelines are memos of past translations: keep them even if publishing fails.
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
         let mut kept = BTreeMap::new();
         for g in groups {
             let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
-            let out = p.run(&configured, intent);
+            let out = p.run(configured, intent);
             kept.insert(g.clone(), p);
             let out = match out {
                 Ok(out) => out,
@@ -748,18 +911,7 @@ impl IntentSource {
                 publication.groups.insert(g, t.snapshot);
             }
         }
-        let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
-        let resources = publication.default.len();
-        let version = publication.default.version();
-        let check = publication.clone();
-        let report = ctx.cache.publish(publication).map_err(|e| {
-            let snap = match &e.group {
-                Some(g) => check.groups.get(g).unwrap_or(&check.default),
-                None => &check.default,
-            };
-            GenerationError::Publish(explain_publish(&e, snap))
-        })?;
-        Ok((report, counts, resources, version, default.diagnostics))
+        Ok((publication, default.diagnostics))
     }
 
     /// Refusals, for `/debug/plugins`.
@@ -776,6 +928,15 @@ impl IntentSource {
             })
             .collect()
     }
+}
+
+/// A refused publication, explained with the authors of what it names.
+fn publish_error(e: &xdst_core::cache::PublishError, p: &Publication) -> GenerationError {
+    let snap = match &e.group {
+        Some(g) => p.groups.get(g).unwrap_or(&p.default),
+        None => &p.default,
+    };
+    GenerationError::Publish(explain_publish(e, snap))
 }
 
 fn plugin_report(l: &Loaded) -> PluginReport {

@@ -52,14 +52,22 @@ pub fn routes(ctx: &Ctx) -> Router {
 struct Listed {
     kind: String,
     name: String,
-    /// `file#index`, relative to the intent directory.
+    /// `file#index`, relative to the intent directory; with a store, `key#index`.
     origin: String,
-    /// `api` or `file`.
+    /// `api`, `file` or `store`.
     source: &'static str,
+    /// With a store: the document's revision (what `If-Match` takes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<crate::store::Revision>,
 }
 
 fn source_of(origin: &str) -> &'static str {
     if origin.starts_with(&format!("{API_DIR}/")) { "api" } else { "file" }
+}
+
+/// The store key an origin (`key#index`) names.
+fn key_of(origin: &str) -> &str {
+    origin.rsplit_once('#').map_or(origin, |(k, _)| k)
 }
 
 fn not_serving() -> Response {
@@ -70,13 +78,15 @@ fn list(ctx: &Ctx) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
     match source.read_current() {
         Ok(set) => {
+            let mirror = source.mirror();
             let docs: Vec<Listed> = set
                 .documents()
                 .map(|d| Listed {
                     kind: d.kind.clone(),
                     name: d.name.clone(),
                     origin: d.origin.clone(),
-                    source: source_of(&d.origin),
+                    source: if mirror.is_some() { "store" } else { source_of(&d.origin) },
+                    revision: mirror.and_then(|m| m.mod_revision(key_of(&d.origin))),
                 })
                 .collect();
             Json(docs).into_response()
@@ -89,7 +99,10 @@ fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
     match source.read_current() {
         Ok(set) => match set.documents().find(|d| d.kind == kind && d.name == name) {
-            Some(d) => Json(&d.json).into_response(),
+            Some(d) => match source.mirror().and_then(|m| m.mod_revision(key_of(&d.origin))) {
+                Some(rev) => ([(http::header::ETAG, format!("\"{rev}\""))], Json(&d.json)).into_response(),
+                None => Json(&d.json).into_response(),
+            },
             None => (StatusCode::NOT_FOUND, format!("no {kind}/{name}\n")).into_response(),
         },
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
@@ -103,7 +116,11 @@ struct Written {
     /// `ok`, or `refused` (nothing changed).
     result: &'static str,
     /// The file the document is stored in, relative to the intent directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<String>,
+    /// With a store: the store revision of the write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<crate::store::Revision>,
     error: Option<String>,
 }
 
@@ -128,6 +145,15 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
     if let Err(e) = valid_part(&kind, "kind").and_then(|_| valid_part(&name, "name")) {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
     }
+    if let Err(e) = check_body(&kind, &name, body.as_deref()) {
+        return (StatusCode::BAD_REQUEST, Json(Written::refused(&kind, &name, e))).into_response();
+    }
+    if let Some(store) = ctx.store.clone() {
+        let o = crate::store::writes::write(ctx, store, source, headers, &kind, &name, body).await;
+        let result = if o.status.is_success() { "ok" } else { "refused" };
+        let written = Written { kind, name, result, file: None, revision: o.revision, error: o.error };
+        return (o.status, Json(written)).into_response();
+    }
     let Some(generations) = ctx.generations.get() else { return not_serving() };
     // On the generation thread: no other generation runs between the write and its outcome.
     let c = ctx.clone();
@@ -150,21 +176,36 @@ fn api_file(kind: &str, name: &str) -> String {
     format!("{API_DIR}/{kind}/{}-{digest}.yaml", &name[..200])
 }
 
+impl Written {
+    fn refused(kind: &str, name: &str, error: String) -> Written {
+        Written {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            result: "refused",
+            file: None,
+            revision: None,
+            error: Some(xdst_plugin::clip(&error, crate::intent::MAX_ERROR_BYTES)),
+        }
+    }
+}
+
+/// A body must hold one document, of the kind and name the path says.
+fn check_body(kind: &str, name: &str, body: Option<&str>) -> Result<(), String> {
+    let Some(text) = body else { return Ok(()) };
+    let docs = xdst_core::intent::parse_file(&format!("{kind}/{name}"), text).map_err(|e| e.to_string())?;
+    match docs.as_slice() {
+        [d] if d.kind == kind && d.name == name => Ok(()),
+        [d] => Err(format!("the body is {}/{}, but the path says {kind}/{name}", d.kind, d.name)),
+        _ => Err(format!("the body holds {} documents; PUT one", docs.len())),
+    }
+}
+
 /// Writes (or removes) the document, runs a generation, and undoes the write if it fails.
 fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<&str>) -> (StatusCode, Written) {
-    let refused = |status: StatusCode, error: String| {
-        (
-            status,
-            Written {
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-                result: "refused",
-                file: None,
-                error: Some(xdst_plugin::clip(&error, crate::intent::MAX_ERROR_BYTES)),
-            },
-        )
+    let refused = |status: StatusCode, error: String| (status, Written::refused(kind, name, error));
+    let Some(root) = source.intent_dir() else {
+        return refused(StatusCode::INTERNAL_SERVER_ERROR, "intent does not come from a directory".into());
     };
-    let root = source.intent_dir();
     let rel = api_file(kind, name);
     let path = root.join(&rel);
 
@@ -187,26 +228,7 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
     let previous = std::fs::read_to_string(&path).ok();
     match body {
         Some(text) => {
-            // Parse before touching anything: one document, of this kind and name.
-            let docs = match xdst_core::intent::parse_file(&rel, text) {
-                Ok(d) => d,
-                Err(e) => return refused(StatusCode::BAD_REQUEST, e.to_string()),
-            };
-            match docs.as_slice() {
-                [d] if d.kind == kind && d.name == name => {}
-                [d] => {
-                    return refused(
-                        StatusCode::BAD_REQUEST,
-                        format!("the body is {}/{}, but the path says {kind}/{name}", d.kind, d.name),
-                    );
-                }
-                _ => {
-                    return refused(
-                        StatusCode::BAD_REQUEST,
-                        format!("the body holds {} documents; PUT one", docs.len()),
-                    );
-                }
-            }
+            // The body was checked (one document, of this kind and name) before this.
             if let Err(e) = xdst_core::files::write_atomic(&path, text) {
                 return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("writing {rel}: {e}"));
             }
@@ -224,7 +246,8 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
         Ok(()) => {
             tracing::info!(kind, name, deleted = body.is_none(), "intent written through the API");
             let file = body.map(|_| rel);
-            (StatusCode::OK, Written { kind: kind.to_owned(), name: name.to_owned(), result: "ok", file, error: None })
+            let (kind, name) = (kind.to_owned(), name.to_owned());
+            (StatusCode::OK, Written { kind, name, result: "ok", file, revision: None, error: None })
         }
         Err(e) => {
             // Undo: what was there before, or nothing.

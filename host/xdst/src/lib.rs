@@ -38,6 +38,7 @@ pub mod rest;
 pub mod rollouts;
 pub mod server;
 pub mod source;
+pub mod store;
 pub mod tls;
 pub mod translate;
 pub mod xds;
@@ -62,6 +63,8 @@ pub struct Config {
     pub resources: Option<PathBuf>,
     /// Intent documents to translate with the plugins in `plugins` (both or neither).
     pub intent: Option<PathBuf>,
+    /// Intent in a shared store instead of `intent` (`--store etcd://...`).
+    pub store: Option<store::StoreConfig>,
     pub plugins: Option<PathBuf>,
     /// A configuration file whose `plugins` list to run (instead of a `plugins` directory).
     pub plugin_list: Option<PathBuf>,
@@ -124,6 +127,7 @@ impl Default for Config {
             admin_addr: "127.0.0.1:19000".parse().unwrap(),
             resources: None,
             intent: None,
+            store: None,
             plugins: None,
             plugin_list: None,
             insecure_registries: Vec::new(),
@@ -192,19 +196,40 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         }
         (None, None) => None,
     };
-    let intent_source = match (&config.intent, plugins) {
+    let (input, store) = match (&config.intent, &config.store) {
+        (Some(_), Some(s)) => {
+            anyhow::bail!("--intent DIR cannot be combined with --store {}: intent comes from one place", s.url())
+        }
+        (Some(i), None) => (Some(intent::IntentInput::Dir(i.clone())), None),
+        (None, Some(s)) => {
+            let etcd = Arc::new(store::etcd::Etcd::connect(s.clone()).await?);
+            let mirror = Arc::new(store::Mirror::new(s.url()));
+            let n = store::sync::list_into(etcd.as_ref(), &mirror)
+                .await
+                .with_context(|| format!("listing the intent in {} (nothing to serve without it)", s.url()))?;
+            info!(store = %s.url(), documents = n, revision = mirror.revision(), "intent listed from the store");
+            (Some(intent::IntentInput::Store(mirror)), Some(etcd))
+        }
+        (None, None) => (None, None),
+    };
+    let intent_source = match (input, plugins) {
         (Some(i), Some(p)) => {
             if config.resources.is_some() {
-                anyhow::bail!("--resources cannot be combined with --intent/--plugins: serve one source");
+                anyhow::bail!("--resources cannot be combined with --intent/--store and plugins: serve one source");
             }
             let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
                 cache_dir: config.plugin_cache.clone(),
                 fuel: config.fuel,
             })?;
-            Some(Arc::new(intent::IntentSource::new(i.clone(), p, xdst_plugin::dir::DirLoader::new(runtime))))
+            let max_documents = config.store.as_ref().map_or(store::DEFAULT_MAX_DOCUMENTS, |s| s.max_documents);
+            let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
+                .with_max_store_documents(max_documents);
+            Some(Arc::new(source))
         }
-        (Some(_), None) => anyhow::bail!("--intent needs plugins: --plugins DIR, or a `plugins` list in --config"),
-        (None, Some(_)) => anyhow::bail!("plugins need --intent: the documents to translate"),
+        (Some(_), None) => {
+            anyhow::bail!("--intent or --store needs plugins: --plugins DIR, or a `plugins` list in --config")
+        }
+        (None, Some(_)) => anyhow::bail!("plugins need --intent DIR or --store: the documents to translate"),
         (None, None) => None,
     };
     let client_roots = match config.tls.as_ref().and_then(|t| t.client_ca.as_ref()) {
@@ -239,6 +264,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         shutdown: shutdown_rx.clone(),
         debounce: config.debounce,
         intent: intent_source.clone(),
+        store: store.clone(),
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
@@ -348,6 +374,22 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     }
     if let Some(dir) = config.resources.clone() {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
+    }
+    if let (Some(etcd), Some(mirror)) = (store, intent_source.as_ref().and_then(|s| s.mirror().cloned())) {
+        let (c1, c2) = (ctx.clone(), ctx.clone());
+        let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Some(g) = c1.generations.get() {
+                g.request();
+            }
+        });
+        let reloaded: Arc<dyn Fn(store::sync::Reload) + Send + Sync> = Arc::new(move |why| {
+            let reason = match why {
+                store::sync::Reload::Start => "start",
+                store::sync::Reload::Compacted => "compacted",
+            };
+            c2.metrics.store_reloads.get_or_create(&metrics::label("reason", reason)).inc();
+        });
+        tasks.push(tokio::spawn(store::sync::run(etcd, mirror, changed, reloaded, shutdown_rx.clone())));
     }
     if let Some(s) = intent_source {
         tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));

@@ -283,8 +283,21 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR", env = "XDST_RESOURCES", conflicts_with_all = ["intent", "plugins"])]
     resources: Option<PathBuf>,
     /// Directory of intent documents to translate with --plugins (watched for changes).
-    #[arg(long, value_name = "DIR", env = "XDST_INTENT")]
+    #[arg(long, value_name = "DIR", env = "XDST_INTENT", conflicts_with = "store")]
     intent: Option<PathBuf>,
+    /// Intent in etcd instead of a directory, shared by every replica started with the same
+    /// store: etcd://HOST:PORT[,HOST:PORT...]/PREFIX. Documents are keys PREFIX/intent/KIND/NAME;
+    /// each replica watches them and translates what it sees (replicas at one revision serve
+    /// byte-identical resources and versions). Intent API writes are etcd transactions (409
+    /// when the document changed meanwhile). While etcd is unreachable the last good config
+    /// keeps serving, writes answer 503 and /readyz shows the store. TLS towards etcd: the
+    /// configuration file's `store: {url, tls: {ca, cert, key}}`.
+    #[arg(long, value_name = "URL", env = "XDST_STORE")]
+    store: Option<String>,
+    /// With --store: the most intent documents the store may hold; more fail the generation
+    /// (the last good config keeps serving).
+    #[arg(long, value_name = "N", default_value_t = xdst::store::DEFAULT_MAX_DOCUMENTS)]
+    max_store_documents: usize,
     /// Directory of plugins (*.wasm) that translate --intent (watched for changes: plugins
     /// hot-reload without dropping streams).
     #[arg(long, value_name = "DIR", env = "XDST_PLUGINS")]
@@ -414,6 +427,9 @@ struct ServeArgs {
     /// Set from the configuration file only.
     #[arg(skip)]
     plugin_list: Option<PathBuf>,
+    /// Set from the configuration file only (`store.tls`).
+    #[arg(skip)]
+    store_tls: Option<xdst::store::StoreTls>,
     /// Set from the configuration file only (`identities:`).
     #[arg(skip)]
     identities: Option<Vec<xdst::identity::Rule>>,
@@ -606,6 +622,17 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(admin_addr);
     take!(opt resources);
     take!(opt intent);
+    if let Some(st) = &c.store {
+        if !set("store") {
+            args.store = Some(st.url.clone());
+        }
+        if !set("max_store_documents")
+            && let Some(n) = st.max_documents
+        {
+            args.max_store_documents = n;
+        }
+        args.store_tls = st.tls.clone();
+    }
     take!(opt plugin_cache);
     take!(fuel);
     take!(node_group_key);
@@ -667,6 +694,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_addr: args.admin_addr,
         resources: args.resources,
         intent: args.intent,
+        store: match &args.store {
+            Some(url) => {
+                let mut s = xdst::store::StoreConfig::parse(url).map_err(|e| anyhow::anyhow!("--store {e}"))?;
+                s.max_documents = args.max_store_documents;
+                s.tls = args.store_tls.clone();
+                Some(s)
+            }
+            None => None,
+        },
         plugins: args.plugins,
         plugin_list: args.plugin_list,
         insecure_registries: args.insecure_registries,

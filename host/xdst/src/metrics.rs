@@ -62,6 +62,8 @@ pub struct Metrics {
     pub plugin_output_dropped: Family<Labels1, Counter>,
     /// Bounds on untrusted input reached, by limit.
     pub limit_hits: Family<Labels1, Counter>,
+    /// Full listings of the store after the first, by reason (`compacted`).
+    pub store_reloads: Family<Labels1, Counter>,
     sync: Mutex<()>,
     /// Series of the per-response and per-ACK families, by type label, made on first use:
     /// those paths then skip the family's hashed, locked lookup.
@@ -147,6 +149,12 @@ impl Metrics {
         registry.register("generations", "Intent generations by result", generations.clone());
         let plugin_output_dropped = Family::<Labels1, Counter>::default();
         let limit_hits = Family::<Labels1, Counter>::default();
+        let store_reloads = Family::<Labels1, Counter>::default();
+        registry.register(
+            "store_reloads",
+            "Full listings of the intent store after the first, by reason (compacted: the watch missed revisions)",
+            store_reloads.clone(),
+        );
         registry.register(
             "limit_hits",
             "Times a bound on untrusted input was reached, by limit (see the README's Limits)",
@@ -207,6 +215,7 @@ impl Metrics {
             plan_grace_expired,
             plugin_output_dropped,
             limit_hits,
+            store_reloads,
             sync: Mutex::new(()),
             hot: HotSeries::default(),
         }

@@ -1,0 +1,233 @@
+//! [`Store`] on etcd v3 (the `etcd-client` crate): listings paged at one revision, a prefix
+//! watch from a revision, and compare-and-swap writes as transactions on `mod_revision`.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use futures::StreamExt;
+
+use super::{Change, Entry, Expect, Revision, Store, StoreConfig, StoreError, Watch, WatchEvent};
+
+/// Keys per page of a listing: a page is one gRPC message, bounded by [`MAX_MESSAGE`].
+const PAGE: i64 = 256;
+/// The largest message taken from etcd.
+const MAX_MESSAGE: usize = 64 << 20;
+
+pub struct Etcd {
+    client: Client,
+    config: StoreConfig,
+}
+
+impl Etcd {
+    /// A client for `config`. Connections are made lazily: an etcd that is down now is retried
+    /// by every request, so a replica can start while etcd is away.
+    pub async fn connect(config: StoreConfig) -> Result<Etcd, StoreError> {
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(config.timeout)
+            .with_keep_alive(Duration::from_secs(2), config.timeout)
+            .with_keep_alive_while_idle(true);
+        if let Some(tls) = &config.tls {
+            let invalid = |what: &str, e: std::io::Error| StoreError::Invalid {
+                store: config.url(),
+                cause: format!("{what}: {e}"),
+            };
+            let ca = std::fs::read(&tls.ca).map_err(|e| invalid(&tls.ca.display().to_string(), e))?;
+            let mut t = etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(ca));
+            if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+                let c = std::fs::read(cert).map_err(|e| invalid(&cert.display().to_string(), e))?;
+                let k = std::fs::read(key).map_err(|e| invalid(&key.display().to_string(), e))?;
+                t = t.identity(etcd_client::Identity::from_pem(c, k));
+            }
+            options = options.with_tls(t);
+        }
+        let scheme = if config.tls.is_some() { "https" } else { "http" };
+        let endpoints: Vec<String> = config.endpoints.iter().map(|e| format!("{scheme}://{e}")).collect();
+        let client = Client::connect(&endpoints, Some(options)).await.map_err(|e| unreachable(&config, e))?;
+        Ok(Etcd { client, config })
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.config.prefix)
+    }
+
+    /// The key relative to the prefix; etcd values carry whole keys.
+    fn relative(&self, key: &[u8]) -> Result<String, StoreError> {
+        let key = std::str::from_utf8(key).map_err(|_| self.invalid("a key that is not UTF-8"))?;
+        key.strip_prefix(&self.config.prefix)
+            .map(str::to_owned)
+            .ok_or_else(|| self.invalid(&format!("key {key:?} is outside the prefix")))
+    }
+
+    fn invalid(&self, cause: &str) -> StoreError {
+        StoreError::Invalid { store: self.config.url(), cause: cause.to_owned() }
+    }
+
+    async fn timed<T>(&self, f: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.config.timeout, f).await {
+            Ok(r) => r.map_err(|e| unreachable(&self.config, e)),
+            Err(_) => Err(StoreError::Unreachable {
+                store: self.config.url(),
+                cause: format!("no answer within {:?}", self.config.timeout),
+            }),
+        }
+    }
+
+    /// The client, for tests and tools that need etcd itself (compaction, leases).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+}
+
+fn unreachable(config: &StoreConfig, e: etcd_client::Error) -> StoreError {
+    StoreError::Unreachable { store: config.url(), cause: e.to_string() }
+}
+
+/// The first key after every key that starts with `prefix`.
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+impl Store for Etcd {
+    async fn list(&self, dir: &str) -> Result<(Vec<Entry>, Revision), StoreError> {
+        let start = self.key(dir);
+        let end = prefix_end(&start);
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_MESSAGE);
+        let mut entries = Vec::new();
+        let mut from = start.into_bytes();
+        let mut revision = 0;
+        loop {
+            let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            if revision > 0 {
+                // Every page at the first page's revision: one consistent listing.
+                options = options.with_revision(revision);
+            }
+            let page = self.timed(kv.get(from.clone(), Some(options))).await?;
+            if revision == 0 {
+                revision = page.header().map(|h| h.revision()).unwrap_or(0);
+            }
+            for item in page.kvs() {
+                entries.push(Entry {
+                    key: self.relative(item.key())?,
+                    value: item.value().to_vec(),
+                    mod_revision: item.mod_revision(),
+                });
+            }
+            match page.kvs().last() {
+                Some(last) if page.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok((entries, revision))
+    }
+
+    async fn watch(&self, dir: &str, after: Revision) -> Result<Watch, StoreError> {
+        let options = WatchOptions::new().with_prefix().with_start_revision(after + 1);
+        let mut client = self.client.watch_client().max_decoding_message_size(MAX_MESSAGE);
+        let stream = self.timed(client.watch(self.key(dir), Some(options))).await?;
+        let (url, prefix) = (self.config.url(), self.config.prefix.clone());
+        let events = futures::stream::unfold(Some(stream), move |stream| {
+            let (url, prefix) = (url.clone(), prefix.clone());
+            async move {
+                let mut stream = stream?;
+                loop {
+                    let message = match stream.message().await {
+                        Ok(Some(m)) => m,
+                        Ok(None) => {
+                            let e = StoreError::Unreachable { store: url, cause: "the watch ended".into() };
+                            return Some((Err(e), None));
+                        }
+                        Err(e) => {
+                            let e = StoreError::Unreachable { store: url, cause: e.to_string() };
+                            return Some((Err(e), None));
+                        }
+                    };
+                    if message.compact_revision() > 0 {
+                        let event = WatchEvent::Compacted { compacted: message.compact_revision() };
+                        return Some((Ok(event), None));
+                    }
+                    if message.canceled() {
+                        let cause = format!("etcd cancelled the watch: {}", message.cancel_reason());
+                        return Some((Err(StoreError::Invalid { store: url, cause }), None));
+                    }
+                    if message.events().is_empty() {
+                        continue; // created, or a progress notification
+                    }
+                    let mut changes = Vec::with_capacity(message.events().len());
+                    for event in message.events() {
+                        let Some(kv) = event.kv() else { continue };
+                        let Some(key) = std::str::from_utf8(kv.key()).ok().and_then(|k| k.strip_prefix(&prefix)) else {
+                            continue;
+                        };
+                        changes.push(match event.event_type() {
+                            EventType::Put => Change::Put(Entry {
+                                key: key.to_owned(),
+                                value: kv.value().to_vec(),
+                                mod_revision: kv.mod_revision(),
+                            }),
+                            EventType::Delete => Change::Delete { key: key.to_owned(), revision: kv.mod_revision() },
+                        });
+                    }
+                    let revision = message.header().map(|h| h.revision()).unwrap_or(0);
+                    return Some((Ok(WatchEvent::Changes { changes, revision }), Some(stream)));
+                }
+            }
+        });
+        Ok(events.boxed())
+    }
+
+    async fn write(&self, key: &str, value: Option<Vec<u8>>, expect: Expect) -> Result<Revision, StoreError> {
+        let full = self.key(key);
+        let compare = match expect {
+            Expect::Absent => Compare::version(full.clone(), CompareOp::Equal, 0),
+            Expect::ModRevision(r) => Compare::mod_revision(full.clone(), CompareOp::Equal, r),
+        };
+        let op = match value {
+            Some(v) => TxnOp::put(full.clone(), v, None),
+            None => TxnOp::delete(full.clone(), None),
+        };
+        let txn = Txn::new().when([compare]).and_then([op]).or_else([TxnOp::get(full.clone(), None)]);
+        let mut kv = self.client.kv_client();
+        let answer = self.timed(kv.txn(txn)).await?;
+        if answer.succeeded() {
+            return Ok(answer.header().map(|h| h.revision()).unwrap_or(0));
+        }
+        let current = answer.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision())),
+            _ => None,
+        });
+        Err(StoreError::Conflict { key: key.to_owned(), current: current.flatten() })
+    }
+
+    fn describe(&self) -> String {
+        self.config.url()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_at_the_next_key_that_does_not_start_with_it() {
+        assert_eq!(prefix_end("/xdst/intent/"), b"/xdst/intent0".to_vec());
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+    }
+
+    #[test]
+    fn keys_are_relative_to_the_prefix() {
+        let c = StoreConfig::parse("etcd://127.0.0.1:1/xdst").unwrap();
+        assert_eq!(format!("{}{}", c.prefix, super::super::intent_key("Service", "web")), "/xdst/intent/Service/web");
+    }
+}
