@@ -4,6 +4,7 @@
 #
 #   tests/bench/propagation.sh                         # 100 changes of each kind, SotW ADS
 #   tests/bench/propagation.sh --api delta --changes 50
+#   tests/bench/propagation.sh --replicas              # issue 18: via replica B to Envoy on A (etcd)
 #
 # Needs Envoy (tests/setup.sh installs it) and the wasm32 target for the reference plugin.
 set -euo pipefail

@@ -435,3 +435,76 @@ async fn store_values_over_the_limits_fail_their_generation_and_change_nothing()
     ensure!(client.get(key("c"), None).await?.kvs().is_empty(), "a refused write reached etcd");
     Ok(())
 }
+
+/// The fleet view of `admin`: replica name -> node ids.
+async fn fleet(admin: SocketAddr) -> anyhow::Result<std::collections::BTreeMap<String, Vec<String>>> {
+    let (code, body) = http_get(admin, "/debug/nodes?fleet=true").await;
+    ensure!(code == 200, "/debug/nodes?fleet=true: {code} {body}");
+    let v: Value = serde_json::from_str(&body)?;
+    let mut out = std::collections::BTreeMap::new();
+    for r in v["replicas"].as_array().context("no replicas")? {
+        let nodes = r["nodes"].as_array().into_iter().flatten().filter_map(|n| n["id"].as_str().map(str::to_owned));
+        out.insert(r["replica"].as_str().unwrap_or_default().to_owned(), nodes.collect());
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_shows_the_whole_fleet_and_a_dead_replica_drops_out() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let etcd = Etcd::start(1).await?;
+    let setup = Setup::new()?;
+    let url = etcd.url(PREFIX);
+    let a = setup.replica(&url, &["--replica-id", "replica-a"]).await?;
+    let b = setup.replica(&url, &["--replica-id", "replica-b"]).await?;
+    let (code, w) = put(a.admin_addr, "a", 9001, None).await;
+    ensure!(code == 200, "{code} {w}");
+    // One node on each replica, each acknowledging what it got.
+    let mut clients = Vec::new();
+    for (r, id) in [(&a, "node-on-a"), (&b, "node-on-b")] {
+        let mut s = sotw_ads(r.xds_addr).await;
+        s.send(envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
+            node: node(id, ""),
+            ..sotw_req(CLUSTER, &[])
+        })
+        .await;
+        let resp = s.recv().await;
+        s.send(sotw_ack(&resp, &[])).await;
+        clients.push(s);
+    }
+    let want: std::collections::BTreeMap<String, Vec<String>> = [
+        ("replica-a".to_owned(), vec!["node-on-a".to_owned()]),
+        ("replica-b".to_owned(), vec!["node-on-b".to_owned()]),
+    ]
+    .into();
+    // Either replica shows both, with the version each node acknowledged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (fa, fb) = (fleet(a.admin_addr).await?, fleet(b.admin_addr).await?);
+        if fa == want && fb == want {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "fleet views: A {fa:?}, B {fb:?}; want {want:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, body) = http_get(b.admin_addr, "/debug/nodes?fleet=true").await;
+    let v: Value = serde_json::from_str(&body)?;
+    let on_a = &v["replicas"][0]["nodes"][0]["types"]["cds"];
+    ensure!(on_a["acked"].is_string() && on_a["acked"] == on_a["sent"], "node-on-a as B sees it: {v}");
+
+    // B dies without a word: it drops out when its lease expires.
+    let killed = Instant::now();
+    b.kill().await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let fa = fleet(a.admin_addr).await?;
+        if fa.len() == 1 && fa.contains_key("replica-a") {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "replica-b is still in A's fleet view: {fa:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("[store] a killed replica left the fleet view after {:?}", killed.elapsed());
+    ensure!(killed.elapsed() > Duration::from_secs(5), "dropped out before its lease could expire?");
+    Ok(())
+}

@@ -55,7 +55,12 @@ pub fn routes(ctx: &Ctx) -> Router {
                 ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], c1.metrics.render())
             }),
         )
-        .route("/debug/nodes", get(move || async move { Json(c2.nodes.report(&c2.rollouts.report())) }))
+        .route(
+            "/debug/nodes",
+            get(move |q: Query<NodesQuery>| async move {
+                if q.fleet { fleet(&c2).await } else { Json(c2.nodes.report(&c2.rollouts.report())).into_response() }
+            }),
+        )
         .route(
             "/debug/resources",
             get(move |q: Query<ResourcesQuery>| async move { resources(&c3, q.bodies).into_response() }),
@@ -237,6 +242,25 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
         }
     };
     Json(report).into_response()
+}
+
+#[derive(Deserialize)]
+struct NodesQuery {
+    /// Every node of every replica (needs `--store`).
+    #[serde(default)]
+    fleet: bool,
+}
+
+/// `/debug/nodes?fleet=true`: what every replica published.
+async fn fleet(ctx: &Ctx) -> axum::response::Response {
+    let Some(etcd) = &ctx.store else {
+        return (http::StatusCode::BAD_REQUEST, "the fleet view needs a store: start xdst with --store\n")
+            .into_response();
+    };
+    match crate::store::fleet::read(etcd).await {
+        Ok(f) => Json(f).into_response(),
+        Err(e) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
 }
 
 #[derive(Deserialize)]

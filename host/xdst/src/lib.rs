@@ -65,6 +65,8 @@ pub struct Config {
     pub intent: Option<PathBuf>,
     /// Intent in a shared store instead of `intent` (`--store etcd://...`).
     pub store: Option<store::StoreConfig>,
+    /// With a store: how this replica is named in the fleet view (default `HOSTNAME:XDS_PORT`).
+    pub replica_id: Option<String>,
     pub plugins: Option<PathBuf>,
     /// A configuration file whose `plugins` list to run (instead of a `plugins` directory).
     pub plugin_list: Option<PathBuf>,
@@ -128,6 +130,7 @@ impl Default for Config {
             resources: None,
             intent: None,
             store: None,
+            replica_id: None,
             plugins: None,
             plugin_list: None,
             insecure_registries: Vec::new(),
@@ -389,12 +392,23 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             };
             c2.metrics.store_reloads.get_or_create(&metrics::label("reason", reason)).inc();
         });
-        tasks.push(tokio::spawn(store::sync::run(etcd, mirror, changed, reloaded, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(store::sync::run(etcd.clone(), mirror, changed, reloaded, shutdown_rx.clone())));
+        let replica = config.replica_id.clone().unwrap_or_else(|| format!("{}:{}", hostname(), xds_addr.port()));
+        tasks.push(tokio::spawn(store::fleet::publish(ctx.clone(), etcd, replica, (xds_addr, admin_addr))));
     }
     if let Some(s) = intent_source {
         tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));
     }
     Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+}
+
+/// This machine's name, for the default replica id.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// A listener with a deep accept queue: a fleet reconnecting at once (after a restart) must

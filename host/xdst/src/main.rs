@@ -298,6 +298,11 @@ struct ServeArgs {
     /// (the last good config keeps serving).
     #[arg(long, value_name = "N", default_value_t = xdst::store::DEFAULT_MAX_DOCUMENTS)]
     max_store_documents: usize,
+    /// With --store: this replica's name in the fleet view (/debug/nodes?fleet=true on any
+    /// replica shows every replica's nodes; a replica drops out 10 s after it stops)
+    /// [default: HOSTNAME:XDS_PORT].
+    #[arg(long, value_name = "NAME", env = "XDST_REPLICA_ID")]
+    replica_id: Option<String>,
     /// Directory of plugins (*.wasm) that translate --intent (watched for changes: plugins
     /// hot-reload without dropping streams).
     #[arg(long, value_name = "DIR", env = "XDST_PLUGINS")]
@@ -703,6 +708,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             None => None,
         },
+        replica_id: args.replica_id.clone(),
         plugins: args.plugins,
         plugin_list: args.plugin_list,
         insecure_registries: args.insecure_registries,

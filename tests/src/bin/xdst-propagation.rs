@@ -17,6 +17,11 @@
 //! - parsing, the plugin call, checking and publishing;
 //! - the make-before-break rollout (a cluster change is one step);
 //! - Envoy applying the update.
+//!
+//! With `--replicas` (issue 18, must-show 2) it instead starts a 3-member etcd and two
+//! `xdst serve --store` replicas, connects Envoy to replica A, and writes through replica B's
+//! API: the time then also includes the etcd transaction, B's wait for its own watch, and A's
+//! watch delivering the change.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +44,9 @@ struct Args {
     /// xdst's --debounce.
     #[arg(long, default_value = "10ms")]
     debounce: String,
+    /// Two replicas on a 3-member etcd: write through one, Envoy on the other.
+    #[arg(long)]
+    replicas: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -76,11 +84,93 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
 }
 
+fn api_type(api: Api) -> ApiType {
+    match api {
+        Api::Sotw => ApiType::Sotw,
+        Api::Delta => ApiType::Delta,
+    }
+}
+
+fn api_name(api: Api) -> &'static str {
+    match api {
+        Api::Sotw => "sotw",
+        Api::Delta => "delta",
+    }
+}
+
+fn print(api: Api, what: &str, v: &mut [f64]) {
+    let (p50, p99, max) = (percentile(v, 50.0), percentile(v, 99.0), percentile(v, 100.0));
+    println!(
+        "{} {what:>10} -> Envoy version_text: {} changes, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
+        api_name(api),
+        v.len()
+    );
+}
+
+/// PUTs `Service/by-api` through `admin`.
+async fn put(admin: std::net::SocketAddr, body: &str) -> anyhow::Result<()> {
+    let (status, text) =
+        xdst_tests::xds::http_with(admin, "PUT", "/intent/Service/by-api", &[("Authorization", "Bearer bench")], body)
+            .await;
+    ensure!(status == 200, "PUT Service/by-api: {status} {text}");
+    Ok(())
+}
+
+/// Waits until Envoy has the cluster `by-api`.
+async fn wait_for_cluster(envoy: &Envoy) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !envoy.stats().await?.matching(&["cluster.by-api."]).contains("by-api") {
+        ensure!(Instant::now() < deadline, "Envoy never got the clusters:\n{}", envoy.log_tail(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Two replicas on etcd: each change is written through B; Envoy is connected to A.
+async fn replicas(args: &Args) -> anyhow::Result<()> {
+    let up = Upstream::start("u").await?;
+    let etcd = xdst_tests::etcd::Etcd::start(3).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir(dir.path().join("plugins"))?;
+    plugins::install(&dir.path().join("plugins"), &plugins::reference()?, "reference.wasm", None)?;
+    std::fs::write(dir.path().join("token"), "bench")?;
+    let start = || async {
+        let args: Vec<std::ffi::OsString> = vec![
+            "--store".into(),
+            etcd.url("bench").into(),
+            "--plugins".into(),
+            dir.path().join("plugins").into(),
+            "--admin-token-file".into(),
+            dir.path().join("token").into(),
+            "--debounce".into(),
+            args.debounce.clone().into(),
+        ];
+        Process::start_with("127.0.0.1:0", &args).await
+    };
+    let (a, b) = (start().await?, start().await?);
+    let envoy = Envoy::start(&Bootstrap::new(api_type(args.api), a.xds_addr, "propagation")).await?;
+    put(b.admin_addr, &service("by-api", up.addr.port(), 1000)).await?;
+    wait_for_cluster(&envoy).await?;
+    let mut times = Vec::new();
+    for i in 0..args.changes {
+        let old = cds_version(&envoy).await?;
+        let t0 = Instant::now();
+        put(b.admin_addr, &service("by-api", up.addr.port(), 1001 + i)).await?;
+        times.push(until_changed(&envoy, &old, t0).await?);
+    }
+    print(args.api, "write via replica B, Envoy on A", &mut times);
+    envoy.kill().await?;
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::env::var("XDST_BIN")
         .context("set XDST_BIN to the xdst binary to measure (tests/bench/propagation.sh does)")?;
+    if args.replicas {
+        return replicas(&args).await;
+    }
     let up = Upstream::start("u").await?;
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
@@ -95,26 +185,10 @@ async fn main() -> anyhow::Result<()> {
         &["--debounce", &args.debounce, "--admin-token-file", token.to_str().unwrap()],
     )
     .await?;
-    let api = match args.api {
-        Api::Sotw => ApiType::Sotw,
-        Api::Delta => ApiType::Delta,
-    };
-    let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, "propagation")).await?;
+    let envoy = Envoy::start(&Bootstrap::new(api_type(args.api), xdst.xds_addr, "propagation")).await?;
     // The API-owned service, created once.
-    let (status, body) = xdst_tests::xds::http_with(
-        xdst.admin_addr,
-        "PUT",
-        "/intent/Service/by-api",
-        &[("Authorization", "Bearer bench")],
-        &service("by-api", up.addr.port(), 1000),
-    )
-    .await;
-    ensure!(status == 200, "creating Service/by-api: {status} {body}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !envoy.stats().await?.matching(&["cluster.by-api."]).contains("by-api") {
-        ensure!(Instant::now() < deadline, "Envoy never got the clusters:\n{}", envoy.log_tail(20));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    put(xdst.admin_addr, &service("by-api", up.addr.port(), 1000)).await?;
+    wait_for_cluster(&envoy).await?;
 
     let (mut by_file, mut by_api) = (Vec::new(), Vec::new());
     for i in 0..args.changes {
@@ -126,27 +200,11 @@ async fn main() -> anyhow::Result<()> {
 
         let old = cds_version(&envoy).await?;
         let t0 = Instant::now();
-        let (status, body) = xdst_tests::xds::http_with(
-            xdst.admin_addr,
-            "PUT",
-            "/intent/Service/by-api",
-            &[("Authorization", "Bearer bench")],
-            &service("by-api", up.addr.port(), timeout),
-        )
-        .await;
-        ensure!(status == 200, "PUT {i}: {status} {body}");
+        put(xdst.admin_addr, &service("by-api", up.addr.port(), timeout)).await?;
         by_api.push(until_changed(&envoy, &old, t0).await?);
     }
-    let api_name = match args.api {
-        Api::Sotw => "sotw",
-        Api::Delta => "delta",
-    };
     for (what, v) in [("file write", &mut by_file), ("API write", &mut by_api)] {
-        let (p50, p99, max) = (percentile(v, 50.0), percentile(v, 99.0), percentile(v, 100.0));
-        println!(
-            "{api_name} {what:>10} -> Envoy version_text: {} changes, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
-            v.len()
-        );
+        print(args.api, what, v);
     }
     envoy.kill().await?;
     xdst.kill().await?;

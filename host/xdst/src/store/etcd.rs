@@ -74,9 +74,19 @@ impl Etcd {
         }
     }
 
-    /// The client, for tests and tools that need etcd itself (compaction, leases).
+    /// The client, for what needs etcd itself (leases).
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Every key xdst uses starts with this (`/xdst/`).
+    pub fn prefix(&self) -> &str {
+        &self.config.prefix
+    }
+
+    /// How long one request may take.
+    pub fn timeout(&self) -> Duration {
+        self.config.timeout
     }
 }
 

@@ -11,6 +11,7 @@
 //! reads the mirror as it would a directory. See `docs/design/010-replicas-on-etcd.md`.
 
 pub mod etcd;
+pub mod fleet;
 pub mod mirror;
 pub mod sync;
 pub mod writes;
