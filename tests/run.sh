@@ -9,7 +9,7 @@
 #   gRPC tests, real Envoy (SotW and Delta) and real gRPC xDS clients (Python, Node)
 # - the fuzz targets, longer than in cargo test: XDST_FUZZ_CASES random cases each
 #   (default 50000, about 75 s; see docs/FUZZING.md)
-# - the quickstart, end to end
+# - the quickstart, end to end, and the replicas quickstart (etcd, two replicas, a failover)
 # Cargo builds into ${CARGO_TARGET_DIR:-~/.cache/xdst/target}, so repeated runs and fresh
 # clones on the same machine stay warm.
 set -euo pipefail
@@ -56,4 +56,12 @@ examples/quickstart/run.sh --once > "$CARGO_TARGET_DIR/quickstart.log" 2>&1 || {
   exit 1
 }
 echo "quickstart ok (log: $CARGO_TARGET_DIR/quickstart.log)"
+
+step "replicas quickstart (etcd, two replicas, a failover)"
+examples/replicas/run.sh --once > "$CARGO_TARGET_DIR/replicas.log" 2>&1 || {
+  cat "$CARGO_TARGET_DIR/replicas.log"
+  echo "replicas quickstart failed" >&2
+  exit 1
+}
+echo "replicas quickstart ok (log: $CARGO_TARGET_DIR/replicas.log)"
 step "all tests passed"

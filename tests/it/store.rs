@@ -508,3 +508,44 @@ async fn every_replica_shows_the_whole_fleet_and_a_dead_replica_drops_out() -> a
     ensure!(killed.elapsed() > Duration::from_secs(5), "dropped out before its lease could expire?");
     Ok(())
 }
+
+/// `xdst store import/export`, as an operator runs them.
+fn store_cli(args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new(xdst_tests::server::binary()?).arg("store").args(args).output()?;
+    ensure!(out.status.success(), "xdst store {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_files_setup_moves_into_the_store_and_back() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let etcd = Etcd::start(1).await?;
+    let setup = Setup::new()?;
+    let url = etcd.url(PREFIX);
+    let intent = xdst_tests::repo_root().join("examples/quickstart/intent");
+    let said = store_cli(&["import", intent.to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("3 documents imported"), "{said}");
+    let said = store_cli(&["import", intent.to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("0 documents imported") && said.contains("3 already the same"), "{said}");
+    // What a replica serves from the store is what `serve --intent` serves from the files.
+    let a = setup.replica(&url, &[]).await?;
+    let files = Process::start_intent(&intent, &setup.dir.path().join("plugins"), &[]).await?;
+    let (fa, ff) = (fetch(a.xds_addr).await, fetch(files.xds_addr).await);
+    ensure!(fa[0].2.len() == 2 && fa == ff, "store {fa:?}\nfiles {ff:?}");
+    // Export writes KIND/NAME.yaml files that import back as the same documents.
+    let out = tempfile::tempdir()?;
+    let said = store_cli(&["export", out.path().to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("3 documents exported"), "{said}");
+    ensure!(out.path().join("HttpGateway/http.yaml").exists() && out.path().join("Service/backend-a.yaml").exists());
+    let said = store_cli(&["import", out.path().to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("0 documents imported"), "{said}");
+    // A directory that does not load writes nothing.
+    let bad = tempfile::tempdir()?;
+    std::fs::write(bad.path().join("x.yaml"), "kind: Service\nmetadata: {name: x}\nspec: [\n")?;
+    let out = std::process::Command::new(xdst_tests::server::binary()?)
+        .args(["store", "import", bad.path().to_str().unwrap(), "--store", &url])
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && err.contains("x.yaml"), "{err}");
+    Ok(())
+}

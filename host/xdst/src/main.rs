@@ -41,6 +41,30 @@ enum Command {
     /// AssemblyScript.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Move intent between a directory and a store (etcd), for replicas (`serve --store`).
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Write every intent document of DIR (read as `serve --intent DIR` reads it) to the store,
+    /// one key per document (PREFIX/intent/KIND/NAME); documents already there with the same
+    /// content are left alone. Nothing is written if DIR does not load.
+    Import {
+        dir: PathBuf,
+        /// etcd://HOST:PORT[,HOST:PORT...]/PREFIX
+        #[arg(long, value_name = "URL", env = "XDST_STORE")]
+        store: String,
+    },
+    /// Write every intent document of the store to DIR/KIND/NAME.yaml (a directory
+    /// `serve --intent` reads).
+    Export {
+        dir: PathBuf,
+        /// etcd://HOST:PORT[,HOST:PORT...]/PREFIX
+        #[arg(long, value_name = "URL", env = "XDST_STORE")]
+        store: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -476,7 +500,23 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Translate(args) => translate(args),
         Command::Plugin(cmd) => plugin(cmd),
+        Command::Store(cmd) => store(cmd),
     }
+}
+
+fn store(cmd: StoreCommand) -> anyhow::Result<()> {
+    let (StoreCommand::Import { store, .. } | StoreCommand::Export { store, .. }) = &cmd;
+    let config = xdst::store::StoreConfig::parse(store).map_err(|e| anyhow::anyhow!("--store {e}"))?;
+    let url = config.url();
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async move {
+        let etcd = xdst::store::etcd::Etcd::connect(config).await?;
+        let (what, moved) = match &cmd {
+            StoreCommand::Import { dir, .. } => ("imported into", xdst::store::transfer::import(&etcd, dir).await?),
+            StoreCommand::Export { dir, .. } => ("exported from", xdst::store::transfer::export(&etcd, dir).await?),
+        };
+        println!("{} documents {what} {url} ({} already the same)", moved.written, moved.unchanged);
+        Ok(())
+    })
 }
 
 fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {

@@ -14,6 +14,7 @@ pub mod etcd;
 pub mod fleet;
 pub mod mirror;
 pub mod sync;
+pub mod transfer;
 pub mod writes;
 
 use std::time::Duration;

@@ -1,0 +1,79 @@
+//! `xdst store import DIR` and `xdst store export DIR`: move a files setup's intent into a
+//! store and back.
+//!
+//! Import reads DIR exactly as `serve --intent DIR` would (a file that does not parse, or two
+//! documents with one kind and name, stops it before anything is written) and writes each
+//! document to `<prefix>/intent/<kind>/<name>` as YAML, skipping those already there with the
+//! same content. Export writes every document of the store to `DIR/<kind>/<name>.yaml`.
+
+use std::path::Path;
+
+use super::{Expect, Store, StoreError, intent_key};
+
+/// What an import or export did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    pub written: usize,
+    pub unchanged: usize,
+}
+
+/// Kinds and names become keys and file names: keep them to what cannot escape a directory.
+fn safe(part: &str) -> bool {
+    !part.is_empty()
+        && !part.starts_with('.')
+        && part.len() <= 253
+        && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+    let (set, files) = crate::intent::read_intent(dir)?;
+    let (held, _) = store.list(super::INTENT_DIR).await?;
+    let mut moved = Moved::default();
+    for doc in set.documents() {
+        anyhow::ensure!(
+            safe(&doc.kind) && safe(&doc.name),
+            "{}: {}/{} cannot be a store key (kind and name: letters, digits, '-', '_', '.')",
+            doc.origin,
+            doc.kind,
+            doc.name
+        );
+        let key = intent_key(&doc.kind, &doc.name);
+        let text = serde_yaml_ng::to_string(&doc.json)?;
+        let current = held.iter().find(|e| e.key == key);
+        if current.is_some_and(|e| e.value == text.as_bytes()) {
+            moved.unchanged += 1;
+            continue;
+        }
+        let expect = Expect::of(current.map(|e| e.mod_revision));
+        match store.write(&key, Some(text.into_bytes()), expect).await {
+            Ok(_) => moved.written += 1,
+            Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{}: {e}; run the import again", doc.origin),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    tracing::info!(files, documents = set.len(), written = moved.written, unchanged = moved.unchanged, store = %store.describe(), "intent imported");
+    Ok(moved)
+}
+
+pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+    let (entries, revision) = store.list(super::INTENT_DIR).await?;
+    let mut moved = Moved::default();
+    for e in entries {
+        let rel = e.key.strip_prefix(super::INTENT_DIR).unwrap_or(&e.key);
+        let parts: Vec<&str> = rel.split('/').collect();
+        let [kind, name] = parts.as_slice() else {
+            anyhow::bail!("store key {} is not intent/KIND/NAME", e.key);
+        };
+        anyhow::ensure!(safe(kind) && safe(name), "store key {} cannot be a file name", e.key);
+        let path = dir.join(kind).join(format!("{name}.yaml"));
+        std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+        if std::fs::read(&path).is_ok_and(|old| old == e.value) {
+            moved.unchanged += 1;
+            continue;
+        }
+        xdst_core::files::write_atomic(&path, &e.value)?;
+        moved.written += 1;
+    }
+    tracing::info!(revision, written = moved.written, unchanged = moved.unchanged, dir = %dir.display(), "intent exported");
+    Ok(moved)
+}
