@@ -125,7 +125,7 @@ say "traffic through Envoy (20 requests/s); SIGKILL replica $on, which Envoy's s
 traffic=$!
 pids+=($traffic)
 sleep 2
-kill -9 "${replica_pid[$on]}"
+{ kill -9 "${replica_pid[$on]}"; wait "${replica_pid[$on]}"; } 2>/dev/null || true
 wait_for "Envoy to reconnect to replica $other" sh -c "curl -s localhost:$other_admin/debug/nodes | grep -q '\"replicas-envoy\"'"
 sleep 3
 kill "$traffic" 2>/dev/null || true

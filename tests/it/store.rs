@@ -136,12 +136,13 @@ async fn wait_served(admin: SocketAddr, want: &[(&str, u64)]) -> anyhow::Result<
     }
 }
 
-/// CDS and EDS as a SotW ADS client gets them: each type's version and the resources' bytes.
-async fn fetch(xds: SocketAddr) -> Vec<(String, String, Vec<Vec<u8>>)> {
+/// CDS and EDS (for `endpoints`) as a SotW ADS client gets them: each type's version and the
+/// resources' bytes.
+async fn fetch(xds: SocketAddr, endpoints: &[&str]) -> Vec<(String, String, Vec<Vec<u8>>)> {
     let mut out = Vec::new();
     for t in [CLUSTER, ENDPOINT] {
         let mut s = sotw_ads(xds).await;
-        let names: Vec<&str> = if t == ENDPOINT { vec!["a"] } else { vec![] };
+        let names: Vec<&str> = if t == ENDPOINT { endpoints.to_vec() } else { vec![] };
         s.send(envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
             node: node("byte-check", ""),
             ..sotw_req(t, &names)
@@ -170,7 +171,7 @@ async fn replicas_serve_identical_bytes_and_racing_writes_have_one_winner() -> a
     wait_served(b.admin_addr, &[("a", 9001)]).await?;
 
     // Same revision, same bytes: versions and encoded resources are identical.
-    let (fa, fb) = (fetch(a.xds_addr).await, fetch(b.xds_addr).await);
+    let (fa, fb) = (fetch(a.xds_addr, &["a"]).await, fetch(b.xds_addr, &["a"]).await);
     ensure!(fa[1].2.len() == 1, "replica A serves {:?}", fa);
     ensure!(fa == fb, "replicas at revision {rev} differ:\nA {fa:?}\nB {fb:?}");
 
@@ -530,8 +531,9 @@ async fn a_files_setup_moves_into_the_store_and_back() -> anyhow::Result<()> {
     // What a replica serves from the store is what `serve --intent` serves from the files.
     let a = setup.replica(&url, &[]).await?;
     let files = Process::start_intent(&intent, &setup.dir.path().join("plugins"), &[]).await?;
-    let (fa, ff) = (fetch(a.xds_addr).await, fetch(files.xds_addr).await);
-    ensure!(fa[0].2.len() == 2 && fa == ff, "store {fa:?}\nfiles {ff:?}");
+    let both = ["backend-a", "backend-b"];
+    let (fa, ff) = (fetch(a.xds_addr, &both).await, fetch(files.xds_addr, &both).await);
+    ensure!(fa[0].2.len() == 2 && fa[1].2.len() == 2 && fa == ff, "store {fa:?}\nfiles {ff:?}");
     // Export writes KIND/NAME.yaml files that import back as the same documents.
     let out = tempfile::tempdir()?;
     let said = store_cli(&["export", out.path().to_str().unwrap(), "--store", &url])?;
