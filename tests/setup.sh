@@ -201,7 +201,7 @@ trap 'kill \$pid 2>/dev/null || true' EXIT
 for _ in \$(seq 200); do
   if curl -fsS -X POST -d '{"key":"cHJvb2Y=","value":"b2s="}' http://127.0.0.1:$etcd_client/v3/kv/put >/dev/null 2>&1; then
     curl -fsS -X POST -d '{"key":"cHJvb2Y="}' http://127.0.0.1:$etcd_client/v3/kv/range | grep -q '"value":"b2s="'
-    /usr/bin/etcd --version | head -n 1
+    /usr/bin/etcd --version | sed -n 1p
     exit 0
   fi
   kill -0 \$pid 2>/dev/null || { cat etcd.log; exit 1; }
