@@ -98,7 +98,9 @@ pub async fn tls_channel(
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
         }
     });
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", addr.port()))?
+    // `http://`: the connector above does TLS itself; tonic, built with its own TLS (etcd's
+    // client asks for it), refuses an `https://` endpoint without its TLS configuration.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://localhost:{}", addr.port()))?
         .connect_with_connector(connect)
         .await
         .with_context(|| format!("connecting to {addr} over TLS"))?;
