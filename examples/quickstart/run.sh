@@ -13,44 +13,12 @@
 #
 # Ports (all on 127.0.0.1): xdst xDS 18000, xdst admin 19000, Envoy listener 10000,
 # Envoy admin 9901, upstreams 8080 and 8081.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-once=false
-[[ "${1:-}" == "--once" ]] && once=true
-
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/xdst/target}"
-
-say "installing Envoy (once; cached under ${XDST_CACHE:-$HOME/.cache/xdst})"
-tests/setup.sh >/dev/null
-# shellcheck disable=SC1091
-source "${XDST_CACHE:-$HOME/.cache/xdst}/env.sh"
-
-say "building xdst and the reference plugin (wasm32)"
-cargo build -q -p xdst --bin xdst
-cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-reference
-xdst="$CARGO_TARGET_DIR/debug/xdst"
-
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=examples/lib.sh
+source "$(dirname "$0")/../lib.sh"
 
 # A copy of the example intent, so the live edit below does not touch the repo.
 cp -r examples/quickstart/intent "$work/intent"
-mkdir "$work/plugins"
-cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/xdst_plugin_reference.wasm" "$work/plugins/reference.wasm"
 
-upstream() { # name port: an HTTP server that answers with its name
-  mkdir -p "$work/$1" && echo "hello from $1" > "$work/$1/index.html"
-  "$XDST_PYTHON" -m http.server "$2" --bind 127.0.0.1 --directory "$work/$1" >/dev/null 2>&1 &
-  pids+=($!)
-}
 upstream backend-a 8080
 upstream backend-b 8081
 
@@ -68,13 +36,6 @@ say "starting Envoy with examples/quickstart/envoy.yaml"
   --base-id 7 >"$work/envoy.log" 2>&1 &
 pids+=($!)
 
-wait_for() { # description, command: poll for up to 20 s
-  local what="$1"; shift
-  for _ in $(seq 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "timed out waiting for $what" >&2
-  tail -20 "$work/envoy.log" >&2
-  exit 1
-}
 stat_value() { curl -s "localhost:9901/stats?filter=^$1\$" | sed 's/^[^:]*: //'; }
 
 wait_for "Envoy to route traffic" curl -sf localhost:10000/

@@ -14,44 +14,9 @@
 # Ports (all on 127.0.0.1): etcd 2379/2380, 12379/12380, 22379/22380; replica A xDS 18001,
 # admin 19001; replica B xDS 18002, admin 19002; Envoy listener 10000, admin 9902; upstreams
 # 8080 and 8081.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-once=false
-[[ "${1:-}" == "--once" ]] && once=true
-
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/xdst/target}"
-
-say "installing Envoy and etcd (once; cached under ${XDST_CACHE:-$HOME/.cache/xdst})"
-tests/setup.sh >/dev/null
-# shellcheck disable=SC1091
-source "${XDST_CACHE:-$HOME/.cache/xdst}/env.sh"
-
-say "building xdst and the reference plugin (wasm32)"
-cargo build -q -p xdst --bin xdst
-cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-reference
-xdst="$CARGO_TARGET_DIR/debug/xdst"
-
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-mkdir "$work/plugins"
-cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/xdst_plugin_reference.wasm" "$work/plugins/reference.wasm"
+# shellcheck source=examples/lib.sh
+source "$(dirname "$0")/../lib.sh"
 echo "replicas-demo-token" > "$work/token"
-
-wait_for() { # description, command: poll for up to 30 s
-  local what="$1"; shift
-  for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "timed out waiting for $what" >&2
-  tail -20 "$work"/*.log >&2 || true
-  exit 1
-}
 
 say "starting a 3-member etcd cluster"
 cluster="m0=http://127.0.0.1:2380,m1=http://127.0.0.1:12380,m2=http://127.0.0.1:22380"
@@ -70,11 +35,6 @@ wait_for "etcd" curl -sf -X POST -d '{"key":"cHJvYmU="}' http://127.0.0.1:2379/v
 say "xdst store import examples/quickstart/intent --store $store"
 "$xdst" store import examples/quickstart/intent --store "$store" 2>/dev/null | sed 's/^/  /'
 
-upstream() { # name port: an HTTP server that answers with its name
-  mkdir -p "$work/$1" && echo "hello from $1" > "$work/$1/index.html"
-  "$XDST_PYTHON" -m http.server "$2" --bind 127.0.0.1 --directory "$work/$1" >/dev/null 2>&1 &
-  pids+=($!)
-}
 upstream backend-a 8080
 upstream backend-b 8081
 

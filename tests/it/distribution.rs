@@ -22,32 +22,13 @@ use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::pki::openssl;
 use xdst_tests::plugins;
-use xdst_tests::registry::{Registry, StallingProxy};
+use xdst_tests::registry::{Registry, StallingProxy, push};
 use xdst_tests::server::{Process, binary};
 use xdst_tests::upstream::http_get;
 use xdst_tests::xds::http_with;
 
 const WAIT: Duration = Duration::from_secs(60);
 const TOKEN: &str = "t0ken";
-
-/// `xdst plugin push FILE TARGET`; returns the plugin's sha256 as printed.
-fn push(file: &Path, target: &str) -> anyhow::Result<String> {
-    let out = std::process::Command::new(binary()?)
-        .args(["plugin", "push"])
-        .arg(file)
-        .arg(target)
-        .env("RUST_LOG", "warn")
-        .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    ensure!(out.status.success(), "xdst plugin push failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
-    let digest = stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("sha256"))
-        .map(|d| d.trim().to_owned())
-        .context("no sha256 line")?;
-    ensure!(stdout.contains(&format!(" to {target}")), "push output: {stdout}");
-    Ok(digest)
-}
 
 /// `xdst serve --config FILE`, expected to fail: its stderr.
 fn serve_fails(config: &Path) -> anyhow::Result<String> {

@@ -13,6 +13,8 @@
 //! - Store values are hostile input: one over `--max-file-size`, or more documents than
 //!   `--max-store-documents`, fails the generation naming the key or the limit, and the last
 //!   good config keeps serving.
+//! - `store.tls`: a replica reaches an etcd that wants mutual TLS; one without a client
+//!   certificate waits, saying why.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -55,16 +57,7 @@ impl Setup {
     /// `xdst serve --store URL --plugins DIR` with `extra`.
     async fn replica(&self, url: &str, extra: &[&str]) -> anyhow::Result<Process> {
         let p: &Path = self.dir.path();
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "--store".into(),
-            url.into(),
-            "--plugins".into(),
-            p.join("plugins").into(),
-            "--admin-token-file".into(),
-            p.join("token").into(),
-        ];
-        args.extend(extra.iter().map(Into::into));
-        Process::start_with("127.0.0.1:0", &args).await
+        Process::start_store(url, Some(&p.join("plugins")), &p.join("token"), extra).await
     }
 }
 
@@ -549,5 +542,72 @@ async fn a_files_setup_moves_into_the_store_and_back() -> anyhow::Result<()> {
         .output()?;
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(!out.status.success() && err.contains("x.yaml"), "{err}");
+    Ok(())
+}
+
+/// `store.tls` in the configuration file: a replica reaches an etcd that wants mutual TLS with
+/// the CA, certificate and key it names; one without a client certificate is refused by etcd,
+/// and it says so, naming the store, while it waits (it never serves without the intent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_reaches_etcd_over_mutual_tls() -> anyhow::Result<()> {
+    use xdst_tests::pki::Ca;
+    xdst_tests::init_logging();
+    let setup = Setup::new()?;
+    let pki = tempfile::Builder::new().prefix("xdst-etcd-pki-").tempdir()?;
+    let ca = Ca::new(pki.path(), "etcd-ca")?;
+    let tls = xdst_tests::etcd::Tls {
+        ca: ca.cert.clone(),
+        server: ca.issue("etcd-server", &["IP:127.0.0.1", "DNS:localhost"])?,
+        client: ca.issue("xdst-replica", &[])?,
+    };
+    let (client_cert, client_key) = (tls.client.cert.clone(), tls.client.key.clone());
+    let etcd = Etcd::start_tls(1, tls).await?;
+    let url = etcd.url(PREFIX);
+    let config = |name: &str, client: bool| -> anyhow::Result<std::path::PathBuf> {
+        let identity = if client {
+            format!(", cert: {}, key: {}", client_cert.display(), client_key.display())
+        } else {
+            String::new()
+        };
+        let path = setup.dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "store:\n  url: {url}\n  tls: {{ca: {}{identity}}}\npluginsDir: plugins\nadminTokenFile: token\n",
+                ca.cert.display()
+            ),
+        )?;
+        Ok(path)
+    };
+
+    let a = Process::start_with("127.0.0.1:0", &["--config".into(), config("tls.yaml", true)?.into()]).await?;
+    let (code, w) = put(a.admin_addr, "over-tls", 9301, None).await;
+    ensure!(code == 200, "PUT through a replica over TLS: {code} {w}");
+    let mut c = etcd.client().await?;
+    let got = c.get(format!("/{PREFIX}/intent/Service/over-tls"), None).await?;
+    ensure!(got.kvs().len() == 1, "the write is in etcd");
+
+    // No client certificate: etcd refuses the handshake; the replica waits and says why.
+    let log = setup.dir.path().join("no-cert.log");
+    let mut child = tokio::process::Command::new(xdst_tests::server::binary()?)
+        .args(["serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--config"])
+        .arg(config("no-cert.yaml", false)?)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .kill_on_drop(true)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("cannot list the store yet") {
+            ensure!(text.contains(&url), "the warning names the store: {text}");
+            break;
+        }
+        ensure!(child.try_wait()?.is_none(), "xdst exited: {text}");
+        ensure!(Instant::now() < deadline, "no warning about the store within 30 s: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().await?;
     Ok(())
 }

@@ -82,17 +82,8 @@ async fn failover(api: ApiType) -> anyhow::Result<()> {
     std::fs::create_dir(dir.path().join("plugins"))?;
     plugins::install(&dir.path().join("plugins"), &plugins::reference()?, "reference.wasm", None)?;
     std::fs::write(dir.path().join("token"), "f4ilover")?;
-    let replica = || async {
-        let args: Vec<std::ffi::OsString> = vec![
-            "--store".into(),
-            etcd.url("failover").into(),
-            "--plugins".into(),
-            dir.path().join("plugins").into(),
-            "--admin-token-file".into(),
-            dir.path().join("token").into(),
-        ];
-        Process::start_with("127.0.0.1:0", &args).await
-    };
+    let (url, plugins, token) = (etcd.url("failover"), dir.path().join("plugins"), dir.path().join("token"));
+    let replica = || Process::start_store(&url, Some(&plugins), &token, &[]);
     let mut replicas = [Some(replica().await?), Some(replica().await?)];
     let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
     let admin0 = replicas[0].as_ref().unwrap().admin_addr;

@@ -19,6 +19,15 @@ pub struct Member {
 pub struct Etcd {
     pub members: Vec<Member>,
     dir: tempfile::TempDir,
+    tls: Option<Tls>,
+}
+
+/// Mutual TLS on the client port: the members' certificate, and what they and the test
+/// client trust and present.
+pub struct Tls {
+    pub ca: PathBuf,
+    pub server: crate::pki::Leaf,
+    pub client: crate::pki::Leaf,
 }
 
 impl Etcd {
@@ -28,6 +37,16 @@ impl Etcd {
 
     /// Starts an `n`-member cluster and waits until it answers.
     pub async fn start(n: usize) -> anyhow::Result<Etcd> {
+        Self::start_with(n, None).await
+    }
+
+    /// Starts an `n`-member cluster whose client port wants TLS with a client certificate
+    /// (`--client-cert-auth`) signed by `tls.ca`.
+    pub async fn start_tls(n: usize, tls: Tls) -> anyhow::Result<Etcd> {
+        Self::start_with(n, Some(tls)).await
+    }
+
+    async fn start_with(n: usize, tls: Option<Tls>) -> anyhow::Result<Etcd> {
         let bin = Self::binary();
         if !bin.exists() {
             bail!("{} not found: tests/setup.sh installs Debian's etcd-server package", bin.display());
@@ -42,7 +61,7 @@ impl Etcd {
                 child: None,
             });
         }
-        let mut etcd = Etcd { members, dir };
+        let mut etcd = Etcd { members, dir, tls };
         for i in 0..n {
             etcd.start_member(i, true)?;
         }
@@ -65,10 +84,18 @@ impl Etcd {
             .create(true)
             .append(true)
             .open(self.dir.path().join(format!("{}.log", self.members[i].name)))?;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut tls_args: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(t) = &self.tls {
+            tls_args.extend(["--cert-file".into(), t.server.cert.clone().into()]);
+            tls_args.extend(["--key-file".into(), t.server.key.clone().into()]);
+            tls_args.extend(["--client-cert-auth".into(), "--trusted-ca-file".into(), t.ca.clone().into()]);
+        }
         let m = &mut self.members[i];
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let child = Command::new(Self::binary())
+            .args(&tls_args)
             .args(["--name", &m.name, "--data-dir"])
             .arg(&data)
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
@@ -92,18 +119,29 @@ impl Etcd {
         format!("etcd://{}/{prefix}", hosts.join(","))
     }
 
-    /// The client endpoints (`http://127.0.0.1:P`) of the members running now.
+    /// The client endpoints (`http://127.0.0.1:P`, or https) of the members running now.
     pub fn endpoints(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
             .filter(|m| m.child.is_some())
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
     }
 
-    /// A client of the running members.
+    /// A client of the running members (with the client certificate, under TLS).
     pub async fn client(&self) -> anyhow::Result<etcd_client::Client> {
-        Ok(etcd_client::Client::connect(self.endpoints(), None).await?)
+        let options = match &self.tls {
+            Some(t) => {
+                let pem = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+                let tls = etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(pem(&t.ca)?))
+                    .identity(etcd_client::Identity::from_pem(pem(&t.client.cert)?, pem(&t.client.key)?));
+                Some(etcd_client::ConnectOptions::new().with_tls(tls))
+            }
+            None => None,
+        };
+        Ok(etcd_client::Client::connect(self.endpoints(), options).await?)
     }
 
     /// SIGKILL one member.

@@ -2,11 +2,11 @@
 //! registry), installed by `tests/setup.sh`, storing into a temporary directory. It can be
 //! stopped and started again on the same port and storage, as a registry outage.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, bail, ensure};
 
 pub struct Registry {
     /// `127.0.0.1:PORT`.
@@ -126,6 +126,8 @@ pub struct StallingProxy {
     /// `127.0.0.1:PORT`.
     pub host: String,
     stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Bytes of requests swallowed while stalled.
+    swallowed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StallingProxy {
@@ -135,10 +137,11 @@ impl StallingProxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         let host = listener.local_addr()?.to_string();
         let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (upstream, flag) = (upstream.to_owned(), stalled.clone());
+        let swallowed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (upstream, flag, counter) = (upstream.to_owned(), stalled.clone(), swallowed.clone());
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let (upstream, flag) = (upstream.clone(), flag.clone());
+                let (upstream, flag, counter) = (upstream.clone(), flag.clone(), counter.clone());
                 std::thread::spawn(move || {
                     let Ok(server) = std::net::TcpStream::connect(&upstream) else { return };
                     let (Ok(mut from_server), Ok(mut to_client)) = (server.try_clone(), client.try_clone()) else {
@@ -153,7 +156,9 @@ impl StallingProxy {
                         match std::io::Read::read(&mut client, &mut buf) {
                             Ok(0) | Err(_) => return,
                             // Stalled: the request is swallowed and the connection held.
-                            Ok(_) if flag.load(Ordering::SeqCst) => {}
+                            Ok(n) if flag.load(Ordering::SeqCst) => {
+                                counter.fetch_add(n, Ordering::SeqCst);
+                            }
                             Ok(n) => {
                                 if std::io::Write::write_all(&mut server, &buf[..n]).is_err() {
                                     return;
@@ -164,7 +169,7 @@ impl StallingProxy {
                 });
             }
         });
-        Ok(StallingProxy { host, stalled })
+        Ok(StallingProxy { host, stalled, swallowed })
     }
 
     /// From now on, forward nothing and answer nothing (or, with `false`, forward again).
@@ -172,8 +177,32 @@ impl StallingProxy {
         self.stalled.store(stalled, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// How many bytes of requests it has swallowed while stalled: a client waiting on it.
+    pub fn swallowed(&self) -> usize {
+        self.swallowed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// `oci://HOST/REPOSITORY:TAG`, through the proxy.
     pub fn reference(&self, repository_and_tag: &str) -> String {
         format!("oci://{}/{repository_and_tag}", self.host)
     }
+}
+
+/// `xdst plugin push FILE TARGET`; returns the plugin's sha256 as printed.
+pub fn push(file: &Path, target: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new(crate::server::binary()?)
+        .args(["plugin", "push"])
+        .arg(file)
+        .arg(target)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    ensure!(out.status.success(), "xdst plugin push failed: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
+    let digest = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sha256"))
+        .map(|d| d.trim().to_owned())
+        .context("no sha256 line")?;
+    ensure!(stdout.contains(&format!(" to {target}")), "push output: {stdout}");
+    Ok(digest)
 }

@@ -76,6 +76,23 @@ impl Process {
         Self::start_with("127.0.0.1:0", &args).await
     }
 
+    /// Starts a replica: `xdst serve --store URL --admin-token-file TOKEN`, with `--plugins DIR`
+    /// when given (else the plugin set is the store's), and `extra`.
+    pub async fn start_store(
+        url: &str,
+        plugins: Option<&Path>,
+        token_file: &Path,
+        extra: &[&str],
+    ) -> anyhow::Result<Process> {
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["--store".into(), url.into(), "--admin-token-file".into(), token_file.into()];
+        if let Some(dir) = plugins {
+            args.extend(["--plugins".into(), dir.into()]);
+        }
+        args.extend(extra.iter().map(Into::into));
+        Self::start_with("127.0.0.1:0", &args).await
+    }
+
     /// Starts `xdst serve` on `xds_addr` with `args`.
     pub async fn start_with(xds_addr: &str, args: &[std::ffi::OsString]) -> anyhow::Result<Process> {
         Self::start_with_options(xds_addr, args, &Options::default()).await

@@ -198,6 +198,9 @@ struct ReloadReport {
     /// `ok` or `refused` (the last good set keeps serving).
     result: &'static str,
     error: Option<String>,
+    /// With the plugin set in the store: the replica that resolved it for this reload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugins_resolved_by: Option<String>,
 }
 
 /// `POST /reload`: rescans now and answers with the outcome.
@@ -215,6 +218,17 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
             st.loads_ok + st.loads_refused
         }
     };
+    // Plugins from the store: the leader resolves them again, for every replica.
+    let mut resolved_by = None;
+    if let Some(held) = &ctx.plugin_set {
+        match held.reload(std::time::Duration::from_secs(30)).await {
+            Ok(set) => resolved_by = Some(set.leader),
+            Err(e) => {
+                tracing::warn!(error = %e, "POST /reload: the plugin set was not resolved again");
+                return (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response();
+            }
+        }
+    }
     let before = count(ctx);
     ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     ctx.rescan.notify_one();
@@ -230,7 +244,12 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
         Some(s) => {
             let st = s.status();
             let error = st.last_error.map(|e| e.message);
-            ReloadReport { source: "intent", result: if error.is_some() { "refused" } else { "ok" }, error }
+            ReloadReport {
+                source: "intent",
+                result: if error.is_some() { "refused" } else { "ok" },
+                error,
+                plugins_resolved_by: resolved_by,
+            }
         }
         None => {
             let st = ctx.source.get();
@@ -238,6 +257,7 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
                 source: "resources",
                 result: if st.last_error.is_some() { "refused" } else { "ok" },
                 error: st.last_error,
+                plugins_resolved_by: None,
             }
         }
     };

@@ -355,9 +355,18 @@ pub struct SourceReport {
 /// remote sources resolved again only then and on reload, off the generation thread (see
 /// [`crate::pulls`]).
 pub struct ConfiguredPlugins {
-    file: PathBuf,
+    origin: ListOrigin,
     pulls: Pulls,
     state: Mutex<State>,
+}
+
+/// Where a plugins list is read from.
+pub enum ListOrigin {
+    /// A configuration file's `plugins` list (relative paths are relative to its directory).
+    File(PathBuf),
+    /// A list held elsewhere (the plugin set a store's leader resolved): `name` in errors, and
+    /// `read` giving its text (a configuration file's `plugins:` section) or why there is none.
+    Held { name: String, read: Box<dyn Fn() -> Result<String, String> + Send + Sync> },
 }
 
 #[derive(Default)]
@@ -386,19 +395,35 @@ enum Remote {
 }
 
 impl ConfiguredPlugins {
-    pub fn new(file: PathBuf, fetcher: Fetcher) -> Self {
-        ConfiguredPlugins { file, pulls: Pulls::new(fetcher), state: Mutex::new(State::default()) }
+    pub fn new(origin: ListOrigin, fetcher: Fetcher) -> Self {
+        ConfiguredPlugins { origin, pulls: Pulls::new(fetcher), state: Mutex::new(State::default()) }
     }
 
-    pub fn file(&self) -> &Path {
-        &self.file
+    /// The file, or what holds the list.
+    pub fn describe(&self) -> String {
+        match &self.origin {
+            ListOrigin::File(f) => f.display().to_string(),
+            ListOrigin::Held { name, .. } => name.clone(),
+        }
     }
 
-    /// Directories to watch: the file's, and those of plugins given by path.
+    /// What relative paths are relative to, and errors name.
+    fn anchor(&self) -> PathBuf {
+        match &self.origin {
+            ListOrigin::File(f) => f.clone(),
+            ListOrigin::Held { name, .. } => PathBuf::from(name),
+        }
+    }
+
+    /// Directories to watch: the file's, and those of plugins given by path (none for a held
+    /// list: whoever holds it asks for a generation when it changes).
     pub fn dirs(&self) -> Vec<PathBuf> {
-        let base = self.file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let ListOrigin::File(file) = &self.origin else {
+            return Vec::new();
+        };
+        let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut dirs = vec![if base.as_os_str().is_empty() { PathBuf::from(".") } else { base.clone() }];
-        if let Ok(c) = read(&self.file) {
+        if let Ok(c) = read(file) {
             for e in c.plugins.unwrap_or_default() {
                 if let Ok(Source::Path(p)) = Source::parse(&e.source, &base)
                     && let Some(d) = p.parent()
@@ -428,35 +453,42 @@ impl ConfiguredPlugins {
         wait: bool,
         wake: impl Fn() + Clone + Send + 'static,
     ) -> Result<Vec<Entry>, ConfigError> {
-        let text = xdst_core::files::read_text(&self.file).map_err(|e| ConfigError {
-            file: self.file.display().to_string(),
-            field: None,
-            message: e.to_string(),
-        })?;
+        let file = self.anchor();
+        let text = match &self.origin {
+            ListOrigin::File(f) => xdst_core::files::read_text(f).map_err(|e| e.to_string()),
+            ListOrigin::Held { read, .. } => read(),
+        }
+        .map_err(|message| ConfigError { file: file.display().to_string(), field: None, message })?;
         let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let changed = st.text.as_deref() != Some(text.as_str());
         let refresh = changed || st.reloads != Some(reloads);
         if changed {
-            let c = parse(&self.file, &text)?;
+            let c = parse(&file, &text)?;
             let value = xdst_core::documents::parse_one(&text).unwrap_or_default();
             let entries = c.plugins.unwrap_or_default();
             st.entries = entries.into_iter().enumerate().map(|(i, e)| (e, value["plugins"][i].to_string())).collect();
             st.text = Some(text);
             if st.reloads.is_some() {
-                info!(file = %self.file.display(), plugins = st.entries.len(), "configuration file changed: plugins read again");
+                info!(file = %file.display(), plugins = st.entries.len(), "the plugins list changed: plugins read again");
             }
         }
-        let base = self.file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut out = Vec::new();
         let mut reports = Vec::new();
         let mut resolved = BTreeMap::new();
         for (i, (e, settings_text)) in st.entries.iter().enumerate() {
             let source = Source::parse(&e.source, &base).expect("checked when read");
             let err = |field: String, message: String| ConfigError {
-                file: self.file.display().to_string(),
+                file: file.display().to_string(),
                 field: Some(field),
                 message,
             };
+            if !source.is_remote() && matches!(self.origin, ListOrigin::Held { .. }) {
+                return Err(err(
+                    format!("plugins[{i}].source"),
+                    format!("plugin {:?}: {source} is a path; a held list takes only remote sources", e.name),
+                ));
+            }
             let (r, remote_sig, error, fetching) = match &source {
                 Source::Path(p) => {
                     let r = Resolved {
@@ -468,7 +500,11 @@ impl ConfiguredPlugins {
                     (r, None, None, None)
                 }
                 remote => {
-                    let previous = st.resolved.get(&e.name).filter(|(s, _, _)| *s == e.source);
+                    // A held list moves a plugin from one pinned digest to the next: the one
+                    // running keeps serving while the next is fetched. A file's edited source
+                    // starts afresh.
+                    let held = matches!(self.origin, ListOrigin::Held { .. });
+                    let previous = st.resolved.get(&e.name).filter(|(s, _, _)| *s == e.source || held);
                     let previous = previous.map(|(_, r, sig)| (r.clone(), sig.clone()));
                     match self.remote(e, remote, previous, refresh, wait, wake.clone()) {
                         Remote::Use { r, signature, error } => {
@@ -527,7 +563,7 @@ impl ConfiguredPlugins {
             };
             out.push(Entry {
                 signature,
-                id: PathBuf::from(format!("{} plugins[{}]", self.file.display(), e.name)),
+                id: PathBuf::from(format!("{} plugins[{}]", file.display(), e.name)),
                 wasm: r.path.clone(),
                 source: r.pinned.clone(),
                 name: Some(e.name.clone()),

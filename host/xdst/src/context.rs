@@ -46,6 +46,9 @@ pub struct Context {
     pub max_request_size: usize,
     /// The store intent comes from (`--store`), when not from files.
     pub store: Option<Arc<crate::store::etcd::Etcd>>,
+    /// The plugin set in the store (`--store` without --plugins or a plugins list): a reload
+    /// asks the store's plugin leader to resolve it again.
+    pub plugin_set: Option<Arc<crate::store::plugins::HeldSet>>,
     /// The intent source, when serving `--intent` with `--plugins`.
     pub intent: Option<Arc<crate::intent::IntentSource>>,
     /// The one thread that runs intent generations (set once the context exists).

@@ -399,7 +399,7 @@ impl IntentSource {
             intent_dir: input.describe(),
             plugins_dir: match &plugins {
                 PluginSet::Dir(d) => d.display().to_string(),
-                PluginSet::Config(c) => c.file().display().to_string(),
+                PluginSet::Config(c) => c.describe(),
             },
             ..Default::default()
         };

@@ -49,6 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use store::Store as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -183,20 +184,22 @@ impl Running {
 /// to yet), binds both ports and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let fetcher = || {
+        let artifacts = match &config.plugin_cache {
+            Some(c) => c.join("artifacts"),
+            None => std::env::temp_dir().join(format!("xdst-artifacts-{}", std::process::id())),
+        };
+        distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())
+    };
     let plugins = match (&config.plugins, &config.plugin_list) {
         (Some(_), Some(f)) => {
             anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
         }
         (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
-        (None, Some(file)) => {
-            let artifacts = match &config.plugin_cache {
-                Some(c) => c.join("artifacts"),
-                None => std::env::temp_dir().join(format!("xdst-artifacts-{}", std::process::id())),
-            };
-            let fetcher =
-                distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())?;
-            Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(file.clone(), fetcher)))
-        }
+        (None, Some(file)) => Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(
+            config::ListOrigin::File(file.clone()),
+            fetcher()?,
+        ))),
         (None, None) => None,
     };
     let (input, store) = match (&config.intent, &config.store) {
@@ -207,13 +210,53 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         (None, Some(s)) => {
             let etcd = Arc::new(store::etcd::Etcd::connect(s.clone()).await?);
             let mirror = Arc::new(store::Mirror::new(s.url()));
-            let n = store::sync::list_into(etcd.as_ref(), &mirror)
+            let n = store::sync::list_at_start(etcd.as_ref(), store::INTENT_DIR, &mirror)
                 .await
                 .with_context(|| format!("listing the intent in {} (nothing to serve without it)", s.url()))?;
             info!(store = %s.url(), documents = n, revision = mirror.revision(), "intent listed from the store");
             (Some(intent::IntentInput::Store(mirror)), Some(etcd))
         }
         (None, None) => (None, None),
+    };
+    // Tasks that start before the first generation, and what they wake once there is a context.
+    let mut early_tasks = Vec::new();
+    let woken: Arc<std::sync::OnceLock<context::Ctx>> = Arc::default();
+    // With a store and no plugins given here, the plugin set is the store's: a leader resolves
+    // it, every replica runs what the leader wrote.
+    let (plugins, held_set) = match (plugins, &store) {
+        (None, Some(etcd)) => {
+            let held = Arc::new(store::plugins::HeldSet {
+                etcd: etcd.clone(),
+                mirror: Arc::new(store::Mirror::new(etcd.describe())),
+                replica: replica_name(&config, config.xds_addr),
+            });
+            store::sync::list_at_start(etcd.as_ref(), store::plugins::PLUGINS_DIR, &held.mirror)
+                .await
+                .with_context(|| format!("listing the plugin set in {}", etcd.describe()))?;
+            early_tasks.push(tokio::spawn(store::sync::run(
+                etcd.clone(),
+                store::plugins::PLUGINS_DIR,
+                held.mirror.clone(),
+                generation_request(woken.clone()),
+                Arc::new(|_| {}),
+                shutdown_rx.clone(),
+            )));
+            early_tasks.push(tokio::spawn(store::plugins::lead(
+                etcd.clone(),
+                held.mirror.clone(),
+                fetcher()?,
+                held.replica.clone(),
+                shutdown_rx.clone(),
+            )));
+            held.wait_resolved().await?;
+            let mirror = held.mirror.clone();
+            let origin = config::ListOrigin::Held {
+                name: format!("{}/{}", etcd.describe(), store::plugins::RESOLVED_KEY),
+                read: Box::new(move || store::plugins::resolved(&mirror).map(|r| r.config)),
+            };
+            (Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(origin, fetcher()?))), Some(held))
+        }
+        (plugins, _) => (plugins, None),
     };
     let intent_source = match (input, plugins) {
         (Some(i), Some(p)) => {
@@ -268,6 +311,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         debounce: config.debounce,
         intent: intent_source.clone(),
         store: store.clone(),
+        plugin_set: held_set,
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
@@ -287,6 +331,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         max_request_size: config.max_request_size,
         generations: Default::default(),
     });
+    let _ = woken.set(ctx.clone());
     if let Some(dir) = &config.resources {
         source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
     }
@@ -371,6 +416,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             config.shutdown_grace,
         )),
     ];
+    tasks.extend(early_tasks);
     tasks.push(tokio::spawn(memory::return_freed(ctx.clone())));
     if let Some(t) = tls {
         tasks.push(tokio::spawn(t.watch(shutdown_rx.clone())));
@@ -379,12 +425,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
     }
     if let (Some(etcd), Some(mirror)) = (store, intent_source.as_ref().and_then(|s| s.mirror().cloned())) {
-        let (c1, c2) = (ctx.clone(), ctx.clone());
-        let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-            if let Some(g) = c1.generations.get() {
-                g.request();
-            }
-        });
+        let c2 = ctx.clone();
         let reloaded: Arc<dyn Fn(store::sync::Reload) + Send + Sync> = Arc::new(move |why| {
             let reason = match why {
                 store::sync::Reload::Start => "start",
@@ -392,14 +433,41 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             };
             c2.metrics.store_reloads.get_or_create(&metrics::label("reason", reason)).inc();
         });
-        tasks.push(tokio::spawn(store::sync::run(etcd.clone(), mirror, changed, reloaded, shutdown_rx.clone())));
-        let replica = config.replica_id.clone().unwrap_or_else(|| format!("{}:{}", hostname(), xds_addr.port()));
+        let changed = generation_request(woken.clone());
+        tasks.push(tokio::spawn(store::sync::run(
+            etcd.clone(),
+            store::INTENT_DIR,
+            mirror,
+            changed,
+            reloaded,
+            shutdown_rx.clone(),
+        )));
+        let replica = replica_name(&config, xds_addr);
         tasks.push(tokio::spawn(store::fleet::publish(ctx.clone(), etcd, replica, (xds_addr, admin_addr))));
     }
     if let Some(s) = intent_source {
         tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));
     }
     Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+}
+
+/// This replica's name in the fleet view and the plugin election: `--replica-id`, or
+/// HOSTNAME:XDS_PORT (HOSTNAME:pid-PID while the port is yet to be chosen).
+fn replica_name(config: &Config, xds_addr: SocketAddr) -> String {
+    config.replica_id.clone().unwrap_or_else(|| match xds_addr.port() {
+        0 => format!("{}:pid-{}", hostname(), std::process::id()),
+        port => format!("{}:{port}", hostname()),
+    })
+}
+
+/// Asks for a generation once there is a context (a store change seen before the first
+/// generation is in the listing that generation reads).
+fn generation_request(ctx: Arc<std::sync::OnceLock<context::Ctx>>) -> Arc<dyn Fn() + Send + Sync> {
+    Arc::new(move || {
+        if let Some(g) = ctx.get().and_then(|c| c.generations.get()) {
+            g.request();
+        }
+    })
 }
 
 /// This machine's name, for the default replica id.

@@ -50,20 +50,34 @@ enum Command {
 enum StoreCommand {
     /// Write every intent document of DIR (read as `serve --intent DIR` reads it) to the store,
     /// one key per document (PREFIX/intent/KIND/NAME); documents already there with the same
-    /// content are left alone. Nothing is written if DIR does not load.
+    /// content are left alone. Nothing is written if DIR does not load. With --plugins FILE,
+    /// also the plugins list replicas run (PREFIX/plugins/list).
     Import {
-        dir: PathBuf,
+        /// The intent directory (optional with --plugins).
+        #[arg(required_unless_present = "plugins")]
+        dir: Option<PathBuf>,
         /// etcd://HOST:PORT[,HOST:PORT...]/PREFIX
         #[arg(long, value_name = "URL", env = "XDST_STORE")]
         store: String,
+        /// A configuration file whose `plugins:` list becomes the store's plugin set. Replicas
+        /// started with --store and no --plugins run it: the elected leader resolves each
+        /// source's tag to a digest once and every replica runs that digest (POST /reload or
+        /// SIGHUP on any replica resolves again). Sources must be oci:// or https://, and
+        /// signature keys absolute paths present on every replica.
+        #[arg(long, value_name = "FILE")]
+        plugins: Option<PathBuf>,
     },
     /// Write every intent document of the store to DIR/KIND/NAME.yaml (a directory
-    /// `serve --intent` reads).
+    /// `serve --intent` reads); with --plugins FILE, also the store's plugins list to FILE.
     Export {
-        dir: PathBuf,
+        #[arg(required_unless_present = "plugins")]
+        dir: Option<PathBuf>,
         /// etcd://HOST:PORT[,HOST:PORT...]/PREFIX
         #[arg(long, value_name = "URL", env = "XDST_STORE")]
         store: String,
+        /// Where to write the plugins list (a configuration file with only `plugins:`).
+        #[arg(long, value_name = "FILE")]
+        plugins: Option<PathBuf>,
     },
 }
 
@@ -313,9 +327,12 @@ struct ServeArgs {
     /// store: etcd://HOST:PORT[,HOST:PORT...]/PREFIX. Documents are keys PREFIX/intent/KIND/NAME;
     /// each replica watches them and translates what it sees (replicas at one revision serve
     /// byte-identical resources and versions). Intent API writes are etcd transactions (409
-    /// when the document changed meanwhile). While etcd is unreachable the last good config
-    /// keeps serving, writes answer 503 and /readyz shows the store. TLS towards etcd: the
-    /// configuration file's `store: {url, tls: {ca, cert, key}}`.
+    /// when the document changed meanwhile). At start, serve waits (retrying, with a warning
+    /// each time) until etcd answers; once serving, while etcd is unreachable the last good
+    /// config keeps serving, writes answer 503 and /readyz shows the store. Without --plugins
+    /// or a plugins list, the plugins are the store's (`xdst store import --plugins FILE`),
+    /// resolved by an elected replica. TLS towards etcd: the configuration file's
+    /// `store: {url, tls: {ca, cert, key}}`.
     #[arg(long, value_name = "URL", env = "XDST_STORE")]
     store: Option<String>,
     /// With --store: the most intent documents the store may hold; more fail the generation
@@ -510,11 +527,32 @@ fn store(cmd: StoreCommand) -> anyhow::Result<()> {
     let url = config.url();
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async move {
         let etcd = xdst::store::etcd::Etcd::connect(config).await?;
-        let (what, moved) = match &cmd {
-            StoreCommand::Import { dir, .. } => ("imported into", xdst::store::transfer::import(&etcd, dir).await?),
-            StoreCommand::Export { dir, .. } => ("exported from", xdst::store::transfer::export(&etcd, dir).await?),
-        };
-        println!("{} documents {what} {url} ({} already the same)", moved.written, moved.unchanged);
+        use xdst::store::transfer;
+        match &cmd {
+            StoreCommand::Import { dir, plugins, .. } => {
+                // Both are checked before either is written.
+                let list = plugins.as_deref().map(transfer::read_plugins_list).transpose()?;
+                if let Some(dir) = dir {
+                    let moved = transfer::import(&etcd, dir).await?;
+                    println!("{} documents imported into {url} ({} already the same)", moved.written, moved.unchanged);
+                }
+                if let (Some(file), Some(list)) = (plugins, list) {
+                    let changed = transfer::import_plugins(&etcd, list).await?;
+                    let what = if changed { "imported into" } else { "already the same in" };
+                    println!("the plugins list of {} {what} {url}", file.display());
+                }
+            }
+            StoreCommand::Export { dir, plugins, .. } => {
+                if let Some(dir) = dir {
+                    let moved = transfer::export(&etcd, dir).await?;
+                    println!("{} documents exported from {url} ({} already the same)", moved.written, moved.unchanged);
+                }
+                if let Some(file) = plugins {
+                    transfer::export_plugins(&etcd, file).await?;
+                    println!("the plugins list of {url} written to {}", file.display());
+                }
+            }
+        }
         Ok(())
     })
 }
@@ -801,6 +839,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 info!("SIGHUP: rescanning");
+                if let Some(held) = ctx.plugin_set.clone() {
+                    // The leader resolves the store's plugin set again; its answer reaches
+                    // every replica through the store.
+                    tokio::spawn(async move {
+                        match held.reload(std::time::Duration::from_secs(30)).await {
+                            Ok(set) => info!(leader = %set.leader, "SIGHUP: the plugin set was resolved again"),
+                            Err(e) => tracing::warn!(error = %e, "SIGHUP: the plugin set was not resolved again"),
+                        }
+                    });
+                }
                 ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 rescan.notify_one();
             }

@@ -57,7 +57,8 @@ pub fn run_config(
     let artifacts =
         cache_dir.as_ref().map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
     let fetcher = crate::distribution::Fetcher::new(artifacts, c.insecure_registries.clone(), c.ca_file.as_deref())?;
-    let entries = crate::config::ConfiguredPlugins::new(file.to_owned(), fetcher).entries(0, true, || {})?;
+    let entries = crate::config::ConfiguredPlugins::new(crate::config::ListOrigin::File(file.to_owned()), fetcher)
+        .entries(0, true, || {})?;
     let loader = DirLoader::new(Runtime::new(RuntimeConfig { cache_dir, fuel: false })?);
     let loaded = entries.iter().map(|e| loader.load_entry(e)).collect::<Result<Vec<_>, _>>()?;
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();

@@ -134,19 +134,9 @@ async fn replicas(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir(dir.path().join("plugins"))?;
     plugins::install(&dir.path().join("plugins"), &plugins::reference()?, "reference.wasm", None)?;
     std::fs::write(dir.path().join("token"), "bench")?;
-    let start = || async {
-        let args: Vec<std::ffi::OsString> = vec![
-            "--store".into(),
-            etcd.url("bench").into(),
-            "--plugins".into(),
-            dir.path().join("plugins").into(),
-            "--admin-token-file".into(),
-            dir.path().join("token").into(),
-            "--debounce".into(),
-            args.debounce.clone().into(),
-        ];
-        Process::start_with("127.0.0.1:0", &args).await
-    };
+    let (url, plugins, token) = (etcd.url("bench"), dir.path().join("plugins"), dir.path().join("token"));
+    let extra = ["--debounce", args.debounce.as_str()];
+    let start = || Process::start_store(&url, Some(&plugins), &token, &extra);
     let (a, b) = (start().await?, start().await?);
     let envoy = Envoy::start(&Bootstrap::new(api_type(args.api), a.xds_addr, "propagation")).await?;
     put(b.admin_addr, &service("by-api", up.addr.port(), 1000)).await?;

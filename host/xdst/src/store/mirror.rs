@@ -126,6 +126,16 @@ impl Mirror {
     }
 
     /// A document's mod revision, if the mirror holds it.
+    /// The value held for `key`.
+    pub fn get(&self, key: &str) -> Option<Held> {
+        locked(&self.docs).get(key).cloned()
+    }
+
+    /// Sees every revision the mirror moves to.
+    pub fn subscribe(&self) -> watch::Receiver<Revision> {
+        self.revision.subscribe()
+    }
+
     pub fn mod_revision(&self, key: &str) -> Option<Revision> {
         locked(&self.docs).get(key).map(|h| h.mod_revision)
     }

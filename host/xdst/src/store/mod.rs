@@ -13,6 +13,7 @@
 pub mod etcd;
 pub mod fleet;
 pub mod mirror;
+pub mod plugins;
 pub mod sync;
 pub mod transfer;
 pub mod writes;

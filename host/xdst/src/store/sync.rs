@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tracing::{info, warn};
 
-use super::{INTENT_DIR, Mirror, Store, WatchEvent};
+use super::{Mirror, Store, WatchEvent};
 
 /// The first wait after a failure, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -22,20 +22,35 @@ pub enum Reload {
     Compacted,
 }
 
-/// Lists the store once into `mirror`. Used at start, where a store that cannot be listed is
-/// an error (nothing has been served yet), and by [`run`].
-pub async fn list_into(store: &impl Store, mirror: &Mirror) -> Result<usize, super::StoreError> {
-    let (entries, revision) = store.list(INTENT_DIR).await?;
-    let n = entries.len();
-    mirror.replace(entries, revision);
-    mirror.set_connected(true, None);
-    Ok(n)
+/// Lists `dir` (the intent, `intent/`; the plugin set, `plugins/`) into `mirror` at start. A store that is away (etcd electing a leader,
+/// restarting, or not up yet) is retried with backoff, with a warning on each try, since
+/// nothing can be served before the intent is listed; an answer xdst cannot use is an error.
+pub async fn list_at_start(store: &impl Store, dir: &'static str, mirror: &Mirror) -> Result<usize, super::StoreError> {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match store.list(dir).await {
+            Ok((entries, revision)) => {
+                let n = entries.len();
+                mirror.replace(entries, revision);
+                mirror.set_connected(true, None);
+                return Ok(n);
+            }
+            Err(e @ super::StoreError::Unreachable { .. }) => {
+                warn!(store = %store.describe(), dir, error = %e, retry_in = ?backoff, "cannot list the store yet: nothing is served until it is listed");
+                mirror.set_connected(false, Some(e.to_string()));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Runs until `shutdown` flips. `changed` asks for a generation; `reloaded` counts a full
 /// listing forced by compaction.
 pub async fn run<S: Store>(
     store: Arc<S>,
+    dir: &'static str,
     mirror: Arc<Mirror>,
     changed: Arc<dyn Fn() + Send + Sync>,
     reloaded: Arc<dyn Fn(Reload) + Send + Sync>,
@@ -53,16 +68,16 @@ pub async fn run<S: Store>(
             if list {
                 let before = mirror.revision();
                 let differ = {
-                    let (entries, revision) = store.list(INTENT_DIR).await?;
+                    let (entries, revision) = store.list(dir).await?;
                     let differ = mirror.replace(entries, revision);
-                    info!(store = %store.describe(), from = before, revision, documents = mirror.state().documents, differ, "intent listed from the store");
+                    info!(store = %store.describe(), dir, from = before, revision, keys = mirror.state().documents, differ, "listed from the store");
                     differ
                 };
                 if differ > 0 || before == 0 {
                     changed();
                 }
             }
-            let watch = store.watch(INTENT_DIR, mirror.revision()).await?;
+            let watch = store.watch(dir, mirror.revision()).await?;
             Ok::<_, super::StoreError>(watch)
         };
         let mut watch = tokio::select! {
@@ -70,7 +85,7 @@ pub async fn run<S: Store>(
                 Ok(w) => w,
                 Err(e) => {
                     if !down_logged {
-                        warn!(store = %store.describe(), error = %e, revision = mirror.revision(), "the store is unreachable: serving the last good intent, retrying");
+                        warn!(store = %store.describe(), dir, error = %e, revision = mirror.revision(), "the store is unreachable: serving the last good config, retrying");
                         down_logged = true;
                     }
                     mirror.set_connected(false, Some(e.to_string()));

@@ -5,6 +5,10 @@
 //! documents with one kind and name, stops it before anything is written) and writes each
 //! document to `<prefix>/intent/<kind>/<name>` as YAML, skipping those already there with the
 //! same content. Export writes every document of the store to `DIR/<kind>/<name>.yaml`.
+//!
+//! With `--plugins FILE`, import also writes the `plugins:` list of the configuration file
+//! FILE to `<prefix>/plugins/list` (checked first: remote sources only, see
+//! [`super::plugins`]), and export writes the stored list to FILE.
 
 use std::path::Path;
 
@@ -76,4 +80,40 @@ pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
     }
     tracing::info!(revision, written = moved.written, unchanged = moved.unchanged, dir = %dir.display(), "intent exported");
     Ok(moved)
+}
+
+/// The `plugins:` list of the configuration file `file`, as the store holds it, checked.
+pub fn read_plugins_list(file: &Path) -> anyhow::Result<String> {
+    let origin = file.display().to_string();
+    let text = xdst_core::files::read_text(file).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    let value = xdst_core::documents::parse_one(&text).map_err(|e| anyhow::anyhow!("{origin}: {}", e.message))?;
+    let list = serde_yaml_ng::to_string(&serde_json::json!({"plugins": value["plugins"]}))?;
+    super::plugins::check_list(&origin, &list)?;
+    Ok(list)
+}
+
+/// Writes a plugins list (from [`read_plugins_list`]) to the store; whether it changed.
+pub async fn import_plugins(store: &impl Store, list: String) -> anyhow::Result<bool> {
+    use super::plugins::LIST_KEY;
+    let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
+    let current = held.iter().find(|e| e.key == LIST_KEY);
+    if current.is_some_and(|e| e.value == list.as_bytes()) {
+        return Ok(false);
+    }
+    match store.write(LIST_KEY, Some(list.into_bytes()), Expect::of(current.map(|e| e.mod_revision))).await {
+        Ok(_) => Ok(true),
+        Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{e}; run the import again"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes the store's plugins list to `file` (a configuration file with only `plugins:`).
+pub async fn export_plugins(store: &impl Store, file: &Path) -> anyhow::Result<()> {
+    let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
+    let list = held
+        .into_iter()
+        .find(|e| e.key == super::plugins::LIST_KEY)
+        .ok_or_else(|| anyhow::anyhow!("{} holds no plugins list", store.describe()))?;
+    xdst_core::files::write_atomic(file, &list.value)?;
+    Ok(())
 }
