@@ -110,7 +110,7 @@ impl Process {
             Some(path) => {
                 Stdio::from(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)
             }
-            None => Stdio::inherit(),
+            None => Stdio::piped(),
         };
         let mut child = tokio::process::Command::new(binary()?)
             .arg("serve")
@@ -124,6 +124,29 @@ impl Process {
             .kill_on_drop(true)
             .spawn()
             .context("spawning xdst")?;
+        // Its log goes on to the test's stderr; the last lines are kept for the error if it
+        // exits before it is ready (a CI log shows the test's error, not always the stream).
+        let tail = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        // A thread, not a task: it must outlive any one runtime, as the process may.
+        let forwarding = match child.stderr.take() {
+            Some(stderr) => {
+                let stderr = std::fs::File::from(stderr.into_owned_fd()?);
+                let tail = tail.clone();
+                Some(std::thread::spawn(move || {
+                    use std::io::BufRead as _;
+                    for line in std::io::BufReader::new(stderr).lines() {
+                        let Ok(line) = line else { break };
+                        eprintln!("{line}");
+                        let mut t = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if t.len() == 30 {
+                            t.pop_front();
+                        }
+                        t.push_back(line);
+                    }
+                }))
+            }
+            None => None,
+        };
         // Ready comes after the first generation, which compiles every plugin: an 18 MB Python
         // component takes tens of seconds in a debug build on a busy 2-core machine. An exit
         // is seen at once, so the wait costs nothing when xdst fails.
@@ -139,7 +162,13 @@ impl Process {
                 });
             }
             if let Some(status) = child.try_wait()? {
-                bail!("xdst exited before it was ready: {status}");
+                let drained = Instant::now() + Duration::from_secs(2);
+                while forwarding.as_ref().is_some_and(|f| !f.is_finished()) && Instant::now() < drained {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let tail = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
+                bail!("xdst exited before it was ready: {status}; the end of its log:\n{}", lines.join("\n"));
             }
             if Instant::now() > deadline {
                 bail!("xdst did not become ready within {wait:?}");

@@ -50,9 +50,9 @@ pub struct FleetType {
     pub nack: Option<String>,
 }
 
-/// What one key holds: a chunk of one replica's report.
+/// Who a replica is and what it serves: the head of each of its chunks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Chunk {
+pub struct ReplicaHead {
     pub replica: String,
     pub xds_addr: String,
     pub admin_addr: String,
@@ -61,6 +61,13 @@ pub struct Chunk {
     /// The store revision its last good generation translated.
     pub revision: Option<i64>,
     pub version: Option<String>,
+}
+
+/// What one key holds: a chunk of one replica's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Chunk {
+    #[serde(flatten)]
+    pub head: ReplicaHead,
     pub chunk: usize,
     pub chunks: usize,
     pub nodes: Vec<FleetNode>,
@@ -69,12 +76,8 @@ pub struct Chunk {
 /// A replica in the fleet view.
 #[derive(Debug, Serialize)]
 pub struct Replica {
-    pub replica: String,
-    pub xds_addr: String,
-    pub admin_addr: String,
-    pub at: u64,
-    pub revision: Option<i64>,
-    pub version: Option<String>,
+    #[serde(flatten)]
+    pub head: ReplicaHead,
     /// False while some of its chunks are missing (a publish in progress).
     pub complete: bool,
     pub nodes: Vec<FleetNode>,
@@ -164,12 +167,14 @@ pub async fn publish(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             for (i, nodes) in chunks.iter().enumerate() {
                 let chunk = Chunk {
-                    replica: replica.clone(),
-                    xds_addr: addrs.0.to_string(),
-                    admin_addr: addrs.1.to_string(),
-                    at,
-                    revision: status.as_ref().and_then(|s| s.last_ok_revision),
-                    version: status.as_ref().and_then(|s| s.last_ok_version.clone()),
+                    head: ReplicaHead {
+                        replica: replica.clone(),
+                        xds_addr: addrs.0.to_string(),
+                        admin_addr: addrs.1.to_string(),
+                        at,
+                        revision: status.as_ref().and_then(|s| s.last_ok_revision),
+                        version: status.as_ref().and_then(|s| s.last_ok_version.clone()),
+                    },
                     chunk: i,
                     chunks: chunks.len(),
                     nodes: nodes.to_vec(),
@@ -208,24 +213,19 @@ pub async fn read(etcd: &Etcd) -> Result<Fleet, super::StoreError> {
             continue;
         }
         match serde_json::from_slice::<Chunk>(&e.value) {
-            Ok(c) => by_replica.entry(c.replica.clone()).or_default().push(c),
+            Ok(c) => by_replica.entry(c.head.replica.clone()).or_default().push(c),
             Err(err) => errors.push(format!("{}: {err}", e.key)),
         }
     }
     let replicas = by_replica
-        .into_iter()
-        .map(|(replica, mut chunks)| {
+        .into_values()
+        .map(|mut chunks| {
             chunks.sort_by_key(|c| c.chunk);
-            let newest = chunks.iter().map(|c| c.at).max().unwrap_or(0);
+            let newest = chunks.iter().map(|c| c.head.at).max().unwrap_or(0);
             let first = &chunks[0];
             let complete = chunks.len() == first.chunks && chunks.iter().all(|c| c.chunks == first.chunks);
             Replica {
-                replica,
-                xds_addr: first.xds_addr.clone(),
-                admin_addr: first.admin_addr.clone(),
-                at: newest,
-                revision: first.revision,
-                version: first.version.clone(),
+                head: ReplicaHead { at: newest, ..first.head.clone() },
                 complete,
                 nodes: chunks.into_iter().flat_map(|c| c.nodes).collect(),
             }

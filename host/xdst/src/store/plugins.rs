@@ -79,6 +79,14 @@ pub fn resolved(mirror: &Mirror) -> Result<ResolvedSet, String> {
         };
         format!("{store}: no plugin set resolved yet ({why})")
     })?;
+    // A pinned list is the list with digests added: bounded by twice the list's limit.
+    if held.value.len() > 2 * MAX_LIST {
+        return Err(format!(
+            "{store}/{RESOLVED_KEY}: {} bytes, over the {}-byte limit",
+            held.value.len(),
+            2 * MAX_LIST
+        ));
+    }
     serde_json::from_slice(&held.value).map_err(|e| format!("{store}/{RESOLVED_KEY}: {e}"))
 }
 
@@ -365,6 +373,17 @@ mod tests {
         let big = format!("plugins: []\n#{}\n", "x".repeat(MAX_LIST));
         let e = check_list("big.yaml", &big).unwrap_err().to_string();
         assert!(e.contains("over the 1048576-byte limit"), "{e}");
+    }
+
+    #[test]
+    fn a_resolved_set_that_is_too_large_or_not_json_is_an_error_naming_the_key() {
+        let m = Mirror::new("etcd://x/p".into());
+        let entry = |value: Vec<u8>| super::super::Entry { key: RESOLVED_KEY.into(), value, mod_revision: 2 };
+        m.replace(vec![entry(vec![b' '; 2 * MAX_LIST + 1])], 2);
+        let e = resolved(&m).unwrap_err();
+        assert!(e.contains("etcd://x/p/plugins/resolved") && e.contains("over the 2097152-byte limit"), "{e}");
+        m.replace(vec![entry(b"{".to_vec())], 3);
+        assert!(resolved(&m).unwrap_err().contains("plugins/resolved: EOF"));
     }
 
     #[test]
