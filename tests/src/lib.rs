@@ -31,6 +31,23 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
+/// `cargo`, run from the repository root in the environment the test command's own cargo
+/// runs in: without the variables cargo sets for a running test (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`). Build scripts watch some of them (ring's watches `CARGO_MANIFEST_DIR`), so
+/// with them every build from a test would rebuild TLS and gRPC, and the next `cargo test`
+/// would rebuild them back.
+pub fn cargo() -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("CARGO_PKG_") || k.starts_with("CARGO_MANIFEST_") || k == "CARGO_CRATE_NAME" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.current_dir(repo_root());
+    cmd
+}
+
 /// A loopback port nothing listens on (now).
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())

@@ -18,10 +18,8 @@ pub fn build(package: &str) -> anyhow::Result<PathBuf> {
         return Ok(p.clone());
     }
     let root = crate::repo_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
+    let status = crate::cargo()
         .args(["build", "-q", "--release", "--target", "wasm32-unknown-unknown", "-p", package])
-        .current_dir(&root)
         .status()
         .context("running cargo")?;
     if !status.success() {

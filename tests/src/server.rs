@@ -30,9 +30,8 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     // target/<profile>/deps/<test> -> target/<profile>/xdst
     let profile_dir = exe.parent().and_then(Path::parent).context("test executable has no profile dir")?;
     let bin = profile_dir.join("xdst");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "xdst", "--bin", "xdst"]).current_dir(crate::repo_root());
+    let mut cmd = crate::cargo();
+    cmd.args(["build", "-q", "-p", "xdst", "--bin", "xdst"]);
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
