@@ -141,11 +141,7 @@ async fn plugins_from_a_registry_run_by_digest_tags_move_on_reload_and_an_outage
     std::fs::copy(plugins::reference()?, dir.join("reference.wasm"))?;
     std::fs::write(dir.join("token"), TOKEN)?;
     let swap = std::fs::read(plugins::swap()?)?;
-    let version = |weights: [u16; 6], name: &str| -> anyhow::Result<std::path::PathBuf> {
-        let path = dir.join(name);
-        std::fs::write(&path, plugins::swap_variant(&swap, weights)?)?;
-        Ok(path)
-    };
+    let version = |weights: [u16; 6], name: &str| plugins::write_swap_variant(&swap, weights, dir.join(name));
     let tag = registry.reference("team/split:stable");
 
     // v1 (all traffic to u0) pushed with the real CLI.

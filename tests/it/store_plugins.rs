@@ -100,11 +100,7 @@ async fn replicas_run_the_digest_their_leader_resolved_through_a_tag_move_and_th
     let platform = proxy.reference("team/platform:v1");
     push(&plugins::reference()?, &platform)?;
     let swap = std::fs::read(plugins::swap()?)?;
-    let version = |weights: [u16; 6], name: &str| -> anyhow::Result<std::path::PathBuf> {
-        let path = dir.join(name);
-        std::fs::write(&path, plugins::swap_variant(&swap, weights)?)?;
-        Ok(path)
-    };
+    let version = |weights: [u16; 6], name: &str| plugins::write_swap_variant(&swap, weights, dir.join(name));
     let tag = proxy.reference("team/split:stable");
     let v1 = push(&version([100, 0, 0, 0, 0, 0], "v1.wasm")?, &tag)?;
 

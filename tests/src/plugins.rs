@@ -53,6 +53,12 @@ pub fn swap() -> anyhow::Result<PathBuf> {
     build("xdst-test-plugin-swap")
 }
 
+/// [`swap_variant`] written to `path`; returns `path`.
+pub fn write_swap_variant(wasm: &[u8], weights: [u16; 6], path: PathBuf) -> anyhow::Result<PathBuf> {
+    std::fs::write(&path, swap_variant(wasm, weights)?)?;
+    Ok(path)
+}
+
 /// The swap plugin's bytes with its weight table for `u0`..`u5` replaced: a distinct plugin
 /// (its own digest) that routes differently.
 pub fn swap_variant(wasm: &[u8], weights: [u16; 6]) -> anyhow::Result<Vec<u8>> {

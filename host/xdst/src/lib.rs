@@ -49,7 +49,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use store::Store as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -225,36 +224,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     // it, every replica runs what the leader wrote.
     let (plugins, held_set) = match (plugins, &store) {
         (None, Some(etcd)) => {
-            let held = Arc::new(store::plugins::HeldSet {
-                etcd: etcd.clone(),
-                mirror: Arc::new(store::Mirror::new(etcd.describe())),
-                replica: replica_name(&config, config.xds_addr),
-            });
-            store::sync::list_at_start(etcd.as_ref(), store::plugins::PLUGINS_DIR, &held.mirror)
-                .await
-                .with_context(|| format!("listing the plugin set in {}", etcd.describe()))?;
-            early_tasks.push(tokio::spawn(store::sync::run(
+            let fetcher = fetcher()?;
+            let replica = replica_name(&config, config.xds_addr);
+            let (held, tasks) = store::plugins::HeldSet::start(
                 etcd.clone(),
-                store::plugins::PLUGINS_DIR,
-                held.mirror.clone(),
+                replica,
+                fetcher.clone(),
                 generation_request(woken.clone()),
-                Arc::new(|_| {}),
                 shutdown_rx.clone(),
-            )));
-            early_tasks.push(tokio::spawn(store::plugins::lead(
-                etcd.clone(),
-                held.mirror.clone(),
-                fetcher()?,
-                held.replica.clone(),
-                shutdown_rx.clone(),
-            )));
-            held.wait_resolved().await?;
-            let mirror = held.mirror.clone();
-            let origin = config::ListOrigin::Held {
-                name: format!("{}/{}", etcd.describe(), store::plugins::RESOLVED_KEY),
-                read: Box::new(move || store::plugins::resolved(&mirror).map(|r| r.config)),
-            };
-            (Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(origin, fetcher()?))), Some(held))
+            )
+            .await?;
+            early_tasks.extend(tasks);
+            (Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(held.origin(), fetcher))), Some(held))
         }
         (plugins, _) => (plugins, None),
     };

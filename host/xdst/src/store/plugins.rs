@@ -159,6 +159,46 @@ pub struct HeldSet {
 }
 
 impl HeldSet {
+    /// At start, with the plugin set in the store: lists `plugins/`, starts the tasks that keep
+    /// it mirrored (`changed` asks for a generation) and campaign for leadership, and waits for a
+    /// resolved set.
+    pub async fn start(
+        etcd: Arc<Etcd>,
+        replica: String,
+        fetcher: Fetcher,
+        changed: Arc<dyn Fn() + Send + Sync>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<(Arc<HeldSet>, Vec<tokio::task::JoinHandle<()>>)> {
+        use anyhow::Context as _;
+        let store = super::Store::describe(etcd.as_ref());
+        let held = Arc::new(HeldSet { etcd: etcd.clone(), mirror: Arc::new(Mirror::new(store.clone())), replica });
+        super::sync::list_at_start(etcd.as_ref(), PLUGINS_DIR, &held.mirror)
+            .await
+            .with_context(|| format!("listing the plugin set in {store}"))?;
+        let tasks = vec![
+            tokio::spawn(super::sync::run(
+                etcd.clone(),
+                PLUGINS_DIR,
+                held.mirror.clone(),
+                changed,
+                Arc::new(|_| {}),
+                shutdown.clone(),
+            )),
+            tokio::spawn(lead(etcd, held.mirror.clone(), fetcher, held.replica.clone(), shutdown)),
+        ];
+        held.wait_resolved().await?;
+        Ok((held, tasks))
+    }
+
+    /// Where the replica's plugins list comes from: the resolved set the mirror holds.
+    pub fn origin(&self) -> crate::config::ListOrigin {
+        let mirror = self.mirror.clone();
+        crate::config::ListOrigin::Held {
+            name: format!("{}/{RESOLVED_KEY}", mirror.state().store),
+            read: Box::new(move || resolved(&mirror).map(|r| r.config)),
+        }
+    }
+
     /// Asks the leader to resolve the list again (a reload on this replica) and waits up to
     /// `within` for the set that answers it.
     pub async fn reload(&self, within: Duration) -> Result<ResolvedSet, String> {
