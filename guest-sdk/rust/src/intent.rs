@@ -21,13 +21,38 @@ struct Envelope<T> {
 }
 
 impl IntentDocument {
-    /// `Kind/name`: how resources, errors and diagnostics name this document.
+    /// `Kind/name`, or `Kind/namespace/name` for a namespaced document (the host hands its
+    /// name as `namespace/name`): how resources, errors and diagnostics name this document.
     pub fn id(&self) -> String {
         let mut id = String::with_capacity(self.kind.len() + 1 + self.name.len());
         id.push_str(&self.kind);
         id.push('/');
         id.push_str(&self.name);
         id
+    }
+
+    /// `metadata.namespace`, for a namespaced document.
+    pub fn namespace(&self) -> Option<&str> {
+        self.name.split_once('/').map(|(ns, _)| ns)
+    }
+
+    /// `metadata.name` alone, without the namespace.
+    pub fn local_name(&self) -> &str {
+        self.name.split_once('/').map_or(&self.name, |(_, n)| n)
+    }
+
+    /// Deserializes the whole document into `T`: for Kubernetes objects whose body is not (only)
+    /// in `spec`, such as an EndpointSlice's `endpoints` or a Secret's `data`. Errors name the
+    /// field as [`spec`](Self::spec)'s do.
+    pub fn body<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        let mut de = serde_json::Deserializer::from_str(&self.json);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let message = without_position(e.inner());
+            match e.path().iter().next() {
+                Some(_) => self.error(e.path().to_string(), message),
+                None => self.error_here(message),
+            }
+        })
     }
 
     /// Deserializes the document's `spec` (an absent or `null` spec reads as `{}`) into `T`.
@@ -157,6 +182,31 @@ mod tests {
         let spec: Spec = d.spec().unwrap();
         assert_eq!(spec.routes[0].path_prefix, "/");
         assert_eq!(d.id(), "HttpService/web");
+    }
+
+    #[test]
+    fn namespaced_documents_and_bodies_outside_spec() {
+        #[derive(Debug, Deserialize)]
+        struct Slice {
+            #[allow(dead_code)]
+            endpoints: Vec<BTreeMap<String, Vec<String>>>,
+        }
+        let d = IntentDocument {
+            kind: "EndpointSlice".into(),
+            name: "infra/web-1".into(),
+            origin: "k8s.yaml#1".into(),
+            json: r#"{"kind":"EndpointSlice","endpoints":[{"addresses":["10.0.0.1"]},{"addresses":[1]}]}"#.into(),
+        };
+        assert_eq!(
+            (d.id().as_str(), d.namespace(), d.local_name()),
+            ("EndpointSlice/infra/web-1", Some("infra"), "web-1")
+        );
+        let e = d.body::<Slice>().unwrap_err();
+        assert_eq!(
+            (e.document.as_deref(), e.field.as_deref()),
+            (Some("EndpointSlice/infra/web-1"), Some("endpoints[1].addresses[0]"))
+        );
+        assert_eq!((doc("{}").namespace(), doc("{}").local_name()), (None, "web"));
     }
 
     #[test]

@@ -1,8 +1,17 @@
 //! Intent documents: what users write for plugins to translate.
 //!
-//! Each document is `{kind, metadata: {name, ...}, spec}`, in YAML (several documents per
-//! file) or JSON. `kind` picks the plugin that translates it; `(kind, name)` is unique. Every
-//! error names the file, the document and the field.
+//! Each document is `{apiVersion?, kind, metadata: {name, namespace?, ...}, spec}`, in YAML
+//! (several documents per file) or JSON. Its id is `Kind/name`, or `Kind/namespace/name` when
+//! it has a namespace. Which plugin translates it is picked by its *claim*: `Kind` for a
+//! document without `apiVersion` (every xdst-native kind), `group/Kind` with one
+//! (`gateway.networking.k8s.io/HTTPRoute`; the core group of `apiVersion: v1` is `core`). Ids
+//! are unique. Every error names the file, the document and the field.
+//!
+//! Kubernetes objects load as `kubectl get -o yaml` prints them: `status` and the metadata the
+//! API server sets (`uid`, `resourceVersion`, `generation`, `managedFields`, `selfLink`) are
+//! accepted and dropped, a `kind: List` stands for its `items`, and an object with
+//! `apiVersion` may carry its body in top-level fields other than `spec` (an EndpointSlice's
+//! `endpoints`, a Secret's `data`), which reach the plugin as written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,22 +22,48 @@ use crate::decode::DecodeError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntentDocument {
     pub kind: String,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`, if it has one.
+    pub namespace: Option<String>,
+    /// The API group of its `apiVersion` (`core` for `v1`); `None` without `apiVersion`.
+    pub group: Option<String>,
     /// `file#index`, for messages.
     pub origin: String,
-    /// The whole document.
+    /// The whole document, without what the API server sets (see the module's notes).
     pub json: serde_json::Value,
-    /// The whole document as compact JSON: what plugins get, and how changes are detected.
+    /// `json` as compact JSON: what plugins get, and how changes are detected.
     pub text: Arc<str>,
     id: Arc<str>,
 }
 
 impl IntentDocument {
-    /// `Kind/name`, how plugins and errors refer to a document.
+    /// `Kind/name` or `Kind/namespace/name`: how plugins and errors refer to a document.
     pub fn id(&self) -> &Arc<str> {
         &self.id
     }
+
+    /// The id without its kind: `name` or `namespace/name`. The contract hands plugins this as
+    /// the document's name, so a plugin's `Kind/<name>` is the id in every language.
+    pub fn qualified_name(&self) -> &str {
+        &self.id[self.kind.len() + 1..]
+    }
+
+    /// What a plugin claims to translate this document: `Kind`, or `group/Kind`.
+    pub fn claim(&self) -> String {
+        match &self.group {
+            Some(g) => format!("{g}/{}", self.kind),
+            None => self.kind.clone(),
+        }
+    }
 }
+
+/// The metadata the Kubernetes API server writes, dropped on load: it changes on every write
+/// and means nothing to a translation.
+const SERVER_METADATA: [&str; 5] = ["uid", "resourceVersion", "generation", "managedFields", "selfLink"];
+
+/// The top-level fields every document may have.
+const ENVELOPE: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
 
 fn err(file: &str, document: usize, field: Option<&str>, message: impl Into<String>) -> DecodeError {
     DecodeError {
@@ -36,6 +71,16 @@ fn err(file: &str, document: usize, field: Option<&str>, message: impl Into<Stri
         document: Some(document),
         field: field.map(str::to_owned),
         message: message.into(),
+    }
+}
+
+/// The API group of an `apiVersion`: `group/version`, or `version` alone for the core group.
+fn group_of(api_version: &str) -> Result<String, &'static str> {
+    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-.".contains(c));
+    match api_version.split_once('/') {
+        Some((group, version)) if ok(group) && ok(version) => Ok(group.to_owned()),
+        None if ok(api_version) => Ok("core".to_owned()),
+        _ => Err("must be `group/version` or `version` (letters, digits, '-' and '.')"),
     }
 }
 
@@ -57,47 +102,94 @@ pub fn parse_file(file: &str, contents: &str) -> Result<Vec<IntentDocument>, Dec
         if v.is_null() {
             continue;
         }
-        let serde_json::Value::Object(map) = &v else {
-            return Err(err(file, index, None, "an intent document must be a mapping with kind, metadata and spec"));
-        };
-        let kind = match map.get("kind") {
-            Some(serde_json::Value::String(k)) if !k.trim().is_empty() => k.clone(),
-            Some(_) => return Err(err(file, index, Some("kind"), "must be a non-empty string")),
-            None => {
-                return Err(err(file, index, Some("kind"), "missing (which plugin should translate this document?)"));
-            }
-        };
-        let name = match map.get("metadata").map(|m| m.get("name")) {
-            Some(Some(serde_json::Value::String(n))) => n.clone(),
-            Some(Some(_)) => {
-                return Err(err(file, index, Some("metadata.name"), "must be a string"));
-            }
-            Some(None) => return Err(err(file, index, Some("metadata.name"), "missing")),
-            None => {
-                return Err(err(file, index, Some("metadata"), "missing (it must carry a name)"));
-            }
-        };
-        if let Some(problem) = name_problem(&name) {
-            return Err(err(file, index, Some("metadata.name"), format!("{name:?}: {problem}")));
+        let is_list = v.get("apiVersion").and_then(|a| a.as_str()) == Some("v1")
+            && v.get("kind").and_then(|k| k.as_str()) == Some("List");
+        if !is_list {
+            out.push(parse_document(file, index, "", format!("{file}#{index}"), v)?);
+            continue;
         }
-        if let Some(spec) = map.get("spec")
-            && !spec.is_object()
-        {
-            return Err(err(file, index, Some("spec"), "must be a mapping"));
+        // `kubectl get -o yaml` of several objects: a v1 List of them.
+        let Some(serde_json::Value::Array(items)) = v.get("items") else {
+            return Err(err(file, index, Some("items"), "a List must have items, a list of objects"));
+        };
+        for (j, item) in items.iter().enumerate() {
+            let at = format!("items[{j}].");
+            out.push(parse_document(file, index, &at, format!("{file}#{index}.items[{j}]"), item.clone())?);
         }
-        if let Some(extra) = map.keys().find(|k| !["kind", "metadata", "spec", "apiVersion"].contains(&k.as_str())) {
-            return Err(err(file, index, Some(extra), "unknown top-level field (expected kind, metadata, spec)"));
-        }
-        out.push(IntentDocument {
-            id: format!("{kind}/{name}").into(),
-            kind,
-            name,
-            origin: format!("{file}#{index}"),
-            text: v.to_string().into(),
-            json: v,
-        });
     }
     Ok(out)
+}
+
+/// One document; `at` prefixes field paths in errors (`items[2].` inside a List).
+fn parse_document(
+    file: &str,
+    index: usize,
+    at: &str,
+    origin: String,
+    mut v: serde_json::Value,
+) -> Result<IntentDocument, DecodeError> {
+    let fail = |field: &str, message: String| err(file, index, Some(&format!("{at}{field}")), message);
+    let serde_json::Value::Object(map) = &mut v else {
+        return Err(err(file, index, None, "an intent document must be a mapping with kind, metadata and spec"));
+    };
+    let group = match map.get("apiVersion") {
+        None => None,
+        Some(serde_json::Value::String(a)) => Some(group_of(a).map_err(|m| fail("apiVersion", format!("{a:?}: {m}")))?),
+        Some(_) => return Err(fail("apiVersion", "must be a string".into())),
+    };
+    let kind = match map.get("kind") {
+        Some(serde_json::Value::String(k)) if !k.trim().is_empty() => k.clone(),
+        Some(_) => return Err(fail("kind", "must be a non-empty string".into())),
+        None => return Err(fail("kind", "missing (which plugin should translate this document?)".into())),
+    };
+    let Some(metadata) = map.get_mut("metadata") else {
+        return Err(fail("metadata", "missing (it must carry a name)".into()));
+    };
+    let Some(metadata) = metadata.as_object_mut() else {
+        return Err(fail("metadata", "must be a mapping".into()));
+    };
+    let name = match metadata.get("name") {
+        Some(serde_json::Value::String(n)) => n.clone(),
+        Some(_) => return Err(fail("metadata.name", "must be a string".into())),
+        None => return Err(fail("metadata.name", "missing".into())),
+    };
+    if let Some(problem) = name_problem(&name) {
+        return Err(fail("metadata.name", format!("{name:?}: {problem}")));
+    }
+    let namespace = match metadata.get("namespace") {
+        None => None,
+        Some(serde_json::Value::String(ns)) => {
+            if let Some(problem) = name_problem(ns) {
+                return Err(fail("metadata.namespace", format!("{ns:?}: {problem}")));
+            }
+            Some(ns.clone())
+        }
+        Some(_) => return Err(fail("metadata.namespace", "must be a string".into())),
+    };
+    for field in SERVER_METADATA {
+        metadata.remove(field);
+    }
+    map.remove("status");
+    if let Some(spec) = map.get("spec")
+        && !spec.is_object()
+    {
+        return Err(fail("spec", "must be a mapping".into()));
+    }
+    if group.is_none()
+        && let Some(extra) = map.keys().find(|k| !ENVELOPE.contains(&k.as_str()))
+    {
+        return Err(fail(
+            extra,
+            "unknown top-level field (expected kind, metadata, spec; a Kubernetes object with a body outside \
+             spec needs its apiVersion)"
+                .into(),
+        ));
+    }
+    let id = match &namespace {
+        Some(ns) => format!("{kind}/{ns}/{name}"),
+        None => format!("{kind}/{name}"),
+    };
+    Ok(IntentDocument { id: id.into(), kind, name, namespace, group, origin, text: v.to_string().into(), json: v })
 }
 
 /// Names are what resources get called after: keep them to what every Envoy name field accepts.
@@ -114,17 +206,18 @@ fn name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Every intent document, by kind and name.
+/// Every intent document, by kind and then qualified name (`name` or `namespace/name`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IntentSet {
     by_kind: BTreeMap<String, BTreeMap<String, Arc<IntentDocument>>>,
 }
 
-/// Two documents with one kind and name.
+/// Two documents with one id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("duplicate {kind} {name:?}: defined in {first} and again in {second}")]
 pub struct DuplicateIntent {
     pub kind: String,
+    /// The qualified name: `name` or `namespace/name`.
     pub name: String,
     pub first: String,
     pub second: String,
@@ -135,8 +228,17 @@ pub struct DuplicateIntent {
 #[error("{origin} field kind: no plugin translates kind {kind:?} (loaded plugins translate: {known})")]
 pub struct UnclaimedKind {
     pub origin: String,
+    /// What a plugin would have to claim: `Kind`, or `group/Kind`.
     pub kind: String,
     pub known: String,
+}
+
+/// A claim's group and kind: `group/Kind`, or a bare `Kind` (documents without `apiVersion`).
+fn split_claim(claim: &str) -> (Option<&str>, &str) {
+    match claim.rsplit_once('/') {
+        Some((group, kind)) => (Some(group), kind),
+        None => (None, claim),
+    }
 }
 
 impl IntentSet {
@@ -149,30 +251,38 @@ impl IntentSet {
     /// makes telling it apart from a changed one a pointer comparison.
     pub fn add_shared(&mut self, doc: Arc<IntentDocument>) -> Result<(), DuplicateIntent> {
         let docs = self.by_kind.entry(doc.kind.clone()).or_default();
-        if let Some(prev) = docs.get(&doc.name) {
+        let name = doc.qualified_name();
+        if let Some(prev) = docs.get(name) {
             return Err(DuplicateIntent {
                 kind: doc.kind.clone(),
-                name: doc.name.clone(),
+                name: name.to_owned(),
                 first: prev.origin.clone(),
                 second: doc.origin.clone(),
             });
         }
-        docs.insert(doc.name.clone(), doc);
+        docs.insert(name.to_owned(), doc);
         Ok(())
     }
 
-    /// The documents of one kind, ordered by name.
-    pub fn of_kind(&self, kind: &str) -> impl Iterator<Item = &IntentDocument> {
-        self.by_kind.get(kind).into_iter().flat_map(|m| m.values().map(|d| d.as_ref()))
+    /// The documents a plugin's claim names (`Kind`, or `group/Kind`), ordered by qualified
+    /// name.
+    pub fn of_kind<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a IntentDocument> + 'a {
+        let (group, kind) = split_claim(claim);
+        self.by_kind
+            .get(kind)
+            .into_iter()
+            .flat_map(|m| m.values().map(|d| d.as_ref()))
+            .filter(move |d| d.group.as_deref() == group)
     }
 
-    /// Every document, by kind and then name.
+    /// The document with this kind and qualified name (`name` or `namespace/name`).
+    pub fn get(&self, kind: &str, qualified_name: &str) -> Option<&IntentDocument> {
+        self.by_kind.get(kind)?.get(qualified_name).map(|d| d.as_ref())
+    }
+
+    /// Every document, by kind and then qualified name.
     pub fn documents(&self) -> impl Iterator<Item = &IntentDocument> {
         self.by_kind.values().flat_map(|docs| docs.values().map(|d| d.as_ref()))
-    }
-
-    pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.by_kind.keys().map(String::as_str)
     }
 
     pub fn len(&self) -> usize {
@@ -183,17 +293,21 @@ impl IntentSet {
         self.len() == 0
     }
 
-    /// Fails on the first document whose kind is not in `claimed`.
+    /// Fails on the first document whose claim is not in `claimed`.
     pub fn check_claimed(&self, claimed: &BTreeSet<String>) -> Result<(), UnclaimedKind> {
-        for (kind, docs) in &self.by_kind {
-            if !claimed.contains(kind) {
-                let first = docs.values().next().expect("kinds are never empty");
+        let mut seen: BTreeSet<(&str, Option<&str>)> = BTreeSet::new();
+        for doc in self.documents() {
+            if !seen.insert((&doc.kind, doc.group.as_deref())) {
+                continue;
+            }
+            let claim = doc.claim();
+            if !claimed.contains(&claim) {
                 let known = if claimed.is_empty() {
                     "none".to_owned()
                 } else {
                     claimed.iter().cloned().collect::<Vec<_>>().join(", ")
                 };
-                return Err(UnclaimedKind { origin: first.origin.clone(), kind: kind.clone(), known });
+                return Err(UnclaimedKind { origin: doc.origin.clone(), kind: claim, known });
             }
         }
         Ok(())
@@ -257,5 +371,103 @@ mod tests {
             "a.yaml#2 field kind: no plugin translates kind \"HttpService\" (loaded plugins translate: Gateway)"
         );
         set.check_claimed(&["HttpService".to_string()].into()).unwrap();
+    }
+
+    const K8S: &str = "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc
+  namespace: gateway-conformance-infra
+  labels: {kubernetes.io/service-name: web}
+  uid: 6b0c
+  resourceVersion: \"4711\"
+  generation: 3
+  managedFields: [{manager: kubectl}]
+  creationTimestamp: \"2026-11-26T00:00:00Z\"
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1]}]
+ports: [{name: http, port: 3000}]
+status: {anything: goes}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: gateway-conformance-infra}
+spec: {ports: [{port: 8080}]}
+---
+kind: Service
+metadata: {name: web}
+spec: {}
+";
+
+    #[test]
+    fn kubernetes_objects_load_as_kubectl_prints_them() {
+        let docs = parse_file("k8s.yaml", K8S).unwrap();
+        let ids: Vec<&str> = docs.iter().map(|d| d.id().as_ref()).collect();
+        assert_eq!(
+            ids,
+            ["EndpointSlice/gateway-conformance-infra/web-abc", "Service/gateway-conformance-infra/web", "Service/web"]
+        );
+        let slice = &docs[0];
+        assert_eq!(
+            (slice.claim().as_str(), slice.qualified_name()),
+            ("discovery.k8s.io/EndpointSlice", "gateway-conformance-infra/web-abc")
+        );
+        assert_eq!(slice.json["endpoints"][0]["addresses"][0], "127.0.0.1", "the body outside spec is kept");
+        assert_eq!(slice.json["metadata"]["creationTimestamp"], "2026-11-26T00:00:00Z", "kept: it orders routes");
+        for dropped in ["uid", "resourceVersion", "generation", "managedFields"] {
+            assert!(slice.json["metadata"].get(dropped).is_none(), "{dropped} is the API server's");
+        }
+        assert!(slice.json.get("status").is_none() && !slice.text.contains("anything"));
+        assert_eq!((docs[1].claim(), docs[2].claim()), ("core/Service".to_owned(), "Service".to_owned()));
+
+        // One kind, three claims: each plugin gets only its own.
+        let mut set = IntentSet::default();
+        docs.into_iter().try_for_each(|d| set.add(d)).unwrap();
+        let names = |claim: &str| set.of_kind(claim).map(|d| d.id().to_string()).collect::<Vec<_>>();
+        assert_eq!(names("Service"), ["Service/web"]);
+        assert_eq!(names("core/Service"), ["Service/gateway-conformance-infra/web"]);
+        assert_eq!(names("discovery.k8s.io/EndpointSlice").len(), 1);
+        assert!(names("EndpointSlice").is_empty());
+        assert_eq!(set.get("Service", "gateway-conformance-infra/web").unwrap().origin, "k8s.yaml#2");
+        let e = set.check_claimed(&["Service".to_owned(), "core/Service".to_owned()].into()).unwrap_err();
+        assert_eq!(e.kind, "discovery.k8s.io/EndpointSlice");
+        assert_eq!(e.origin, "k8s.yaml#1");
+        set.check_claimed(&["Service".into(), "core/Service".into(), "discovery.k8s.io/EndpointSlice".into()].into())
+            .unwrap();
+
+        // The same kind, namespace and name from two groups is one id: a duplicate.
+        let other =
+            "apiVersion: example.com/v1\nkind: Service\nmetadata: {name: web, namespace: gateway-conformance-infra}\n";
+        let e = set.add(parse_file("o.yaml", other).unwrap().remove(0)).unwrap_err();
+        assert_eq!(e.name, "gateway-conformance-infra/web");
+    }
+
+    #[test]
+    fn a_list_stands_for_its_items_and_kubernetes_errors_name_the_field() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: a, namespace: n}, \
+                    type: kubernetes.io/tls, data: {}}\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n";
+        let docs = parse_file("l.yaml", list).unwrap();
+        assert_eq!(
+            docs.iter().map(|d| d.origin.as_str()).collect::<Vec<_>>(),
+            ["l.yaml#1.items[0]", "l.yaml#1.items[1]"]
+        );
+        assert_eq!(docs[0].json["type"], "kubernetes.io/tls");
+        let cases = [
+            ("apiVersion: v1\nkind: List\nitems:\n- {kind: X, metadata: {name: 'a b'}}\n", "items[0].metadata.name"),
+            ("apiVersion: v1\nkind: List\n", "items"),
+            ("apiVersion: a/b/c\nkind: X\nmetadata: {name: a}\n", "apiVersion"),
+            ("apiVersion: 1\nkind: X\nmetadata: {name: a}\n", "apiVersion"),
+            ("apiVersion: v1\nkind: X\nmetadata: {name: a, namespace: 'x/y'}\n", "metadata.namespace"),
+            ("kind: X\nmetadata: {name: a}\ndata: {}\n", "data"),
+        ];
+        for (text, field) in cases {
+            let e = parse_file("f.yaml", text).unwrap_err();
+            assert_eq!((e.document, e.field.as_deref()), (Some(1), Some(field)), "{text}: {e}");
+        }
+        let e = parse_file("f.yaml", "kind: X\nmetadata: {name: a}\ndata: {}\n").unwrap_err();
+        assert!(e.message.contains("apiVersion"), "{e}");
+        // `status` is what xdst computes: accepted on any document, never passed on.
+        let d = parse_file("f.yaml", "kind: X\nmetadata: {name: a}\nstatus: {x: 1}\n").unwrap().remove(0);
+        assert_eq!(d.text.as_ref(), r#"{"kind":"X","metadata":{"name":"a"}}"#);
     }
 }

@@ -346,7 +346,8 @@ impl Pipeline {
                 .iter()
                 .map(|d| wit::IntentDocument {
                     kind: d.kind.clone(),
-                    name: d.name.clone(),
+                    // `namespace/name` for a namespaced document, so `Kind/<name>` is its id.
+                    name: d.qualified_name().to_owned(),
                     origin: d.origin.clone(),
                     json: d.text.to_string(),
                 })

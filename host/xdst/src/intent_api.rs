@@ -1,13 +1,15 @@
 //! The intent API on the admin port, for teams that do not manage files:
 //!
 //! - `GET /intent`: every intent document, with where it comes from;
-//! - `PUT /intent/{kind}/{name}` (body: the document, YAML or JSON) and
-//!   `DELETE /intent/{kind}/{name}`: need `Authorization: Bearer <token>`.
+//! - `GET /intent/{kind}/{name}`, or `/intent/{kind}/{namespace}/{name}` for a namespaced
+//!   document: one document;
+//! - `PUT` (body: the document, YAML or JSON) and `DELETE` of the same paths: need
+//!   `Authorization: Bearer <token>`.
 //!
 //! **How API intent and file intent combine.** A document written through the API is stored
-//! as a file, `<intent dir>/_api/<kind>/<name>.yaml`, beside the files people write. It is then
+//! as a file, `<intent dir>/_api/<kind>/[<namespace>/]<name>.yaml`, beside the files people write. It is then
 //! part of the same intent set: it is translated with the others, `xdst translate --intent`
-//! sees it, and it survives restarts. A `(kind, name)` belongs to one side only. A `PUT` or
+//! sees it, and it survives restarts. A document id belongs to one side only. A `PUT` or
 //! `DELETE` of a document defined in a file of its own is refused, naming that file. A file
 //! that later defines a document the API already holds fails its generation as a duplicate,
 //! naming both files.
@@ -32,25 +34,47 @@ use crate::intent::IntentSource;
 pub const API_DIR: &str = "_api";
 
 pub fn routes(ctx: &Ctx) -> Router {
-    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
-    Router::new().route("/intent", get(move || async move { list(&c1) })).route(
-        "/intent/{kind}/{name}",
-        get(move |UrlPath((kind, name)): UrlPath<(String, String)>| async move { one(&c2, &kind, &name) })
-            .put({
-                let c = c3.clone();
-                move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap, body: String| async move {
-                    write(&c, &headers, kind, name, Some(body)).await
-                }
-            })
-            .delete(move |UrlPath((kind, name)): UrlPath<(String, String)>, headers: HeaderMap| async move {
-                write(&c3, &headers, kind, name, None).await
+    let c = ctx.clone();
+    Router::new()
+        .route("/intent", get(move || async move { list(&c) }))
+        .route(
+            "/intent/{kind}/{name}",
+            one_document(ctx, |UrlPath((kind, name)): UrlPath<(String, String)>| (kind, name)),
+        )
+        .route(
+            "/intent/{kind}/{namespace}/{name}",
+            one_document(ctx, |UrlPath((kind, ns, name)): UrlPath<(String, String, String)>| {
+                (kind, format!("{ns}/{name}"))
             }),
-    )
+        )
+}
+
+/// `GET`, `PUT` and `DELETE` of one document, whose path `id` turns into its kind and
+/// qualified name (`name`, or `namespace/name`).
+fn one_document<P>(ctx: &Ctx, id: fn(P) -> (String, String)) -> axum::routing::MethodRouter
+where
+    P: axum::extract::FromRequestParts<()> + Send + 'static,
+{
+    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
+    get(move |path: P| async move {
+        let (kind, name) = id(path);
+        one(&c1, &kind, &name)
+    })
+    .put(move |path: P, headers: HeaderMap, body: String| async move {
+        let (kind, name) = id(path);
+        write(&c2, &headers, kind, name, Some(body)).await
+    })
+    .delete(move |path: P, headers: HeaderMap| async move {
+        let (kind, name) = id(path);
+        write(&c3, &headers, kind, name, None).await
+    })
 }
 
 #[derive(Serialize)]
 struct Listed {
     kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     name: String,
     /// `file#index`, relative to the intent directory; with a store, `key#index`.
     origin: String,
@@ -83,6 +107,7 @@ fn list(ctx: &Ctx) -> Response {
                 .documents()
                 .map(|d| Listed {
                     kind: d.kind.clone(),
+                    namespace: d.namespace.clone(),
                     name: d.name.clone(),
                     origin: d.origin.clone(),
                     source: if mirror.is_some() { "store" } else { source_of(&d.origin) },
@@ -98,7 +123,7 @@ fn list(ctx: &Ctx) -> Response {
 fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
     match source.read_current() {
-        Ok(set) => match set.documents().find(|d| d.kind == kind && d.name == name) {
+        Ok(set) => match set.get(kind, name) {
             Some(d) => match source.mirror().and_then(|m| m.mod_revision(key_of(&d.origin))) {
                 Some(rev) => ([(http::header::ETAG, format!("\"{rev}\""))], Json(&d.json)).into_response(),
                 None => Json(&d.json).into_response(),
@@ -112,6 +137,7 @@ fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
 #[derive(Serialize)]
 struct Written {
     kind: String,
+    /// `name`, or `namespace/name`.
     name: String,
     /// `ok`, or `refused` (nothing changed).
     result: &'static str,
@@ -124,7 +150,7 @@ struct Written {
     error: Option<String>,
 }
 
-/// Kinds and names become path components: keep them to what cannot escape or hide.
+/// Kinds, namespaces and names become path components: keep them to what cannot escape or hide.
 fn valid_part(s: &str, what: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 253
@@ -142,7 +168,14 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
         return (status, why).into_response();
     }
     let Some(source) = ctx.intent.clone() else { return not_serving() };
-    if let Err(e) = valid_part(&kind, "kind").and_then(|_| valid_part(&name, "name")) {
+    let (namespace, plain) = match name.split_once('/') {
+        Some((ns, n)) => (Some(ns), n),
+        None => (None, name.as_str()),
+    };
+    let valid = valid_part(&kind, "kind")
+        .and_then(|_| namespace.map_or(Ok(()), |ns| valid_part(ns, "namespace")))
+        .and_then(|_| valid_part(plain, "name"));
+    if let Err(e) = valid {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
     }
     if let Err(e) = check_body(&kind, &name, body.as_deref()) {
@@ -163,17 +196,21 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
     }
 }
 
-/// Where the API keeps a document: `_api/<kind>/<name>.yaml`; when that file name would pass the
-/// 255-byte limit of common file systems (names may have 253 characters), the name's first 200
-/// characters and a digest of the whole name.
-fn api_file(kind: &str, name: &str) -> String {
+/// Where the API keeps a document: `_api/<kind>/[<namespace>/]<name>.yaml`; when that file name
+/// would pass the 255-byte limit of common file systems (names may have 253 characters), the
+/// name's first 200 characters and a digest of the whole name.
+fn api_file(kind: &str, qualified_name: &str) -> String {
     const MAX_FILE_NAME: usize = 255;
+    let (dir, name) = match qualified_name.split_once('/') {
+        Some((ns, name)) => (format!("{API_DIR}/{kind}/{ns}"), name),
+        None => (format!("{API_DIR}/{kind}"), qualified_name),
+    };
     if name.len() + ".yaml".len() <= MAX_FILE_NAME {
-        return format!("{API_DIR}/{kind}/{name}.yaml");
+        return format!("{dir}/{name}.yaml");
     }
     // Names are ASCII (see `valid_part`), so any byte index is a character boundary.
     let digest = xdst_core::resource::content_version("xdst.api/name", name.as_bytes());
-    format!("{API_DIR}/{kind}/{}-{digest}.yaml", &name[..200])
+    format!("{dir}/{}-{digest}.yaml", &name[..200])
 }
 
 impl Written {
@@ -194,8 +231,8 @@ fn check_body(kind: &str, name: &str, body: Option<&str>) -> Result<(), String> 
     let Some(text) = body else { return Ok(()) };
     let docs = xdst_core::intent::parse_file(&format!("{kind}/{name}"), text).map_err(|e| e.to_string())?;
     match docs.as_slice() {
-        [d] if d.kind == kind && d.name == name => Ok(()),
-        [d] => Err(format!("the body is {}/{}, but the path says {kind}/{name}", d.kind, d.name)),
+        [d] if d.kind == kind && d.qualified_name() == name => Ok(()),
+        [d] => Err(format!("the body is {}, but the path says {kind}/{name}", d.id())),
         _ => Err(format!("the body holds {} documents; PUT one", docs.len())),
     }
 }
@@ -219,7 +256,7 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
             );
         }
     };
-    if let Some(d) = current.documents().find(|d| d.kind == kind && d.name == name)
+    if let Some(d) = current.get(kind, name)
         && source_of(&d.origin) == "file"
     {
         return refused(StatusCode::CONFLICT, format!("{kind}/{name} is defined in {}: change it there", d.origin));
@@ -271,6 +308,7 @@ mod tests {
     fn every_accepted_name_has_a_file_name_that_fits_and_is_its_own() {
         let short = api_file("Service", "web");
         assert_eq!(short, "_api/Service/web.yaml");
+        assert_eq!(api_file("HTTPRoute", "infra/web"), "_api/HTTPRoute/infra/web.yaml");
         let at_limit = "n".repeat(250);
         assert_eq!(api_file("Service", &at_limit), format!("_api/Service/{at_limit}.yaml"));
         let a = format!("{}a", "n".repeat(252));

@@ -176,9 +176,10 @@ impl StoreConfig {
     }
 }
 
-/// The key of an intent document.
-pub fn intent_key(kind: &str, name: &str) -> String {
-    format!("{INTENT_DIR}{kind}/{name}")
+/// The key of an intent document: `intent/KIND/NAME`, or `intent/KIND/NAMESPACE/NAME` (the
+/// qualified name is `namespace/name`).
+pub fn intent_key(kind: &str, qualified_name: &str) -> String {
+    format!("{INTENT_DIR}{kind}/{qualified_name}")
 }
 
 #[cfg(test)]

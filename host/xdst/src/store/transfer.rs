@@ -2,9 +2,10 @@
 //! store and back.
 //!
 //! Import reads DIR exactly as `serve --intent DIR` would (a file that does not parse, or two
-//! documents with one kind and name, stops it before anything is written) and writes each
-//! document to `<prefix>/intent/<kind>/<name>` as YAML, skipping those already there with the
-//! same content. Export writes every document of the store to `DIR/<kind>/<name>.yaml`.
+//! documents with one id, stops it before anything is written) and writes each document to
+//! `<prefix>/intent/<kind>/[<namespace>/]<name>` as YAML, skipping those already there with the
+//! same content. Export writes every document of the store to
+//! `DIR/<kind>/[<namespace>/]<name>.yaml`.
 //!
 //! With `--plugins FILE`, import also writes the `plugins:` list of the configuration file
 //! FILE to `<prefix>/plugins/list` (checked first: remote sources only, see
@@ -21,7 +22,8 @@ pub struct Moved {
     pub unchanged: usize,
 }
 
-/// Kinds and names become keys and file names: keep them to what cannot escape a directory.
+/// Kinds, namespaces and names become keys and file names: keep them to what cannot escape a
+/// directory.
 fn safe(part: &str) -> bool {
     !part.is_empty()
         && !part.starts_with('.')
@@ -35,13 +37,12 @@ pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
     let mut moved = Moved::default();
     for doc in set.documents() {
         anyhow::ensure!(
-            safe(&doc.kind) && safe(&doc.name),
-            "{}: {}/{} cannot be a store key (kind and name: letters, digits, '-', '_', '.')",
+            safe(&doc.kind) && doc.qualified_name().split('/').all(safe),
+            "{}: {} cannot be a store key (kind, namespace and name: letters, digits, '-', '_', '.')",
             doc.origin,
-            doc.kind,
-            doc.name
+            doc.id()
         );
-        let key = intent_key(&doc.kind, &doc.name);
+        let key = intent_key(&doc.kind, doc.qualified_name());
         let text = serde_yaml_ng::to_string(&doc.json)?;
         let current = held.iter().find(|e| e.key == key);
         if current.is_some_and(|e| e.value == text.as_bytes()) {
@@ -65,11 +66,14 @@ pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
     for e in entries {
         let rel = e.key.strip_prefix(super::INTENT_DIR).unwrap_or(&e.key);
         let parts: Vec<&str> = rel.split('/').collect();
-        let [kind, name] = parts.as_slice() else {
-            anyhow::bail!("store key {} is not intent/KIND/NAME", e.key);
-        };
-        anyhow::ensure!(safe(kind) && safe(name), "store key {} cannot be a file name", e.key);
-        let path = dir.join(kind).join(format!("{name}.yaml"));
+        anyhow::ensure!(
+            (2..=3).contains(&parts.len()),
+            "store key {} is not intent/KIND/NAME or intent/KIND/NAMESPACE/NAME",
+            e.key
+        );
+        anyhow::ensure!(parts.iter().all(|p| safe(p)), "store key {} cannot be a file name", e.key);
+        let (name, dirs) = parts.split_last().expect("two or three parts");
+        let path = dirs.iter().fold(dir.to_owned(), |p, d| p.join(d)).join(format!("{name}.yaml"));
         std::fs::create_dir_all(path.parent().expect("has a parent"))?;
         if std::fs::read(&path).is_ok_and(|old| old == e.value) {
             moved.unchanged += 1;
