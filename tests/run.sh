@@ -42,8 +42,8 @@ cargo build --all-targets --locked
 step "cargo test"
 cargo test --locked --no-fail-fast
 
-step "cargo test: the guest SDK and the reference plugin, natively"
-cargo test --locked --no-fail-fast -p xdst-guest -p xdst-plugin-reference
+step "cargo test: the guest SDK, the reference and Gateway API plugins, natively"
+cargo test --locked --no-fail-fast -p xdst-guest -p xdst-plugin-reference -p xdst-plugin-gateway-api
 
 step "fuzz targets (${XDST_FUZZ_CASES:-50000} random cases each, after the corpus in fuzz/corpus)"
 PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst-core --lib fuzz_tests

@@ -41,6 +41,11 @@ pub fn reference() -> anyhow::Result<PathBuf> {
     build("xdst-plugin-reference")
 }
 
+/// The Gateway API translator (`plugins/gateway-api`).
+pub fn gateway_api() -> anyhow::Result<PathBuf> {
+    build("xdst-plugin-gateway-api")
+}
+
 /// The adversarial test plugin (`tests/plugins/adversarial`): its `config` picks how it
 /// misbehaves.
 pub fn adversary() -> anyhow::Result<PathBuf> {

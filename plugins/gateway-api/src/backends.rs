@@ -1,0 +1,122 @@
+//! Backends: a backendRef resolved to a Service port, and the Cluster and
+//! ClusterLoadAssignment of every Service port a route uses.
+//!
+//! A Cluster is named `<namespace>/<service>:<port>`. Its endpoints come from the
+//! EndpointSlices labelled `kubernetes.io/service-name: <service>`, taking the slice port whose
+//! name is the Service port's name, as Kubernetes maps a Service's `targetPort`. Endpoints whose
+//! `conditions.ready` is false are left out. `appProtocol: kubernetes.io/h2c` makes the
+//! cluster speak HTTP/2 without TLS.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
+use xdst_guest::{TranslateResponse, resource};
+
+use crate::model::ObjectRef;
+use crate::world::World;
+
+/// A Service port a route sends traffic to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Backend {
+    pub namespace: String,
+    pub service: String,
+    pub port: u16,
+}
+
+impl Backend {
+    pub fn cluster(&self) -> String {
+        format!("{}/{}:{}", self.namespace, self.service, self.port)
+    }
+}
+
+/// Why a backendRef does not resolve: the `ResolvedRefs` reason and a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unresolved {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Resolves a route's backendRef (`from_kind` in `from_namespace`) to a Service port.
+pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectRef) -> Result<Backend, Unresolved> {
+    let group = r.group.as_deref().unwrap_or("");
+    let kind = r.kind.as_deref().unwrap_or("Service");
+    if !(group.is_empty() || group == "core") || kind != "Service" {
+        return Err(Unresolved {
+            reason: "InvalidKind",
+            message: format!("backendRef {}: kind {group:?}/{kind:?} is not supported (only Service)", r.name),
+        });
+    }
+    let namespace = r.namespace.clone().unwrap_or_else(|| from_namespace.to_owned());
+    if namespace != from_namespace && !world.granted(from_kind, from_namespace, "", "Service", &namespace, &r.name) {
+        return Err(Unresolved {
+            reason: "RefNotPermitted",
+            message: format!("backendRef {namespace}/{}: no ReferenceGrant in {namespace} allows it", r.name),
+        });
+    }
+    let Some(service) = world.services.get(&(namespace.clone(), r.name.clone())) else {
+        return Err(Unresolved {
+            reason: "BackendNotFound",
+            message: format!("backendRef {namespace}/{}: no such Service", r.name),
+        });
+    };
+    let Some(port) = r.port else {
+        return Err(Unresolved {
+            reason: "UnsupportedValue",
+            message: format!("backendRef {namespace}/{}: a Service backendRef needs a port", r.name),
+        });
+    };
+    if !service.spec.ports.iter().any(|p| p.port == port) {
+        return Err(Unresolved {
+            reason: "BackendNotFound",
+            message: format!("backendRef {namespace}/{}: the Service has no port {port}", r.name),
+        });
+    }
+    Ok(Backend { namespace, service: r.name.clone(), port })
+}
+
+/// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
+pub fn emit(world: &World, backends: &BTreeMap<Backend, ()>, out: &mut TranslateResponse) {
+    for b in backends.keys() {
+        let key = (b.namespace.clone(), b.service.clone());
+        let service = &world.services[&key];
+        let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
+        let name = b.cluster();
+        let mut cluster = EdsCluster::new(name.as_str()).connect_timeout(Duration::from_secs(2));
+        if port.app_protocol.as_deref() == Some("kubernetes.io/h2c") {
+            cluster = cluster.http2();
+        }
+        out.resources.push(resource(&cluster.build(), Some(service.id.clone())));
+
+        let mut endpoints = Vec::new();
+        for slice in world.slices.get(&key).into_iter().flatten() {
+            let Some(target) = slice
+                .spec
+                .ports
+                .iter()
+                .find(|p| p.name.as_deref().unwrap_or("") == port.name.as_deref().unwrap_or(""))
+                .and_then(|p| p.port)
+            else {
+                continue;
+            };
+            for e in &slice.spec.endpoints {
+                if e.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                    continue;
+                }
+                for address in &e.addresses {
+                    endpoints.push((address.clone(), target));
+                }
+            }
+        }
+        endpoints.sort();
+        endpoints.dedup();
+        let mut cla = LoadAssignment::new(name.as_str());
+        if !endpoints.is_empty() {
+            cla = cla.locality(
+                Locality::new("", "", "").endpoints(endpoints.into_iter().map(|(ip, port)| Endpoint::new(ip, port))),
+            );
+        }
+        let cla = cla.build();
+        out.resources.push(resource(&cla, Some(service.id.clone())));
+    }
+}

@@ -1,0 +1,77 @@
+//! The plugin's configuration (its settings file in the plugins directory): which Gateways
+//! are ours and how they are deployed.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use xdst_guest::PluginError;
+
+/// Which nodes get which Gateway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Nodes {
+    /// Every Gateway to every node: one Envoy serves them all.
+    #[default]
+    All,
+    /// A Gateway's resources only to the node group `<namespace>/<name>`.
+    PerGateway,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// GatewayClasses with this `controllerName` are ours.
+    #[serde(default = "default_controller")]
+    pub controller_name: String,
+    /// Gateways of these class names are ours even with no GatewayClass document (the
+    /// conformance manifests ship none).
+    #[serde(default = "default_classes")]
+    pub gateway_class_names: Vec<String>,
+    #[serde(default)]
+    pub nodes: Nodes,
+    /// The address listeners bind: an IP, or `fromSpec` for the Gateway's first
+    /// `spec.addresses` value.
+    #[serde(default = "default_address")]
+    pub address: String,
+    /// Per Gateway (`<namespace>/<name>`), the address its listeners bind instead.
+    #[serde(default)]
+    pub addresses: BTreeMap<String, String>,
+    /// Added to every Gateway listener port, so tests need not bind 80 and 443.
+    #[serde(default)]
+    pub port_offset: i32,
+}
+
+pub const DEFAULT_CONTROLLER: &str = "xdst.dev/gateway-controller";
+
+fn default_controller() -> String {
+    DEFAULT_CONTROLLER.to_owned()
+}
+
+fn default_classes() -> Vec<String> {
+    vec!["xdst".to_owned()]
+}
+
+fn default_address() -> String {
+    "0.0.0.0".to_owned()
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        serde_json::from_str("{}").expect("every field has a default")
+    }
+}
+
+impl Config {
+    pub fn parse(text: &str) -> Result<Config, PluginError> {
+        let text = text.trim();
+        if text.is_empty() || text == "null" {
+            return Ok(Config::default());
+        }
+        let config: Config =
+            serde_json::from_str(text).map_err(|e| PluginError::new(format!("plugin configuration: {e}")))?;
+        if !(-65535..=65535).contains(&config.port_offset) {
+            return Err(PluginError::new("plugin configuration: portOffset must be within -65535..65535"));
+        }
+        Ok(config)
+    }
+}

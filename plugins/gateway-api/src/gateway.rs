@@ -1,0 +1,342 @@
+//! Gateways and their listeners, routes attached to them, and the Envoy Listener and
+//! RouteConfiguration of each Gateway port.
+//!
+//! A Gateway of ours (its class is named in the configuration, or is a GatewayClass with our
+//! controllerName) gets one Envoy Listener per port, named `<namespace>/<gateway>/<port>`, with
+//! a RouteConfiguration of the same name. Its Gateway listeners on that port become virtual
+//! hosts by hostname, each with the rules of the routes attached to it. A request's host picks
+//! the most specific Gateway listener that matches it (listener isolation): a virtual host
+//! holds the rules of its own listener's routes only.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+use xdst_guest::build::HttpListener;
+use xdst_guest::envoy::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use xdst_guest::{TranslateResponse, resource, resource_named};
+
+use crate::backends::Backend;
+use crate::config::{Config, Nodes};
+use crate::hostnames;
+use crate::http::{self, Owner};
+use crate::model::{GatewaySpec, Listener, ObjectRef};
+use crate::status::{Condition, ListenerStatus, ParentStatus, Statuses};
+use crate::world::{Doc, GATEWAY_GROUP, Key, World};
+
+/// A route attached to one Gateway listener, with the hostnames it serves there.
+struct Attachment {
+    route: Key,
+    gateway: Key,
+    listener: usize,
+    hostnames: Vec<String>,
+}
+
+/// Whether `gateway` is ours to program.
+fn ours(world: &World, config: &Config, gateway: &Doc<GatewaySpec>) -> bool {
+    let class = &gateway.spec.gateway_class_name;
+    config.gateway_class_names.iter().any(|c| c == class)
+        || world.classes.get(class).is_some_and(|c| c.spec.controller_name == config.controller_name)
+}
+
+/// The port Envoy binds for a Gateway listener's port.
+fn envoy_port(config: &Config, port: u16) -> Option<u16> {
+    u16::try_from(i32::from(port) + config.port_offset).ok().filter(|p| *p != 0)
+}
+
+/// Whether a listener takes HTTPRoutes from `namespace`.
+fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: &str, namespace: &str) -> bool {
+    let allowed = listener.allowed_routes.as_ref();
+    if let Some(kinds) = allowed.and_then(|a| a.kinds.as_ref())
+        && !kinds.iter().any(|k| k.kind == kind && k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP)
+    {
+        return false;
+    }
+    let from = allowed.and_then(|a| a.namespaces.as_ref());
+    match from.and_then(|f| f.from.as_deref()).unwrap_or("Same") {
+        "All" => true,
+        "Selector" => {
+            let Some(selector) = from.and_then(|f| f.selector.as_ref()) else { return false };
+            let empty = BTreeMap::new();
+            let labels = world.namespaces.get(namespace).unwrap_or(&empty);
+            selector.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+                && selector.match_expressions.iter().all(|e| match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| e.values.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !e.values.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                })
+        }
+        _ => gateway.namespace == namespace,
+    }
+}
+
+/// The listener kinds this plugin serves.
+fn supported_protocol(listener: &Listener) -> bool {
+    listener.protocol == "HTTP"
+}
+
+/// Translates every Gateway and HTTPRoute; returns the backends routes use.
+pub fn translate(
+    world: &World,
+    config: &Config,
+    node_group: &str,
+    out: &mut TranslateResponse,
+    statuses: &mut Statuses,
+) -> BTreeMap<Backend, ()> {
+    let gateways: BTreeMap<&Key, &Doc<GatewaySpec>> =
+        world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
+
+    // Routes to listeners.
+    let mut attachments: Vec<Attachment> = Vec::new();
+    for (key, route) in &world.http_routes {
+        let resolved = resolved_refs(world, route);
+        let checked =
+            route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")));
+        let mut parents = Vec::new();
+        for parent in &route.spec.parent_refs {
+            let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
+            let kind = parent.kind.as_deref().unwrap_or("Gateway");
+            let namespace = parent.namespace.clone().unwrap_or_else(|| route.namespace.clone());
+            let gkey = (namespace.clone(), parent.name.clone());
+            let Some(gateway) = gateways.get(&gkey).filter(|_| group == GATEWAY_GROUP && kind == "Gateway") else {
+                // Not a Gateway of ours: its controller writes this parent's status.
+                continue;
+            };
+            let parent_ref = parent_json(parent, &namespace);
+            let accepted = match &checked {
+                Err((reason, message)) => Condition::no("Accepted", reason, message.clone()),
+                Ok(()) => attach(world, gateway, &gkey, key, route, parent, &mut attachments),
+            };
+            parents.push(ParentStatus { parent_ref, conditions: vec![accepted, resolved.clone()] });
+        }
+        if !parents.is_empty() {
+            statuses.routes.insert(route.id.clone(), parents);
+        }
+    }
+
+    // Per Gateway port: the Listener and its RouteConfiguration.
+    let mut backends = BTreeMap::new();
+    for (gkey, gateway) in &gateways {
+        let group = format!("{}/{}", gateway.namespace, gateway.name);
+        let serve = config.nodes == Nodes::All || node_group == group;
+        let mut ports: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        let mut listener_statuses = Vec::new();
+        for (i, l) in gateway.spec.listeners.iter().enumerate() {
+            let attached = attachments.iter().filter(|a| &a.gateway == *gkey && a.listener == i).count() as u32;
+            let mut conditions = vec![Condition::yes("ResolvedRefs", "ResolvedRefs")];
+            if !supported_protocol(l) {
+                conditions.push(Condition::no(
+                    "Accepted",
+                    "UnsupportedProtocol",
+                    format!("protocol {:?} is not supported yet (HTTP is)", l.protocol),
+                ));
+                conditions.push(Condition::no("Programmed", "Invalid", "the listener is not accepted"));
+            } else if envoy_port(config, l.port).is_none() {
+                conditions.push(Condition::no(
+                    "Accepted",
+                    "PortUnavailable",
+                    "the port with the configured offset is out of range",
+                ));
+                conditions.push(Condition::no("Programmed", "Invalid", "the listener is not accepted"));
+            } else {
+                conditions.push(Condition::yes("Accepted", "Accepted"));
+                conditions.push(Condition::yes("Programmed", "Programmed"));
+                ports.entry(l.port).or_default().push(i);
+            }
+            listener_statuses.push(ListenerStatus { name: l.name.clone(), attached_routes: attached, conditions });
+        }
+        statuses.gateways.insert(
+            gateway.id.clone(),
+            (
+                vec![Condition::yes("Accepted", "Accepted"), Condition::yes("Programmed", "Programmed")],
+                listener_statuses,
+            ),
+        );
+
+        for (port, listeners) in ports {
+            let name = format!("{}/{}/{}", gateway.namespace, gateway.name, port);
+            let (config_proto, rules) =
+                route_configuration(world, gateway, gkey, &listeners, &attachments, &name, port);
+            for r in rules {
+                backends.extend(r.backends);
+            }
+            if serve {
+                let address = address(config, gateway);
+                let listener = HttpListener::new(name.as_str(), envoy_port(config, port).expect("checked above"))
+                    .address(address)
+                    .route_config(name.as_str())
+                    .build();
+                out.resources.push(resource(&listener, Some(gateway.id.clone())));
+                out.resources.push(resource_named(name.clone(), &config_proto, Some(gateway.id.clone())));
+            }
+        }
+    }
+
+    backends
+}
+
+/// `ResolvedRefs`: whether every backendRef of the route (mirrors included) resolves; the
+/// first that does not gives the reason.
+fn resolved_refs(world: &World, route: &Doc<crate::model::HttpRouteSpec>) -> Condition {
+    let refs = route.spec.rules.iter().flat_map(|rule| {
+        let mirrors = rule.filters.iter().filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
+        rule.backend_refs.iter().chain(mirrors)
+    });
+    for r in refs {
+        if let Err(u) = crate::backends::resolve(world, "HTTPRoute", &route.namespace, r) {
+            return Condition::no("ResolvedRefs", u.reason, u.message);
+        }
+    }
+    Condition::yes("ResolvedRefs", "ResolvedRefs")
+}
+
+/// The parentRef with its defaults, as status reports it.
+fn parent_json(parent: &ObjectRef, namespace: &str) -> serde_json::Value {
+    let mut v = json!({
+        "group": parent.group.as_deref().unwrap_or(GATEWAY_GROUP),
+        "kind": parent.kind.as_deref().unwrap_or("Gateway"),
+        "namespace": namespace,
+        "name": parent.name,
+    });
+    if let Some(s) = &parent.section_name {
+        v["sectionName"] = json!(s);
+    }
+    if let Some(p) = parent.port {
+        v["port"] = json!(p);
+    }
+    v
+}
+
+/// Attaches `route` to the listeners of `gateway` its parentRef selects; returns the
+/// `Accepted` condition.
+fn attach(
+    world: &World,
+    gateway: &Doc<GatewaySpec>,
+    gkey: &Key,
+    rkey: &Key,
+    route: &Doc<crate::model::HttpRouteSpec>,
+    parent: &ObjectRef,
+    attachments: &mut Vec<Attachment>,
+) -> Condition {
+    let candidates: Vec<(usize, &Listener)> = gateway
+        .spec
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.port))
+        .filter(|(_, l)| supported_protocol(l))
+        .collect();
+    if candidates.is_empty() {
+        return Condition::no("Accepted", "NoMatchingParent", "no listener of the Gateway matches the parentRef");
+    }
+    let allowed: Vec<(usize, &Listener)> =
+        candidates.into_iter().filter(|(_, l)| allows(world, gateway, l, "HTTPRoute", &route.namespace)).collect();
+    if allowed.is_empty() {
+        return Condition::no(
+            "Accepted",
+            "NotAllowedByListeners",
+            "no listener of the Gateway allows routes from this namespace",
+        );
+    }
+    let mut any = false;
+    for (i, l) in allowed {
+        let hostnames = hostnames::effective(l.hostname.as_deref(), &route.spec.hostnames);
+        if hostnames.is_empty() {
+            continue;
+        }
+        any = true;
+        attachments.push(Attachment { route: rkey.clone(), gateway: gkey.clone(), listener: i, hostnames });
+    }
+    if any {
+        Condition::yes("Accepted", "Accepted")
+    } else {
+        Condition::no("Accepted", "NoMatchingListenerHostname", "no listener hostname intersects the route's hostnames")
+    }
+}
+
+/// The address a Gateway's Envoy listeners bind.
+fn address(config: &Config, gateway: &Doc<GatewaySpec>) -> String {
+    if let Some(a) = config.addresses.get(&format!("{}/{}", gateway.namespace, gateway.name)) {
+        return a.clone();
+    }
+    if config.address == "fromSpec"
+        && let Some(a) = gateway.spec.addresses.first()
+    {
+        return a.value.clone();
+    }
+    if config.address == "fromSpec" { "0.0.0.0".to_owned() } else { config.address.clone() }
+}
+
+/// The RouteConfiguration of one Gateway port, and the translated rules in it.
+fn route_configuration(
+    world: &World,
+    gateway: &Doc<GatewaySpec>,
+    gkey: &Key,
+    listeners: &[usize],
+    attachments: &[Attachment],
+    name: &str,
+    port: u16,
+) -> (RouteConfiguration, Vec<http::Rule>) {
+    let listener_host =
+        |i: usize| gateway.spec.listeners[i].hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase();
+    // Every listener's own hostname is a virtual host, so a request for it never falls through
+    // to a less specific listener, even with no route attached.
+    let mut domains: BTreeSet<String> = listeners.iter().map(|&i| listener_host(i)).collect();
+    let here: Vec<&Attachment> =
+        attachments.iter().filter(|a| &a.gateway == gkey && listeners.contains(&a.listener)).collect();
+    for a in &here {
+        domains.extend(a.hostnames.iter().cloned());
+    }
+    let mut rules = Vec::new();
+    let mut hosts = Vec::new();
+    for domain in domains {
+        // The listener a request for this domain reaches: the most specific one covering it.
+        let Some(owner) = listeners
+            .iter()
+            .copied()
+            .filter(|&i| hostnames::covers(&listener_host(i), &domain))
+            .max_by_key(|&i| hostnames::specificity(&listener_host(i)))
+        else {
+            continue;
+        };
+        let mut routes = Vec::new();
+        for a in here.iter().filter(|a| a.listener == owner) {
+            let Some(host) =
+                a.hostnames.iter().filter(|h| hostnames::covers(h, &domain)).max_by_key(|h| hostnames::specificity(h))
+            else {
+                continue;
+            };
+            let route = &world.http_routes[&a.route];
+            let owner = Owner {
+                kind: "HTTPRoute",
+                namespace: &route.namespace,
+                name: &route.name,
+                created: route.metadata.creation_timestamp.as_deref().unwrap_or(""),
+                order: route.order,
+            };
+            for (i, rule) in route.spec.rules.iter().enumerate() {
+                let r = http::rule(
+                    world,
+                    &owner,
+                    i,
+                    rule,
+                    hostnames::specificity(host),
+                    gateway.spec.listeners[a.listener].port,
+                );
+                routes.extend(r.routes.iter().cloned());
+                rules.push(r);
+            }
+        }
+        routes.sort_by(|a, b| a.0.cmp(&b.0));
+        hosts.push(VirtualHost {
+            name: domain.clone(),
+            domains: vec![domain.clone()],
+            routes: routes.into_iter().map(|(_, r)| r).collect(),
+            ..Default::default()
+        });
+    }
+    let _ = port;
+    (RouteConfiguration { name: name.to_owned(), virtual_hosts: hosts, ..Default::default() }, rules)
+}

@@ -1,0 +1,92 @@
+//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `Service`,
+//! `EndpointSlice`, `ReferenceGrant`, `GatewayClass` and `Namespace`, translated into Envoy
+//! Listeners, RouteConfigurations, Clusters and ClusterLoadAssignments.
+//!
+//! Whole-set granularity: a route attaches to Gateways in other documents, and the rules of
+//! every route on a listener merge into one RouteConfiguration. What each object becomes:
+//!
+//! | object | becomes |
+//! |---|---|
+//! | Gateway (ours by class) | a Listener and a RouteConfiguration per port, `<ns>/<name>/<port>` |
+//! | Gateway listener | virtual hosts for its hostname and its routes' hostnames |
+//! | HTTPRoute rule | Envoy routes, one per match, ordered by the specification's precedence |
+//! | Service port a route uses | a Cluster and a ClusterLoadAssignment, `<ns>/<service>:<port>` |
+//! | EndpointSlice | the endpoints of its Service's clusters |
+//!
+//! Conditions (Accepted, ResolvedRefs, Programmed) are worked out for every route parent and
+//! Gateway listener (`status.rs`); those that are False reach the host as warnings naming the
+//! document. `CONFORMANCE.md` lists the upstream conformance cases and how each fares.
+
+mod backends;
+mod config;
+mod gateway;
+mod hostnames;
+mod http;
+mod model;
+mod status;
+mod world;
+
+use xdst_guest::{
+    Diagnostic, Granularity, Phase, PluginError, PluginInfo, Severity, TranslateRequest, TranslateResponse, Translator,
+};
+
+pub use config::{Config, DEFAULT_CONTROLLER};
+
+/// What this plugin claims: Gateway API kinds, and the Kubernetes kinds they refer to.
+pub const KINDS: [&str; 9] = [
+    "gateway.networking.k8s.io/GatewayClass",
+    "gateway.networking.k8s.io/Gateway",
+    "gateway.networking.k8s.io/HTTPRoute",
+    "gateway.networking.k8s.io/GRPCRoute",
+    "gateway.networking.k8s.io/ReferenceGrant",
+    "core/Service",
+    "core/Namespace",
+    "core/Secret",
+    "discovery.k8s.io/EndpointSlice",
+];
+
+/// The translator.
+pub struct GatewayApi;
+
+impl Translator for GatewayApi {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: "gateway-api".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            kinds: KINDS.iter().map(|&k| k.to_owned()).collect(),
+            phase: Phase::Translate,
+            granularity: Granularity::WholeSet,
+        }
+    }
+
+    fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
+        let (out, _) = translate(&request)?;
+        Ok(out)
+    }
+}
+
+/// Translates a request; also returns every document's status (`status` as Kubernetes would
+/// show it), by id.
+pub fn translate(
+    request: &TranslateRequest,
+) -> Result<(TranslateResponse, std::collections::BTreeMap<String, serde_json::Value>), PluginError> {
+    let config = Config::parse(&request.config)?;
+    let world = world::World::read(&request.documents)?;
+    let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new() };
+    let mut statuses = status::Statuses { controller: config.controller_name.clone(), ..Default::default() };
+    let backends = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
+    backends::emit(&world, &backends, &mut out);
+    for (id, message) in statuses.problems() {
+        out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
+    }
+    for doc in request.documents.iter().filter(|d| d.kind == "GRPCRoute") {
+        out.diagnostics.push(doc.warning("spec", "GRPCRoute is not translated yet: this route serves nothing"));
+    }
+    Ok((out, statuses.to_json()))
+}
+
+#[cfg(target_arch = "wasm32")]
+xdst_guest::export_translator!(GatewayApi);
+
+#[cfg(test)]
+mod tests;

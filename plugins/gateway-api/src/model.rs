@@ -1,0 +1,372 @@
+//! The Gateway API and Kubernetes objects this plugin reads, as serde types.
+//!
+//! Lenient by design: Kubernetes objects carry many fields a translation does not need
+//! (`selector`, `clusterIP`, `sessionPersistence`, ...), and the upstream API server has
+//! validated them, so unknown fields are ignored rather than refused. Defaults follow the
+//! specification (a path match defaults to `PathPrefix /`, a header match to `Exact`, ...).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `metadata`, the parts a translation reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub creation_timestamp: Option<String>,
+}
+
+/// Any object: its metadata and `spec`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Object<S> {
+    pub metadata: Metadata,
+    #[serde(default = "Option::default")]
+    pub spec: Option<S>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    #[serde(default)]
+    pub controller_name: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    #[serde(default)]
+    pub gateway_class_name: String,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(default)]
+    pub addresses: Vec<GatewayAddress>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayAddress {
+    #[serde(default)]
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub name: String,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    pub port: u16,
+    pub protocol: String,
+    #[serde(default)]
+    pub allowed_routes: Option<AllowedRoutes>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedRoutes {
+    #[serde(default)]
+    pub namespaces: Option<RouteNamespaces>,
+    #[serde(default)]
+    pub kinds: Option<Vec<RouteGroupKind>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteNamespaces {
+    /// `Same` (the default), `All` or `Selector`.
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<LabelExpression>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelExpression {
+    pub key: String,
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteGroupKind {
+    #[serde(default)]
+    pub group: Option<String>,
+    pub kind: String,
+}
+
+/// A reference to another object: a parent or a backend.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub section_name: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub weight: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ObjectRef>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<HttpRouteRule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRule {
+    #[serde(default)]
+    pub matches: Vec<HttpRouteMatch>,
+    #[serde(default)]
+    pub filters: Vec<Filter>,
+    #[serde(default)]
+    pub backend_refs: Vec<ObjectRef>,
+    #[serde(default)]
+    pub timeouts: Option<Timeouts>,
+    #[serde(default)]
+    pub retry: Option<Retry>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteMatch {
+    #[serde(default)]
+    pub path: Option<PathMatch>,
+    #[serde(default)]
+    pub headers: Vec<ValueMatch>,
+    #[serde(default)]
+    pub query_params: Vec<ValueMatch>,
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathMatch {
+    /// `Exact`, `PathPrefix` (the default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+/// A header or query parameter match.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueMatch {
+    /// `Exact` (the default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Filter {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub request_header_modifier: Option<HeaderModifier>,
+    #[serde(default)]
+    pub response_header_modifier: Option<HeaderModifier>,
+    #[serde(default)]
+    pub request_redirect: Option<Redirect>,
+    #[serde(default)]
+    pub url_rewrite: Option<UrlRewrite>,
+    #[serde(default)]
+    pub request_mirror: Option<Mirror>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderModifier {
+    #[serde(default)]
+    pub set: Vec<Header>,
+    #[serde(default)]
+    pub add: Vec<Header>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Header {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redirect {
+    #[serde(default)]
+    pub scheme: Option<String>,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub status_code: Option<u16>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UrlRewrite {
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathModifier {
+    /// `ReplaceFullPath` or `ReplacePrefixMatch`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub replace_full_path: Option<String>,
+    #[serde(default)]
+    pub replace_prefix_match: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mirror {
+    pub backend_ref: ObjectRef,
+    #[serde(default)]
+    pub percent: Option<u32>,
+    #[serde(default)]
+    pub fraction: Option<Fraction>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Fraction {
+    pub numerator: u32,
+    #[serde(default)]
+    pub denominator: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeouts {
+    #[serde(default)]
+    pub request: Option<String>,
+    #[serde(default)]
+    pub backend_request: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    #[serde(default)]
+    pub codes: Vec<u32>,
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    #[serde(default)]
+    pub backoff: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSpec {
+    #[serde(default)]
+    pub ports: Vec<ServicePort>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePort {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub port: u16,
+    #[serde(default)]
+    pub app_protocol: Option<String>,
+}
+
+/// An EndpointSlice: its body is outside `spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointSlice {
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub endpoints: Vec<SliceEndpoint>,
+    #[serde(default)]
+    pub ports: Vec<SlicePort>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceEndpoint {
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub conditions: Option<Conditions>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Conditions {
+    #[serde(default)]
+    pub ready: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SlicePort {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReferenceGrantSpec {
+    #[serde(default)]
+    pub from: Vec<GrantFrom>,
+    #[serde(default)]
+    pub to: Vec<GrantTo>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GrantFrom {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GrantTo {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    #[serde(default)]
+    pub name: Option<String>,
+}

@@ -1,0 +1,220 @@
+//! An echo backend in the manner of the Kubernetes Gateway API conformance suite's
+//! `echo-basic`: it answers every request with `200` and a JSON description of the request as
+//! it arrived, in the shape the upstream conformance suite reads (`path`, `host`, `method`,
+//! `proto`, `headers` as Go's `http.Header`, `namespace`, `pod`). Conformance tests send
+//! requests through a real Envoy to these backends and check what reached them.
+//!
+//! HTTP/1.1 and cleartext HTTP/2 (prior knowledge) are served on the same port. A request
+//! header `X-Echo-Set-Header: X-Foo: bar, X-Baz:qux` makes the echo add `X-Foo: bar` and
+//! `X-Baz: qux` to its response.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, Response, Version, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// Request bodies are read up to this many bytes, then the rest is left unread.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// An echo server on 127.0.0.1 (a port the OS picked). Stops, with its connections, when dropped.
+pub struct Echo {
+    pub addr: SocketAddr,
+    pub pod: String,
+    pub namespace: String,
+    requests: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Echo {
+    /// Binds 127.0.0.1:0 and serves until dropped.
+    pub async fn start(namespace: &str, pod: &str) -> io::Result<Echo> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let requests = Arc::new(AtomicU64::new(0));
+        let who: Arc<(String, String)> = Arc::new((namespace.to_owned(), pod.to_owned()));
+        let counter = requests.clone();
+        let task = tokio::spawn(async move {
+            // Owned by this task, so aborting it also aborts every connection.
+            let mut conns = JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                while conns.try_join_next().is_some() {}
+                let (who, counter) = (who.clone(), counter.clone());
+                conns.spawn(async move {
+                    let service = service_fn(move |req| {
+                        let (who, counter) = (who.clone(), counter.clone());
+                        async move {
+                            let response = echo(req, &who.0, &who.1).await;
+                            counter.fetch_add(1, Ordering::Relaxed);
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Ok(Echo { addr, pod: pod.to_owned(), namespace: namespace.to_owned(), requests, task })
+    }
+
+    /// How many requests it has answered.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn echo(req: Request<Incoming>, namespace: &str, pod: &str) -> Response<Full<Bytes>> {
+    let (parts, mut body) = req.into_parts();
+    let mut read = 0;
+    while read < BODY_LIMIT {
+        match body.frame().await {
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
+            _ => break,
+        }
+    }
+    let host = match parts.headers.get(header::HOST) {
+        Some(h) => String::from_utf8_lossy(h.as_bytes()).into_owned(),
+        None => parts.uri.authority().map(|a| a.to_string()).unwrap_or_default(),
+    };
+    // Go's `http.Header` as its server fills it: the Host header is moved to `host`.
+    let mut headers = Map::new();
+    for (name, value) in parts.headers.iter().filter(|(name, _)| *name != header::HOST) {
+        let values = headers.entry(go_canonical(name.as_str())).or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(values) = values {
+            values.push(String::from_utf8_lossy(value.as_bytes()).into());
+        }
+    }
+    let proto = match parts.version {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
+    };
+    let body = json!({
+        "path": parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        "host": host,
+        "method": parts.method.as_str(),
+        "proto": proto,
+        "headers": headers,
+        "namespace": namespace,
+        "pod": pod,
+    });
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    let out = response.headers_mut();
+    out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for list in parts.headers.get_all("x-echo-set-header") {
+        let Ok(list) = list.to_str() else { continue };
+        for pair in list.split(',') {
+            let Some((name, value)) = pair.trim().split_once(':') else { continue };
+            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.trim()), HeaderValue::try_from(value.trim())) {
+                out.append(name, value);
+            }
+        }
+    }
+    response
+}
+
+/// A header name as Go's `http.CanonicalHeaderKey` writes it: `x-echo-set-header` becomes
+/// `X-Echo-Set-Header`.
+fn go_canonical(name: &str) -> String {
+    let mut upper = true;
+    name.chars()
+        .map(|c| {
+            let c = if upper { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() };
+            upper = c == '-';
+            c
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Empty;
+    use tokio::net::TcpStream;
+
+    async fn send(echo: &Echo, h2: bool, req: Request<Empty<Bytes>>) -> (Response<()>, Value) {
+        let io = TokioIo::new(TcpStream::connect(echo.addr).await.unwrap());
+        let response = if h2 {
+            let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.unwrap()
+        } else {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.unwrap()
+        };
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        assert_eq!(parts.headers[header::CONTENT_TYPE], "application/json");
+        (Response::from_parts(parts, ()), serde_json::from_slice(&body).unwrap())
+    }
+
+    fn request(uri: &str) -> http::request::Builder {
+        Request::get(uri)
+            .header("x-custom", "one")
+            .header("x-custom", "two")
+            .header("X-Echo-Set-Header", "X-Foo: bar, X-Baz:qux,malformed")
+    }
+
+    fn check(response: &Response<()>, body: &Value) {
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-foo"], "bar");
+        assert_eq!(response.headers()["x-baz"], "qux");
+        assert_eq!(body["path"], "/foo?a=b");
+        assert_eq!(body["method"], "GET");
+        assert_eq!(body["headers"]["X-Custom"], json!(["one", "two"]));
+        assert_eq!(body["headers"]["X-Echo-Set-Header"], json!(["X-Foo: bar, X-Baz:qux,malformed"]));
+        assert_eq!((body["namespace"].as_str(), body["pod"].as_str()), (Some("ns"), Some("pod-1")));
+    }
+
+    #[tokio::test]
+    async fn http1() {
+        let echo = Echo::start("ns", "pod-1").await.unwrap();
+        let req = request("/foo?a=b").header("host", "example.com").body(Empty::new()).unwrap();
+        let (response, body) = send(&echo, false, req).await;
+        check(&response, &body);
+        assert_eq!(body["host"], "example.com");
+        assert_eq!(body["proto"], "HTTP/1.1");
+        assert!(body["headers"].get("Host").is_none());
+        assert_eq!(echo.requests(), 1);
+    }
+
+    #[tokio::test]
+    async fn http2_prior_knowledge() {
+        let echo = Echo::start("ns", "pod-1").await.unwrap();
+        let req = request("http://example.com:8080/foo?a=b").version(Version::HTTP_2).body(Empty::new()).unwrap();
+        let (response, body) = send(&echo, true, req).await;
+        check(&response, &body);
+        assert_eq!(body["host"], "example.com:8080");
+        assert_eq!(body["proto"], "HTTP/2.0");
+        assert_eq!(echo.requests(), 1);
+    }
+
+    #[test]
+    fn canonical_names() {
+        assert_eq!(go_canonical("x-echo-set-header"), "X-Echo-Set-Header");
+        assert_eq!(go_canonical("USER-AGENT"), "User-Agent");
+    }
+}

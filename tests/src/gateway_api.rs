@@ -1,0 +1,355 @@
+//! The Gateway API conformance harness: one upstream conformance case
+//! (`../shared/gateway-api-conformance/<case>/manifests.yaml`) served by `xdst serve` with the
+//! `gateway-api` plugin to a real Envoy, with an [`Echo`] backend for every Service.
+//!
+//! - The manifests load as shipped, `{GATEWAY_CLASS_NAME}` replaced by `xdst`.
+//! - Every Service gets an echo (pod `<service>-0`) and an EndpointSlice naming it for each of
+//!   the Service's ports; a Service the case gives EndpointSlices of its own gets its echo
+//!   address written into them.
+//! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case), and every
+//!   Gateway port is offset by [`PORT_OFFSET`], so cases run in parallel and bind no
+//!   privileged port.
+//! - [`Case::expect`] sends a request and waits until the answer is what the upstream test
+//!   expects three times in a row (the suite's "eventually consistent" check), or fails with
+//!   the last answer after [`WAIT`].
+//!
+//! The expectations are the upstream Go tests' (`conformance/tests/<case>.go`), written again
+//! as Rust tables in `tests/it/gateway_api.rs`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use http_body_util::{BodyExt as _, Empty};
+use serde_json::Value;
+
+use crate::echo::Echo;
+use crate::envoy::{ApiType, Bootstrap, Envoy};
+use crate::server::Process;
+
+/// Added to every Gateway listener port (the plugin's `portOffset`).
+pub const PORT_OFFSET: u16 = 10_000;
+/// How long a request may take to be answered as expected.
+pub const WAIT: Duration = Duration::from_secs(30);
+/// Answers in a row that must match, as the upstream suite requires.
+const IN_A_ROW: usize = 3;
+
+/// The folder of the upstream conformance inputs.
+pub fn cases_dir() -> PathBuf {
+    crate::repo_root().join("../shared/gateway-api-conformance")
+}
+
+/// A running case.
+pub struct Case {
+    pub name: String,
+    /// Each Gateway's (`namespace/name`) loopback address.
+    pub gateways: BTreeMap<String, IpAddr>,
+    pub echoes: Vec<Echo>,
+    pub xdst: Process,
+    pub envoy: Envoy,
+    _intent: tempfile::TempDir,
+    _plugins: tempfile::TempDir,
+}
+
+/// A request as the upstream tests write it.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub method: Option<&'static str>,
+    pub host: Option<&'static str>,
+    pub path: &'static str,
+    pub headers: Vec<(&'static str, &'static str)>,
+}
+
+/// What must come back.
+#[derive(Debug, Clone, Default)]
+pub struct Expect {
+    pub status: u16,
+    /// The pod name must start with this (the Service's name).
+    pub backend: Option<&'static str>,
+    pub namespace: Option<&'static str>,
+    /// What the backend must have received, where it differs from what was sent.
+    pub backend_path: Option<&'static str>,
+    pub backend_host: Option<&'static str>,
+    pub backend_headers: Vec<(&'static str, &'static str)>,
+    pub backend_absent_headers: Vec<&'static str>,
+    pub response_headers: Vec<(&'static str, &'static str)>,
+    pub response_absent_headers: Vec<&'static str>,
+    /// For a redirect: the `Location` header.
+    pub location: Option<String>,
+}
+
+/// An answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A random `127.X.Y.0` block for one case's Gateways.
+fn loopback_block() -> [u8; 3] {
+    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos()
+        ^ std::process::id().rotate_left(16);
+    [127, (n >> 8) as u8 | 1, (n >> 16) as u8]
+}
+
+/// A Service of the case: namespace, name, port names.
+struct Service {
+    namespace: String,
+    name: String,
+    ports: Vec<Option<String>>,
+}
+
+impl Case {
+    /// Loads `case`, starts its echoes, xdst with the plugin, and an Envoy (SotW ADS).
+    pub async fn start(case: &str) -> anyhow::Result<Case> {
+        let file = cases_dir().join(case).join("manifests.yaml");
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {} (is ../shared/gateway-api-conformance there?)", file.display()))?
+            .replace("{GATEWAY_CLASS_NAME}", "xdst");
+        let docs = xdst_core::intent::parse_file("manifests.yaml", &text)?;
+        let mut services = Vec::new();
+        let mut gateways = BTreeMap::new();
+        let block = loopback_block();
+        for d in &docs {
+            let ns = d.namespace.clone().unwrap_or_else(|| "default".into());
+            match (d.group.as_deref(), d.kind.as_str()) {
+                (Some("core"), "Service") => services.push(Service {
+                    namespace: ns,
+                    name: d.name.clone(),
+                    ports: d.json["spec"]["ports"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| p["name"].as_str().map(str::to_owned))
+                        .collect(),
+                }),
+                (Some("gateway.networking.k8s.io"), "Gateway") => {
+                    let ip = Ipv4Addr::new(block[0], block[1], block[2], 10 + gateways.len() as u8);
+                    gateways.insert(format!("{ns}/{}", d.name), IpAddr::V4(ip));
+                }
+                _ => {}
+            }
+        }
+
+        // The case's own EndpointSlices, by Service: they get the echo's address.
+        let mut own_slices: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
+        for d in &docs {
+            if d.kind == "EndpointSlice"
+                && let Some(service) = d.json["metadata"]["labels"]["kubernetes.io/service-name"].as_str()
+            {
+                let ns = d.namespace.clone().unwrap_or_else(|| "default".into());
+                own_slices.entry((ns, service.to_owned())).or_default().push(d.json.clone());
+            }
+        }
+        let mut echoes = Vec::new();
+        let mut extra = String::new();
+        for s in &services {
+            let echo = Echo::start(&s.namespace, &format!("{}-0", s.name)).await?;
+            let port = echo.addr.port();
+            let ports: Vec<Value> = s
+                .ports
+                .iter()
+                .map(|name| match name {
+                    Some(n) => serde_json::json!({"name": n, "port": port, "protocol": "TCP"}),
+                    None => serde_json::json!({"port": port, "protocol": "TCP"}),
+                })
+                .collect();
+            let slice = serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": format!("{}-xdst-test", s.name),
+                    "namespace": s.namespace,
+                    "labels": {"kubernetes.io/service-name": s.name},
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+                "ports": ports,
+            });
+            if !own_slices.contains_key(&(s.namespace.clone(), s.name.clone())) {
+                extra.push_str(&format!("---\n{slice}\n"));
+            }
+            echoes.push(echo);
+        }
+        // The case's own slices: the IPv4 ones point at the echo, keeping the case's port
+        // names; the others stay empty (the echo has no IPv6 address).
+        for ((ns, service), slices) in &own_slices {
+            let Some(echo) = echoes.iter().find(|e| e.namespace == *ns && e.pod == format!("{service}-0")) else {
+                continue;
+            };
+            for s in slices {
+                let mut s = s.clone();
+                if s["addressType"] == "IPv4" {
+                    s["endpoints"] = serde_json::json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]);
+                    for p in s["ports"].as_array_mut().into_iter().flatten() {
+                        p["port"] = serde_json::json!(echo.addr.port());
+                    }
+                }
+                // Written beside the case's file, replacing its slice of the same name.
+                s["metadata"]["name"] =
+                    serde_json::json!(format!("{}-xdst-test", s["metadata"]["name"].as_str().unwrap_or("")));
+                extra.push_str(&format!("---\n{s}\n"));
+            }
+        }
+        let text = remove_documents(&text, |d| d.kind == "EndpointSlice");
+
+        let intent = tempfile::Builder::new().prefix("xdst-gwapi-intent-").tempdir()?;
+        std::fs::write(intent.path().join("manifests.yaml"), text)?;
+        std::fs::write(intent.path().join("endpoints.yaml"), extra)?;
+        let plugins = tempfile::Builder::new().prefix("xdst-gwapi-plugins-").tempdir()?;
+        let addresses: BTreeMap<&String, String> = gateways.iter().map(|(k, v)| (k, v.to_string())).collect();
+        let settings = serde_json::json!({"config": {"portOffset": PORT_OFFSET, "addresses": addresses}}).to_string();
+        crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
+        let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
+        let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;
+        Ok(Case { name: case.to_owned(), gateways, echoes, xdst, envoy, _intent: intent, _plugins: plugins })
+    }
+
+    /// Where a Gateway (`namespace/name`) listens for its port `port`.
+    pub fn addr(&self, gateway: &str, port: u16) -> SocketAddr {
+        let ip = self.gateways.get(gateway).unwrap_or_else(|| panic!("case {} has no Gateway {gateway}", self.name));
+        SocketAddr::new(*ip, port + PORT_OFFSET)
+    }
+
+    /// Sends `req` to `gateway`'s `port` until the answer meets `want` [`IN_A_ROW`] times in a
+    /// row; fails naming the last difference after [`WAIT`].
+    pub async fn expect(&self, gateway: &str, port: u16, req: &Request, want: &Expect) -> anyhow::Result<()> {
+        let addr = self.addr(gateway, port);
+        let deadline = Instant::now() + WAIT;
+        let mut in_a_row = 0;
+        loop {
+            let problem = match send(addr, req).await {
+                Ok(answer) => check(&answer, req, want).err(),
+                Err(e) => Some(format!("{e:#}")),
+            };
+            match problem {
+                None => {
+                    in_a_row += 1;
+                    if in_a_row == IN_A_ROW {
+                        return Ok(());
+                    }
+                }
+                Some(p) => {
+                    in_a_row = 0;
+                    if Instant::now() > deadline {
+                        bail!("case {}: {} {} {:?}: {p}", self.name, req.method.unwrap_or("GET"), req.path, req.host);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+}
+
+/// `text` without the YAML documents `drop` picks.
+fn remove_documents(text: &str, drop: impl Fn(&xdst_core::intent::IntentDocument) -> bool) -> String {
+    text.split("\n---")
+        .filter(|part| match xdst_core::intent::parse_file("part.yaml", part) {
+            Ok(docs) => !docs.iter().any(&drop),
+            Err(_) => true,
+        })
+        .collect::<Vec<_>>()
+        .join("\n---")
+}
+
+/// One HTTP/1.1 request on a fresh connection, within 5 s.
+pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let host = req.host.map(str::to_owned).unwrap_or_else(|| addr.to_string());
+        let mut builder =
+            http::Request::builder().method(req.method.unwrap_or("GET")).uri(req.path).header("host", host);
+        for (k, v) in &req.headers {
+            builder = builder.header(*k, *v);
+        }
+        let response = sender.send_request(builder.body(Empty::<bytes::Bytes>::new())?).await?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let body = response.into_body().collect().await?.to_bytes();
+        anyhow::Ok(Answer { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange).await.context("no answer within 5 s")?
+}
+
+/// Why `answer` is not what `want` says, if it is not.
+pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String> {
+    if answer.status != want.status {
+        return Err(format!(
+            "status {} (want {}): {}",
+            answer.status,
+            want.status,
+            answer.body.chars().take(200).collect::<String>()
+        ));
+    }
+    for (k, v) in &want.response_headers {
+        if answer.header(k) != Some(*v) {
+            return Err(format!("response header {k}: {:?} (want {v:?})", answer.header(k)));
+        }
+    }
+    for k in &want.response_absent_headers {
+        if answer.header(k).is_some() {
+            return Err(format!("response header {k} is present: {:?}", answer.header(k)));
+        }
+    }
+    if let Some(location) = &want.location
+        && answer.header("location") != Some(location.as_str())
+    {
+        return Err(format!("location {:?} (want {location:?})", answer.header("location")));
+    }
+    if want.backend.is_none() && want.namespace.is_none() {
+        return Ok(());
+    }
+    let echo: Value =
+        serde_json::from_str(&answer.body).map_err(|e| format!("not an echo answer ({e}): {}", answer.body))?;
+    let field = |k: &str| echo[k].as_str().unwrap_or("").to_owned();
+    if let Some(b) = want.backend
+        && !field("pod").starts_with(b)
+    {
+        return Err(format!("reached pod {:?} (want {b})", field("pod")));
+    }
+    if let Some(ns) = want.namespace
+        && field("namespace") != ns
+    {
+        return Err(format!("reached namespace {:?} (want {ns})", field("namespace")));
+    }
+    let path = want.backend_path.unwrap_or(req.path);
+    if field("path") != path {
+        return Err(format!("the backend got path {:?} (want {path:?})", field("path")));
+    }
+    if let Some(host) = want.backend_host
+        && field("host") != host
+    {
+        return Err(format!("the backend got host {:?} (want {host:?})", field("host")));
+    }
+    let header = |name: &str| -> Option<String> {
+        let map = echo["headers"].as_object()?;
+        let (_, values) = map.iter().find(|(k, _)| k.eq_ignore_ascii_case(name))?;
+        Some(values.as_array()?.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
+    };
+    for (k, v) in &want.backend_headers {
+        if header(k).as_deref() != Some(*v) {
+            return Err(format!("the backend got header {k}: {:?} (want {v:?})", header(k)));
+        }
+    }
+    for k in &want.backend_absent_headers {
+        if let Some(v) = header(k) {
+            return Err(format!("the backend got header {k}: {v:?} (want it absent)"));
+        }
+    }
+    Ok(())
+}
