@@ -6,7 +6,7 @@
 //! (`conformance/tests/<case>.go` at 4564255), expecting the same answers: status, which
 //! Service's pod answered, and what reached it. See `xdst_tests::gateway_api` for the harness.
 
-use xdst_tests::gateway_api::{Case, Expect, Request};
+use xdst_tests::gateway_api::{Case, Expect, Redirect, Request};
 
 const NS: &str = "gateway-conformance-infra";
 const SAME: &str = "gateway-conformance-infra/same-namespace";
@@ -31,6 +31,34 @@ fn status(path: &'static str, status: u16) -> (Request, Expect) {
 fn with(mut c: (Request, Expect), headers: &[(&'static str, &'static str)]) -> (Request, Expect) {
     c.0.headers.extend_from_slice(headers);
     c
+}
+
+/// The same request for another host.
+fn host(mut c: (Request, Expect), host: &'static str) -> (Request, Expect) {
+    c.0.host = Some(host);
+    c
+}
+
+/// The same request with another method.
+fn method(mut c: (Request, Expect), method: &'static str) -> (Request, Expect) {
+    c.0.method = Some(method);
+    c
+}
+
+/// The same request, expecting the backend to receive these headers and not those.
+fn received(
+    mut c: (Request, Expect),
+    headers: &[(&'static str, &'static str)],
+    absent: &[&'static str],
+) -> (Request, Expect) {
+    c.1.backend_headers.extend_from_slice(headers);
+    c.1.backend_absent_headers.extend_from_slice(absent);
+    c
+}
+
+/// A request for `path` answered with a redirect `code` to `to`.
+fn redirect(path: &'static str, code: u16, to: Redirect) -> (Request, Expect) {
+    (Request { path, ..Default::default() }, Expect { status: code, redirect: Some(to), ..Default::default() })
 }
 
 /// Runs `table` against `gateway`'s port 80 in `case`.
@@ -105,4 +133,381 @@ async fn httproute_multiple_gateways() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_query_param_matching() -> anyhow::Result<()> {
+    let table = vec![
+        to("/?animal=whale", V1),
+        to("/?animal=dolphin", V2),
+        to("/?animal=dolphin&color=blue", V3),
+        to("/?ANIMAL=Whale", V3),
+        to("/?animal=whale&otherparam=irrelevant", V1),
+        to("/?animal=dolphin&color=yellow", V2),
+        status("/?color=blue", 404),
+        status("/?animal=dog", 404),
+        status("/?animal=whaledolphin", 404),
+        status("/", 404),
+        to("/path1?animal=whale", V1),
+        with(to("/?animal=whale", V2), &[("version", "one")]),
+        with(to("/path2?animal=whale", V3), &[("version", "two")]),
+        to("/path3?animal=shark", V1),
+        with(to("/path4?animal=kraken", V1), &[("version", "three")]),
+        status("/?animal=shark", 404),
+        status("/path4?animal=kraken", 404),
+        to("/path5?animal=hydra", V1),
+        with(to("/?animal=hydra", V3), &[("version", "four")]),
+    ];
+    run("httproute-query-param-matching", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_method_matching() -> anyhow::Result<()> {
+    let table = vec![method(to("/", V1), "POST"), method(to("/", V2), "GET"), method(status("/", 404), "HEAD")];
+    run("httproute-method-matching", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_path_match_order() -> anyhow::Result<()> {
+    let table = vec![
+        to("/match/exact/one", V3),
+        to("/match/exact", V2),
+        to("/match", V1),
+        to("/match/prefix/one/any", V2),
+        to("/match/prefix/any", V1),
+        to("/match/any", V3),
+    ];
+    run("httproute-path-match-order", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_listener_hostname_matching() -> anyhow::Result<()> {
+    let table = vec![
+        host(to("/", V1), "bar.com"),
+        host(to("/", V2), "foo.bar.com"),
+        host(to("/", V3), "baz.bar.com"),
+        host(to("/", V3), "boo.bar.com"),
+        host(to("/", V3), "multiple.prefixes.bar.com"),
+        host(to("/", V3), "multiple.prefixes.foo.com"),
+        host(status("/", 404), "foo.com"),
+        host(status("/", 404), "no.matching.host"),
+    ];
+    run("httproute-listener-hostname-matching", "gateway-conformance-infra/httproute-listener-hostname-matching", table)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_hostname_intersection() -> anyhow::Result<()> {
+    let table = vec![
+        host(to("/s1", V1), "very.specific.com"),
+        host(to("/s1", V1), "very.specific.com:1234"),
+        host(status("/s1", 404), "non.matching.com"),
+        host(status("/s1", 404), "foo.nonmatchingwildcard.io"),
+        host(status("/s1", 404), "foo.wildcard.io"),
+        host(status("/non-matching-prefix", 404), "very.specific.com"),
+        host(to("/s2", V2), "foo.wildcard.io"),
+        host(to("/s2", V2), "bar.wildcard.io"),
+        host(to("/s2", V2), "foo.bar.wildcard.io"),
+        host(status("/s2", 404), "non.matching.com"),
+        host(status("/s2", 404), "wildcard.io"),
+        host(status("/s2", 404), "very.specific.com"),
+        host(status("/non-matching-prefix", 404), "foo.wildcard.io"),
+        host(to("/s3", V3), "very.specific.com"),
+        host(status("/s3", 404), "non.matching.com"),
+        host(status("/s3", 404), "foo.specific.com"),
+        host(status("/s3", 404), "foo.wildcard.io"),
+        host(to("/s4", V1), "foo.anotherwildcard.io"),
+        host(to("/s4", V1), "bar.anotherwildcard.io"),
+        host(to("/s4", V1), "foo.bar.anotherwildcard.io"),
+        host(status("/s4", 404), "anotherwildcard.io"),
+        host(status("/s4", 404), "foo.wildcard.io"),
+        host(status("/s4", 404), "very.specific.com"),
+        host(status("/non-matching-prefix", 404), "foo.anotherwildcard.io"),
+        host(status("/s5", 404), "specific.but.wrong.com"),
+        host(status("/s5", 404), "wildcard.io"),
+    ];
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-hostname-intersection").await?;
+    for (req, want) in &table {
+        c.expect("gateway-conformance-infra/httproute-hostname-intersection", 80, req, want).await?;
+    }
+    let all = "gateway-conformance-infra/httproute-hostname-intersection-all";
+    for (req, want) in [
+        host(to("/", V2), "first.com"),
+        host(to("/", V2), "sub.first.com"),
+        host(to("/", V2), "second.com"),
+        host(to("/", V2), "sub.second.com"),
+        host(status("/", 404), "third.com"),
+        host(status("/", 404), "sub.third.com"),
+    ] {
+        c.expect(all, 80, &req, &want).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_matching_across_routes() -> anyhow::Result<()> {
+    let table = vec![
+        host(to("/", V1), "example.com"),
+        host(to("/example", V1), "example.com"),
+        host(to("/example", V1), "example.net"),
+        with(host(to("/example", V1), "example.com"), &[("Version", "one")]),
+        host(to("/v2", V2), "example.com"),
+        // v2 matches are limited to example.com.
+        host(to("/v2", V1), "example.net"),
+        host(to("/v2/example", V2), "example.com"),
+        with(host(to("/", V2), "example.com"), &[("Version", "two")]),
+    ];
+    run("httproute-matching-across-routes", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_listener_port_matching() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-listener-port-matching").await?;
+    let gw = "gateway-conformance-infra/httproute-listener-port-matching";
+    c.expect(gw, 80, &host(to("/", V1), "foo.com").0, &to("/", V1).1).await?;
+    for (port, (req, want)) in [
+        (8080, host(to("/", V2), "foo.com:8080")),
+        (8080, host(to("/", V2), "bar.com:8080")),
+        (8090, host(to("/", V3), "foo.com:8090")),
+        (8090, host(status("/", 404), "bar.com:8090")),
+    ] {
+        c.expect(gw, port, &req, &want).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_header_modifier() -> anyhow::Result<()> {
+    let table = vec![
+        received(
+            with(to("/set", V1), &[("Some-Other-Header", "val")]),
+            &[("Some-Other-Header", "val"), ("X-Header-Set", "set-overwrites-values")],
+            &[],
+        ),
+        received(
+            with(to("/set", V1), &[("Some-Other-Header", "val"), ("X-Header-Set", "some-other-value")]),
+            &[("Some-Other-Header", "val"), ("X-Header-Set", "set-overwrites-values")],
+            &[],
+        ),
+        received(
+            with(to("/add", V1), &[("Some-Other-Header", "val")]),
+            &[("Some-Other-Header", "val"), ("X-Header-Add", "add-appends-values")],
+            &[],
+        ),
+        received(
+            with(to("/add", V1), &[("Some-Other-Header", "val"), ("X-Header-Add", "some-other-value")]),
+            &[("Some-Other-Header", "val"), ("X-Header-Add", "some-other-value,add-appends-values")],
+            &[],
+        ),
+        received(with(to("/remove", V1), &[("X-Header-Remove", "val")]), &[], &["X-Header-Remove"]),
+        received(
+            with(
+                to("/multiple", V1),
+                &[
+                    ("X-Header-Set-2", "set-val-2"),
+                    ("X-Header-Add-2", "add-val-2"),
+                    ("X-Header-Remove-2", "remove-val-2"),
+                    ("Another-Header", "another-header-val"),
+                ],
+            ),
+            &[
+                ("X-Header-Set-1", "header-set-1"),
+                ("X-Header-Set-2", "header-set-2"),
+                ("X-Header-Add-1", "header-add-1"),
+                ("X-Header-Add-2", "add-val-2,header-add-2"),
+                ("X-Header-Add-3", "header-add-3"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["X-Header-Remove-1", "X-Header-Remove-2"],
+        ),
+        received(
+            with(
+                to("/case-insensitivity", V1),
+                &[
+                    ("x-header-set", "original-val-set"),
+                    ("x-header-add", "original-val-add"),
+                    ("x-header-remove", "original-val-remove"),
+                    ("Another-Header", "another-header-val"),
+                ],
+            ),
+            &[
+                ("X-Header-Set", "header-set"),
+                ("X-Header-Add", "original-val-add,header-add"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["x-header-remove", "X-Header-Remove"],
+        ),
+    ];
+    run("httproute-request-header-modifier", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_response_header_modifier() -> anyhow::Result<()> {
+    let sets = |mut c: (Request, Expect),
+                sets: &[(&'static str, &'static str)],
+                want: &[(&'static str, &'static str)],
+                absent: &[&'static str]| {
+        c.0.backend_sets.extend_from_slice(sets);
+        c.1.response_headers.extend_from_slice(want);
+        c.1.response_absent_headers.extend_from_slice(absent);
+        c
+    };
+    let table = vec![
+        sets(
+            to("/set", V1),
+            &[("Some-Other-Header", "val")],
+            &[("Some-Other-Header", "val"), ("X-Header-Set", "set-overwrites-values")],
+            &[],
+        ),
+        sets(
+            to("/set", V1),
+            &[("Some-Other-Header", "val"), ("X-Header-Set", "some-other-value")],
+            &[("Some-Other-Header", "val"), ("X-Header-Set", "set-overwrites-values")],
+            &[],
+        ),
+        sets(
+            to("/add", V1),
+            &[("Some-Other-Header", "val")],
+            &[("Some-Other-Header", "val"), ("X-Header-Add", "add-appends-values")],
+            &[],
+        ),
+        sets(
+            to("/add", V1),
+            &[("Some-Other-Header", "val"), ("X-Header-Add", "some-other-value")],
+            &[("Some-Other-Header", "val"), ("X-Header-Add", "some-other-value,add-appends-values")],
+            &[],
+        ),
+        sets(to("/remove", V1), &[("X-Header-Remove", "val")], &[], &["X-Header-Remove"]),
+    ];
+    run("httproute-response-header-modifier", SAME, table).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_invalid_backend_refs_answer_500() -> anyhow::Result<()> {
+    run("httproute-invalid-nonexistent-backendref", SAME, vec![status("/", 500)]).await?;
+    run("httproute-invalid-backendref-unknown-kind", SAME, vec![status("/v2", 500)]).await?;
+    run("httproute-invalid-cross-namespace-backend-ref", SAME, vec![status("/", 500)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_omitted_backendrefs() -> anyhow::Result<()> {
+    let table = vec![to("/forward", V1), status("/omitted-no-forward", 500), status("/empty-no-forward", 500)];
+    run("httproute-omitted-backendrefs", SAME, table).await
+}
+
+const WEB: &str = "gateway-conformance-web-backend";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_cross_namespace() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-cross-namespace").await?;
+    let want = Expect { status: 200, backend: Some("web-backend"), namespace: Some(WEB), ..Default::default() };
+    c.expect("gateway-conformance-infra/backend-namespaces", 80, &Request { path: "/", ..Default::default() }, &want)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_reference_grant_and_its_removal() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-reference-grant").await?;
+    let req = Request { path: "/", ..Default::default() };
+    let want = Expect { status: 200, backend: Some("web-backend"), namespace: Some(WEB), ..Default::default() };
+    c.expect(SAME, 80, &req, &want).await?;
+    // Without the grant the reference is no longer permitted.
+    c.remove(&format!("ReferenceGrant/{WEB}/reference-grant"))?;
+    c.expect(SAME, 80, &req, &status("/", 500).1).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_partially_invalid_via_invalid_reference_grant() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-partially-invalid-via-invalid-reference-grant").await?;
+    c.expect(SAME, 80, &status("/v2", 500).0, &status("/v2", 500).1).await?;
+    let want = Expect { status: 200, backend: Some("app-backend-v1"), ..Default::default() };
+    c.expect(SAME, 80, &Request { path: "/", ..Default::default() }, &want).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_redirects() -> anyhow::Result<()> {
+    let r = |scheme, host, port, path| Redirect { scheme, host, port, path };
+    run(
+        "httproute-redirect-path",
+        SAME,
+        vec![
+            redirect("/original-prefix/lemon", 302, r(None, None, None, Some("/replacement-prefix/lemon"))),
+            redirect("/full/path/original", 302, r(None, None, None, Some("/full-path-replacement"))),
+            redirect("/path-and-host", 302, r(None, Some("example.org"), None, Some("/replacement-prefix"))),
+            redirect("/path-and-status", 301, r(None, None, None, Some("/replacement-prefix"))),
+            redirect("/full-path-and-host", 302, r(None, Some("example.org"), None, Some("/replacement-full"))),
+            redirect("/full-path-and-status", 301, r(None, None, None, Some("/replacement-full"))),
+        ],
+    )
+    .await?;
+    run(
+        "httproute-redirect-host-and-status",
+        SAME,
+        vec![
+            redirect("/hostname-redirect", 302, r(None, Some("example.org"), None, None)),
+            redirect("/host-and-status", 301, r(None, Some("example.org"), None, None)),
+        ],
+    )
+    .await?;
+    run(
+        "httproute-redirect-scheme",
+        SAME,
+        vec![
+            redirect("/scheme", 302, r(Some("https"), None, None, None)),
+            redirect("/scheme-and-host", 302, r(Some("https"), Some("example.org"), None, None)),
+            redirect("/scheme-and-status", 301, r(Some("https"), None, None, None)),
+            redirect("/scheme-and-host-and-status", 302, r(Some("https"), Some("example.org"), None, None)),
+        ],
+    )
+    .await?;
+    run(
+        "httproute-redirect-port",
+        SAME,
+        vec![
+            redirect("/port", 302, r(None, None, Some("8083"), None)),
+            redirect("/port-and-host", 302, r(None, Some("example.org"), Some("8083"), None)),
+            redirect("/port-and-status", 301, r(None, None, Some("8083"), None)),
+            redirect("/port-and-host-and-status", 302, r(None, Some("example.org"), Some("8083"), None)),
+        ],
+    )
+    .await?;
+    run("httproute-303-redirect", SAME, vec![method(redirect("/see-other", 303, r(None, None, None, None)), "POST")])
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
+    let at = |mut c: (Request, Expect), path: &'static str| {
+        c.1.backend_path = Some(path);
+        c
+    };
+    run(
+        "httproute-rewrite-path",
+        SAME,
+        vec![
+            at(to("/prefix/one/two", V1), "/one/two"),
+            at(to("/strip-prefix/three", V1), "/three"),
+            at(to("/strip-prefix", V1), "/"),
+            at(to("/full/one/two", V1), "/one"),
+        ],
+    )
+    .await?;
+    let rewritten = |mut c: (Request, Expect), h: &'static str| {
+        c.1.backend_host = Some(h);
+        c
+    };
+    run(
+        "httproute-rewrite-host",
+        SAME,
+        vec![
+            rewritten(host(to("/one", V1), "rewrite.example"), "one.example.org"),
+            rewritten(host(to("/two", V2), "rewrite.example"), "example.org"),
+        ],
+    )
+    .await
 }

@@ -60,6 +60,8 @@ pub struct Request {
     pub host: Option<&'static str>,
     pub path: &'static str,
     pub headers: Vec<(&'static str, &'static str)>,
+    /// Response headers the echo backend is asked to set (`X-Echo-Set-Header`).
+    pub backend_sets: Vec<(&'static str, &'static str)>,
 }
 
 /// What must come back.
@@ -76,8 +78,18 @@ pub struct Expect {
     pub backend_absent_headers: Vec<&'static str>,
     pub response_headers: Vec<(&'static str, &'static str)>,
     pub response_absent_headers: Vec<&'static str>,
-    /// For a redirect: the `Location` header.
-    pub location: Option<String>,
+    /// For a redirect: what the `Location` header must say.
+    pub redirect: Option<Redirect>,
+}
+
+/// A redirect's target, as the upstream suite checks it: an absent scheme, host or path must
+/// be the request's; the port must be exactly this (absent: none in the URL).
+#[derive(Debug, Clone, Default)]
+pub struct Redirect {
+    pub scheme: Option<&'static str>,
+    pub host: Option<&'static str>,
+    pub port: Option<&'static str>,
+    pub path: Option<&'static str>,
 }
 
 /// An answer.
@@ -89,8 +101,11 @@ pub struct Answer {
 }
 
 impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    /// Every value of a header, joined with `,`, as Go's client reads them.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> =
+            self.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect();
+        (!values.is_empty()).then(|| values.join(","))
     }
 }
 
@@ -214,6 +229,17 @@ impl Case {
         Ok(Case { name: case.to_owned(), gateways, echoes, xdst, envoy, _intent: intent, _plugins: plugins })
     }
 
+    /// Rewrites the case's manifests without the document `id` (`Kind/namespace/name`), as the
+    /// upstream tests delete an object mid-test.
+    pub fn remove(&self, id: &str) -> anyhow::Result<()> {
+        let file = self._intent.path().join("manifests.yaml");
+        let text = std::fs::read_to_string(&file)?;
+        let after = remove_documents(&text, |d| d.id().as_ref() == id);
+        anyhow::ensure!(after != text, "case {} has no document {id}", self.name);
+        xdst_core::files::write_atomic(&file, after)?;
+        Ok(())
+    }
+
     /// Where a Gateway (`namespace/name`) listens for its port `port`.
     pub fn addr(&self, gateway: &str, port: u16) -> SocketAddr {
         let ip = self.gateways.get(gateway).unwrap_or_else(|| panic!("case {} has no Gateway {gateway}", self.name));
@@ -273,6 +299,10 @@ pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
         for (k, v) in &req.headers {
             builder = builder.header(*k, *v);
         }
+        if !req.backend_sets.is_empty() {
+            let pairs: Vec<String> = req.backend_sets.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+            builder = builder.header("X-Echo-Set-Header", pairs.join(","));
+        }
         let response = sender.send_request(builder.body(Empty::<bytes::Bytes>::new())?).await?;
         let status = response.status().as_u16();
         let headers = response
@@ -297,7 +327,7 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         ));
     }
     for (k, v) in &want.response_headers {
-        if answer.header(k) != Some(*v) {
+        if answer.header(k).as_deref() != Some(*v) {
             return Err(format!("response header {k}: {:?} (want {v:?})", answer.header(k)));
         }
     }
@@ -306,10 +336,20 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
             return Err(format!("response header {k} is present: {:?}", answer.header(k)));
         }
     }
-    if let Some(location) = &want.location
-        && answer.header("location") != Some(location.as_str())
-    {
-        return Err(format!("location {:?} (want {location:?})", answer.header("location")));
+    if let Some(r) = &want.redirect {
+        let location = answer.header("location").unwrap_or_default();
+        let (scheme, rest) = location.split_once("://").unwrap_or(("", &location));
+        let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => (h, p),
+            _ => (authority, ""),
+        };
+        let sent_host = req.host.unwrap_or("").split(':').next().unwrap_or("");
+        let want_host = r.host.unwrap_or(if sent_host.is_empty() { host } else { sent_host });
+        let want = (r.scheme.unwrap_or("http"), want_host, r.port.unwrap_or(""), r.path.unwrap_or(req.path));
+        if (scheme, host, port, path) != want {
+            return Err(format!("location {location:?}: (scheme, host, port, path) want {want:?}"));
+        }
     }
     if want.backend.is_none() && want.namespace.is_none() {
         return Ok(());
@@ -352,4 +392,44 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(pod: &str, path: &str) -> Answer {
+        let body = serde_json::json!({
+            "path": path, "host": "h", "method": "GET", "proto": "HTTP/1.1", "namespace": "ns", "pod": pod,
+            "headers": {"X-A": ["1", "2"]},
+        });
+        Answer {
+            status: 200,
+            headers: vec![("location".into(), "https://example.org:8083/p".into())],
+            body: body.to_string(),
+        }
+    }
+
+    #[test]
+    fn checks_fail_on_every_difference() {
+        let req = Request { path: "/x", ..Default::default() };
+        let good = Expect { status: 200, backend: Some("v1"), namespace: Some("ns"), ..Default::default() };
+        assert_eq!(check(&echo("v1-0", "/x"), &req, &good), Ok(()));
+        assert!(check(&echo("v2-0", "/x"), &req, &good).unwrap_err().contains("pod"));
+        assert!(check(&echo("v1-0", "/y"), &req, &good).unwrap_err().contains("path"));
+        let mut a = echo("v1-0", "/x");
+        a.status = 404;
+        assert!(check(&a, &req, &good).unwrap_err().contains("status"));
+        let headers = Expect { backend_headers: vec![("x-a", "1,2")], ..good.clone() };
+        assert_eq!(check(&echo("v1-0", "/x"), &req, &headers), Ok(()));
+        let absent = Expect { backend_absent_headers: vec!["X-A"], ..good.clone() };
+        assert!(check(&echo("v1-0", "/x"), &req, &absent).is_err());
+        let redirect = |port| Expect {
+            status: 200,
+            redirect: Some(Redirect { scheme: Some("https"), host: Some("example.org"), port, path: Some("/p") }),
+            ..Default::default()
+        };
+        assert_eq!(check(&echo("v1-0", "/x"), &req, &redirect(Some("8083"))), Ok(()));
+        assert!(check(&echo("v1-0", "/x"), &req, &redirect(None)).is_err(), "a port the test did not expect");
+    }
 }

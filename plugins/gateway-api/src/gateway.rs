@@ -166,6 +166,7 @@ pub fn translate(
                 let listener = HttpListener::new(name.as_str(), envoy_port(config, port).expect("checked above"))
                     .address(address)
                     .route_config(name.as_str())
+                    .strip_any_host_port()
                     .build();
                 out.resources.push(resource(&listener, Some(gateway.id.clone())));
                 out.resources.push(resource_named(name.clone(), &config_proto, Some(gateway.id.clone())));

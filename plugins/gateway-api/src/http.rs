@@ -248,9 +248,13 @@ fn action(
         }
         // The port: as given; else the scheme's well-known one (left out of the URL) when the
         // scheme changes; else the listener's.
-        redirect.port_redirect = match (r.port, &r.scheme) {
+        // A well-known port (80 for http, 443 for https) is left out of the URL.
+        redirect.port_redirect = match (r.port, r.scheme.as_deref()) {
+            (Some(443), Some("https")) => 0,
+            (Some(80), Some("http")) => 0,
             (Some(p), _) => u32::from(p),
             (None, Some(_)) => 0,
+            (None, None) if listener_port == 80 => 0,
             (None, None) => u32::from(listener_port),
         };
         if let Some(p) = &r.path {

@@ -18,11 +18,17 @@ struct Hcm {
     stat_prefix: String,
     route_config: String,
     filters: Vec<HttpFilter>,
+    strip_any_host_port: bool,
 }
 
 impl Hcm {
     fn new(name: &str) -> Self {
-        Hcm { stat_prefix: name.to_owned(), route_config: name.to_owned(), filters: Vec::new() }
+        Hcm {
+            stat_prefix: name.to_owned(),
+            route_config: name.to_owned(),
+            filters: Vec::new(),
+            strip_any_host_port: false,
+        }
     }
 
     fn filter(&mut self, name: String, config: Any) {
@@ -38,6 +44,9 @@ impl Hcm {
         pack(&HttpConnectionManager {
             stat_prefix: self.stat_prefix,
             http_filters: self.filters,
+            strip_port_mode: self
+                .strip_any_host_port
+                .then_some(http_connection_manager::StripPortMode::StripAnyHostPort(true)),
             route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
                 config_source: Some(super::ads()),
                 route_config_name: self.route_config,
@@ -85,6 +94,13 @@ impl HttpListener {
     /// Adds an HTTP filter before the router, in call order (`config` from [`pack`]).
     pub fn http_filter(mut self, name: impl Into<String>, config: Any) -> Self {
         self.hcm.filter(name.into(), config);
+        self
+    }
+
+    /// Matches virtual host domains against the Host header without its port
+    /// (`example.com:8080` matches `example.com`).
+    pub fn strip_any_host_port(mut self) -> Self {
+        self.hcm.strip_any_host_port = true;
         self
     }
 
