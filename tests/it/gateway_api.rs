@@ -511,3 +511,105 @@ async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
     )
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_named_rule() -> anyhow::Result<()> {
+    let ok = |path| {
+        (Request { path, ..Default::default() }, Expect { status: 200, namespace: Some(NS), ..Default::default() })
+    };
+    run("httproute-named-rule", SAME, vec![ok("/named"), ok("/unnamed")]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_backend_protocol_h2c() -> anyhow::Result<()> {
+    let (mut req, want) = to("/", V1);
+    req.h2c = true;
+    run("httproute-backend-protocol-h2c", SAME, vec![(req, want)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_service_types() -> anyhow::Result<()> {
+    let table = ["/manual-endpointslices", "/headless", "/headless-manual-endpointslices"].map(|p| to(p, V1));
+    run("httproute-service-types", SAME, table.to_vec()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_http_listener_isolation() -> anyhow::Result<()> {
+    let table = vec![
+        host(to("/empty-hostname", V1), "bar.com"),
+        host(status("/wildcard-example-com", 404), "bar.com"),
+        host(status("/wildcard-foo-example-com", 404), "bar.com"),
+        host(status("/abc-foo-example-com", 404), "bar.com"),
+        host(status("/empty-hostname", 404), "bar.example.com"),
+        host(to("/wildcard-example-com", V1), "bar.example.com"),
+        host(status("/wildcard-foo-example-com", 404), "bar.example.com"),
+        host(status("/abc-foo-example-com", 404), "bar.example.com"),
+        host(status("/empty-hostname", 404), "bar.foo.example.com"),
+        host(status("/wildcard-example-com", 404), "bar.foo.example.com"),
+        host(to("/wildcard-foo-example-com", V1), "bar.foo.example.com"),
+        host(status("/abc-foo-example-com", 404), "bar.foo.example.com"),
+        host(status("/empty-hostname", 404), "abc.foo.example.com"),
+        host(status("/wildcard-example-com", 404), "abc.foo.example.com"),
+        host(status("/wildcard-foo-example-com", 404), "abc.foo.example.com"),
+        host(to("/abc-foo-example-com", V1), "abc.foo.example.com"),
+    ];
+    xdst_tests::init_logging();
+    let c = Case::start("gateway-http-listener-isolation").await?;
+    for gateway in ["http-listener-isolation", "http-listener-isolation-with-hostname-intersection"] {
+        for (req, want) in &table {
+            c.expect(&format!("{NS}/{gateway}"), 80, req, want).await?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_timeouts() -> anyhow::Result<()> {
+    let ok = |path| {
+        (Request { path, ..Default::default() }, Expect { status: 200, namespace: Some(NS), ..Default::default() })
+    };
+    run(
+        "httproute-timeout-request",
+        SAME,
+        vec![ok("/request-timeout"), status("/request-timeout?delay=1s", 504), ok("/disable-request-timeout?delay=1s")],
+    )
+    .await?;
+    run(
+        "httproute-timeout-backend-request",
+        SAME,
+        vec![ok("/backend-timeout"), status("/backend-timeout?delay=1s", 504), ok("/disable-backend-timeout?delay=1s")],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_weight() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-weight").await?;
+    let req = Request { path: "/", ..Default::default() };
+    c.expect(SAME, 80, &req, &Expect { status: 200, namespace: Some(NS), ..Default::default() }).await?;
+    // The upstream test's weights, 70/30/0, within a tolerance (binomial, n = 400: one
+    // standard deviation is 2.3 points).
+    let n = 400;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let answer = xdst_tests::gateway_api::send(c.addr(SAME, 80), &req).await?;
+        anyhow::ensure!(answer.status == 200, "status {}: {}", answer.status, answer.body);
+        let echo: serde_json::Value = serde_json::from_str(&answer.body)?;
+        let pod = echo["pod"].as_str().unwrap_or("").to_owned();
+        *seen.entry(pod.rsplit_once('-').map_or(pod.clone(), |(b, _)| b.to_owned())).or_insert(0u32) += 1;
+    }
+    let share = |b: &str| f64::from(*seen.get(b).unwrap_or(&0)) / f64::from(n);
+    anyhow::ensure!(
+        (0.6..=0.8).contains(&share(V1)),
+        "{V1}: {:.2} of requests, want 0.70 +- 0.10 ({seen:?})",
+        share(V1)
+    );
+    anyhow::ensure!(
+        (0.2..=0.4).contains(&share(V2)),
+        "{V2}: {:.2} of requests, want 0.30 +- 0.10 ({seen:?})",
+        share(V2)
+    );
+    anyhow::ensure!(share(V3) == 0.0, "{V3} has weight 0 but got requests ({seen:?})");
+    Ok(())
+}

@@ -6,7 +6,8 @@
 //!
 //! HTTP/1.1 and cleartext HTTP/2 (prior knowledge) are served on the same port. A request
 //! header `X-Echo-Set-Header: X-Foo: bar, X-Baz:qux` makes the echo add `X-Foo: bar` and
-//! `X-Baz: qux` to its response.
+//! `X-Baz: qux` to its response; a query parameter `delay=1s` (or `250ms`, at most
+//! [`MAX_DELAY`]) makes it wait that long before answering, for timeout tests.
 
 use std::convert::Infallible;
 use std::io;
@@ -27,6 +28,18 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// Request bodies are read up to this many bytes, then the rest is left unread.
 const BODY_LIMIT: usize = 1 << 20;
+/// The longest `delay` a request may ask for.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The `delay` query parameter: `<n>s` or `<n>ms`.
+fn delay(query: &str) -> Option<std::time::Duration> {
+    let value = query.split('&').find_map(|kv| kv.strip_prefix("delay="))?;
+    let d = match value.strip_suffix("ms") {
+        Some(ms) => std::time::Duration::from_millis(ms.parse().ok()?),
+        None => std::time::Duration::from_secs(value.strip_suffix('s')?.parse().ok()?),
+    };
+    Some(d.min(MAX_DELAY))
+}
 
 /// An echo server on 127.0.0.1 (a port the OS picked). Stops, with its connections, when dropped.
 pub struct Echo {
@@ -91,6 +104,9 @@ async fn echo(req: Request<Incoming>, namespace: &str, pod: &str) -> Response<Fu
             Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
             _ => break,
         }
+    }
+    if let Some(d) = parts.uri.query().and_then(delay) {
+        tokio::time::sleep(d).await;
     }
     let host = match parts.headers.get(header::HOST) {
         Some(h) => String::from_utf8_lossy(h.as_bytes()).into_owned(),

@@ -3,9 +3,11 @@
 //! `gateway-api` plugin to a real Envoy, with an [`Echo`] backend for every Service.
 //!
 //! - The manifests load as shipped, `{GATEWAY_CLASS_NAME}` replaced by `xdst`.
-//! - Every Service gets an echo (pod `<service>-0`) and an EndpointSlice naming it for each of
-//!   the Service's ports; a Service the case gives EndpointSlices of its own gets its echo
-//!   address written into them.
+//! - Every Service gets an echo and an EndpointSlice naming it for each of the Service's
+//!   ports. The echo's pod is `<app>-0`, after the Service's `selector.app` (the Deployment the
+//!   upstream suite runs), or after the Service's name. A Service the case gives EndpointSlices
+//!   of its own has no selector: the upstream test fills them with `infra-backend-v1`'s pods,
+//!   so its echo is `infra-backend-v1-0` and the case's IPv4 slices point at it.
 //! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case), and every
 //!   Gateway port is offset by [`PORT_OFFSET`], so cases run in parallel and bind no
 //!   privileged port.
@@ -62,6 +64,8 @@ pub struct Request {
     pub headers: Vec<(&'static str, &'static str)>,
     /// Response headers the echo backend is asked to set (`X-Echo-Set-Header`).
     pub backend_sets: Vec<(&'static str, &'static str)>,
+    /// HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
+    pub h2c: bool,
 }
 
 /// What must come back.
@@ -121,6 +125,8 @@ struct Service {
     namespace: String,
     name: String,
     ports: Vec<Option<String>>,
+    /// `spec.selector.app`: which Deployment's pods serve it upstream.
+    app: Option<String>,
 }
 
 impl Case {
@@ -146,6 +152,7 @@ impl Case {
                         .flatten()
                         .map(|p| p["name"].as_str().map(str::to_owned))
                         .collect(),
+                    app: d.json["spec"]["selector"]["app"].as_str().map(str::to_owned),
                 }),
                 (Some("gateway.networking.k8s.io"), "Gateway") => {
                     let ip = Ipv4Addr::new(block[0], block[1], block[2], 10 + gateways.len() as u8);
@@ -168,7 +175,13 @@ impl Case {
         let mut echoes = Vec::new();
         let mut extra = String::new();
         for s in &services {
-            let echo = Echo::start(&s.namespace, &format!("{}-0", s.name)).await?;
+            let own = own_slices.contains_key(&(s.namespace.clone(), s.name.clone()));
+            let app = match (&s.app, own) {
+                (Some(app), _) => app.clone(),
+                (None, true) => "infra-backend-v1".to_owned(),
+                (None, false) => s.name.clone(),
+            };
+            let echo = Echo::start(&s.namespace, &format!("{app}-0")).await?;
             let port = echo.addr.port();
             let ports: Vec<Value> = s
                 .ports
@@ -190,15 +203,15 @@ impl Case {
                 "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
                 "ports": ports,
             });
-            if !own_slices.contains_key(&(s.namespace.clone(), s.name.clone())) {
+            if !own {
                 extra.push_str(&format!("---\n{slice}\n"));
             }
-            echoes.push(echo);
+            echoes.push((s.name.clone(), echo));
         }
         // The case's own slices: the IPv4 ones point at the echo, keeping the case's port
         // names; the others stay empty (the echo has no IPv6 address).
         for ((ns, service), slices) in &own_slices {
-            let Some(echo) = echoes.iter().find(|e| e.namespace == *ns && e.pod == format!("{service}-0")) else {
+            let Some((_, echo)) = echoes.iter().find(|(name, e)| e.namespace == *ns && name == service) else {
                 continue;
             };
             for s in slices {
@@ -226,6 +239,7 @@ impl Case {
         crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
         let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
         let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;
+        let echoes = echoes.into_iter().map(|(_, e)| e).collect();
         Ok(Case { name: case.to_owned(), gateways, echoes, xdst, envoy, _intent: intent, _plugins: plugins })
     }
 
@@ -287,15 +301,19 @@ fn remove_documents(text: &str, drop: impl Fn(&xdst_core::intent::IntentDocument
         .join("\n---")
 }
 
-/// One HTTP/1.1 request on a fresh connection, within 5 s.
+/// One request on a fresh connection (HTTP/1.1, or h2c when the request says so), within 5 s.
 pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
     let exchange = async {
         let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
+        let io = hyper_util::rt::TokioIo::new(stream);
         let host = req.host.map(str::to_owned).unwrap_or_else(|| addr.to_string());
-        let mut builder =
-            http::Request::builder().method(req.method.unwrap_or("GET")).uri(req.path).header("host", host);
+        let mut builder = http::Request::builder().method(req.method.unwrap_or("GET"));
+        if req.h2c {
+            // HTTP/2 carries the host as the URI's authority.
+            builder = builder.uri(format!("http://{host}{}", req.path));
+        } else {
+            builder = builder.uri(req.path).header("host", host);
+        }
         for (k, v) in &req.headers {
             builder = builder.header(*k, *v);
         }
@@ -303,7 +321,17 @@ pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
             let pairs: Vec<String> = req.backend_sets.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             builder = builder.header("X-Echo-Set-Header", pairs.join(","));
         }
-        let response = sender.send_request(builder.body(Empty::<bytes::Bytes>::new())?).await?;
+        let request = builder.body(Empty::<bytes::Bytes>::new())?;
+        let response = if req.h2c {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await?;
+            tokio::spawn(conn);
+            sender.send_request(request).await?
+        } else {
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
+            tokio::spawn(conn);
+            sender.send_request(request).await?
+        };
         let status = response.status().as_u16();
         let headers = response
             .headers()
