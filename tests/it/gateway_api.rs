@@ -278,9 +278,10 @@ async fn httproute_listener_port_matching() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn httproute_request_header_modifier() -> anyhow::Result<()> {
-    let table = vec![
+/// The requests of upstream's `HTTPRouteRequestHeaderModifier`, which its backend variant
+/// shares.
+fn request_header_table() -> Vec<(Request, Expect)> {
+    vec![
         received(
             with(to("/set", V1), &[("Some-Other-Header", "val")]),
             &[("Some-Other-Header", "val"), ("X-Header-Set", "set-overwrites-values")],
@@ -339,8 +340,57 @@ async fn httproute_request_header_modifier() -> anyhow::Result<()> {
             ],
             &["x-header-remove", "X-Header-Remove"],
         ),
-    ];
-    run("httproute-request-header-modifier", SAME, table).await
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_header_modifier() -> anyhow::Result<()> {
+    run("httproute-request-header-modifier", SAME, request_header_table()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_backend_request_header_modifier() -> anyhow::Result<()> {
+    run("httproute-backend-request-header-modifier", SAME, request_header_table()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_header_modifier_backend_weights() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-request-header-modifier-backend-weights").await?;
+    let req = Request { path: "/", ..Default::default() };
+    c.expect(SAME, 80, &req, &Expect { status: 200, namespace: Some(NS), ..Default::default() }).await?;
+    // Each backend's share carries the header its own filter sets, naming that backend.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..100 {
+        let answer = xdst_tests::gateway_api::send(c.addr(SAME, 80), &req).await?;
+        let echo: serde_json::Value = serde_json::from_str(&answer.body)?;
+        let backend = echo["headers"]["Backend"].as_array().cloned().unwrap_or_default();
+        anyhow::ensure!(backend.len() == 1, "want one Backend header, got {backend:?}");
+        let (pod, named) = (echo["pod"].as_str().unwrap_or(""), backend[0].as_str().unwrap_or(""));
+        anyhow::ensure!(pod.starts_with(named), "pod {pod} got Backend: {named}");
+        seen.insert(named.to_owned());
+    }
+    anyhow::ensure!(seen.len() == 2, "both backends should have had requests: {seen:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_backend_url_rewrite_and_redirect() -> anyhow::Result<()> {
+    let mut full = to("/full/original", V1);
+    full.1.backend_path = Some("/rewritten-full");
+    let mut prefix = to("/prefix/original", V1);
+    prefix.1.backend_path = Some("/rewritten-prefix/original");
+    run("httproute-backend-url-rewrite", SAME, vec![full, prefix]).await?;
+    let to_path = |path| Redirect { path: Some(path), ..Default::default() };
+    run(
+        "httproute-backend-request-redirect",
+        SAME,
+        vec![
+            redirect("/full/original", 302, to_path("/redirected-full")),
+            redirect("/prefix/original", 302, to_path("/redirected-prefix/original")),
+        ],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,7 +438,8 @@ async fn httproute_response_header_modifier() -> anyhow::Result<()> {
 async fn httproute_invalid_backend_refs_answer_500() -> anyhow::Result<()> {
     run("httproute-invalid-nonexistent-backendref", SAME, vec![status("/", 500)]).await?;
     run("httproute-invalid-backendref-unknown-kind", SAME, vec![status("/v2", 500)]).await?;
-    run("httproute-invalid-cross-namespace-backend-ref", SAME, vec![status("/", 500)]).await
+    run("httproute-invalid-cross-namespace-backend-ref", SAME, vec![status("/", 500)]).await?;
+    run("httproute-invalid-reference-grant", SAME, vec![status("/", 500)]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,7 +528,9 @@ async fn httproute_redirects() -> anyhow::Result<()> {
     )
     .await?;
     run("httproute-303-redirect", SAME, vec![method(redirect("/see-other", 303, r(None, None, None, None)), "POST")])
-        .await
+        .await?;
+    run("httproute-307-redirect", SAME, vec![redirect("/temporary", 307, r(None, None, None, None))]).await?;
+    run("httproute-308-redirect", SAME, vec![redirect("/permanent", 308, r(None, None, None, None))]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

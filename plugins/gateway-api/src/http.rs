@@ -82,7 +82,7 @@ pub fn check(rule: &HttpRouteRule, at: &str) -> Result<(), (&'static str, String
             }
         }
     }
-    for f in &rule.filters {
+    for f in rule.filters.iter().chain(rule.backend_refs.iter().flat_map(|b| &b.filters)) {
         if !SUPPORTED_FILTERS.contains(&f.kind.as_str()) {
             return Err(("UnsupportedValue", format!("{at}.filters: type {:?} is not supported", f.kind)));
         }
@@ -111,6 +111,19 @@ pub fn rule(
     listener_port: u16,
 ) -> Rule {
     let mut out = Rule::default();
+    // A rule with one backend: that backend's filters apply to all its traffic, as the rule's
+    // own would. With several, each backend's request header changes apply to its share.
+    let lifted;
+    let rule = match rule.backend_refs.as_slice() {
+        [only] if !only.filters.is_empty() => {
+            let mut r = rule.clone();
+            let filters = std::mem::take(&mut r.backend_refs[0].filters);
+            r.filters.extend(filters);
+            lifted = r;
+            &lifted
+        }
+        _ => rule,
+    };
     let action = action(world, owner, rule, listener_port, &mut out);
     let default_match = [HttpRouteMatch::default()];
     let matches = if rule.matches.is_empty() { &default_match[..] } else { &rule.matches };
@@ -277,7 +290,17 @@ fn action(
         if let Ok(b) = backends::resolve(world, owner.kind, owner.namespace, r) {
             let weight = r.weight.unwrap_or(1);
             if weight > 0 {
-                clusters.push((b.cluster(), weight));
+                let mut weighted = ClusterWeight {
+                    name: b.cluster(),
+                    weight: Some(UInt32Value { value: weight }),
+                    ..Default::default()
+                };
+                for h in r.filters.iter().filter(|f| f.kind == "RequestHeaderModifier") {
+                    if let Some(h) = &h.request_header_modifier {
+                        modify(h, &mut weighted.request_headers_to_add, &mut weighted.request_headers_to_remove);
+                    }
+                }
+                clusters.push(weighted);
             }
             out.backends.insert(b, ());
         }
@@ -286,21 +309,12 @@ fn action(
         // No backend to send to: the specification asks for a 500.
         return route::route::Action::DirectResponse(DirectResponseAction { status: 500, ..Default::default() });
     }
+    let plain = |c: &ClusterWeight| c.request_headers_to_add.is_empty() && c.request_headers_to_remove.is_empty();
     let mut action = RouteAction {
-        cluster_specifier: Some(if clusters.len() == 1 {
-            route_action::ClusterSpecifier::Cluster(clusters.remove(0).0)
+        cluster_specifier: Some(if clusters.len() == 1 && plain(&clusters[0]) {
+            route_action::ClusterSpecifier::Cluster(clusters.remove(0).name)
         } else {
-            route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
-                clusters: clusters
-                    .into_iter()
-                    .map(|(name, weight)| ClusterWeight {
-                        name,
-                        weight: Some(UInt32Value { value: weight }),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
+            route_action::ClusterSpecifier::WeightedClusters(WeightedCluster { clusters, ..Default::default() })
         }),
         ..Default::default()
     };

@@ -126,6 +126,9 @@ pub struct ObjectRef {
     pub port: Option<u16>,
     #[serde(default)]
     pub weight: Option<u32>,
+    /// A backendRef's own filters.
+    #[serde(default)]
+    pub filters: Vec<Filter>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
