@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The xdst quickstart: one command that builds xdst and the reference plugin (wasm), serves
-# the example intent in examples/quickstart/intent through the plugin, starts a real Envoy
+# the example intent in examples/quickstart/intent through the plugin (and the same backends
+# described with the Kubernetes Gateway API, through the gateway-api plugin beside it), starts a real Envoy
 # pointed at xdst (the bootstrap beside this script) and two local upstreams, sends traffic
 # through Envoy, edits the intent live and shows Envoy picking it up with no restart, then
 # makes a broken edit that xdst refuses while Envoy keeps serving.
@@ -11,13 +12,18 @@
 #   examples/quickstart/run.sh          run the demo, then keep everything up until Ctrl-C
 #   examples/quickstart/run.sh --once   run the demo and exit (what the test command does)
 #
-# Ports (all on 127.0.0.1): xdst xDS 18000, xdst admin 19000, Envoy listener 10000,
-# Envoy admin 9901, upstreams 8080 and 8081.
+# Ports (all on 127.0.0.1): xdst xDS 18000, xdst admin 19000, Envoy listeners 10000 (reference
+# kinds) and 10001 (Gateway API), Envoy admin 9901, upstreams 8080 and 8081.
 # shellcheck source=examples/lib.sh
 source "$(dirname "$0")/../lib.sh"
 
 # A copy of the example intent, so the live edit below does not touch the repo.
 cp -r examples/quickstart/intent "$work/intent"
+
+say "building the gateway-api plugin (wasm32), which translates intent/gateway-api.yaml"
+cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-gateway-api
+cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/xdst_plugin_gateway_api.wasm" "$work/plugins/gateway-api.wasm"
+cp examples/quickstart/gateway-api.yaml "$work/plugins/gateway-api.yaml"
 
 upstream backend-a 8080
 upstream backend-b 8081
@@ -44,6 +50,20 @@ for _ in $(seq 20); do curl -s localhost:10000/; done | sort | uniq -c | sed 's/
 curl -s -H 'x-canary: yes' localhost:10000/ | sed 's/^/  x-canary: yes -> /'
 echo "Envoy's accepted versions (content hashes, the same on every xdst replica):"
 curl -s "localhost:9901/stats?filter=version_text" | sed 's/^/  /'
+
+say "the Gateway API side (intent/gateway-api.yaml): the same backends through its Gateway on :10001"
+wait_for "Envoy to route the Gateway's traffic" curl -sf localhost:10001/
+echo "  /          -> $(curl -s localhost:10001/)"
+echo "  /b         -> $(curl -s localhost:10001/b)"
+echo "  x-canary   -> $(curl -s -H 'x-canary: yes' localhost:10001/)"
+echo "  /missing   -> HTTP $(curl -s -o /dev/null -w '%{http_code}' localhost:10001/missing) (its backend does not exist)"
+echo "  the route's status, as xdst serves it (GET /intent/HTTPRoute/demo/web):"
+curl -s localhost:19000/intent/HTTPRoute/demo/web | "$XDST_PYTHON" -c '
+import json, sys
+for p in json.load(sys.stdin)["status"]["parents"]:
+    for c in p["conditions"]:
+        print("    %s %s (%s) %s" % (c["type"], c["status"], c["reason"], c["message"]))
+'
 
 say "editing the intent: backend-a moves to port 8081"
 before="$(stat_value cluster.backend-a.version_text)"

@@ -430,6 +430,80 @@ async fn httproute_response_header_modifier() -> anyhow::Result<()> {
             &[],
         ),
         sets(to("/remove", V1), &[("X-Header-Remove", "val")], &[], &["X-Header-Remove"]),
+        sets(
+            to("/multiple", V1),
+            &[
+                ("X-Header-Set-2", "set-val-2"),
+                ("X-Header-Add-2", "add-val-2"),
+                ("X-Header-Remove-2", "remove-val-2"),
+                ("Another-Header", "another-header-val"),
+                ("X-Header-Remove-1", "val"),
+            ],
+            &[
+                ("X-Header-Set-1", "header-set-1"),
+                ("X-Header-Set-2", "header-set-2"),
+                ("X-Header-Add-1", "header-add-1"),
+                ("X-Header-Add-2", "add-val-2,header-add-2"),
+                ("X-Header-Add-3", "header-add-3"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["X-Header-Remove-1", "X-Header-Remove-2"],
+        ),
+        sets(
+            to("/case-insensitivity", V1),
+            &[
+                ("x-header-set", "original-val-set"),
+                ("x-header-add", "original-val-add"),
+                ("x-header-remove", "original-val-remove"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &[
+                ("X-Header-Set", "header-set"),
+                ("X-Header-Add", "original-val-add,header-add"),
+                ("X-Lowercase-Add", "lowercase-add"),
+                ("X-Mixedcase-Add-1", "mixedcase-add-1"),
+                ("X-Mixedcase-Add-2", "mixedcase-add-2"),
+                ("X-Uppercase-Add", "uppercase-add"),
+                ("Another-Header", "another-header-val"),
+            ],
+            &["x-header-remove", "X-Header-Remove"],
+        ),
+        received(
+            sets(
+                with(
+                    to("/response-and-request-header-modifiers", V1),
+                    &[
+                        ("X-Header-Remove", "remove-val"),
+                        ("X-Header-Add-Append", "append-val-1"),
+                        ("X-Header-Echo", "echo"),
+                    ],
+                ),
+                &[
+                    ("X-Header-Set-2", "set-val-2"),
+                    ("X-Header-Add-2", "add-val-2"),
+                    ("X-Header-Remove-2", "remove-val-2"),
+                    ("Another-Header", "another-header-val"),
+                    ("X-Header-Remove-1", "remove-val-1"),
+                    ("X-Header-Echo", "echo"),
+                ],
+                &[
+                    ("X-Header-Set-1", "header-set-1"),
+                    ("X-Header-Set-2", "header-set-2"),
+                    ("X-Header-Add-1", "header-add-1"),
+                    ("X-Header-Add-2", "add-val-2,header-add-2"),
+                    ("Another-Header", "another-header-val"),
+                    ("X-Header-Echo", "echo"),
+                ],
+                &["X-Header-Remove-1", "X-Header-Remove-2"],
+            ),
+            &[
+                ("X-Header-Add", "header-val-1"),
+                ("X-Header-Set", "set-overwrites-values"),
+                ("X-Header-Add-Append", "append-val-1,header-val-2"),
+                ("X-Header-Echo", "echo"),
+            ],
+            &["X-Header-Remove"],
+        ),
     ];
     run("httproute-response-header-modifier", SAME, table).await
 }
@@ -547,6 +621,44 @@ async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
             at(to("/strip-prefix/three", V1), "/three"),
             at(to("/strip-prefix", V1), "/"),
             at(to("/full/one/two", V1), "/one"),
+            received(
+                at(
+                    with(
+                        to("/full/rewrite-path-and-modify-headers/test", V1),
+                        &[
+                            ("X-Header-Remove", "remove-val"),
+                            ("X-Header-Add-Append", "append-val-1"),
+                            ("X-Header-Set", "set-val"),
+                        ],
+                    ),
+                    "/test",
+                ),
+                &[
+                    ("X-Header-Add", "header-val-1"),
+                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
+                    ("X-Header-Set", "set-overwrites-values"),
+                ],
+                &["X-Header-Remove"],
+            ),
+            received(
+                at(
+                    with(
+                        to("/prefix/rewrite-path-and-modify-headers/one", V1),
+                        &[
+                            ("X-Header-Remove", "remove-val"),
+                            ("X-Header-Add-Append", "append-val-1"),
+                            ("X-Header-Set", "set-val"),
+                        ],
+                    ),
+                    "/prefix/one",
+                ),
+                &[
+                    ("X-Header-Add", "header-val-1"),
+                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
+                    ("X-Header-Set", "set-overwrites-values"),
+                ],
+                &["X-Header-Remove"],
+            ),
         ],
     )
     .await?;
@@ -560,6 +672,24 @@ async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
         vec![
             rewritten(host(to("/one", V1), "rewrite.example"), "one.example.org"),
             rewritten(host(to("/two", V2), "rewrite.example"), "example.org"),
+            received(
+                rewritten(
+                    host(
+                        with(
+                            to("/rewrite-host-and-modify-headers", V2),
+                            &[("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")],
+                        ),
+                        "rewrite.example",
+                    ),
+                    "test.example.org",
+                ),
+                &[
+                    ("X-Header-Add", "header-val-1"),
+                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
+                    ("X-Header-Set", "set-overwrites-values"),
+                ],
+                &["X-Header-Remove"],
+            ),
         ],
     )
     .await
@@ -665,4 +795,256 @@ async fn httproute_weight() -> anyhow::Result<()> {
     );
     anyhow::ensure!(share(V3) == 0.0, "{V3} has weight 0 but got requests ({seen:?})");
     Ok(())
+}
+
+/// Must-show 3: a route with a bad backend reference next to a good one, added to a case that
+/// serves. The good one serves, the bad one answers 500 and its status says ResolvedRefs False
+/// with the upstream reason, and the route that served before keeps serving, its own status
+/// untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_backend_ref_is_a_condition_on_its_route_and_nothing_else_changes() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-simple-same-namespace").await?;
+    c.expect(SAME, 80, &to("/", V1).0, &to("/", V1).1).await?;
+    let route = "HTTPRoute/gateway-conformance-infra/gateway-conformance-infra-test";
+    let before = c.document(route).await?;
+    c.add(
+        "bad-ref.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mixed, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /good}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /bad}}]
+    backendRefs: [{name: no-such-service, port: 8080}]
+",
+    )?;
+    c.expect(SAME, 80, &to("/good", V1).0, &to("/good", V1).1).await?;
+    c.expect(SAME, 80, &status("/bad", 500).0, &status("/bad", 500).1).await?;
+    c.expect(SAME, 80, &to("/", V1).0, &to("/", V1).1).await?;
+    let mixed = c.document("HTTPRoute/gateway-conformance-infra/mixed").await?;
+    let conditions = &mixed["status"]["parents"][0]["conditions"];
+    let find = |t: &str| conditions.as_array().into_iter().flatten().find(|c| c["type"] == t).cloned();
+    let resolved = find("ResolvedRefs").ok_or_else(|| anyhow::anyhow!("no ResolvedRefs in {mixed}"))?;
+    anyhow::ensure!(
+        resolved["status"] == "False" && resolved["reason"] == "BackendNotFound",
+        "ResolvedRefs should be False with BackendNotFound: {resolved}"
+    );
+    anyhow::ensure!(find("Accepted").is_some_and(|a| a["status"] == "True"), "the route is still Accepted: {mixed}");
+    let after = c.document(route).await?;
+    anyhow::ensure!(before["status"] == after["status"], "the other route's status changed: {before} -> {after}");
+    anyhow::ensure!(
+        after["status"]["parents"][0]["conditions"].as_array().is_some_and(|c| !c.is_empty()),
+        "the other route has a status: {after}"
+    );
+    Ok(())
+}
+
+/// Must-show 2: `xdst translate` works on every case's folder with the manifests exactly as
+/// shipped (only `{GATEWAY_CLASS_NAME}` replaced), and `--status` prints the conditions.
+#[test]
+fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::Result<()> {
+    let xdst = xdst_tests::server::binary()?;
+    let plugins = tempfile::tempdir()?;
+    xdst_tests::plugins::install(plugins.path(), &xdst_tests::plugins::gateway_api()?, "gateway-api.wasm", None)?;
+    let mut cases: Vec<_> = std::fs::read_dir(xdst_tests::gateway_api::cases_dir())?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("manifests.yaml").exists())
+        .collect();
+    cases.sort_by_key(|e| e.file_name());
+    anyhow::ensure!(cases.len() == 63, "{} cases, want the 63 of ../shared/gateway-api-conformance", cases.len());
+    for case in &cases {
+        let intent = tempfile::tempdir()?;
+        let text = std::fs::read_to_string(case.path().join("manifests.yaml"))?.replace("{GATEWAY_CLASS_NAME}", "xdst");
+        std::fs::write(intent.path().join("manifests.yaml"), text)?;
+        let status = case.file_name() == "httproute-invalid-nonexistent-backendref";
+        let mut cmd = std::process::Command::new(&xdst);
+        cmd.arg("translate").arg("--intent").arg(intent.path()).arg("--plugins").arg(plugins.path());
+        if status {
+            cmd.args(["--status", "--format", "json"]);
+        }
+        let out = cmd.output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "xdst translate on {}: {}",
+            case.file_name().to_string_lossy(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if status {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            let route = &v["statuses"]["HTTPRoute/gateway-conformance-infra/invalid-nonexistent-backend-ref"];
+            let conditions = route["parents"][0]["conditions"].as_array().cloned().unwrap_or_default();
+            anyhow::ensure!(
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "ResolvedRefs" && c["status"] == "False" && c["reason"] == "BackendNotFound"),
+                "--status: {v}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The mirror Service's echo.
+fn echo<'a>(c: &'a Case, backend: &str) -> anyhow::Result<&'a xdst_tests::echo::Echo> {
+    c.echoes.iter().find(|e| e.pod.starts_with(backend)).ok_or_else(|| anyhow::anyhow!("no echo for {backend}"))
+}
+
+/// The request headers upstream's mirror cases expect their modifying rules to have set.
+fn modified_headers(path: &'static str) -> (Request, Expect) {
+    received(
+        with(to(path, V1), &[("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")]),
+        &[
+            ("X-Header-Add", "header-val-1"),
+            ("X-Header-Add-Append", "append-val-1,header-val-2"),
+            ("X-Header-Set", "set-overwrites-values"),
+        ],
+        &["X-Header-Remove"],
+    )
+}
+
+/// Sends each request until it is answered as expected, then waits (up to 10 s) for every
+/// mirror to have received a request for its path.
+async fn mirrored(case: &str, table: Vec<((Request, Expect), Vec<&str>)>) -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start(case).await?;
+    for ((req, want), mirrors) in &table {
+        c.expect(SAME, 80, req, want).await?;
+        for m in mirrors {
+            let e = echo(&c, m)?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !e.paths().iter().any(|p| p == req.path) {
+                anyhow::ensure!(std::time::Instant::now() < deadline, "{case}: {m} got no mirror of {}", req.path);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_mirror() -> anyhow::Result<()> {
+    mirrored(
+        "httproute-request-mirror",
+        vec![(to("/mirror", V1), vec![V2]), (modified_headers("/mirror-and-modify-headers"), vec![V2])],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_multiple_mirrors() -> anyhow::Result<()> {
+    mirrored(
+        "httproute-request-multiple-mirrors",
+        vec![
+            (to("/multi-mirror", V1), vec![V2, V3]),
+            (modified_headers("/multi-mirror-and-modify-request-headers"), vec![V2, V3]),
+        ],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_request_percentage_mirror() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-request-percentage-mirror").await?;
+    let mirror = echo(&c, V2)?;
+    for ((req, want), percent) in [
+        (to("/percent-mirror", V1), 20.0),
+        (to("/percent-mirror-fraction", V1), 50.0),
+        (modified_headers("/percent-mirror-and-modify-headers"), 35.0),
+    ] {
+        c.expect(SAME, 80, &req, &want).await?;
+        let seen = |e: &xdst_tests::echo::Echo| e.paths().iter().filter(|p| *p == req.path).count();
+        let (before, n) = (seen(mirror), 300usize);
+        for _ in 0..n {
+            let answer = xdst_tests::gateway_api::send(c.addr(SAME, 80), &req).await?;
+            anyhow::ensure!(answer.status == 200, "{}: {}", req.path, answer.status);
+        }
+        // Mirrors are sent after the answer: give the last ones a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let got = (seen(mirror) - before) as f64;
+        // Upstream's band: three binomial standard deviations around the percentage.
+        let (p, total) = (percent / 100.0, n as f64);
+        let margin = 3.0 * (total * p * (1.0 - p)).sqrt();
+        anyhow::ensure!(
+            (total * p - margin..=total * p + margin).contains(&got),
+            "{}: {got} of {n} mirrored, want {percent}% +- {margin:.0}",
+            req.path
+        );
+    }
+    Ok(())
+}
+
+/// Upstream's retry cases: each probe gets a fresh `uuid`, so the echo counts its attempts
+/// afresh; `succeedAfter` attempts fail first.
+async fn retries(case: &str, table: &[(&str, &str, u16)]) -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start(case).await?;
+    let mut probe = 0u32;
+    for (path, params, want) in table {
+        let deadline = std::time::Instant::now() + xdst_tests::gateway_api::WAIT;
+        loop {
+            probe += 1;
+            let full: &'static str = Box::leak(format!("{path}?{params}&uuid={case}-{probe}").into_boxed_str());
+            let answer =
+                xdst_tests::gateway_api::send(c.addr(SAME, 80), &Request { path: full, ..Default::default() }).await;
+            let status = answer.as_ref().map(|a| a.status).unwrap_or(0);
+            // Connection errors may end as 500 or 503, as upstream allows.
+            let ok = status == *want || (*want == 503 && status == 500);
+            if ok {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{case}: {full}: status {status}, want {want}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_retry() -> anyhow::Result<()> {
+    let a3 = "/retry/code-500-attempts-3";
+    let all2 = "/retry/code-all-attempts-2";
+    retries(
+        "httproute-retry",
+        &[
+            (a3, "responseCode=500&succeedAfter=2", 200),
+            (a3, "responseCode=500&succeedAfter=4", 500),
+            (a3, "responseCode=503&succeedAfter=2", 503),
+            (all2, "responseCode=500&succeedAfter=1", 200),
+            (all2, "responseCode=500&succeedAfter=3", 500),
+            (all2, "responseCode=502&succeedAfter=1", 200),
+            (all2, "responseCode=502&succeedAfter=3", 502),
+            (all2, "responseCode=503&succeedAfter=1", 200),
+            (all2, "responseCode=503&succeedAfter=3", 503),
+            (all2, "responseCode=504&succeedAfter=1", 200),
+            (all2, "responseCode=504&succeedAfter=3", 504),
+        ],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_retry_connection_error() -> anyhow::Result<()> {
+    let path = "/retry/no-status-code-attempts-3";
+    retries("httproute-retry-connection-error", &[(path, "succeedAfter=2", 200), (path, "succeedAfter=4", 503)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_retry_with_timeouts() -> anyhow::Result<()> {
+    let backend = "/retry/backend-request-timeout-200ms";
+    let request = "/retry/request-timeout-200ms";
+    retries(
+        "httproute-retry-with-timeouts",
+        &[
+            (backend, "responseCode=500&succeedAfter=2&delayRetry=300ms", 200),
+            (backend, "responseCode=500&succeedAfter=3&delayRetry=300ms", 504),
+            (request, "responseCode=500&succeedAfter=1", 200),
+            (request, "responseCode=500&succeedAfter=4&delayRetry=100ms", 504),
+        ],
+    )
+    .await
 }

@@ -114,9 +114,9 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
             "another contract version",
             "future.wasm",
             wat::parse_str(
-                r#"(component (import "xdst:plugin/log@0.2.0" (instance (export "log" (func (param "message" string))))))"#,
+                r#"(component (import "xdst:plugin/log@0.9.0" (instance (export "log" (func (param "message" string))))))"#,
             )?,
-            "speaks version 0.2.0 of the xdst:plugin contract",
+            "speaks version 0.9.0 of the xdst:plugin contract",
         ),
         (
             "fails on the current intent",

@@ -8,8 +8,12 @@
 //! header `X-Echo-Set-Header: X-Foo: bar, X-Baz:qux` makes the echo add `X-Foo: bar` and
 //! `X-Baz: qux` to its response; a query parameter `delay=1s` (or `250ms`, at most
 //! [`MAX_DELAY`]) makes it wait that long before answering, for timeout tests.
+//!
+//! Retries are simulated as the upstream echo does: a request with `uuid=U&succeedAfter=N`
+//! fails its first N attempts (per `U`), with `responseCode` when given and otherwise by
+//! dropping the connection, each after `delayRetry` when given. The paths it received are kept
+//! ([`Echo::paths`]), so a test can see what a mirror got.
 
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,9 +35,17 @@ const BODY_LIMIT: usize = 1 << 20;
 /// The longest `delay` a request may ask for.
 pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The `delay` query parameter: `<n>s` or `<n>ms`.
-fn delay(query: &str) -> Option<std::time::Duration> {
-    let value = query.split('&').find_map(|kv| kv.strip_prefix("delay="))?;
+/// Paths kept for [`Echo::paths`], and retry simulations tracked, at most.
+const KEPT: usize = 10_000;
+
+/// A query parameter's value.
+fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// A duration query parameter: `<n>s` or `<n>ms`.
+fn duration(query: &str, name: &str) -> Option<std::time::Duration> {
+    let value = param(query, name)?;
     let d = match value.strip_suffix("ms") {
         Some(ms) => std::time::Duration::from_millis(ms.parse().ok()?),
         None => std::time::Duration::from_secs(value.strip_suffix('s')?.parse().ok()?),
@@ -41,12 +53,34 @@ fn delay(query: &str) -> Option<std::time::Duration> {
     Some(d.min(MAX_DELAY))
 }
 
+/// What every connection of one echo shares.
+struct Shared {
+    namespace: String,
+    pod: String,
+    requests: AtomicU64,
+    paths: std::sync::Mutex<std::collections::VecDeque<String>>,
+    /// Retry simulations: attempts seen per `uuid`.
+    attempts: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// A simulated failure that drops the connection.
+#[derive(Debug)]
+struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("retry simulation: connection dropped")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
 /// An echo server on 127.0.0.1 (a port the OS picked). Stops, with its connections, when dropped.
 pub struct Echo {
     pub addr: SocketAddr,
     pub pod: String,
     pub namespace: String,
-    requests: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     task: JoinHandle<()>,
 }
 
@@ -55,9 +89,14 @@ impl Echo {
     pub async fn start(namespace: &str, pod: &str) -> io::Result<Echo> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let requests = Arc::new(AtomicU64::new(0));
-        let who: Arc<(String, String)> = Arc::new((namespace.to_owned(), pod.to_owned()));
-        let counter = requests.clone();
+        let shared = Arc::new(Shared {
+            namespace: namespace.to_owned(),
+            pod: pod.to_owned(),
+            requests: AtomicU64::new(0),
+            paths: Default::default(),
+            attempts: Default::default(),
+        });
+        let serving = shared.clone();
         let task = tokio::spawn(async move {
             // Owned by this task, so aborting it also aborts every connection.
             let mut conns = JoinSet::new();
@@ -66,14 +105,14 @@ impl Echo {
                     continue;
                 };
                 while conns.try_join_next().is_some() {}
-                let (who, counter) = (who.clone(), counter.clone());
+                let shared = serving.clone();
                 conns.spawn(async move {
                     let service = service_fn(move |req| {
-                        let (who, counter) = (who.clone(), counter.clone());
+                        let shared = shared.clone();
                         async move {
-                            let response = echo(req, &who.0, &who.1).await;
-                            counter.fetch_add(1, Ordering::Relaxed);
-                            Ok::<_, Infallible>(response)
+                            let response = echo(req, &shared).await;
+                            shared.requests.fetch_add(1, Ordering::Relaxed);
+                            response
                         }
                     });
                     let builder = auto::Builder::new(TokioExecutor::new());
@@ -81,12 +120,17 @@ impl Echo {
                 });
             }
         });
-        Ok(Echo { addr, pod: pod.to_owned(), namespace: namespace.to_owned(), requests, task })
+        Ok(Echo { addr, pod: pod.to_owned(), namespace: namespace.to_owned(), shared, task })
     }
 
     /// How many requests it has answered.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.shared.requests.load(Ordering::Relaxed)
+    }
+
+    /// The paths (with query) of the requests it received, oldest first (the last [`KEPT`]).
+    pub fn paths(&self) -> Vec<String> {
+        self.shared.paths.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
     }
 }
 
@@ -96,8 +140,43 @@ impl Drop for Echo {
     }
 }
 
-async fn echo(req: Request<Incoming>, namespace: &str, pod: &str) -> Response<Full<Bytes>> {
+async fn echo(req: Request<Incoming>, shared: &Shared) -> Result<Response<Full<Bytes>>, Dropped> {
+    let (namespace, pod) = (shared.namespace.as_str(), shared.pod.as_str());
     let (parts, mut body) = req.into_parts();
+    let query = parts.uri.query().unwrap_or("");
+    {
+        let mut paths = shared.paths.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if paths.len() == KEPT {
+            paths.pop_front();
+        }
+        paths.push_back(parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned());
+    }
+    if let (Some(uuid), Some(after)) =
+        (param(query, "uuid"), param(query, "succeedAfter").and_then(|n| n.parse::<u32>().ok()))
+    {
+        let attempt = {
+            let mut attempts = shared.attempts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if attempts.len() >= KEPT && !attempts.contains_key(uuid) {
+                attempts.clear();
+            }
+            let n = attempts.entry(uuid.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if attempt <= after {
+            if let Some(d) = duration(query, "delayRetry") {
+                tokio::time::sleep(d).await;
+            }
+            return match param(query, "responseCode").and_then(|c| http::StatusCode::from_bytes(c.as_bytes()).ok()) {
+                Some(code) => {
+                    let mut r = Response::new(Full::new(Bytes::from_static(b"retry simulation")));
+                    *r.status_mut() = code;
+                    Ok(r)
+                }
+                None => Err(Dropped),
+            };
+        }
+    }
     let mut read = 0;
     while read < BODY_LIMIT {
         match body.frame().await {
@@ -105,7 +184,7 @@ async fn echo(req: Request<Incoming>, namespace: &str, pod: &str) -> Response<Fu
             _ => break,
         }
     }
-    if let Some(d) = parts.uri.query().and_then(delay) {
+    if let Some(d) = duration(query, "delay") {
         tokio::time::sleep(d).await;
     }
     let host = match parts.headers.get(header::HOST) {
@@ -148,7 +227,7 @@ async fn echo(req: Request<Incoming>, namespace: &str, pod: &str) -> Response<Fu
             }
         }
     }
-    response
+    Ok(response)
 }
 
 /// A header name as Go's `http.CanonicalHeaderKey` writes it: `x-echo-set-header` becomes

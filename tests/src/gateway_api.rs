@@ -254,6 +254,20 @@ impl Case {
         Ok(())
     }
 
+    /// Adds `yaml` to the case's intent as the file `name`.
+    pub fn add(&self, name: &str, yaml: &str) -> anyhow::Result<()> {
+        xdst_core::files::write_atomic(&self._intent.path().join(name), yaml)?;
+        Ok(())
+    }
+
+    /// A document as the admin API serves it (`GET /intent/{kind}/{namespace}/{name}`), with
+    /// its status.
+    pub async fn document(&self, path: &str) -> anyhow::Result<Value> {
+        let (status, body) = crate::upstream::http_get(self.xdst.admin_addr, &format!("/intent/{path}")).await?;
+        anyhow::ensure!(status == 200, "GET /intent/{path}: {status} {body}");
+        Ok(serde_json::from_str(&body)?)
+    }
+
     /// Where a Gateway (`namespace/name`) listens for its port `port`.
     pub fn addr(&self, gateway: &str, port: u16) -> SocketAddr {
         let ip = self.gateways.get(gateway).unwrap_or_else(|| panic!("case {} has no Gateway {gateway}", self.name));

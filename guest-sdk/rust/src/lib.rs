@@ -1,5 +1,5 @@
-//! The Rust SDK for xdst plugins: the `xdst:plugin@0.1.0` contract (`proto/wit`) as Rust
-//! types, [`export_translator!`] to export an implementation, typed builders for the Envoy
+//! The Rust SDK for xdst plugins: the `xdst:plugin@0.2.0` contract (`proto/wit`) as Rust
+//! types (a plugin may return each document's `statuses`; the host loads 0.1.0 plugins too), [`export_translator!`] to export an implementation, typed builders for the Envoy
 //! resources a translator usually emits ([`build`]), and helpers that read an intent
 //! document's `spec` into your own serde types with errors that name the document and field
 //! ([`IntentDocument::spec`]).
@@ -53,7 +53,7 @@
 //!             resources.push(resource(&cluster, Some(id.clone())));
 //!             resources.push(resource(&endpoints, Some(id)));
 //!         }
-//!         Ok(TranslateResponse { resources, diagnostics: vec![] })
+//!         Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] })
 //!     }
 //! }
 //!
@@ -83,7 +83,7 @@ pub use prost;
 #[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../proto/wit/xdst-plugin-0.1.0",
+        path: "../../proto/wit/xdst-plugin-0.2.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
@@ -95,8 +95,8 @@ pub mod bindings {
 pub use bindings::Guest as Translator;
 pub use bindings::xdst::plugin::log::Level;
 pub use bindings::xdst::plugin::types::{
-    Body, Diagnostic, Granularity, IntentDocument, Phase, PluginError, PluginInfo, Severity, TranslateRequest,
-    TranslateResponse, XdsResource,
+    Body, Diagnostic, DocumentStatus, Granularity, IntentDocument, Phase, PluginError, PluginInfo, Severity,
+    TranslateRequest, TranslateResponse, XdsResource,
 };
 
 /// Writes to the host's log, tagged with the plugin's name (rate- and size-limited there).

@@ -14,6 +14,8 @@ use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 
 /// The version marker this host implements; a module exporting it speaks this ABI.
 pub const MARKER: &str = "xdst_plugin_abi_0_1_0";
+/// The contract version the core-module ABI carries.
+pub const VERSION: &str = "0.1.0";
 const MARKER_PREFIX: &str = "xdst_plugin_abi_";
 
 /// What a core module is, judged by its exports.

@@ -1,6 +1,7 @@
 //! The plugin host: loads WebAssembly plugins and calls them in a sandbox. A plugin is a
-//! component of the `xdst:plugin@0.1.0` world (`proto/wit`), or a core module speaking the
-//! same contract as JSON through memory (`proto/core-abi`); both become one [`Plugin`].
+//! component of the `xdst:plugin@0.1.0` or `@0.2.0` world (`proto/wit`), or a core module
+//! speaking the 0.1.0 contract as JSON through memory (`proto/core-abi`); all become one
+//! [`Plugin`], whose calls use the 0.1.0 types ([`wit`]) plus the statuses 0.2.0 added.
 //!
 //! - No ambient authority: a plugin gets `log`, and a component may import WASI, which is
 //!   linked to an empty WASI (no files, environment, arguments or network; stdout and stderr
@@ -32,8 +33,8 @@ pub mod text_limits;
 
 pub use error::{Failure, Fault, PluginError, clip};
 pub use runtime::{
-    Abi, CONTRACT, Capabilities, DROPPED_LOG_LINES, Limits, Plugin, Runtime, RuntimeConfig, componentize_embedded,
-    digest,
+    Abi, CONTRACT, CONTRACTS, Capabilities, DROPPED_LOG_LINES, DocumentStatus, Limits, Plugin, Runtime, RuntimeConfig,
+    Translated, componentize_embedded, digest,
 };
 pub use text_limits::TextLimits;
 
@@ -44,4 +45,13 @@ pub mod wit {
         world: "plugin",
     });
     pub use self::xdst::plugin::types::*;
+}
+
+/// The types of contract 0.2.0, for components built against it. The host converts them to
+/// [`wit`]'s, which 0.2.0 extends only with statuses.
+pub mod wit2 {
+    wasmtime::component::bindgen!({
+        path: "../../proto/wit/xdst-plugin-0.2.0",
+        world: "plugin",
+    });
 }

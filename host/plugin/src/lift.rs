@@ -155,6 +155,22 @@ pub struct TranslateResponse {
     diagnostics: BoundedList<Diagnostic>,
 }
 
+/// Contract 0.2.0's response: 0.1.0's and the statuses.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct TranslateResponse2 {
+    resources: BoundedList<XdsResource>,
+    diagnostics: BoundedList<Diagnostic>,
+    statuses: BoundedList<DocumentStatus>,
+}
+
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct DocumentStatus {
+    document: BoundedString,
+    status: BoundedString,
+}
+
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct PluginError {
@@ -196,6 +212,25 @@ impl From<TranslateResponse> for wit::TranslateResponse {
                 })
                 .collect(),
         }
+    }
+}
+
+impl From<TranslateResponse> for crate::Translated {
+    fn from(r: TranslateResponse) -> Self {
+        crate::Translated { response: r.into(), statuses: Vec::new() }
+    }
+}
+
+impl From<TranslateResponse2> for crate::Translated {
+    fn from(r: TranslateResponse2) -> Self {
+        let response = TranslateResponse { resources: r.resources, diagnostics: r.diagnostics }.into();
+        let statuses = r
+            .statuses
+            .0
+            .into_iter()
+            .map(|s| crate::DocumentStatus { document: s.document.0, status: s.status.0 })
+            .collect();
+        crate::Translated { response, statuses }
     }
 }
 

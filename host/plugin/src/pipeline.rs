@@ -22,7 +22,7 @@ use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
 
 use crate::wit::{self, Granularity, Phase, PluginInfo};
-use crate::{Plugin, PluginError};
+use crate::{Plugin, PluginError, Translated};
 
 /// Something that translates: a sandboxed [`Plugin`], or (for benchmarks and tests) the same
 /// translator compiled natively.
@@ -31,6 +31,10 @@ pub trait Translate: Send + Sync {
     /// `sha256:<hex>` of the code, so a changed plugin is re-run.
     fn digest(&self) -> &str;
     fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError>;
+    /// [`translate`](Self::translate), with the documents' statuses (contract 0.2.0).
+    fn translate_full(&self, request: &wit::TranslateRequest) -> Result<Translated, PluginError> {
+        self.translate(request).map(|response| Translated { response, statuses: Vec::new() })
+    }
 }
 
 impl Translate for Plugin {
@@ -42,6 +46,9 @@ impl Translate for Plugin {
     }
     fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
         Plugin::translate(self, request)
+    }
+    fn translate_full(&self, request: &wit::TranslateRequest) -> Result<Translated, PluginError> {
+        Plugin::translate_full(self, request)
     }
 }
 
@@ -68,7 +75,10 @@ impl Translate for Renamed {
         self.plugin.digest()
     }
     fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
-        self.plugin.translate(request).map_err(|mut e| {
+        self.translate_full(request).map(|t| t.response)
+    }
+    fn translate_full(&self, request: &wit::TranslateRequest) -> Result<Translated, PluginError> {
+        self.plugin.translate_full(request).map_err(|mut e| {
             e.plugin = self.info.name.clone();
             e
         })
@@ -113,6 +123,8 @@ pub struct Translation {
     pub diagnostics: Vec<(String, wit::Diagnostic)>,
     /// Plugins called this generation, and how many documents they were given.
     pub calls: Vec<(String, usize)>,
+    /// Each document's status, as its plugin computed it (contract 0.2.0), by document id.
+    pub statuses: BTreeMap<Arc<str>, Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,6 +143,8 @@ pub enum PipelineError {
     InvalidResource(Box<InvalidResource>),
     #[error("{} {name:?} is produced by {first} and again by {second}", xdst_core::types::short_name(type_url))]
     Conflict { type_url: String, name: String, first: String, second: String },
+    #[error("plugin {plugin:?}: the status of {document:?}: {message}")]
+    InvalidStatus { plugin: String, document: String, message: String },
 }
 
 impl From<PluginError> for PipelineError {
@@ -171,6 +185,7 @@ impl PipelineError {
         match self {
             PipelineError::Plugin { error, .. } => Some(&error.plugin),
             PipelineError::InvalidResource(r) => Some(&r.plugin),
+            PipelineError::InvalidStatus { plugin, .. } => Some(plugin),
             _ => None,
         }
     }
@@ -206,6 +221,8 @@ struct PluginState {
     /// Per document (`per-document`), or everything under `""` (`whole-set`).
     outputs: OrdMap<Arc<str>, Arc<[Resource]>>,
     diagnostics: Arc<[wit::Diagnostic]>,
+    /// Document id -> its status (JSON), as the plugin last returned it.
+    statuses: OrdMap<Arc<str>, Arc<str>>,
 }
 
 /// What a generation changed: resources to take out (by type and name) and to put in.
@@ -282,8 +299,10 @@ impl Pipeline {
         }
 
         let mut diagnostics = Vec::new();
+        let mut statuses = BTreeMap::new();
         for (name, state) in &next {
             diagnostics.extend(state.diagnostics.iter().map(|d| (name.clone(), d.clone())));
+            statuses.extend(state.statuses.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         let snapshot = match &self.snapshot {
             // Apply only what changed, so untouched resources stay the same `Arc`s.
@@ -327,7 +346,7 @@ impl Pipeline {
         }
         self.plugins = next;
         self.snapshot = Some(snapshot);
-        Ok(Translation { snapshot: served, diagnostics, calls })
+        Ok(Translation { snapshot: served, diagnostics, calls, statuses })
     }
 
     /// Calls `p` with the documents `sent` (and, for a patch plugin, `resources`), counting the
@@ -339,7 +358,7 @@ impl Pipeline {
         known: &[&IntentDocument],
         resources: Vec<wit::XdsResource>,
         calls: &mut Vec<(String, usize)>,
-    ) -> Result<wit::TranslateResponse, PipelineError> {
+    ) -> Result<Translated, PipelineError> {
         let request = wit::TranslateRequest {
             node_group: self.node_group.clone(),
             documents: sent
@@ -356,7 +375,7 @@ impl Pipeline {
             config: p.config.clone(),
         };
         calls.push((p.plugin.info().name.clone(), sent.len()));
-        p.plugin.translate(&request).map_err(|error| {
+        p.plugin.translate_full(&request).map_err(|error| {
             let origin = match &error.failure {
                 crate::Failure::Reported { document: Some(doc), .. } => {
                     known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone())
@@ -397,7 +416,7 @@ impl Pipeline {
                 document: r.attribution().document,
             })
             .collect();
-        let response = self.call(p, &docs, &docs, resources, calls)?;
+        let response = self.call(p, &docs, &docs, resources, calls)?.response;
         let (mut remove, mut add) = (Vec::new(), Vec::new());
         for r in response.resources {
             let body = match &r.body {
@@ -522,19 +541,46 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs| PluginState {
+        // Statuses that stay: a per-document plugin's, of documents it is not given again.
+        let mut statuses = match prev {
+            Some(prev) if per_document => {
+                let mut s = prev.statuses.clone();
+                for id in removed.iter().chain(changed.iter().map(|d| d.id())) {
+                    s.remove(id);
+                }
+                s
+            }
+            _ => OrdMap::new(),
+        };
+        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses| PluginState {
             digest: p.plugin.digest().to_owned(),
             config: p.config.clone(),
             granularity: Some(info.granularity),
             inputs,
             outputs,
             diagnostics: diagnostics.into(),
+            statuses,
         };
         if changed.is_empty() {
-            return Ok(Some(state(outputs, diagnostics, inputs)));
+            return Ok(Some(state(outputs, diagnostics, inputs, statuses)));
         }
 
-        let response = self.call(p, &changed, &docs, vec![], calls)?;
+        let Translated { response, statuses: returned } = self.call(p, &changed, &docs, vec![], calls)?;
+        for s in returned {
+            let invalid = |message: &str| PipelineError::InvalidStatus {
+                plugin: info.name.clone(),
+                document: s.document.clone(),
+                message: message.to_owned(),
+            };
+            if !changed_ids.contains(s.document.as_str()) {
+                return Err(invalid("names a document that was not in this request"));
+            }
+            match serde_json::from_str::<serde_json::Value>(&s.status) {
+                Ok(serde_json::Value::Object(_)) => {}
+                _ => return Err(invalid("is not a JSON object")),
+            }
+            statuses.insert(Arc::from(s.document.as_str()), Arc::from(s.status));
+        }
 
         let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = if per_document {
             changed.iter().map(|d| (d.id().clone(), Vec::new())).collect()
@@ -595,7 +641,7 @@ impl Pipeline {
             outputs.insert(id, resources.into());
         }
         diagnostics.extend(response.diagnostics);
-        Ok(Some(state(outputs, diagnostics, inputs)))
+        Ok(Some(state(outputs, diagnostics, inputs, statuses)))
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::{Failure, PluginError};
 use crate::lift;
 use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
+use crate::wit2;
 
 /// How often the engine's epoch advances; deadlines are rounded up to it.
 const TICK: Duration = Duration::from_millis(5);
@@ -22,11 +23,14 @@ const TICK: Duration = Duration::from_millis(5);
 /// Plugin log lines dropped over the per-call limit, since start.
 pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The version of the `xdst:plugin` contract (`proto/wit`) this host implements.
-pub const CONTRACT: &str = "0.1.0";
+/// The newest version of the `xdst:plugin` contract (`proto/wit`) this host implements.
+pub const CONTRACT: &str = "0.2.0";
+/// Every version of the contract this host loads.
+pub const CONTRACTS: [&str; 2] = ["0.1.0", "0.2.0"];
 /// What a component may import: the contract's log function, and its types (an interface with
-/// no functions, imported by every component that uses them).
-const GRANTED: [&str; 2] = ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0"];
+/// no functions, imported by every component that uses them), in each version.
+const GRANTED: [&str; 4] =
+    ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0", "xdst:plugin/log@0.2.0", "xdst:plugin/types@0.2.0"];
 /// WASI packages a component may import. They are linked to an empty WASI: no files, no
 /// environment or arguments, no network, stdin empty; stdout and stderr are captured into the
 /// plugin's log. Interpreters (JavaScript, Python) and libc-based toolchains import these even
@@ -187,6 +191,7 @@ impl Runtime {
         }
         let mut linker = Linker::new(&engine);
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        wit2::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
         let mut core_linker = wasmtime::Linker::new(&engine);
         core_abi::add_to_linker(&mut core_linker).map_err(host)?;
@@ -213,8 +218,9 @@ impl Runtime {
                 Shape::OtherVersion(v) => {
                     return Err(err(Failure::Incompatible(format!(
                         "speaks version {v} of the core-module ABI (exports xdst_plugin_abi_{}); this xdst speaks \
-                            {CONTRACT} (see proto/core-abi/README.md)",
-                        v.replace('.', "_")
+                            {} (see proto/core-abi/README.md)",
+                        v.replace('.', "_"),
+                        core_abi::VERSION
                     ))));
                 }
                 Shape::NoMarker => {}
@@ -259,11 +265,24 @@ impl Runtime {
         let names: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
         check_imports(names.into_iter()).map_err(&err)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
-        let pre = wit::PluginPre::new(pre).map_err(|e| {
-            err(Failure::Incompatible(format!("does not implement the xdst:plugin@0.1.0 world: {e:#}")))
+        let imports: Vec<String> = ty.imports(&self.engine).map(|(n, _)| n.to_owned()).collect();
+        // The version its imports name; one that imports nothing of the contract is tried as
+        // 0.1.0, then as 0.2.0.
+        let code = if imports.iter().any(|n| n.starts_with("xdst:plugin/") && n.ends_with("@0.2.0")) {
+            wit2::PluginPre::new(pre).map(Code::Component2).map_err(|e| e.to_string())
+        } else {
+            wit::PluginPre::new(pre.clone())
+                .map(Code::Component)
+                .or_else(|e1| wit2::PluginPre::new(pre).map(Code::Component2).map_err(|e2| format!("{e1:#}; {e2:#}")))
+                .map_err(|e| e.to_string())
+        }
+        .map_err(|e| {
+            err(Failure::Incompatible(format!(
+                "does not implement the xdst:plugin world (versions {}): {e}",
+                CONTRACTS.join(", ")
+            )))
         })?;
-        let imports = ty.imports(&self.engine).map(|(n, _)| n.to_owned()).collect();
-        self.describe(label, digest, Code::Component(pre), imports, limits)
+        self.describe(label, digest, code, imports, limits)
     }
 
     /// Loads a core module that speaks the core-module ABI.
@@ -304,8 +323,13 @@ impl Runtime {
             limits,
             fuel_enabled: self.config.fuel,
         };
+        let v2 = matches!(plugin.code, Code::Component2(_));
         let info = plugin.call(
             |instance, store| {
+                if v2 {
+                    let p = wit2::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
+                    return p.call_describe(store).map(info_from_v2).map_err(CallError::Wasm);
+                }
                 let p = wit::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
                 p.call_describe(store).map_err(CallError::Wasm)
             },
@@ -390,7 +414,44 @@ impl Runtime {
 
 enum Code {
     Component(wit::PluginPre<CallState>),
+    /// A component of contract 0.2.0.
+    Component2(wit2::PluginPre<CallState>),
     Core(CorePre),
+}
+
+/// A 0.2.0 plugin's description in the host's (0.1.0) types: the record is the same.
+fn info_from_v2(i: wit2::xdst::plugin::types::PluginInfo) -> PluginInfo {
+    use wit2::xdst::plugin::types::{Granularity as G, Phase as P};
+    PluginInfo {
+        name: i.name,
+        version: i.version,
+        kinds: i.kinds,
+        phase: match i.phase {
+            P::Translate => wit::Phase::Translate,
+            P::Patch => wit::Phase::Patch,
+        },
+        granularity: match i.granularity {
+            G::PerDocument => wit::Granularity::PerDocument,
+            G::WholeSet => wit::Granularity::WholeSet,
+        },
+    }
+}
+
+/// The status a plugin gave a document (contract 0.2.0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentStatus {
+    /// The document's id.
+    pub document: String,
+    /// A JSON object, as the plugin returned it.
+    pub status: String,
+}
+
+/// What a translation returned: the 0.1.0 response, and the statuses 0.2.0 added (none from a
+/// 0.1.0 plugin).
+#[derive(Debug, Clone)]
+pub struct Translated {
+    pub response: TranslateResponse,
+    pub statuses: Vec<DocumentStatus>,
 }
 
 /// A loaded plugin: compiled, linked, described. Calls are independent: each gets a fresh
@@ -432,8 +493,15 @@ impl Plugin {
     /// Whether it is a component or a core-ABI module.
     pub fn abi(&self) -> Abi {
         match self.code {
-            Code::Component(_) => Abi::Component,
+            Code::Component(_) | Code::Component2(_) => Abi::Component,
             Code::Core(_) => Abi::CoreModule,
+        }
+    }
+    /// The version of the contract it speaks.
+    pub fn contract(&self) -> &'static str {
+        match self.code {
+            Code::Component2(_) => "0.2.0",
+            Code::Component(_) | Code::Core(_) => "0.1.0",
         }
     }
     /// What it imports (`xdst:plugin/log@0.1.0`, `wasi:cli/environment@0.2.6`, `xdst.log`).
@@ -443,19 +511,33 @@ impl Plugin {
 
     /// Translates under the plugin's limits.
     pub fn translate(&self, request: &TranslateRequest) -> Result<TranslateResponse, PluginError> {
+        self.translate_full(request).map(|t| t.response)
+    }
+
+    /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns.
+    pub fn translate_full(&self, request: &TranslateRequest) -> Result<Translated, PluginError> {
         let cap = self.limits.output_bytes;
+        let v2 = matches!(self.code, Code::Component2(_));
         let result = self.call(
-            |instance, store| translate_bounded(instance, store, request, cap),
-            |c, store| c.translate(store, request, cap),
+            |instance, store| {
+                if v2 {
+                    translate_bounded::<lift::TranslateResponse2>(instance, store, request, cap)
+                } else {
+                    translate_bounded::<lift::TranslateResponse>(instance, store, request, cap)
+                }
+            },
+            |c, store| {
+                c.translate(store, request, cap).map(|r| r.map(|response| Translated { response, statuses: vec![] }))
+            },
         )?;
-        let mut response = result
+        let mut translated = result
             .map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
-        let bytes = output_size(&response);
+        let bytes = output_size(&translated);
         if bytes > self.limits.output_bytes {
             return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }));
         }
-        crate::error::bound_diagnostics(&mut response.diagnostics);
-        Ok(response)
+        crate::error::bound_diagnostics(&mut translated.response.diagnostics);
+        Ok(translated)
     }
 
     /// A failure of this plugin, its text bounded: whatever the plugin said goes into logs,
@@ -501,6 +583,11 @@ impl Plugin {
                 .instantiate(&mut store)
                 .map_err(CallError::Wasm)
                 .and_then(|instance| component(&instance, &mut store)),
+            Code::Component2(pre) => pre
+                .instance_pre()
+                .instantiate(&mut store)
+                .map_err(CallError::Wasm)
+                .and_then(|instance| component(&instance, &mut store)),
             Code::Core(pre) => core(pre, &mut store),
         };
         store.data_mut().flush_stdio();
@@ -525,17 +612,22 @@ impl Plugin {
     }
 }
 
-/// Calls a component's `translate`, copying its result under the output cap `cap` (see
-/// [`crate::lift`]): aliased strings cannot make the copy larger than the cap.
-fn translate_bounded(
+/// Calls a component's `translate`, copying its result (`R`: the response of the plugin's
+/// contract version) under the output cap `cap` (see [`crate::lift`]): aliased strings cannot
+/// make the copy larger than the cap. The request is the same record in every version.
+fn translate_bounded<R>(
     instance: &wasmtime::component::Instance,
     store: &mut Store<CallState>,
     request: &TranslateRequest,
     cap: usize,
-) -> Result<Result<TranslateResponse, wit::PluginError>, CallError> {
-    type Returns = (Result<lift::TranslateResponse, lift::PluginError>,);
-    let f =
-        instance.get_typed_func::<(&TranslateRequest,), Returns>(&mut *store, "translate").map_err(CallError::Wasm)?;
+) -> Result<Result<Translated, wit::PluginError>, CallError>
+where
+    R: wasmtime::component::ComponentType + wasmtime::component::Lift + Into<Translated> + Send + Sync + 'static,
+{
+    type Returns<R> = (Result<R, lift::PluginError>,);
+    let f = instance
+        .get_typed_func::<(&TranslateRequest,), Returns<R>>(&mut *store, "translate")
+        .map_err(CallError::Wasm)?;
     let (result,) = lift::bounded(cap, || f.call(&mut *store, (request,))).map_err(|e| match e
         .downcast_ref::<lift::OutputCapExceeded>()
     {
@@ -546,7 +638,8 @@ fn translate_bounded(
 }
 
 /// Bytes of strings and byte lists in a response.
-fn output_size(r: &TranslateResponse) -> usize {
+fn output_size(t: &Translated) -> usize {
+    let r = &t.response;
     let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
     let res: usize = r
         .resources
@@ -562,7 +655,8 @@ fn output_size(r: &TranslateResponse) -> usize {
         })
         .sum();
     let diag: usize = r.diagnostics.iter().map(|d| d.message.len() + opt(&d.document) + opt(&d.field)).sum();
-    res + diag
+    let statuses: usize = t.statuses.iter().map(|s| s.document.len() + s.status.len()).sum();
+    res + diag + statuses
 }
 
 /// The state of one call.
@@ -691,15 +785,30 @@ impl wit::xdst::plugin::log::Host for CallState {
     }
 }
 
+impl wit2::xdst::plugin::log::Host for CallState {
+    fn log(&mut self, level: wit2::xdst::plugin::log::Level, message: String) {
+        use wit::xdst::plugin::log::Level as L;
+        use wit2::xdst::plugin::log::Level as L2;
+        let level = match level {
+            L2::Debug => L::Debug,
+            L2::Info => L::Info,
+            L2::Warn => L::Warn,
+            L2::Error => L::Error,
+        };
+        self.write_log(level, message);
+    }
+}
+
 /// Every import must be one we provide: anything else was not granted. A plugin built
 /// against another version of the contract is told so first.
 fn check_imports<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<(), Failure> {
     for name in names.clone() {
         if let Some(v) = name.strip_prefix("xdst:plugin/").and_then(|n| n.split_once('@')).map(|(_, v)| v)
-            && v != CONTRACT
+            && !CONTRACTS.contains(&v)
         {
             return Err(Failure::Incompatible(format!(
-                "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {CONTRACT} (see proto/README.md)"
+                "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {} (see proto/README.md)",
+                CONTRACTS.join(" and ")
             )));
         }
     }

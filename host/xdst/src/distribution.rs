@@ -581,7 +581,7 @@ impl Fetcher {
                 [
                     ("org.opencontainers.image.title".to_owned(), info.name.clone()),
                     ("org.opencontainers.image.version".to_owned(), info.version.clone()),
-                    ("dev.xdst.plugin.contract".to_owned(), xdst_plugin::CONTRACT.to_owned()),
+                    ("dev.xdst.plugin.contract".to_owned(), info.contract.to_owned()),
                 ]
                 .into(),
             ),
@@ -668,6 +668,8 @@ pub struct PushInfo {
     pub version: String,
     /// A component (else a core module).
     pub component: bool,
+    /// The version of the contract it speaks.
+    pub contract: &'static str,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -353,7 +353,12 @@ pub struct IntentSource {
     parsed: Mutex<ParseCache>,
     status: Mutex<Status>,
     state: Mutex<PluginState>,
+    /// The documents' statuses of the last good generation (default group), by document id.
+    statuses: Mutex<Arc<Statuses>>,
 }
+
+/// Document id -> its status (a JSON object), as the plugins computed it.
+pub type Statuses = BTreeMap<Arc<str>, Arc<str>>;
 
 /// Where the plugins are listed.
 #[allow(clippy::large_enum_variant)] // one per server, never moved in a hot path
@@ -413,7 +418,13 @@ impl IntentSource {
             parsed: Mutex::new(ParseCache::new()),
             status: Mutex::new(status),
             state: Mutex::new(PluginState::default()),
+            statuses: Mutex::new(Arc::new(Statuses::new())),
         }
+    }
+
+    /// The status of document `id` in the last good generation, if its plugin gave one.
+    pub fn status_of(&self, id: &str) -> Option<Arc<str>> {
+        locked(&self.statuses).get(id).cloned()
     }
 
     /// With a store: how many documents it may hold.
@@ -572,7 +583,8 @@ impl IntentSource {
             }
         }
         match result {
-            Ok((report, counts, resources, version, diagnostics)) => {
+            Ok((report, counts, resources, version, diagnostics, statuses)) => {
+                *locked(&self.statuses) = Arc::new(statuses);
                 st.generations_ok += 1;
                 st.last_ok_at = Some(unix_now());
                 st.last_ok_version = Some(version.clone());
@@ -651,8 +663,14 @@ struct Choice {
     candidate: bool,
 }
 
-type Published =
-    (xdst_core::cache::PublishReport, Vec<(String, usize)>, usize, String, Vec<(String, xdst_plugin::wit::Diagnostic)>);
+type Published = (
+    xdst_core::cache::PublishReport,
+    Vec<(String, usize)>,
+    usize,
+    String,
+    Vec<(String, xdst_plugin::wit::Diagnostic)>,
+    Statuses,
+);
 
 impl IntentSource {
     /// What each plugin file contributes: its current contents unless they were refused (then
@@ -841,13 +859,13 @@ impl IntentSource {
         calls: &mut BTreeMap<String, Vec<(String, usize)>>,
     ) -> Result<Published, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
-        let (publication, diagnostics) = self.translate(groups, &configured, intent, calls)?;
+        let (publication, diagnostics, statuses) = self.translate(groups, &configured, intent, calls)?;
         let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let resources = publication.default.len();
         let version = publication.default.version();
         let check = publication.clone();
         let report = ctx.cache.publish(publication).map_err(|e| publish_error(&e, &check))?;
-        Ok((report, counts, resources, version, diagnostics))
+        Ok((report, counts, resources, version, diagnostics, statuses))
     }
 
     /// Whether `intent` would translate and pass the checks with the plugins of the last good
@@ -869,12 +887,12 @@ impl IntentSource {
         };
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(ctx.nodes.groups().into_iter().filter(|g| !g.is_empty()));
-        let (publication, _) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
+        let (publication, ..) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
         ctx.cache.check(&publication).map_err(|e| publish_error(&e, &publication))
     }
 
     /// Translates `intent` for every group: the publication, and the default group's plugin
-    /// diagnostics.
+    /// diagnostics and document statuses.
     #[allow(clippy::type_complexity)]
     fn translate(
         &self,
@@ -882,7 +900,7 @@ impl IntentSource {
         configured: &[Configured],
         intent: &xdst_core::intent::IntentSet,
         calls: &mut BTreeMap<String, Vec<(String, usize)>>,
-    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>), GenerationError> {
+    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses), GenerationError> {
         // Pipelines are memos of past translations: keep them even if publishing fails.
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
@@ -911,7 +929,7 @@ impl IntentSource {
                 publication.groups.insert(g, t.snapshot);
             }
         }
-        Ok((publication, default.diagnostics))
+        Ok((publication, default.diagnostics, default.statuses))
     }
 
     /// Refusals, for `/debug/plugins`.

@@ -2,7 +2,8 @@
 //!
 //! - `GET /intent`: every intent document, with where it comes from;
 //! - `GET /intent/{kind}/{name}`, or `/intent/{kind}/{namespace}/{name}` for a namespaced
-//!   document: one document;
+//!   document: one document, with the `status` its plugin computed in the last good
+//!   generation (plugins of contract 0.2.0);
 //! - `PUT` (body: the document, YAML or JSON) and `DELETE` of the same paths: need
 //!   `Authorization: Bearer <token>`.
 //!
@@ -124,10 +125,19 @@ fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
     let Some(source) = &ctx.intent else { return not_serving() };
     match source.read_current() {
         Ok(set) => match set.get(kind, name) {
-            Some(d) => match source.mirror().and_then(|m| m.mod_revision(key_of(&d.origin))) {
-                Some(rev) => ([(http::header::ETAG, format!("\"{rev}\""))], Json(&d.json)).into_response(),
-                None => Json(&d.json).into_response(),
-            },
+            Some(d) => {
+                // The document with the status its plugin computed in the last good generation.
+                let mut doc = d.json.clone();
+                if let Some(status) = source.status_of(d.id())
+                    && let Ok(status) = serde_json::from_str::<serde_json::Value>(&status)
+                {
+                    doc["status"] = status;
+                }
+                match source.mirror().and_then(|m| m.mod_revision(key_of(&d.origin))) {
+                    Some(rev) => ([(http::header::ETAG, format!("\"{rev}\""))], Json(doc)).into_response(),
+                    None => Json(doc).into_response(),
+                }
+            }
             None => (StatusCode::NOT_FOUND, format!("no {kind}/{name}\n")).into_response(),
         },
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),

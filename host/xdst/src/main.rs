@@ -237,6 +237,11 @@ struct TranslateArgs {
     /// Write filesystem-subscription files into DIR instead of printing.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    /// Print each document's status instead of the resources: what its plugin computed (for
+    /// Gateway API objects, the Accepted, ResolvedRefs and Programmed conditions of every
+    /// route parent and Gateway listener). Plugins of contract 0.1.0 give none.
+    #[arg(long, conflicts_with = "out_dir")]
+    status: bool,
     /// Where compiled plugins are cached.
     #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
     plugin_cache: Option<PathBuf>,
@@ -670,9 +675,10 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         }
         None => {
             eprintln!("{summary}");
-            let text = match args.format {
-                Format::Json => t::render_json(&out.snapshot),
-                Format::Yaml => t::render_yaml(&out.snapshot),
+            let text = match (args.status, args.format) {
+                (true, format) => t::render_statuses(&out.statuses, matches!(format, Format::Json)),
+                (false, Format::Json) => t::render_json(&out.snapshot),
+                (false, Format::Yaml) => t::render_yaml(&out.snapshot),
             };
             use std::io::Write;
             std::io::stdout().lock().write_all(text.as_bytes())?;

@@ -263,6 +263,7 @@ pub fn push(
         name: plugin.info().name.clone(),
         version: plugin.info().version.clone(),
         component: !bytes.starts_with(b"\0asm\x01\0\0\0"),
+        contract: plugin.contract(),
     };
     let artifacts =
         cache_dir.map(|c| c.join("artifacts")).unwrap_or_else(|| std::env::temp_dir().join("xdst-artifacts"));
@@ -292,15 +293,15 @@ pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspec
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let plugin = load(file, cache_dir)?;
     let core = bytes.get(4..8) == Some(&[1, 0, 0, 0]);
+    let version = plugin.contract();
     let (module, contract) = match (core, plugin.abi()) {
-        (false, _) => ("component", format!("xdst:plugin@{} (WIT)", xdst_plugin::CONTRACT)),
-        (true, xdst_plugin::Abi::CoreModule) => (
-            "core module (core-module ABI)",
-            format!("xdst_plugin_abi_{} (proto/core-abi)", xdst_plugin::CONTRACT.replace('.', "_")),
-        ),
+        (false, _) => ("component", format!("xdst:plugin@{version} (WIT)")),
+        (true, xdst_plugin::Abi::CoreModule) => {
+            ("core module (core-module ABI)", format!("xdst_plugin_abi_{} (proto/core-abi)", version.replace('.', "_")))
+        }
         (true, _) => (
             "core module with the WIT world embedded (made a component at load)",
-            format!("xdst:plugin@{} (WIT)", xdst_plugin::CONTRACT),
+            format!("xdst:plugin@{version} (WIT)"),
         ),
     };
     let info = plugin.info();

@@ -121,6 +121,27 @@ pub fn render_yaml(snapshot: &Snapshot) -> String {
     out
 }
 
+/// Each document's status as its plugin computed it, by document id: one JSON object, or
+/// one YAML document per status (`{document, status}`).
+pub fn render_statuses(
+    statuses: &std::collections::BTreeMap<std::sync::Arc<str>, std::sync::Arc<str>>,
+    json: bool,
+) -> String {
+    let parsed = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
+    if json {
+        let all: serde_json::Map<String, Value> = statuses.iter().map(|(id, s)| (id.to_string(), parsed(s))).collect();
+        let mut s = serde_json::to_string_pretty(&json!({ "statuses": all })).unwrap();
+        s.push('\n');
+        return s;
+    }
+    let mut out = String::new();
+    for (id, s) in statuses {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(&json!({ "document": id.as_ref(), "status": parsed(s) })).unwrap());
+    }
+    out
+}
+
 /// The file a type is written to in `--out-dir`: `cds.json`, `lds.json`, ...
 pub fn file_for(type_url: &str) -> String {
     format!("{}.json", short_name(type_url))

@@ -345,30 +345,34 @@ fn action(
             out.backends.insert(b, ());
         }
     }
-    if let Some(t) = &rule.timeouts {
-        let request = t.request.as_deref().and_then(duration);
-        let backend = t.backend_request.as_deref().and_then(duration);
-        // `0s` means no timeout, as it does for Envoy.
-        action.timeout = request.or(backend).map(xdst_guest::build::duration);
-        if let Some(b) = backend {
-            let policy = action.retry_policy.get_or_insert_with(Default::default);
-            policy.per_try_timeout = Some(xdst_guest::build::duration(b));
-        }
+    // `request` bounds the whole request, retries included; `backendRequest` each attempt.
+    // `0s` means no timeout, as it does for Envoy.
+    let per_try = rule.timeouts.as_ref().and_then(|t| t.backend_request.as_deref()).and_then(duration);
+    if let Some(request) = rule.timeouts.as_ref().and_then(|t| t.request.as_deref()).and_then(duration) {
+        action.timeout = Some(xdst_guest::build::duration(request));
     }
-    if let Some(r) = &rule.retry {
+    if rule.retry.is_some() || per_try.is_some() {
         let policy = action.retry_policy.get_or_insert_with(Default::default);
-        policy.retry_on = "retriable-status-codes,connect-failure,reset".into();
-        policy.retriable_status_codes = r.codes.clone();
-        policy.num_retries = Some(UInt32Value { value: r.attempts.unwrap_or(1) });
-        if let Some(b) = r.backoff.as_deref().and_then(duration) {
-            policy.retry_back_off = Some(route::retry_policy::RetryBackOff {
-                base_interval: Some(xdst_guest::build::duration(b)),
-                ..Default::default()
-            });
-        }
-    } else if let Some(policy) = &mut action.retry_policy {
-        // A per-try timeout alone: one try, bounded.
+        let mut on = vec!["connect-failure", "reset"];
         policy.num_retries = Some(UInt32Value { value: 0 });
+        if let Some(r) = &rule.retry {
+            if !r.codes.is_empty() {
+                on.push("retriable-status-codes");
+            }
+            policy.retriable_status_codes = r.codes.clone();
+            policy.num_retries = Some(UInt32Value { value: r.attempts.unwrap_or(1) });
+            if let Some(b) = r.backoff.as_deref().and_then(duration) {
+                policy.retry_back_off = Some(route::retry_policy::RetryBackOff {
+                    base_interval: Some(xdst_guest::build::duration(b)),
+                    ..Default::default()
+                });
+            }
+        }
+        if let Some(t) = per_try.filter(|t| !t.is_zero()) {
+            policy.per_try_timeout = Some(xdst_guest::build::duration(t));
+            on.push("per-try-timeout");
+        }
+        policy.retry_on = on.join(",");
     }
     route::route::Action::Route(action)
 }

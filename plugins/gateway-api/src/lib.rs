@@ -14,8 +14,9 @@
 //! | EndpointSlice | the endpoints of its Service's clusters |
 //!
 //! Conditions (Accepted, ResolvedRefs, Programmed) are worked out for every route parent and
-//! Gateway listener (`status.rs`); those that are False reach the host as warnings naming the
-//! document. `CONFORMANCE.md` lists the upstream conformance cases and how each fares.
+//! Gateway listener (`status.rs`) and returned as the documents' statuses (contract 0.2.0),
+//! which `xdst translate --status` prints and `GET /intent/...` serves; those that are False
+//! are also warnings naming the document. `CONFORMANCE.md` lists the upstream conformance cases and how each fares.
 
 mod backends;
 mod config;
@@ -27,7 +28,8 @@ mod status;
 mod world;
 
 use xdst_guest::{
-    Diagnostic, Granularity, Phase, PluginError, PluginInfo, Severity, TranslateRequest, TranslateResponse, Translator,
+    Diagnostic, DocumentStatus, Granularity, Phase, PluginError, PluginInfo, Severity, TranslateRequest,
+    TranslateResponse, Translator,
 };
 
 pub use config::{Config, DEFAULT_CONTROLLER};
@@ -60,19 +62,23 @@ impl Translator for GatewayApi {
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let (out, _) = translate(&request)?;
+        let (mut out, statuses) = translate(&request)?;
+        out.statuses = statuses
+            .into_iter()
+            .map(|(document, status)| DocumentStatus { document, status: status.to_string() })
+            .collect();
         Ok(out)
     }
 }
 
 /// Translates a request; also returns every document's status (`status` as Kubernetes would
-/// show it), by id.
+/// show it), by id. The plugin returns them as the contract's `statuses` (0.2.0).
 pub fn translate(
     request: &TranslateRequest,
 ) -> Result<(TranslateResponse, std::collections::BTreeMap<String, serde_json::Value>), PluginError> {
     let config = Config::parse(&request.config)?;
     let world = world::World::read(&request.documents)?;
-    let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new() };
+    let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
     let mut statuses = status::Statuses { controller: config.controller_name.clone(), ..Default::default() };
     let backends = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
     backends::emit(&world, &backends, &mut out);

@@ -47,8 +47,11 @@ impl Translator for Reference {
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         check_config(&request.config)?;
-        let mut out =
-            TranslateResponse { resources: Vec::with_capacity(request.documents.len() * 2), diagnostics: Vec::new() };
+        let mut out = TranslateResponse {
+            resources: Vec::with_capacity(request.documents.len() * 2),
+            diagnostics: Vec::new(),
+            statuses: Vec::new(),
+        };
         for doc in &request.documents {
             match doc.kind.as_str() {
                 "Service" => service::translate(doc, &mut out)?,

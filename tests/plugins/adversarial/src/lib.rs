@@ -22,7 +22,7 @@ impl Translator for Adversary {
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![] });
+        let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] });
         let mode = request.config.trim().trim_matches('"').to_owned();
         if let Some((what, n)) = mode.split_once(':') {
             let n: usize = n.parse().unwrap_or(0);
@@ -58,6 +58,7 @@ impl Translator for Adversary {
                             field: None,
                         })
                         .collect(),
+                    statuses: vec![],
                 }),
                 other => Err(PluginError { message: format!("unknown mode {other:?}"), document: None, field: None }),
             };

@@ -103,7 +103,7 @@ impl Translator for Swap {
                 document,
             });
         }
-        Ok(TranslateResponse { resources, diagnostics: vec![] })
+        Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] })
     }
 }
 
