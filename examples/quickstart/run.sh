@@ -17,13 +17,15 @@
 # shellcheck source=examples/lib.sh
 source "$(dirname "$0")/../lib.sh"
 
-# A copy of the example intent, so the live edit below does not touch the repo.
+# A copy of the example intent, so the live edit below does not touch the repo: the reference
+# kinds, and beside them the same backends as Gateway API objects.
 cp -r examples/quickstart/intent "$work/intent"
+cp examples/quickstart/gateway-api/gateway-api.yaml "$work/intent/"
 
 say "building the gateway-api plugin (wasm32), which translates intent/gateway-api.yaml"
 cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-gateway-api
 cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/xdst_plugin_gateway_api.wasm" "$work/plugins/gateway-api.wasm"
-cp examples/quickstart/gateway-api.yaml "$work/plugins/gateway-api.yaml"
+cp examples/quickstart/gateway-api-plugin.yaml "$work/plugins/gateway-api.yaml"
 
 upstream backend-a 8080
 upstream backend-b 8081

@@ -1048,3 +1048,60 @@ async fn httproute_retry_with_timeouts() -> anyhow::Result<()> {
     )
     .await
 }
+
+/// Issue 19, point 1: namespaced documents through the intent API. `PUT`, `GET` and `DELETE`
+/// of `/intent/{kind}/{namespace}/{name}`; the document is stored as
+/// `_api/KIND/NAMESPACE/NAME.yaml`; a body whose namespace differs from the path is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaced_documents_through_the_intent_api() -> anyhow::Result<()> {
+    use xdst_tests::xds::http_with;
+    xdst_tests::init_logging();
+    let intent = tempfile::tempdir()?;
+    let plugins = tempfile::tempdir()?;
+    xdst_tests::plugins::install(plugins.path(), &xdst_tests::plugins::gateway_api()?, "gateway-api.wasm", None)?;
+    std::fs::copy(
+        xdst_tests::repo_root().join("examples/quickstart/gateway-api/gateway-api.yaml"),
+        intent.path().join("gateway-api.yaml"),
+    )?;
+    let token = intent.path().join(".token");
+    std::fs::write(&token, "t0ken")?;
+    let xdst = xdst_tests::server::Process::start_intent(
+        intent.path(),
+        plugins.path(),
+        &["--admin-token-file", token.to_str().unwrap()],
+    )
+    .await?;
+    let auth = [("Authorization", "Bearer t0ken")];
+    let route = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: api, namespace: demo}
+spec:
+  parentRefs: [{name: demo}]
+  rules: [{matches: [{path: {type: PathPrefix, value: /api}}], backendRefs: [{name: backend-a, port: 80}]}]
+";
+    let (status, body) = http_with(xdst.admin_addr, "PUT", "/intent/HTTPRoute/demo/api", &auth, route).await;
+    anyhow::ensure!(status == 200, "PUT: {status} {body}");
+    anyhow::ensure!(intent.path().join("_api/HTTPRoute/demo/api.yaml").exists(), "stored where? {body}");
+    let (status, body) = http_with(xdst.admin_addr, "GET", "/intent/HTTPRoute/demo/api", &[], "").await;
+    let doc: serde_json::Value = serde_json::from_str(&body)?;
+    anyhow::ensure!(status == 200 && doc["metadata"]["namespace"] == "demo", "GET: {status} {body}");
+    anyhow::ensure!(doc["status"]["parents"][0]["conditions"].is_array(), "GET has no status: {body}");
+    // The listing names the namespace.
+    let (_, list) = http_with(xdst.admin_addr, "GET", "/intent", &[], "").await;
+    let list: serde_json::Value = serde_json::from_str(&list)?;
+    anyhow::ensure!(
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d["kind"] == "HTTPRoute" && d["namespace"] == "demo" && d["name"] == "api"),
+        "GET /intent: {list}"
+    );
+    // The path names another namespace than the body.
+    let (status, body) = http_with(xdst.admin_addr, "PUT", "/intent/HTTPRoute/other/api", &auth, route).await;
+    anyhow::ensure!(status == 400 && body.contains("HTTPRoute/demo/api"), "mismatched namespace: {status} {body}");
+    let (status, body) = http_with(xdst.admin_addr, "DELETE", "/intent/HTTPRoute/demo/api", &auth, "").await;
+    anyhow::ensure!(status == 200, "DELETE: {status} {body}");
+    let (status, _) = http_with(xdst.admin_addr, "GET", "/intent/HTTPRoute/demo/api", &[], "").await;
+    anyhow::ensure!(status == 404, "after DELETE: {status}");
+    Ok(())
+}

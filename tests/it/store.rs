@@ -534,6 +534,18 @@ async fn a_files_setup_moves_into_the_store_and_back() -> anyhow::Result<()> {
     ensure!(out.path().join("HttpGateway/http.yaml").exists() && out.path().join("Service/backend-a.yaml").exists());
     let said = store_cli(&["import", out.path().to_str().unwrap(), "--store", &url])?;
     ensure!(said.starts_with("0 documents imported"), "{said}");
+    // Namespaced documents (issue 19) get keys and files KIND/NAMESPACE/NAME.
+    let gateway = xdst_tests::repo_root().join("examples/quickstart/gateway-api");
+    let said = store_cli(&["import", gateway.to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("6 documents imported"), "{said}");
+    let out = tempfile::tempdir()?;
+    let said = store_cli(&["export", out.path().to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("9 documents exported"), "{said}");
+    for file in ["Service/demo/backend-a.yaml", "HTTPRoute/demo/web.yaml", "EndpointSlice/demo/backend-b-1.yaml"] {
+        ensure!(out.path().join(file).exists(), "export wrote no {file}");
+    }
+    let said = store_cli(&["import", out.path().to_str().unwrap(), "--store", &url])?;
+    ensure!(said.starts_with("0 documents imported"), "{said}");
     // A directory that does not load writes nothing.
     let bad = tempfile::tempdir()?;
     std::fs::write(bad.path().join("x.yaml"), "kind: Service\nmetadata: {name: x}\nspec: [\n")?;
