@@ -56,6 +56,23 @@ fn received(
     c
 }
 
+/// Upstream's "...-and-modify-headers" requests: they send `X-Header-Remove` and
+/// `X-Header-Add-Append` (and `extra`), and the rule's header filter must have removed,
+/// appended and set.
+fn modify_headers(c: (Request, Expect), extra: &[(&'static str, &'static str)]) -> (Request, Expect) {
+    let mut sent = vec![("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")];
+    sent.extend_from_slice(extra);
+    received(
+        with(c, &sent),
+        &[
+            ("X-Header-Add", "header-val-1"),
+            ("X-Header-Add-Append", "append-val-1,header-val-2"),
+            ("X-Header-Set", "set-overwrites-values"),
+        ],
+        &["X-Header-Remove"],
+    )
+}
+
 /// A request for `path` answered with a redirect `code` to `to`.
 fn redirect(path: &'static str, code: u16, to: Redirect) -> (Request, Expect) {
     (Request { path, ..Default::default() }, Expect { status: code, redirect: Some(to), ..Default::default() })
@@ -469,40 +486,31 @@ async fn httproute_response_header_modifier() -> anyhow::Result<()> {
             &["x-header-remove", "X-Header-Remove"],
         ),
         received(
-            sets(
-                with(
+            modify_headers(
+                sets(
                     to("/response-and-request-header-modifiers", V1),
                     &[
-                        ("X-Header-Remove", "remove-val"),
-                        ("X-Header-Add-Append", "append-val-1"),
+                        ("X-Header-Set-2", "set-val-2"),
+                        ("X-Header-Add-2", "add-val-2"),
+                        ("X-Header-Remove-2", "remove-val-2"),
+                        ("Another-Header", "another-header-val"),
+                        ("X-Header-Remove-1", "remove-val-1"),
                         ("X-Header-Echo", "echo"),
                     ],
+                    &[
+                        ("X-Header-Set-1", "header-set-1"),
+                        ("X-Header-Set-2", "header-set-2"),
+                        ("X-Header-Add-1", "header-add-1"),
+                        ("X-Header-Add-2", "add-val-2,header-add-2"),
+                        ("Another-Header", "another-header-val"),
+                        ("X-Header-Echo", "echo"),
+                    ],
+                    &["X-Header-Remove-1", "X-Header-Remove-2"],
                 ),
-                &[
-                    ("X-Header-Set-2", "set-val-2"),
-                    ("X-Header-Add-2", "add-val-2"),
-                    ("X-Header-Remove-2", "remove-val-2"),
-                    ("Another-Header", "another-header-val"),
-                    ("X-Header-Remove-1", "remove-val-1"),
-                    ("X-Header-Echo", "echo"),
-                ],
-                &[
-                    ("X-Header-Set-1", "header-set-1"),
-                    ("X-Header-Set-2", "header-set-2"),
-                    ("X-Header-Add-1", "header-add-1"),
-                    ("X-Header-Add-2", "add-val-2,header-add-2"),
-                    ("Another-Header", "another-header-val"),
-                    ("X-Header-Echo", "echo"),
-                ],
-                &["X-Header-Remove-1", "X-Header-Remove-2"],
+                &[("X-Header-Echo", "echo")],
             ),
-            &[
-                ("X-Header-Add", "header-val-1"),
-                ("X-Header-Set", "set-overwrites-values"),
-                ("X-Header-Add-Append", "append-val-1,header-val-2"),
-                ("X-Header-Echo", "echo"),
-            ],
-            &["X-Header-Remove"],
+            &[("X-Header-Echo", "echo")],
+            &[],
         ),
     ];
     run("httproute-response-header-modifier", SAME, table).await
@@ -621,43 +629,13 @@ async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
             at(to("/strip-prefix/three", V1), "/three"),
             at(to("/strip-prefix", V1), "/"),
             at(to("/full/one/two", V1), "/one"),
-            received(
-                at(
-                    with(
-                        to("/full/rewrite-path-and-modify-headers/test", V1),
-                        &[
-                            ("X-Header-Remove", "remove-val"),
-                            ("X-Header-Add-Append", "append-val-1"),
-                            ("X-Header-Set", "set-val"),
-                        ],
-                    ),
-                    "/test",
-                ),
-                &[
-                    ("X-Header-Add", "header-val-1"),
-                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
-                    ("X-Header-Set", "set-overwrites-values"),
-                ],
-                &["X-Header-Remove"],
+            modify_headers(
+                at(to("/full/rewrite-path-and-modify-headers/test", V1), "/test"),
+                &[("X-Header-Set", "set-val")],
             ),
-            received(
-                at(
-                    with(
-                        to("/prefix/rewrite-path-and-modify-headers/one", V1),
-                        &[
-                            ("X-Header-Remove", "remove-val"),
-                            ("X-Header-Add-Append", "append-val-1"),
-                            ("X-Header-Set", "set-val"),
-                        ],
-                    ),
-                    "/prefix/one",
-                ),
-                &[
-                    ("X-Header-Add", "header-val-1"),
-                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
-                    ("X-Header-Set", "set-overwrites-values"),
-                ],
-                &["X-Header-Remove"],
+            modify_headers(
+                at(to("/prefix/rewrite-path-and-modify-headers/one", V1), "/prefix/one"),
+                &[("X-Header-Set", "set-val")],
             ),
         ],
     )
@@ -672,23 +650,9 @@ async fn httproute_rewrite_path_and_host() -> anyhow::Result<()> {
         vec![
             rewritten(host(to("/one", V1), "rewrite.example"), "one.example.org"),
             rewritten(host(to("/two", V2), "rewrite.example"), "example.org"),
-            received(
-                rewritten(
-                    host(
-                        with(
-                            to("/rewrite-host-and-modify-headers", V2),
-                            &[("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")],
-                        ),
-                        "rewrite.example",
-                    ),
-                    "test.example.org",
-                ),
-                &[
-                    ("X-Header-Add", "header-val-1"),
-                    ("X-Header-Add-Append", "append-val-1,header-val-2"),
-                    ("X-Header-Set", "set-overwrites-values"),
-                ],
-                &["X-Header-Remove"],
+            modify_headers(
+                rewritten(host(to("/rewrite-host-and-modify-headers", V2), "rewrite.example"), "test.example.org"),
+                &[],
             ),
         ],
     )
@@ -893,17 +857,9 @@ fn echo<'a>(c: &'a Case, backend: &str) -> anyhow::Result<&'a xdst_tests::echo::
     c.echoes.iter().find(|e| e.pod.starts_with(backend)).ok_or_else(|| anyhow::anyhow!("no echo for {backend}"))
 }
 
-/// The request headers upstream's mirror cases expect their modifying rules to have set.
+/// Upstream's mirror cases' "...-and-modify-headers" request for `path`.
 fn modified_headers(path: &'static str) -> (Request, Expect) {
-    received(
-        with(to(path, V1), &[("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")]),
-        &[
-            ("X-Header-Add", "header-val-1"),
-            ("X-Header-Add-Append", "append-val-1,header-val-2"),
-            ("X-Header-Set", "set-overwrites-values"),
-        ],
-        &["X-Header-Remove"],
-    )
+    modify_headers(to(path, V1), &[])
 }
 
 /// Sends each request until it is answered as expected, then waits (up to 10 s) for every

@@ -450,3 +450,16 @@ fn escape(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_as_the_gateway_api_writes_them() {
+        use std::time::Duration;
+        assert_eq!(super::duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(super::duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(super::duration("0s"), Some(Duration::ZERO));
+        assert_eq!(super::duration("1.5s"), None);
+        assert_eq!(super::duration(""), None);
+    }
+}

@@ -93,6 +93,3 @@ pub fn translate(
 
 #[cfg(target_arch = "wasm32")]
 xdst_guest::export_translator!(GatewayApi);
-
-#[cfg(test)]
-mod tests;

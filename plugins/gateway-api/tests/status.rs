@@ -6,26 +6,16 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod common;
+
 use serde_json::Value;
-use xdst_guest::{IntentDocument, TranslateRequest};
 
 fn statuses(case: &str) -> BTreeMap<String, Value> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/gateway-api-conformance").join(case);
     let text = std::fs::read_to_string(dir.join("manifests.yaml"))
         .unwrap_or_else(|e| panic!("{}: {e} (is ../shared/gateway-api-conformance there?)", dir.display()))
         .replace("{GATEWAY_CLASS_NAME}", "xdst");
-    let documents = xdst_core::intent::parse_file("manifests.yaml", &text)
-        .unwrap()
-        .into_iter()
-        .map(|d| IntentDocument {
-            kind: d.kind.clone(),
-            name: d.qualified_name().to_owned(),
-            origin: d.origin.clone(),
-            json: d.text.to_string(),
-        })
-        .collect();
-    let request = TranslateRequest { node_group: String::new(), documents, resources: vec![], config: "null".into() };
-    xdst_plugin_gateway_api::translate(&request).unwrap().1
+    common::run(&text, "null").1
 }
 
 /// `(type, status, reason)` of a route's conditions toward its first parent.

@@ -1,32 +1,8 @@
-use xdst_guest::{IntentDocument, TranslateRequest};
+//! The plugin called natively on small documents: what it emits and the conditions it gives.
 
-use super::*;
+mod common;
 
-/// The documents of a YAML text, as the host hands them over.
-fn docs(yaml: &str) -> Vec<IntentDocument> {
-    let mut docs: Vec<IntentDocument> = xdst_core::intent::parse_file("case.yaml", yaml)
-        .unwrap()
-        .into_iter()
-        .map(|d| IntentDocument {
-            kind: d.kind.clone(),
-            name: d.qualified_name().to_owned(),
-            origin: d.origin.clone(),
-            json: d.text.to_string(),
-        })
-        .collect();
-    docs.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
-    docs
-}
-
-fn run(yaml: &str, config: &str) -> (TranslateResponse, std::collections::BTreeMap<String, serde_json::Value>) {
-    let request = TranslateRequest {
-        node_group: "default".into(),
-        documents: docs(yaml),
-        resources: vec![],
-        config: config.into(),
-    };
-    translate(&request).unwrap()
-}
+use common::run;
 
 const CASE: &str = "
 apiVersion: v1
@@ -112,14 +88,4 @@ fn gateways_of_other_classes_are_left_alone() {
     let (out, statuses) = run(&CASE.replace("gatewayClassName: xdst", "gatewayClassName: other"), "");
     assert!(out.resources.is_empty());
     assert!(statuses.is_empty());
-}
-
-#[test]
-fn durations_as_the_gateway_api_writes_them() {
-    use std::time::Duration;
-    assert_eq!(http::duration("1h30m"), Some(Duration::from_secs(5400)));
-    assert_eq!(http::duration("500ms"), Some(Duration::from_millis(500)));
-    assert_eq!(http::duration("0s"), Some(Duration::ZERO));
-    assert_eq!(http::duration("1.5s"), None);
-    assert_eq!(http::duration(""), None);
 }
