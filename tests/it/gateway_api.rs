@@ -1061,3 +1061,192 @@ spec:
     anyhow::ensure!(status == 404, "after DELETE: {status}");
     Ok(())
 }
+
+mod grpc {
+    //! The GRPCRoute cases, with a real gRPC client and gRPC echo backends.
+
+    use tonic::Code;
+    use xdst_tests::gateway_api::{Case, GrpcCall, GrpcExpect};
+
+    use super::{NS, SAME};
+
+    const G1: &str = "grpc-infra-backend-v1";
+    const G2: &str = "grpc-infra-backend-v2";
+    const G3: &str = "grpc-infra-backend-v3";
+
+    fn call(method: &'static str) -> GrpcCall {
+        GrpcCall { method, ..Default::default() }
+    }
+
+    fn meta(method: &'static str, metadata: &[(&'static str, &'static str)]) -> GrpcCall {
+        GrpcCall { method, metadata: metadata.to_vec(), ..Default::default() }
+    }
+
+    fn reaches(backend: &'static str) -> GrpcExpect {
+        GrpcExpect { backend: Some(backend), namespace: Some(NS), ..Default::default() }
+    }
+
+    fn fails(code: Code) -> GrpcExpect {
+        GrpcExpect { code: Some(code), ..Default::default() }
+    }
+
+    async fn run(case: &str, gateway: &str, table: Vec<(GrpcCall, GrpcExpect)>) -> anyhow::Result<()> {
+        xdst_tests::init_logging();
+        let c = Case::start(case).await?;
+        for (call, want) in &table {
+            c.expect_grpc(gateway, 80, call, want).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_exact_method_matching() -> anyhow::Result<()> {
+        let table = vec![
+            (call("Echo"), reaches(G1)),
+            (call("EchoTwo"), reaches(G2)),
+            (call("EchoThree"), fails(Code::Unimplemented)),
+        ];
+        run("grpcroute-exact-method-matching", SAME, table).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_named_rule() -> anyhow::Result<()> {
+        run("grpcroute-named-rule", SAME, vec![(call("Echo"), reaches(G1)), (call("EchoTwo"), reaches(G2))]).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_header_matching() -> anyhow::Result<()> {
+        let table = vec![
+            (meta("Echo", &[("Version", "one")]), reaches(G1)),
+            (meta("Echo", &[("Version", "two")]), reaches(G2)),
+            (meta("Echo", &[("Version", "two"), ("Color", "orange")]), reaches(G1)),
+            (meta("Echo", &[("Version", "two"), ("Color", "blue")]), reaches(G2)),
+            (meta("Echo", &[("Color", "orange")]), fails(Code::Unimplemented)),
+            (meta("Echo", &[("Some-Other-Header", "one")]), fails(Code::Unimplemented)),
+            (meta("Echo", &[("Color", "blue")]), reaches(G1)),
+            (meta("Echo", &[("Color", "green")]), reaches(G1)),
+            (meta("Echo", &[("Color", "red")]), reaches(G2)),
+            (meta("Echo", &[("Color", "yellow")]), reaches(G2)),
+            (meta("Echo", &[("Color", "purple")]), fails(Code::Unimplemented)),
+        ];
+        run("grpcroute-header-matching", SAME, table).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_listener_hostname_matching() -> anyhow::Result<()> {
+        let at =
+            |authority: &'static str| GrpcCall { method: "Echo", authority: Some(authority), ..Default::default() };
+        let table = vec![
+            (at("bar.com"), reaches(G1)),
+            (at("foo.bar.com"), reaches(G2)),
+            (at("baz.bar.com"), reaches(G3)),
+            (at("boo.bar.com"), reaches(G3)),
+            (at("multiple.prefixes.bar.com"), reaches(G3)),
+            (at("multiple.prefixes.foo.com"), reaches(G3)),
+            (at("foo.com"), fails(Code::Unimplemented)),
+            (at("no.matching.host"), fails(Code::Unimplemented)),
+        ];
+        run("grpcroute-listener-hostname-matching", &format!("{NS}/grpcroute-listener-hostname-matching"), table).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_request_header_modifier() -> anyhow::Result<()> {
+        let authority = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
+        let with = |method, metadata: &[(&'static str, &'static str)]| GrpcCall {
+            method,
+            authority: Some(authority),
+            metadata: metadata.to_vec(),
+        };
+        let got = |backend, received: &[(&'static str, &'static str)], absent: &[&'static str]| GrpcExpect {
+            received: received.to_vec(),
+            absent: absent.to_vec(),
+            ..reaches(backend)
+        };
+        let table = vec![
+            (
+                with("Echo", &[("Some-Other-Header", "this-header-should-be-set")]),
+                got(
+                    G1,
+                    &[("some-other-header", "this-header-should-be-set"), ("x-header-set", "set-overwrites-values")],
+                    &[],
+                ),
+            ),
+            (
+                with(
+                    "Echo",
+                    &[
+                        ("Some-Other-Header", "this-header-should-be-set"),
+                        ("X-Header-Set", "this-value-should-be-overwritten"),
+                    ],
+                ),
+                got(G1, &[("x-header-set", "set-overwrites-values")], &[]),
+            ),
+            // The case's add and remove rules match `Echo` exactly as its set rule does, which
+            // comes first and wins; upstream checks only where these calls land.
+            (with("Echo", &[("Some-Other-Header", "this-header-should-be-set")]), reaches(G1)),
+            (
+                with(
+                    "Echo",
+                    &[
+                        ("Some-Other-Header", "this-header-should-be-set"),
+                        ("X-Header-Add", "this-value-should-be-appended"),
+                    ],
+                ),
+                reaches(G1),
+            ),
+            (with("Echo", &[("X-Header-Remove", "this-should-be-removed")]), reaches(G1)),
+            (
+                with(
+                    "EchoTwo",
+                    &[
+                        ("X-Header-Set-2", "set-header-2"),
+                        ("X-Header-Add-2", "add-header-2"),
+                        ("X-Header-Remove-2", "should-be-removed-2"),
+                        ("Some-Other-Header", "another-header-val"),
+                    ],
+                ),
+                got(
+                    G2,
+                    &[
+                        ("x-header-set-1", "header-set-1"),
+                        ("x-header-set-2", "header-set-2"),
+                        ("x-header-add-1", "header-add-1"),
+                    ],
+                    &["x-header-remove-2"],
+                ),
+            ),
+            (
+                with(
+                    "EchoTwo",
+                    &[
+                        ("x-header-set-1", "original-set-1"),
+                        ("x-header-add-1", "existing-add-1"),
+                        ("x-header-remove-1", "should-be-removed-1"),
+                    ],
+                ),
+                got(G2, &[], &["x-header-remove-1"]),
+            ),
+        ];
+        run("grpcroute-request-header-modifier", SAME, table).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grpcroute_weight() -> anyhow::Result<()> {
+        xdst_tests::init_logging();
+        let c = Case::start("grpcroute-weight").await?;
+        c.expect_grpc(SAME, 80, &call("Echo"), &GrpcExpect { namespace: Some(NS), ..Default::default() }).await?;
+        // 70/30/0, as upstream, within ten points (n = 300: one standard deviation is 2.6).
+        let n = 300;
+        let mut seen = std::collections::BTreeMap::new();
+        for _ in 0..n {
+            let r = xdst_tests::grpc_echo::call(c.addr(SAME, 80), None, "Echo", &[]).await??;
+            let backend = r.pod.rsplit_once('-').map_or(r.pod.clone(), |(b, _)| b.to_owned());
+            *seen.entry(backend).or_insert(0u32) += 1;
+        }
+        let share = |b: &str| f64::from(*seen.get(b).unwrap_or(&0)) / f64::from(n);
+        anyhow::ensure!((0.6..=0.8).contains(&share(G1)), "{G1}: {:.2} ({seen:?})", share(G1));
+        anyhow::ensure!((0.2..=0.4).contains(&share(G2)), "{G2}: {:.2} ({seen:?})", share(G2));
+        anyhow::ensure!(share(G3) == 0.0, "{G3} has weight 0 ({seen:?})");
+        Ok(())
+    }
+}

@@ -29,6 +29,7 @@ use serde_json::Value;
 
 use crate::echo::Echo;
 use crate::envoy::{ApiType, Bootstrap, Envoy};
+use crate::grpc_echo::GrpcEcho;
 use crate::server::Process;
 
 /// Added to every Gateway listener port (the plugin's `portOffset`).
@@ -49,6 +50,8 @@ pub struct Case {
     /// Each Gateway's (`namespace/name`) loopback address.
     pub gateways: BTreeMap<String, IpAddr>,
     pub echoes: Vec<Echo>,
+    /// The gRPC echoes, for Services whose app is `grpc-...` (the GRPCRoute cases).
+    pub grpc_echoes: Vec<GrpcEcho>,
     pub xdst: Process,
     pub envoy: Envoy,
     _intent: tempfile::TempDir,
@@ -173,6 +176,7 @@ impl Case {
             }
         }
         let mut echoes = Vec::new();
+        let mut grpc_echoes = Vec::new();
         let mut extra = String::new();
         for s in &services {
             let own = own_slices.contains_key(&(s.namespace.clone(), s.name.clone()));
@@ -181,8 +185,18 @@ impl Case {
                 (None, true) => "infra-backend-v1".to_owned(),
                 (None, false) => s.name.clone(),
             };
-            let echo = Echo::start(&s.namespace, &format!("{app}-0")).await?;
-            let port = echo.addr.port();
+            let pod = format!("{app}-0");
+            let port = if app.starts_with("grpc-") {
+                let echo = GrpcEcho::start(&s.namespace, &pod).await?;
+                let port = echo.addr.port();
+                grpc_echoes.push(echo);
+                port
+            } else {
+                let echo = Echo::start(&s.namespace, &pod).await?;
+                let port = echo.addr.port();
+                echoes.push((s.name.clone(), echo));
+                port
+            };
             let ports: Vec<Value> = s
                 .ports
                 .iter()
@@ -206,7 +220,6 @@ impl Case {
             if !own {
                 extra.push_str(&format!("---\n{slice}\n"));
             }
-            echoes.push((s.name.clone(), echo));
         }
         // The case's own slices: the IPv4 ones point at the echo, keeping the case's port
         // names; the others stay empty (the echo has no IPv6 address).
@@ -240,7 +253,52 @@ impl Case {
         let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
         let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;
         let echoes = echoes.into_iter().map(|(_, e)| e).collect();
-        Ok(Case { name: case.to_owned(), gateways, echoes, xdst, envoy, _intent: intent, _plugins: plugins })
+        Ok(Case {
+            name: case.to_owned(),
+            gateways,
+            echoes,
+            grpc_echoes,
+            xdst,
+            envoy,
+            _intent: intent,
+            _plugins: plugins,
+        })
+    }
+
+    /// Calls `method` of the gRPC echo service through `gateway`'s `port` until the answer
+    /// meets `want` [`IN_A_ROW`] times in a row, as [`expect`](Self::expect) does for HTTP.
+    pub async fn expect_grpc(
+        &self,
+        gateway: &str,
+        port: u16,
+        call: &GrpcCall,
+        want: &GrpcExpect,
+    ) -> anyhow::Result<()> {
+        let addr = self.addr(gateway, port);
+        let deadline = Instant::now() + WAIT;
+        let mut in_a_row = 0;
+        loop {
+            let answer = crate::grpc_echo::call(addr, call.authority, call.method, &call.metadata).await;
+            let problem = match answer {
+                Ok(result) => check_grpc(&result, call, want).err(),
+                Err(e) => Some(format!("{e:#}")),
+            };
+            match problem {
+                None => {
+                    in_a_row += 1;
+                    if in_a_row == IN_A_ROW {
+                        return Ok(());
+                    }
+                }
+                Some(p) => {
+                    in_a_row = 0;
+                    if Instant::now() > deadline {
+                        bail!("case {}: gRPC {} {:?}: {p}", self.name, call.method, call.authority);
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
     }
 
     /// Rewrites the case's manifests without the document `id` (`Kind/namespace/name`), as the
@@ -302,6 +360,65 @@ impl Case {
             }
         }
     }
+}
+
+/// A gRPC call as the upstream GRPCRoute tests make it.
+#[derive(Debug, Clone, Default)]
+pub struct GrpcCall {
+    /// `Echo`, `EchoTwo` or `EchoThree`.
+    pub method: &'static str,
+    pub authority: Option<&'static str>,
+    pub metadata: Vec<(&'static str, &'static str)>,
+}
+
+/// What a gRPC call must give: a status code other than OK, or the pod (by prefix) and
+/// namespace that answered and request headers it received.
+#[derive(Debug, Clone, Default)]
+pub struct GrpcExpect {
+    pub code: Option<tonic::Code>,
+    pub backend: Option<&'static str>,
+    pub namespace: Option<&'static str>,
+    pub received: Vec<(&'static str, &'static str)>,
+    pub absent: Vec<&'static str>,
+}
+
+/// Why a gRPC answer is not what `want` says, if it is not.
+fn check_grpc(
+    result: &Result<crate::grpc_echo::EchoResponse, tonic::Status>,
+    call: &GrpcCall,
+    want: &GrpcExpect,
+) -> Result<(), String> {
+    let r = match (result, want.code) {
+        (Err(status), Some(code)) if status.code() == code => return Ok(()),
+        (Err(status), _) => return Err(format!("status {:?}: {}", status.code(), status.message())),
+        (Ok(_), Some(code)) => return Err(format!("answered OK, want {code:?}")),
+        (Ok(r), None) => r,
+    };
+    let method = format!("/{}/{}", crate::grpc_echo::SERVICE, call.method);
+    if r.fully_qualified_method != method {
+        return Err(format!("the backend saw {} (want {method})", r.fully_qualified_method));
+    }
+    if let Some(b) = want.backend
+        && !r.pod.starts_with(b)
+    {
+        return Err(format!("reached pod {:?} (want {b})", r.pod));
+    }
+    if let Some(ns) = want.namespace
+        && r.namespace != ns
+    {
+        return Err(format!("reached namespace {:?} (want {ns})", r.namespace));
+    }
+    for (k, v) in &want.received {
+        if r.header(k).as_deref() != Some(*v) {
+            return Err(format!("the backend got {k}: {:?} (want {v:?})", r.header(k)));
+        }
+    }
+    for k in &want.absent {
+        if let Some(v) = r.header(k) {
+            return Err(format!("the backend got {k}: {v:?} (want it absent)"));
+        }
+    }
+    Ok(())
 }
 
 /// `text` without the YAML documents `drop` picks.

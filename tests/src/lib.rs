@@ -11,6 +11,7 @@ pub mod envoy;
 pub mod etcd;
 pub mod fixtures;
 pub mod gateway_api;
+pub mod grpc_echo;
 pub mod pki;
 pub mod plugins;
 pub mod registry;

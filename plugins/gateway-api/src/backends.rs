@@ -4,8 +4,8 @@
 //! A Cluster is named `<namespace>/<service>:<port>`. Its endpoints come from the
 //! EndpointSlices labelled `kubernetes.io/service-name: <service>`, taking the slice port whose
 //! name is the Service port's name, as Kubernetes maps a Service's `targetPort`. Endpoints whose
-//! `conditions.ready` is false are left out. `appProtocol: kubernetes.io/h2c` makes the
-//! cluster speak HTTP/2 without TLS.
+//! `conditions.ready` is false are left out. `appProtocol: kubernetes.io/h2c`, or a GRPCRoute
+//! using the port, makes the cluster speak HTTP/2 without TLS.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -76,14 +76,14 @@ pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectR
 }
 
 /// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
-pub fn emit(world: &World, backends: &BTreeMap<Backend, ()>, out: &mut TranslateResponse) {
-    for b in backends.keys() {
+pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut TranslateResponse) {
+    for (b, grpc) in backends {
         let key = (b.namespace.clone(), b.service.clone());
         let service = &world.services[&key];
         let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
         let name = b.cluster();
         let mut cluster = EdsCluster::new(name.as_str()).connect_timeout(Duration::from_secs(2));
-        if port.app_protocol.as_deref() == Some("kubernetes.io/h2c") {
+        if *grpc || port.app_protocol.as_deref() == Some("kubernetes.io/h2c") {
             cluster = cluster.http2();
         }
         out.resources.push(resource(&cluster.build(), Some(service.id.clone())));

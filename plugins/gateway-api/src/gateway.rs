@@ -21,11 +21,11 @@ use crate::hostnames;
 use crate::http::{self, Owner};
 use crate::model::{GatewaySpec, Listener, ObjectRef};
 use crate::status::{Condition, ListenerStatus, ParentStatus, Statuses};
-use crate::world::{Doc, GATEWAY_GROUP, Key, World};
+use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 
 /// A route attached to one Gateway listener, with the hostnames it serves there.
 struct Attachment {
-    route: Key,
+    route: RouteKey,
     gateway: Key,
     listener: usize,
     hostnames: Vec<String>,
@@ -83,14 +83,14 @@ pub fn translate(
     node_group: &str,
     out: &mut TranslateResponse,
     statuses: &mut Statuses,
-) -> BTreeMap<Backend, ()> {
+) -> BTreeMap<Backend, bool> {
     let gateways: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
 
     // Routes to listeners.
     let mut attachments: Vec<Attachment> = Vec::new();
-    for (key, route) in &world.http_routes {
-        let resolved = resolved_refs(world, route);
+    for (key, route) in &world.routes {
+        let resolved = resolved_refs(world, key.0, route);
         let checked =
             route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")));
         let mut parents = Vec::new();
@@ -159,7 +159,9 @@ pub fn translate(
             let (config_proto, rules) =
                 route_configuration(world, gateway, gkey, &listeners, &attachments, &name, port);
             for r in rules {
-                backends.extend(r.backends);
+                for (b, grpc) in r.backends {
+                    *backends.entry(b).or_insert(false) |= grpc;
+                }
             }
             if serve {
                 let address = address(config, gateway);
@@ -179,13 +181,13 @@ pub fn translate(
 
 /// `ResolvedRefs`: whether every backendRef of the route (mirrors included) resolves; the
 /// first that does not gives the reason.
-fn resolved_refs(world: &World, route: &Doc<crate::model::HttpRouteSpec>) -> Condition {
+fn resolved_refs(world: &World, kind: &str, route: &Doc<crate::model::HttpRouteSpec>) -> Condition {
     let refs = route.spec.rules.iter().flat_map(|rule| {
         let mirrors = rule.filters.iter().filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
         rule.backend_refs.iter().chain(mirrors)
     });
     for r in refs {
-        if let Err(u) = crate::backends::resolve(world, "HTTPRoute", &route.namespace, r) {
+        if let Err(u) = crate::backends::resolve(world, kind, &route.namespace, r) {
             return Condition::no("ResolvedRefs", u.reason, u.message);
         }
     }
@@ -215,7 +217,7 @@ fn attach(
     world: &World,
     gateway: &Doc<GatewaySpec>,
     gkey: &Key,
-    rkey: &Key,
+    rkey: &RouteKey,
     route: &Doc<crate::model::HttpRouteSpec>,
     parent: &ObjectRef,
     attachments: &mut Vec<Attachment>,
@@ -233,7 +235,7 @@ fn attach(
         return Condition::no("Accepted", "NoMatchingParent", "no listener of the Gateway matches the parentRef");
     }
     let allowed: Vec<(usize, &Listener)> =
-        candidates.into_iter().filter(|(_, l)| allows(world, gateway, l, "HTTPRoute", &route.namespace)).collect();
+        candidates.into_iter().filter(|(_, l)| allows(world, gateway, l, rkey.0, &route.namespace)).collect();
     if allowed.is_empty() {
         return Condition::no(
             "Accepted",
@@ -309,9 +311,9 @@ fn route_configuration(
             else {
                 continue;
             };
-            let route = &world.http_routes[&a.route];
+            let route = &world.routes[&a.route];
             let owner = Owner {
-                kind: "HTTPRoute",
+                kind: a.route.0,
                 namespace: &route.namespace,
                 name: &route.name,
                 created: route.metadata.creation_timestamp.as_deref().unwrap_or(""),

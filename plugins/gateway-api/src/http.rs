@@ -37,7 +37,8 @@ pub type Precedence = (
 #[derive(Default)]
 pub struct Rule {
     pub routes: Vec<(Precedence, route::Route)>,
-    pub backends: BTreeMap<Backend, ()>,
+    /// The backends it uses, and whether a gRPC route does (they then speak HTTP/2).
+    pub backends: BTreeMap<Backend, bool>,
 }
 
 /// What a rule's owner is: for precedence and ReferenceGrants.
@@ -302,7 +303,7 @@ fn action(
                 }
                 clusters.push(weighted);
             }
-            out.backends.insert(b, ());
+            out.backends.insert(b, owner.kind == "GRPCRoute");
         }
     }
     if clusters.is_empty() {
@@ -342,7 +343,7 @@ fn action(
                 }),
                 ..Default::default()
             });
-            out.backends.insert(b, ());
+            out.backends.insert(b, owner.kind == "GRPCRoute");
         }
     }
     // `request` bounds the whole request, retries included; `backendRequest` each attempt.
@@ -427,9 +428,9 @@ fn rewrite_for_match(r: &mut route::Route, rule: &HttpRouteRule, m: &HttpRouteMa
             // and a replacement `/` never doubles the slash that follows it.
             let to = to.trim_end_matches('/');
             let (regex, substitution) = if to.is_empty() {
-                (format!("^{}/*(.*)$", escape(prefix)), "/\\1".to_owned())
+                (format!("^{}/*(.*)$", crate::model::literal(prefix)), "/\\1".to_owned())
             } else {
-                (format!("^{}(/.*)?$", escape(prefix)), format!("{to}\\1"))
+                (format!("^{}(/.*)?$", crate::model::literal(prefix)), format!("{to}\\1"))
             };
             action.regex_rewrite = Some(xdst_guest::envoy::envoy::r#type::matcher::v3::RegexMatchAndSubstitute {
                 pattern: Some(RegexMatcher { regex, ..Default::default() }),
@@ -437,18 +438,6 @@ fn rewrite_for_match(r: &mut route::Route, rule: &HttpRouteRule, m: &HttpRouteMa
             });
         }
     }
-}
-
-/// `s` as an RE2 literal.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `Service`,
+//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `GRPCRoute`, `Service`,
 //! `EndpointSlice`, `ReferenceGrant`, `GatewayClass` and `Namespace`, translated into Envoy
 //! Listeners, RouteConfigurations, Clusters and ClusterLoadAssignments.
 //!
@@ -9,7 +9,7 @@
 //! |---|---|
 //! | Gateway (ours by class) | a Listener and a RouteConfiguration per port, `<ns>/<name>/<port>` |
 //! | Gateway listener | virtual hosts for its hostname and its routes' hostnames |
-//! | HTTPRoute rule | Envoy routes, one per match, ordered by the specification's precedence |
+//! | HTTPRoute or GRPCRoute rule | Envoy routes, one per match, ordered by the specification's precedence |
 //! | Service port a route uses | a Cluster and a ClusterLoadAssignment, `<ns>/<service>:<port>` |
 //! | EndpointSlice | the endpoints of its Service's clusters |
 //!
@@ -84,9 +84,6 @@ pub fn translate(
     backends::emit(&world, &backends, &mut out);
     for (id, message) in statuses.problems() {
         out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
-    }
-    for doc in request.documents.iter().filter(|d| d.kind == "GRPCRoute") {
-        out.diagnostics.push(doc.warning("spec", "GRPCRoute is not translated yet: this route serves nothing"));
     }
     Ok((out, statuses.to_json()))
 }

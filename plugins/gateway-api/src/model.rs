@@ -373,3 +373,100 @@ pub struct GrantTo {
     #[serde(default)]
     pub name: Option<String>,
 }
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ObjectRef>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<GrpcRouteRule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteRule {
+    #[serde(default)]
+    pub matches: Vec<GrpcRouteMatch>,
+    #[serde(default)]
+    pub filters: Vec<Filter>,
+    #[serde(default)]
+    pub backend_refs: Vec<ObjectRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteMatch {
+    #[serde(default)]
+    pub method: Option<GrpcMethodMatch>,
+    #[serde(default)]
+    pub headers: Vec<ValueMatch>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GrpcMethodMatch {
+    /// `Exact` (the default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub service: Option<String>,
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+impl GrpcRouteSpec {
+    /// The route as an HTTPRoute: a gRPC call is a POST to `/<service>/<method>`, so a method
+    /// match is a path match, and the rest (headers, filters, backends) is the same.
+    pub fn into_http(self) -> HttpRouteSpec {
+        let rules = self
+            .rules
+            .into_iter()
+            .map(|r| HttpRouteRule {
+                matches: r
+                    .matches
+                    .into_iter()
+                    .map(|m| HttpRouteMatch {
+                        path: m.method.map(|method| method.into_path()),
+                        headers: m.headers,
+                        ..Default::default()
+                    })
+                    .collect(),
+                filters: r.filters,
+                backend_refs: r.backend_refs,
+                ..Default::default()
+            })
+            .collect();
+        HttpRouteSpec { parent_refs: self.parent_refs, hostnames: self.hostnames, rules }
+    }
+}
+
+impl GrpcMethodMatch {
+    fn into_path(self) -> PathMatch {
+        let path = |kind: &str, value: String| PathMatch { kind: Some(kind.to_owned()), value: Some(value) };
+        let regex = self.kind.as_deref() == Some("RegularExpression");
+        match (regex, self.service, self.method) {
+            (false, Some(s), Some(m)) => path("Exact", format!("/{s}/{m}")),
+            (false, Some(s), None) => path("PathPrefix", format!("/{s}")),
+            (false, None, Some(m)) => path("RegularExpression", format!("/[^/]+/{}", literal(&m))),
+            (true, s, m) => path(
+                "RegularExpression",
+                format!("/{}/{}", s.unwrap_or_else(|| "[^/]+".into()), m.unwrap_or_else(|| "[^/]+".into())),
+            ),
+            (false, None, None) => path("PathPrefix", "/".into()),
+        }
+    }
+}
+
+/// `s` as an RE2 literal.
+pub fn literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}

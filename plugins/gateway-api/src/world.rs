@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use xdst_guest::{IntentDocument, PluginError};
 
 use crate::model::{
-    EndpointSlice, GatewayClassSpec, GatewaySpec, HttpRouteSpec, Metadata, Object, ReferenceGrantSpec, ServiceSpec,
+    EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, Metadata, Object, ReferenceGrantSpec,
+    ServiceSpec,
 };
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -29,11 +30,16 @@ pub struct Doc<T> {
 /// `(namespace, name)`.
 pub type Key = (String, String);
 
+/// A route: `(kind, namespace, name)`, kind `HTTPRoute` or `GRPCRoute`.
+pub type RouteKey = (&'static str, String, String);
+
 #[derive(Debug, Default)]
 pub struct World {
     pub classes: BTreeMap<String, Doc<GatewayClassSpec>>,
     pub gateways: BTreeMap<Key, Doc<GatewaySpec>>,
-    pub http_routes: BTreeMap<Key, Doc<HttpRouteSpec>>,
+    /// HTTPRoutes, and GRPCRoutes in the same shape (a gRPC method match is a path match on
+    /// `/service/method`).
+    pub routes: BTreeMap<RouteKey, Doc<HttpRouteSpec>>,
     pub services: BTreeMap<Key, Doc<ServiceSpec>>,
     /// By the Service they belong to (`kubernetes.io/service-name`).
     pub slices: BTreeMap<Key, Vec<Doc<EndpointSlice>>>,
@@ -59,6 +65,20 @@ fn read<T: serde::de::DeserializeOwned + Default>(doc: &IntentDocument, order: u
     })
 }
 
+impl<T> Doc<T> {
+    /// The same document with another spec.
+    fn with_spec<U>(self, spec: U) -> Doc<U> {
+        Doc {
+            id: self.id,
+            namespace: self.namespace,
+            name: self.name,
+            metadata: self.metadata,
+            spec,
+            order: self.order,
+        }
+    }
+}
+
 impl World {
     pub fn read(documents: &[IntentDocument]) -> Result<World, PluginError> {
         let mut w = World::default();
@@ -72,7 +92,13 @@ impl World {
                     w.gateways.insert(key, read(doc, order)?);
                 }
                 "HTTPRoute" => {
-                    w.http_routes.insert(key, read(doc, order)?);
+                    w.routes.insert(("HTTPRoute", key.0, key.1), read(doc, order)?);
+                }
+                "GRPCRoute" => {
+                    let grpc: Doc<GrpcRouteSpec> = read(doc, order)?;
+                    let spec = grpc.spec.clone().into_http();
+                    let route = grpc.with_spec(spec);
+                    w.routes.insert(("GRPCRoute", key.0, key.1), route);
                 }
                 "Service" => {
                     w.services.insert(key, read(doc, order)?);
@@ -101,8 +127,7 @@ impl World {
                     // A Namespace has no namespace of its own: its name is the namespace.
                     w.namespaces.insert(doc.local_name().to_owned(), d.metadata.labels);
                 }
-                // Secrets are read where a listener's certificateRefs name them; GRPCRoutes
-                // are not translated yet and reported by the caller.
+                // Secrets are for HTTPS listeners, which are not translated yet.
                 _ => {}
             }
         }
