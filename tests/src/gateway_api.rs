@@ -275,30 +275,14 @@ impl Case {
         want: &GrpcExpect,
     ) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
-        let deadline = Instant::now() + WAIT;
-        let mut in_a_row = 0;
-        loop {
-            let answer = crate::grpc_echo::call(addr, call.authority, call.method, &call.metadata).await;
-            let problem = match answer {
+        let what = || format!("gRPC {} {:?}", call.method, call.authority);
+        self.converge(what, || async {
+            match crate::grpc_echo::call(addr, call.authority, call.method, &call.metadata).await {
                 Ok(result) => check_grpc(&result, call, want).err(),
                 Err(e) => Some(format!("{e:#}")),
-            };
-            match problem {
-                None => {
-                    in_a_row += 1;
-                    if in_a_row == IN_A_ROW {
-                        return Ok(());
-                    }
-                }
-                Some(p) => {
-                    in_a_row = 0;
-                    if Instant::now() > deadline {
-                        bail!("case {}: gRPC {} {:?}: {p}", self.name, call.method, call.authority);
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
             }
-        }
+        })
+        .await
     }
 
     /// Rewrites the case's manifests without the document `id` (`Kind/namespace/name`), as the
@@ -336,14 +320,27 @@ impl Case {
     /// row; fails naming the last difference after [`WAIT`].
     pub async fn expect(&self, gateway: &str, port: u16, req: &Request, want: &Expect) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
+        let what = || format!("{} {} {:?}", req.method.unwrap_or("GET"), req.path, req.host);
+        self.converge(what, || async {
+            match send(addr, req).await {
+                Ok(answer) => check(&answer, req, want).err(),
+                Err(e) => Some(format!("{e:#}")),
+            }
+        })
+        .await
+    }
+
+    /// Probes until `probe` finds nothing wrong [`IN_A_ROW`] times in a row; after [`WAIT`],
+    /// fails naming `what` and the last problem.
+    async fn converge<F, Fut>(&self, what: impl Fn() -> String, mut probe: F) -> anyhow::Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<String>>,
+    {
         let deadline = Instant::now() + WAIT;
         let mut in_a_row = 0;
         loop {
-            let problem = match send(addr, req).await {
-                Ok(answer) => check(&answer, req, want).err(),
-                Err(e) => Some(format!("{e:#}")),
-            };
-            match problem {
+            match probe().await {
                 None => {
                     in_a_row += 1;
                     if in_a_row == IN_A_ROW {
@@ -353,7 +350,7 @@ impl Case {
                 Some(p) => {
                     in_a_row = 0;
                     if Instant::now() > deadline {
-                        bail!("case {}: {} {} {:?}: {p}", self.name, req.method.unwrap_or("GET"), req.path, req.host);
+                        bail!("case {}: {}: {p}", self.name, what());
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
