@@ -1250,3 +1250,39 @@ mod grpc {
         Ok(())
     }
 }
+
+/// Upstream's websocket case: a websocket through the Gateway to a backend whose Service port
+/// says `appProtocol: kubernetes.io/ws`; a text and a binary message come back as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_backend_protocol_websocket() -> anyhow::Result<()> {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-backend-protocol-websocket").await?;
+    let addr = c.addr(SAME, 80);
+    let round_trip = || async {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        let mut request = format!("ws://{addr}/ws").into_client_request()?;
+        request.headers_mut().insert("Origin", "ws://gateway/websocket".parse()?);
+        let (mut ws, _) = tokio_tungstenite::client_async(request, stream).await?;
+        let mut replies = Vec::new();
+        for message in [Message::text("Websocket Support!"), Message::binary(vec![1u8, 2, 3, 4, 5, 6, 7])] {
+            ws.send(message.clone()).await?;
+            let reply = ws.next().await.ok_or_else(|| anyhow::anyhow!("closed"))??;
+            replies.push((message, reply));
+        }
+        anyhow::Ok(replies)
+    };
+    let deadline = std::time::Instant::now() + xdst_tests::gateway_api::WAIT;
+    loop {
+        let last = match tokio::time::timeout(std::time::Duration::from_secs(5), round_trip()).await {
+            Ok(Ok(replies)) if replies.iter().all(|(sent, got)| sent == got) => return Ok(()),
+            Ok(Ok(replies)) => format!("replies differ: {replies:?}"),
+            Ok(Err(e)) => format!("{e:#}"),
+            Err(_) => "no answer within 5 s".to_owned(),
+        };
+        anyhow::ensure!(std::time::Instant::now() < deadline, "websocket through the Gateway: {last}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -12,7 +12,8 @@
 //! Retries are simulated as the upstream echo does: a request with `uuid=U&succeedAfter=N`
 //! fails its first N attempts (per `U`), with `responseCode` when given and otherwise by
 //! dropping the connection, each after `delayRetry` when given. The paths it received are kept
-//! ([`Echo::paths`]), so a test can see what a mirror got.
+//! ([`Echo::paths`]), so a test can see what a mirror got. A websocket handshake is accepted,
+//! and every message is echoed back.
 
 use std::io;
 use std::net::SocketAddr;
@@ -116,7 +117,7 @@ impl Echo {
                         }
                     });
                     let builder = auto::Builder::new(TokioExecutor::new());
-                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                    let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
                 });
             }
         });
@@ -140,7 +141,49 @@ impl Drop for Echo {
     }
 }
 
+/// A websocket handshake: answered with `101`, then every text and binary message is sent
+/// back as it came.
+fn websocket(mut req: Request<Incoming>) -> Option<Response<Full<Bytes>>> {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let wants = req.headers().get(header::UPGRADE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
+    let key = req.headers().get("sec-websocket-key")?.as_bytes().to_owned();
+    if !wants {
+        return None;
+    }
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = upgrade.await else { return };
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let (mut tx, mut rx) = ws.split();
+        while let Some(Ok(message)) = rx.next().await {
+            if message.is_text() || message.is_binary() {
+                if tx.send(message).await.is_err() {
+                    break;
+                }
+            } else if message.is_close() {
+                break;
+            }
+        }
+    });
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+    let h = response.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key);
+    h.insert("sec-websocket-accept", HeaderValue::try_from(accept).ok()?);
+    Some(response)
+}
+
 async fn echo(req: Request<Incoming>, shared: &Shared) -> Result<Response<Full<Bytes>>, Dropped> {
+    if req.headers().contains_key(header::UPGRADE) {
+        return Ok(websocket(req).unwrap_or_else(|| {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"not a websocket handshake")));
+            *r.status_mut() = http::StatusCode::BAD_REQUEST;
+            r
+        }));
+    }
     let (namespace, pod) = (shared.namespace.as_str(), shared.pod.as_str());
     let (parts, mut body) = req.into_parts();
     let query = parts.uri.query().unwrap_or("");

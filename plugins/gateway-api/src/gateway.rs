@@ -169,6 +169,9 @@ pub fn translate(
                     .address(address)
                     .route_config(name.as_str())
                     .strip_any_host_port()
+                    // Websockets pass through (a Service port's `appProtocol: kubernetes.io/ws`
+                    // says its backend speaks them; HTTP/1.1 clusters carry the upgrade).
+                    .upgrade("websocket")
                     .build();
                 out.resources.push(resource(&listener, Some(gateway.id.clone())));
                 out.resources.push(resource_named(name.clone(), &config_proto, Some(gateway.id.clone())));

@@ -19,6 +19,7 @@ struct Hcm {
     route_config: String,
     filters: Vec<HttpFilter>,
     strip_any_host_port: bool,
+    upgrades: Vec<String>,
 }
 
 impl Hcm {
@@ -28,6 +29,7 @@ impl Hcm {
             route_config: name.to_owned(),
             filters: Vec::new(),
             strip_any_host_port: false,
+            upgrades: Vec::new(),
         }
     }
 
@@ -47,6 +49,11 @@ impl Hcm {
             strip_port_mode: self
                 .strip_any_host_port
                 .then_some(http_connection_manager::StripPortMode::StripAnyHostPort(true)),
+            upgrade_configs: self
+                .upgrades
+                .into_iter()
+                .map(|upgrade_type| http_connection_manager::UpgradeConfig { upgrade_type, ..Default::default() })
+                .collect(),
             route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
                 config_source: Some(super::ads()),
                 route_config_name: self.route_config,
@@ -101,6 +108,12 @@ impl HttpListener {
     /// (`example.com:8080` matches `example.com`).
     pub fn strip_any_host_port(mut self) -> Self {
         self.hcm.strip_any_host_port = true;
+        self
+    }
+
+    /// Lets requests upgrade the connection to `upgrade_type` (`websocket`) on every route.
+    pub fn upgrade(mut self, upgrade_type: impl Into<String>) -> Self {
+        self.hcm.upgrades.push(upgrade_type.into());
         self
     }
 
