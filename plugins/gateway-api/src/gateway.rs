@@ -156,8 +156,7 @@ pub fn translate(
 
         for (port, listeners) in ports {
             let name = format!("{}/{}/{}", gateway.namespace, gateway.name, port);
-            let (config_proto, rules) =
-                route_configuration(world, gateway, gkey, &listeners, &attachments, &name, port);
+            let (config_proto, rules) = route_configuration(world, gateway, gkey, &listeners, &attachments, &name);
             for r in rules {
                 for (b, grpc) in r.backends {
                     *backends.entry(b).or_insert(false) |= grpc;
@@ -283,7 +282,6 @@ fn route_configuration(
     listeners: &[usize],
     attachments: &[Attachment],
     name: &str,
-    port: u16,
 ) -> (RouteConfiguration, Vec<http::Rule>) {
     let listener_host =
         |i: usize| gateway.spec.listeners[i].hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase();
@@ -343,6 +341,5 @@ fn route_configuration(
             ..Default::default()
         });
     }
-    let _ = port;
     (RouteConfiguration { name: name.to_owned(), virtual_hosts: hosts, ..Default::default() }, rules)
 }
