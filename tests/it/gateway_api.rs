@@ -729,6 +729,22 @@ async fn httproute_timeouts() -> anyhow::Result<()> {
     .await
 }
 
+/// The Service a pod belongs to: its name without the `-N` the harness adds.
+fn backend_of(pod: &str) -> String {
+    pod.rsplit_once('-').map_or(pod, |(b, _)| b).to_owned()
+}
+
+/// Each backend's share of `n` requests (`seen`, by backend) is its weight within ten points
+/// (n = 300 or more: three binomial standard deviations at most), and a weight of 0 got none.
+fn shares_match(seen: &std::collections::BTreeMap<String, u32>, n: u32, want: &[(&str, f64)]) -> anyhow::Result<()> {
+    for (backend, weight) in want {
+        let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(n);
+        let ok = if *weight == 0.0 { share == 0.0 } else { (share - weight).abs() <= 0.1 };
+        anyhow::ensure!(ok, "{backend}: {share:.2} of {n} requests, want {weight:.2} +- 0.10 ({seen:?})");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn httproute_weight() -> anyhow::Result<()> {
     xdst_tests::init_logging();
@@ -743,22 +759,9 @@ async fn httproute_weight() -> anyhow::Result<()> {
         let answer = xdst_tests::gateway_api::send(c.addr(SAME, 80), &req).await?;
         anyhow::ensure!(answer.status == 200, "status {}: {}", answer.status, answer.body);
         let echo: serde_json::Value = serde_json::from_str(&answer.body)?;
-        let pod = echo["pod"].as_str().unwrap_or("").to_owned();
-        *seen.entry(pod.rsplit_once('-').map_or(pod.clone(), |(b, _)| b.to_owned())).or_insert(0u32) += 1;
+        *seen.entry(backend_of(echo["pod"].as_str().unwrap_or(""))).or_insert(0u32) += 1;
     }
-    let share = |b: &str| f64::from(*seen.get(b).unwrap_or(&0)) / f64::from(n);
-    anyhow::ensure!(
-        (0.6..=0.8).contains(&share(V1)),
-        "{V1}: {:.2} of requests, want 0.70 +- 0.10 ({seen:?})",
-        share(V1)
-    );
-    anyhow::ensure!(
-        (0.2..=0.4).contains(&share(V2)),
-        "{V2}: {:.2} of requests, want 0.30 +- 0.10 ({seen:?})",
-        share(V2)
-    );
-    anyhow::ensure!(share(V3) == 0.0, "{V3} has weight 0 but got requests ({seen:?})");
-    Ok(())
+    shares_match(&seen, n, &[(V1, 0.7), (V2, 0.3), (V3, 0.0)])
 }
 
 /// Must-show 3: a route with a bad backend reference next to a good one, added to a case that
@@ -1240,14 +1243,9 @@ mod grpc {
         let mut seen = std::collections::BTreeMap::new();
         for _ in 0..n {
             let r = xdst_tests::grpc_echo::call(c.addr(SAME, 80), None, "Echo", &[]).await??;
-            let backend = r.pod.rsplit_once('-').map_or(r.pod.clone(), |(b, _)| b.to_owned());
-            *seen.entry(backend).or_insert(0u32) += 1;
+            *seen.entry(super::backend_of(&r.pod)).or_insert(0u32) += 1;
         }
-        let share = |b: &str| f64::from(*seen.get(b).unwrap_or(&0)) / f64::from(n);
-        anyhow::ensure!((0.6..=0.8).contains(&share(G1)), "{G1}: {:.2} ({seen:?})", share(G1));
-        anyhow::ensure!((0.2..=0.4).contains(&share(G2)), "{G2}: {:.2} ({seen:?})", share(G2));
-        anyhow::ensure!(share(G3) == 0.0, "{G3} has weight 0 ({seen:?})");
-        Ok(())
+        super::shares_match(&seen, n, &[(G1, 0.7), (G2, 0.3), (G3, 0.0)])
     }
 }
 

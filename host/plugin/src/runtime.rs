@@ -262,10 +262,9 @@ impl Runtime {
         check_imports(top_level_imports(bytes).iter().map(String::as_str)).map_err(&err)?;
         let component = self.compile(bytes, &digest).map_err(&err)?;
         let ty = component.component_type();
-        let names: Vec<&str> = ty.imports(&self.engine).map(|(name, _)| name).collect();
-        check_imports(names.into_iter()).map_err(&err)?;
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let imports: Vec<String> = ty.imports(&self.engine).map(|(n, _)| n.to_owned()).collect();
+        check_imports(imports.iter().map(String::as_str)).map_err(&err)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         // The version its imports name; one that imports nothing of the contract is tried as
         // 0.1.0, then as 0.2.0.
         let code = if imports.iter().any(|n| n.starts_with("xdst:plugin/") && n.ends_with("@0.2.0")) {
@@ -577,18 +576,17 @@ impl Plugin {
             let fuel = self.limits.fuel.unwrap_or(u64::MAX);
             store.set_fuel(fuel).map_err(|e| self.error(Failure::Host(e.to_string())))?;
         }
-        let outcome = match &self.code {
-            Code::Component(pre) => pre
-                .instance_pre()
+        let instance_pre = match &self.code {
+            Code::Component(pre) => Ok(pre.instance_pre()),
+            Code::Component2(pre) => Ok(pre.instance_pre()),
+            Code::Core(pre) => Err(pre),
+        };
+        let outcome = match instance_pre {
+            Ok(pre) => pre
                 .instantiate(&mut store)
                 .map_err(CallError::Wasm)
                 .and_then(|instance| component(&instance, &mut store)),
-            Code::Component2(pre) => pre
-                .instance_pre()
-                .instantiate(&mut store)
-                .map_err(CallError::Wasm)
-                .and_then(|instance| component(&instance, &mut store)),
-            Code::Core(pre) => core(pre, &mut store),
+            Err(pre) => core(pre, &mut store),
         };
         store.data_mut().flush_stdio();
         outcome.map_err(|e| match e {
