@@ -670,7 +670,7 @@ async fn httproute_named_rule() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn httproute_backend_protocol_h2c() -> anyhow::Result<()> {
     let (mut req, want) = to("/", V1);
-    req.h2c = true;
+    req.h2 = true;
     run("httproute-backend-protocol-h2c", SAME, vec![(req, want)]).await
 }
 
@@ -1283,4 +1283,105 @@ async fn httproute_backend_protocol_websocket() -> anyhow::Result<()> {
         anyhow::ensure!(std::time::Instant::now() < deadline, "websocket through the Gateway: {last}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+const HTTPS: &str = "gateway-conformance-infra/same-namespace-with-https-listener";
+
+/// A request over TLS for `host` with server name `sni`, over HTTP/2 as upstream's
+/// misdirected-request case sends it, or HTTP/1.1.
+fn tls(mut c: (Request, Expect), sni: &'static str, host: &'static str, h2: bool) -> (Request, Expect) {
+    c.0.sni = Some(sni);
+    c.0.host = Some(host);
+    c.0.h2 = h2;
+    c
+}
+
+/// Runs `table` against `gateway`'s port 443 in `case`.
+async fn run_https(case: &str, table: Vec<(Request, Expect)>) -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start(case).await?;
+    for (req, want) in &table {
+        c.expect(HTTPS, 443, req, want).await?;
+    }
+    Ok(())
+}
+
+/// Upstream's HTTPS listener case: the certificate comes from the Secret over SDS, and the
+/// server name picks the listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_https_listener() -> anyhow::Result<()> {
+    let table = vec![
+        tls(to("/", V1), "example.org", "example.org", false),
+        tls(status("/", 404), "unknown-example.org", "unknown-example.org", false),
+        tls(to("/", V2), "second-example.org", "second-example.org", false),
+    ];
+    run_https("httproute-https-listener", table).await
+}
+
+/// Upstream's misdirected-request case: over HTTP/2, a host that belongs to another listener
+/// of the port than the one the server name picked is answered 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_https_listener_detect_misdirected_requests() -> anyhow::Result<()> {
+    let p = "/detect-misdirected-requests";
+    let ok = |sni, host, backend| tls(to(p, backend), sni, host, true);
+    let no = |sni, host, code| tls(status(p, code), sni, host, true);
+    let table = vec![
+        ok("example.org", "example.org", V1),
+        no("example.org", "second-example.org", 421),
+        no("example.org", "unknown-example.org", 404),
+        ok("second-example.org", "second-example.org", V2),
+        no("second-example.org", "example.org", 421),
+        no("second-example.org", "unknown-example.org", 421),
+        ok("third-example.wildcard.org", "third-example.wildcard.org", V3),
+        ok("third-example.wildcard.org", "fith-example.wildcard.org", V3),
+        no("third-example.wildcard.org", "fourth-example.wildcard.org", 421),
+        no("third-example.wildcard.org", "second-example.org", 421),
+        no("third-example.wildcard.org", "unknown-example.org", 421),
+        ok("fourth-example.wildcard.org", "fourth-example.wildcard.org", V1),
+        no("fourth-example.wildcard.org", "fith-example.wildcard.org", 421),
+        ok("unknown-example.org", "example.org", V1),
+        no("unknown-example.org", "unknown-example.org", 404),
+    ];
+    run_https("httproute-https-listener-detect-misdirected-requests", table).await
+}
+
+/// Upstream's redirect port-and-scheme case, on the HTTP listeners at 80 and 8080 and the
+/// HTTPS listener at 443: a port the filter leaves out is the scheme's own, or the listener's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_redirect_port_and_scheme() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let c = Case::start("httproute-redirect-port-and-scheme").await?;
+    let r = |scheme, port| Redirect { scheme: Some(scheme), host: Some("example.org"), port, path: None };
+    let on_80 = vec![
+        redirect("/scheme-nil-and-port-nil", 302, r("http", None)),
+        redirect("/scheme-nil-and-port-80", 302, r("http", None)),
+        redirect("/scheme-nil-and-port-8080", 302, r("http", Some("8080"))),
+        redirect("/scheme-https-and-port-nil", 302, r("https", None)),
+        redirect("/scheme-https-and-port-443", 302, r("https", None)),
+        redirect("/scheme-https-and-port-8443", 302, r("https", Some("8443"))),
+    ];
+    for (req, want) in &on_80 {
+        c.expect(SAME, 80, req, want).await?;
+    }
+    let on_8080 = vec![
+        redirect("/scheme-nil-and-port-nil", 302, r("http", Some("8080"))),
+        redirect("/scheme-nil-and-port-80", 302, r("http", None)),
+        redirect("/scheme-https-and-port-nil", 302, r("https", None)),
+    ];
+    for (req, want) in &on_8080 {
+        c.expect("gateway-conformance-infra/same-namespace-with-http-listener-on-8080", 8080, req, want).await?;
+    }
+    let on_443 = vec![
+        redirect("/scheme-nil-and-port-nil", 302, r("https", None)),
+        redirect("/scheme-nil-and-port-443", 302, r("https", None)),
+        redirect("/scheme-nil-and-port-8443", 302, r("https", Some("8443"))),
+        redirect("/scheme-http-and-port-nil", 302, r("http", None)),
+        redirect("/scheme-http-and-port-80", 302, r("http", None)),
+        redirect("/scheme-http-and-port-8080", 302, r("http", Some("8080"))),
+    ];
+    for (req, want) in on_443 {
+        let (req, want) = tls((req, want), "example.org", "example.org", false);
+        c.expect(HTTPS, 443, &req, &want).await?;
+    }
+    Ok(())
 }

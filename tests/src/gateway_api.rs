@@ -11,6 +11,12 @@
 //! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case), and every
 //!   Gateway port is offset by [`PORT_OFFSET`], so cases run in parallel and bind no
 //!   privileged port.
+//! - A Secret a Gateway listener's `certificateRefs` name and the case does not ship (the
+//!   upstream suite makes `tls-validity-checks-certificate` at run time) is made here: a
+//!   `kubernetes.io/tls` Secret with a certificate for `*.wildcard.org` and the `.org` names
+//!   the cases ask for, signed by a CA of the case's own ([`Case::ca`]), which requests over
+//!   TLS trust. (Upstream's certificate is self-signed for `*`, `*.org` and `*.wildcard.org`;
+//!   rustls takes neither `*` nor a wildcard over one label.)
 //! - [`Case::expect`] sends a request and waits until the answer is what the upstream test
 //!   expects three times in a row (the suite's "eventually consistent" check), or fails with
 //!   the last answer after [`WAIT`].
@@ -54,6 +60,9 @@ pub struct Case {
     pub grpc_echoes: Vec<GrpcEcho>,
     pub xdst: Process,
     pub envoy: Envoy,
+    /// The CA of the certificates made for the case's Secrets, for requests over TLS.
+    pub ca: Option<PathBuf>,
+    _pki: tempfile::TempDir,
     _intent: tempfile::TempDir,
     _plugins: tempfile::TempDir,
 }
@@ -67,8 +76,10 @@ pub struct Request {
     pub headers: Vec<(&'static str, &'static str)>,
     /// Response headers the echo backend is asked to set (`X-Echo-Set-Header`).
     pub backend_sets: Vec<(&'static str, &'static str)>,
-    /// HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
-    pub h2c: bool,
+    /// HTTP/2 instead of HTTP/1.1: with prior knowledge over TCP (h2c), by ALPN over TLS.
+    pub h2: bool,
+    /// Over TLS with this server name (SNI), trusting the case's CA (see [`Case::start`]).
+    pub sni: Option<&'static str>,
 }
 
 /// What must come back.
@@ -242,6 +253,8 @@ impl Case {
             }
         }
         let text = remove_documents(&text, |d| d.kind == "EndpointSlice");
+        let pki = tempfile::Builder::new().prefix("xdst-gwapi-pki-").tempdir()?;
+        let ca = certificate_secrets(&docs, pki.path(), &mut extra)?;
 
         let intent = tempfile::Builder::new().prefix("xdst-gwapi-intent-").tempdir()?;
         std::fs::write(intent.path().join("manifests.yaml"), text)?;
@@ -260,6 +273,8 @@ impl Case {
             grpc_echoes,
             xdst,
             envoy,
+            ca,
+            _pki: pki,
             _intent: intent,
             _plugins: plugins,
         })
@@ -321,8 +336,13 @@ impl Case {
     pub async fn expect(&self, gateway: &str, port: u16, req: &Request, want: &Expect) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
         let what = || format!("{} {} {:?}", req.method.unwrap_or("GET"), req.path, req.host);
+        let tls = match (req.sni, &self.ca) {
+            (Some(_), Some(ca)) => Some(tls_connector(ca, req.h2)?),
+            (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
+            (None, _) => None,
+        };
         self.converge(what, || async {
-            match send(addr, req).await {
+            match send_over(addr, req, tls.as_ref()).await {
                 Ok(answer) => check(&answer, req, want).err(),
                 Err(e) => Some(format!("{e:#}")),
             }
@@ -429,16 +449,98 @@ fn remove_documents(text: &str, drop: impl Fn(&xdst_core::intent::IntentDocument
         .join("\n---")
 }
 
+/// The Secrets the case's Gateways name and the case does not ship, as YAML added to
+/// `extra`, with one certificate (see the module's notes) made in `dir`; the CA's path, if any
+/// was needed.
+fn certificate_secrets(
+    docs: &[xdst_core::intent::IntentDocument],
+    dir: &std::path::Path,
+    extra: &mut String,
+) -> anyhow::Result<Option<PathBuf>> {
+    let shipped: std::collections::BTreeSet<String> =
+        docs.iter().filter(|d| d.kind == "Secret").map(|d| d.id().to_string()).collect();
+    let mut wanted = std::collections::BTreeSet::new();
+    for d in docs.iter().filter(|d| d.kind == "Gateway") {
+        let gateway_ns = d.namespace.clone().unwrap_or_else(|| "default".into());
+        for l in d.json["spec"]["listeners"].as_array().into_iter().flatten() {
+            for r in l["tls"]["certificateRefs"].as_array().into_iter().flatten() {
+                let ns = r["namespace"].as_str().unwrap_or(&gateway_ns).to_owned();
+                let name = r["name"].as_str().unwrap_or_default().to_owned();
+                if !shipped.contains(&format!("Secret/{ns}/{name}")) {
+                    wanted.insert((ns, name));
+                }
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(None);
+    }
+    let ca = crate::pki::Ca::new(dir, "gateway-conformance-ca")?;
+    // Upstream names `*`, `*.org` and `*.wildcard.org`; rustls takes no wildcard over a
+    // single label, so the `.org` names the cases use are listed one by one.
+    let sans =
+        ["DNS:*.org", "DNS:*.wildcard.org", "DNS:example.org", "DNS:second-example.org", "DNS:unknown-example.org"];
+    let leaf = ca.issue("gateway-conformance", &sans)?;
+    let b64 = |p: &std::path::Path| -> anyhow::Result<String> {
+        use base64::Engine as _;
+        Ok(base64::engine::general_purpose::STANDARD.encode(std::fs::read(p)?))
+    };
+    let (crt, key) = (b64(&leaf.cert)?, b64(&leaf.key)?);
+    for (ns, name) in wanted {
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": ns},
+            "data": {"tls.crt": crt, "tls.key": key},
+        });
+        extra.push_str(&format!("---\n{secret}\n"));
+    }
+    Ok(Some(ca.cert))
+}
+
+/// A TLS client trusting `ca` that offers `h2` (when `h2`) or `http/1.1`.
+fn tls_connector(ca: &std::path::Path, h2: bool) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+}
+
 /// One request on a fresh connection (HTTP/1.1, or h2c when the request says so), within 5 s.
 pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
+    send_over(addr, req, None).await
+}
+
+/// [`send`], over TLS with the request's server name when `tls` is given.
+async fn send_over(
+    addr: SocketAddr,
+    req: &Request,
+    tls: Option<&tokio_rustls::TlsConnector>,
+) -> anyhow::Result<Answer> {
     let exchange = async {
         let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
+        let stream: Box<dyn Io> = match (tls, req.sni) {
+            (Some(tls), Some(sni)) => {
+                let name = rustls_pki_types::ServerName::try_from(sni)?.to_owned();
+                Box::new(tls.connect(name, stream).await.with_context(|| format!("TLS to {addr} as {sni}"))?)
+            }
+            _ => Box::new(stream),
+        };
         let io = hyper_util::rt::TokioIo::new(stream);
         let host = req.host.map(str::to_owned).unwrap_or_else(|| addr.to_string());
         let mut builder = http::Request::builder().method(req.method.unwrap_or("GET"));
-        if req.h2c {
+        if req.h2 {
             // HTTP/2 carries the host as the URI's authority.
-            builder = builder.uri(format!("http://{host}{}", req.path));
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            builder = builder.uri(format!("{scheme}://{host}{}", req.path));
         } else {
             builder = builder.uri(req.path).header("host", host);
         }
@@ -450,7 +552,7 @@ pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
             builder = builder.header("X-Echo-Set-Header", pairs.join(","));
         }
         let request = builder.body(Empty::<bytes::Bytes>::new())?;
-        let response = if req.h2c {
+        let response = if req.h2 {
             let (mut sender, conn) =
                 hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io).await?;
             tokio::spawn(conn);
@@ -471,6 +573,10 @@ pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
     };
     tokio::time::timeout(Duration::from_secs(5), exchange).await.context("no answer within 5 s")?
 }
+
+/// A connection, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Why `answer` is not what `want` says, if it is not.
 pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String> {
@@ -502,6 +608,11 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         };
         let sent_host = req.host.unwrap_or("").split(':').next().unwrap_or("");
         let want_host = r.host.unwrap_or(if sent_host.is_empty() { host } else { sent_host });
+        // As upstream: with no port expected, the scheme's own port may still be written.
+        let port = match (r.port, scheme, port) {
+            (None, "http", "80") | (None, "https", "443") => "",
+            _ => port,
+        };
         let want = (r.scheme.unwrap_or("http"), want_host, r.port.unwrap_or(""), r.path.unwrap_or(req.path));
         if (scheme, host, port, path) != want {
             return Err(format!("location {location:?}: (scheme, host, port, path) want {want:?}"));

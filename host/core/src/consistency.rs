@@ -1,15 +1,19 @@
 //! The graph check run before a resource set is published (ORDER-1): every route
 //! configuration a listener names exists, every cluster a route or TCP proxy names exists,
-//! and every EDS cluster has its load assignment. A dangling reference would leave Envoy
+//! every Secret a listener's TLS context fetches over ADS exists, and every EDS cluster has its
+//! load assignment. A dangling reference would leave Envoy
 //! warming forever or routing to nothing, so the set is refused instead.
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{ConfigSource, config_source, transport_socket};
+use envoy_types::pb::envoy::config::listener::v3::FilterChain;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
@@ -17,11 +21,12 @@ use std::sync::Arc;
 
 use crate::resource::Resource;
 use crate::snapshot::Snapshot;
-use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, short_name};
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, short_name};
 
 const HCM: &str =
     "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 const TCP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
+const DOWNSTREAM_TLS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
 
 /// A reference from one resource to another that is not in the set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +55,7 @@ fn kind(type_url: &str) -> &'static str {
         ROUTE => "route configuration",
         CLUSTER => "cluster",
         ENDPOINT => "load assignment",
+        SECRET => "secret",
         _ => "resource",
     }
 }
@@ -74,6 +80,7 @@ impl References {
                     .map(|(field, rf)| match rf {
                         Ref::Route(n) => (field, ROUTE, n),
                         Ref::Cluster(n) => (field, CLUSTER, n),
+                        Ref::Secret(n) => (field, SECRET, n),
                     })
                     .collect()
             }),
@@ -177,6 +184,7 @@ fn check_resources<'a>(
 enum Ref {
     Route(String),
     Cluster(String),
+    Secret(String),
 }
 
 fn listener_refs(l: &Listener) -> Vec<(String, Ref)> {
@@ -187,11 +195,40 @@ fn listener_refs(l: &Listener) -> Vec<(String, Ref)> {
         for (j, f) in chain.filters.iter().enumerate() {
             filter_refs(f, &format!("{at}.filters[{j}]"), &mut out);
         }
+        secret_refs(chain, &at, &mut out);
     }
     if let Some(api) = l.api_listener.as_ref().and_then(|a| a.api_listener.as_ref()) {
         any_refs(api, "api_listener.api_listener", &mut out);
     }
     out
+}
+
+/// The Secrets a filter chain's TLS context fetches over ADS (ones from another source are
+/// not this set's to hold).
+fn secret_refs(chain: &FilterChain, at: &str, out: &mut Vec<(String, Ref)>) {
+    let Some(transport_socket::ConfigType::TypedConfig(any)) =
+        chain.transport_socket.as_ref().and_then(|t| t.config_type.as_ref())
+    else {
+        return;
+    };
+    if any.type_url != DOWNSTREAM_TLS {
+        return;
+    }
+    let Ok(tls) = DownstreamTlsContext::decode(any.value.as_slice()) else { return };
+    let Some(common) = tls.common_tls_context else { return };
+    let over_ads = |c: &Option<ConfigSource>| {
+        matches!(
+            c.as_ref().and_then(|c| c.config_source_specifier.as_ref()),
+            Some(config_source::ConfigSourceSpecifier::Ads(_))
+        )
+    };
+    for (i, sds) in common.tls_certificate_sds_secret_configs.into_iter().enumerate() {
+        if over_ads(&sds.sds_config) {
+            let field =
+                format!("{at}.transport_socket.common_tls_context.tls_certificate_sds_secret_configs[{i}].name");
+            out.push((field, Ref::Secret(sds.name)));
+        }
+    }
 }
 
 fn filter_refs(f: &Filter, at: &str, out: &mut Vec<(String, Ref)>) {
@@ -281,6 +318,18 @@ filter_chains:
       stat_prefix: in
       rds: {route_config_name: routes, config_source: {ads: {}, resource_api_version: V3}}
       http_filters: [{name: router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+  transport_socket:
+    name: envoy.transport_sockets.tls
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+      common_tls_context:
+        tls_certificate_sds_secret_configs:
+        - {name: cert, sds_config: {ads: {}, resource_api_version: V3}}
+        - {name: from-a-file, sds_config: {path_config_source: {path: /etc/envoy/sds.yaml}}}
+---
+"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
+name: cert
+tls_certificate: {certificate_chain: {inline_string: c}, private_key: {inline_string: k}}
 ---
 "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
 name: routes
@@ -375,6 +424,19 @@ cluster_name: api-v2
             "route configuration \"routes\" virtual_hosts[0].routes[1].route.weighted_clusters.clusters[1].name \
                 names cluster \"api\", which does not exist"
         );
+    }
+
+    /// A Secret fetched over ADS must be in the set; one from another source is not its to hold.
+    #[test]
+    fn tls_context_needs_its_secrets_over_ads() {
+        assert_eq!(
+            only_error("sds/cert"),
+            "listener \"http\" filter_chains[0].transport_socket.common_tls_context.\
+                tls_certificate_sds_secret_configs[0].name names secret \"cert\", which does not exist"
+        );
+        let good = snapshot_without("");
+        let gone = good.apply([(Arc::from(SECRET), Arc::from("cert"))], []).unwrap();
+        assert!(check_since(&gone, &good).is_err(), "removing a Secret a listener uses is caught");
     }
 
     #[test]

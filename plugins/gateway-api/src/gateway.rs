@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 use xdst_guest::build::HttpListener;
-use xdst_guest::envoy::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use xdst_guest::envoy::envoy::config::route::v3::{
+    DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
+};
 use xdst_guest::{TranslateResponse, resource, resource_named};
 
 use crate::backends::Backend;
@@ -30,6 +32,9 @@ struct Attachment {
     listener: usize,
     hostnames: Vec<String>,
 }
+
+/// The Gateway listeners programmed on a port, each with the Secrets of its certificates.
+type Programmed = Vec<(usize, Vec<Key>)>;
 
 /// Whether `gateway` is ours to program.
 fn ours(world: &World, config: &Config, gateway: &Doc<GatewaySpec>) -> bool {
@@ -73,7 +78,14 @@ fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: 
 
 /// The listener kinds this plugin serves.
 fn supported_protocol(listener: &Listener) -> bool {
-    listener.protocol == "HTTP"
+    matches!(listener.protocol.as_str(), "HTTP" | "HTTPS")
+}
+
+/// The HTTP listener settings every Gateway port shares: virtual hosts match the host without
+/// its port, and websockets pass through (a Service port's `appProtocol: kubernetes.io/ws`
+/// says its backend speaks them; HTTP/1.1 clusters carry the upgrade).
+pub fn http_listener(listener: HttpListener) -> HttpListener {
+    listener.strip_any_host_port().upgrade("websocket")
 }
 
 /// Translates every Gateway and HTTPRoute; returns the backends routes use.
@@ -115,35 +127,72 @@ pub fn translate(
         }
     }
 
-    // Per Gateway port: the Listener and its RouteConfiguration.
+    // Per Gateway port: the Listener and its RouteConfigurations.
     let mut backends = BTreeMap::new();
+    let mut secrets_served: BTreeSet<Key> = BTreeSet::new();
     for (gkey, gateway) in &gateways {
         let group = format!("{}/{}", gateway.namespace, gateway.name);
         let serve = config.nodes == Nodes::All || node_group == group;
-        let mut ports: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        // Per port: its protocol (the first listener's) and the listeners programmed on it,
+        // with the Secrets of each.
+        let mut ports: BTreeMap<u16, (&str, Programmed)> = BTreeMap::new();
         let mut listener_statuses = Vec::new();
         for (i, l) in gateway.spec.listeners.iter().enumerate() {
             let attached = attachments.iter().filter(|a| &a.gateway == *gkey && a.listener == i).count() as u32;
-            let mut conditions = vec![Condition::yes("ResolvedRefs", "ResolvedRefs")];
-            if !supported_protocol(l) {
-                conditions.push(Condition::no(
-                    "Accepted",
+            let not_accepted = |reason, message: String| {
+                vec![
+                    Condition::yes("ResolvedRefs", "ResolvedRefs"),
+                    Condition::no("Accepted", reason, message),
+                    Condition::no("Programmed", "Invalid", "the listener is not accepted"),
+                ]
+            };
+            let port_protocol = ports.get(&l.port).map(|(p, _)| *p);
+            let certificates = match l.protocol.as_str() {
+                "HTTPS" => crate::tls::certificates(world, gateway, l).map(Some),
+                _ => Ok(None),
+            };
+            let conditions = if !supported_protocol(l) {
+                not_accepted(
                     "UnsupportedProtocol",
-                    format!("protocol {:?} is not supported yet (HTTP is)", l.protocol),
-                ));
-                conditions.push(Condition::no("Programmed", "Invalid", "the listener is not accepted"));
+                    format!("protocol {:?} is not supported (HTTP and HTTPS are)", l.protocol),
+                )
             } else if envoy_port(config, l.port).is_none() {
-                conditions.push(Condition::no(
-                    "Accepted",
-                    "PortUnavailable",
-                    "the port with the configured offset is out of range",
-                ));
-                conditions.push(Condition::no("Programmed", "Invalid", "the listener is not accepted"));
+                not_accepted("PortUnavailable", "the port with the configured offset is out of range".into())
+            } else if port_protocol.is_some_and(|p| p != l.protocol) {
+                let mut c = not_accepted(
+                    "ProtocolConflict",
+                    format!("port {} already serves {}", l.port, port_protocol.unwrap_or_default()),
+                );
+                c.push(Condition::yes("Conflicted", "ProtocolConflict"));
+                c
             } else {
-                conditions.push(Condition::yes("Accepted", "Accepted"));
-                conditions.push(Condition::yes("Programmed", "Programmed"));
-                ports.entry(l.port).or_default().push(i);
-            }
+                match certificates {
+                    Err(crate::tls::Refused::Accepted(c)) => {
+                        vec![
+                            Condition::yes("ResolvedRefs", "ResolvedRefs"),
+                            c,
+                            Condition::no("Programmed", "Invalid", "the listener is not accepted"),
+                        ]
+                    }
+                    Err(crate::tls::Refused::ResolvedRefs(c)) => vec![
+                        c,
+                        Condition::yes("Accepted", "Accepted"),
+                        Condition::no("Programmed", "Invalid", "the listener's certificates do not resolve"),
+                    ],
+                    Ok(secrets) => {
+                        ports
+                            .entry(l.port)
+                            .or_insert((l.protocol.as_str(), Vec::new()))
+                            .1
+                            .push((i, secrets.unwrap_or_default()));
+                        vec![
+                            Condition::yes("ResolvedRefs", "ResolvedRefs"),
+                            Condition::yes("Accepted", "Accepted"),
+                            Condition::yes("Programmed", "Programmed"),
+                        ]
+                    }
+                }
+            };
             listener_statuses.push(ListenerStatus { name: l.name.clone(), attached_routes: attached, conditions });
         }
         statuses.gateways.insert(
@@ -154,28 +203,52 @@ pub fn translate(
             ),
         );
 
-        for (port, listeners) in ports {
+        for (port, (protocol, programmed)) in ports {
             let name = format!("{}/{}/{}", gateway.namespace, gateway.name, port);
-            let (config_proto, rules) = route_configuration(world, gateway, gkey, &listeners, &attachments, &name);
-            for r in rules {
-                for (b, grpc) in r.backends {
-                    *backends.entry(b).or_insert(false) |= grpc;
+            let listeners: Vec<usize> = programmed.iter().map(|(i, _)| *i).collect();
+            let envoy_port = envoy_port(config, port).expect("checked above");
+            let address = address(config, gateway);
+            let here = Port { gateway, gkey, listeners: &listeners, https: protocol == "HTTPS" };
+            let mut configs = Vec::new();
+            let listener = if here.https {
+                // A chain per Gateway listener, each with its own routes: a request whose
+                // host belongs to another listener of the port is misdirected (421).
+                let mut chains = Vec::new();
+                for (i, secrets) in &programmed {
+                    let chain_name = format!("{name}/{}", gateway.spec.listeners[*i].name);
+                    configs.push(route_configuration(world, &here, Some(*i), &attachments, &chain_name));
+                    chains.push(crate::tls::Chain {
+                        name: chain_name,
+                        hostname: gateway.spec.listeners[*i].hostname.clone(),
+                        secrets: secrets.clone(),
+                    });
+                    if serve {
+                        secrets_served.extend(secrets.iter().cloned());
+                    }
+                }
+                crate::tls::https_listener(&name, &address, envoy_port, &chains)
+            } else {
+                configs.push(route_configuration(world, &here, None, &attachments, &name));
+                http_listener(HttpListener::new(name.as_str(), envoy_port).address(address).route_config(name.as_str()))
+                    .build()
+            };
+            for (_, rules) in &configs {
+                for r in rules {
+                    for (b, grpc) in &r.backends {
+                        *backends.entry(b.clone()).or_insert(false) |= grpc;
+                    }
                 }
             }
             if serve {
-                let address = address(config, gateway);
-                let listener = HttpListener::new(name.as_str(), envoy_port(config, port).expect("checked above"))
-                    .address(address)
-                    .route_config(name.as_str())
-                    .strip_any_host_port()
-                    // Websockets pass through (a Service port's `appProtocol: kubernetes.io/ws`
-                    // says its backend speaks them; HTTP/1.1 clusters carry the upgrade).
-                    .upgrade("websocket")
-                    .build();
                 out.resources.push(resource(&listener, Some(gateway.id.clone())));
-                out.resources.push(resource_named(name.clone(), &config_proto, Some(gateway.id.clone())));
+                for (rc, _) in configs {
+                    out.resources.push(resource_named(rc.name.clone(), &rc, Some(gateway.id.clone())));
+                }
             }
         }
+    }
+    for (secret, id) in crate::tls::secrets(world, &secrets_served) {
+        out.resources.push(resource_named(secret.name.clone(), &secret, Some(id)));
     }
 
     backends
@@ -274,15 +347,26 @@ fn address(config: &Config, gateway: &Doc<GatewaySpec>) -> String {
     if config.address == "fromSpec" { "0.0.0.0".to_owned() } else { config.address.clone() }
 }
 
-/// The RouteConfiguration of one Gateway port, and the translated rules in it.
+/// The Gateway listeners programmed on one port.
+struct Port<'a> {
+    gateway: &'a Doc<GatewaySpec>,
+    gkey: &'a Key,
+    listeners: &'a [usize],
+    https: bool,
+}
+
+/// A RouteConfiguration for one Gateway port, and the translated rules in it. `only`: the
+/// configuration of that listener's own filter chain (HTTPS), where a host another listener
+/// of the port owns is misdirected and answered 421; none: every listener of the port shares
+/// the configuration (HTTP).
 fn route_configuration(
     world: &World,
-    gateway: &Doc<GatewaySpec>,
-    gkey: &Key,
-    listeners: &[usize],
+    port: &Port<'_>,
+    only: Option<usize>,
     attachments: &[Attachment],
     name: &str,
 ) -> (RouteConfiguration, Vec<http::Rule>) {
+    let Port { gateway, gkey, listeners, https } = *port;
     let listener_host =
         |i: usize| gateway.spec.listeners[i].hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase();
     // Every listener's own hostname is a virtual host, so a request for it never falls through
@@ -305,6 +389,15 @@ fn route_configuration(
         else {
             continue;
         };
+        if only.is_some_and(|i| i != owner) {
+            hosts.push(VirtualHost {
+                name: domain.clone(),
+                domains: vec![domain.clone()],
+                routes: vec![misdirected()],
+                ..Default::default()
+            });
+            continue;
+        }
         let mut routes = Vec::new();
         for a in here.iter().filter(|a| a.listener == owner) {
             let Some(host) =
@@ -320,15 +413,9 @@ fn route_configuration(
                 created: route.metadata.creation_timestamp.as_deref().unwrap_or(""),
                 order: route.order,
             };
+            let listener_port = gateway.spec.listeners[a.listener].port;
             for (i, rule) in route.spec.rules.iter().enumerate() {
-                let r = http::rule(
-                    world,
-                    &owner,
-                    i,
-                    rule,
-                    hostnames::specificity(host),
-                    gateway.spec.listeners[a.listener].port,
-                );
+                let r = http::rule(world, &owner, i, rule, hostnames::specificity(host), listener_port, https);
                 routes.extend(r.routes.iter().cloned());
                 rules.push(r);
             }
@@ -341,5 +428,27 @@ fn route_configuration(
             ..Default::default()
         });
     }
+    // A listener with a hostname owns nothing outside it.
+    if only.is_some() && !hosts.iter().any(|h| h.domains.iter().any(|d| d == "*")) {
+        hosts.push(VirtualHost {
+            name: "*".into(),
+            domains: vec!["*".into()],
+            routes: vec![misdirected()],
+            ..Default::default()
+        });
+    }
     (RouteConfiguration { name: name.to_owned(), virtual_hosts: hosts, ..Default::default() }, rules)
+}
+
+/// A route answering 421 Misdirected Request: the connection's server name picked another
+/// listener than the request's host.
+fn misdirected() -> Route {
+    Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+            ..Default::default()
+        }),
+        action: Some(route::Action::DirectResponse(DirectResponseAction { status: 421, body: None })),
+        ..Default::default()
+    }
 }

@@ -102,7 +102,8 @@ fn regex(re: &str) -> Result<(), String> {
 }
 
 /// Translates one rule (already [`check`]ed) for a virtual host whose route hostname has
-/// `host_specificity`. `listener_port` is the Gateway listener's port, for redirects.
+/// `host_specificity`. `listener_port` is the Gateway listener's port and `https` whether it
+/// ends TLS, for redirects.
 pub fn rule(
     world: &World,
     owner: &Owner<'_>,
@@ -110,6 +111,7 @@ pub fn rule(
     rule: &HttpRouteRule,
     host_specificity: (bool, usize),
     listener_port: u16,
+    https: bool,
 ) -> Rule {
     let mut out = Rule::default();
     // A rule with one backend: that backend's filters apply to all its traffic, as the rule's
@@ -125,7 +127,7 @@ pub fn rule(
         }
         _ => rule,
     };
-    let action = action(world, owner, rule, listener_port, &mut out);
+    let action = action(world, owner, rule, listener_port, https, &mut out);
     let default_match = [HttpRouteMatch::default()];
     let matches = if rule.matches.is_empty() { &default_match[..] } else { &rule.matches };
     for (m, mat) in matches.iter().enumerate() {
@@ -242,6 +244,7 @@ fn action(
     owner: &Owner<'_>,
     rule: &HttpRouteRule,
     listener_port: u16,
+    https: bool,
     out: &mut Rule,
 ) -> route::route::Action {
     if let Some(r) = filter(rule, "RequestRedirect").and_then(|f| f.request_redirect.as_ref()) {
@@ -263,12 +266,13 @@ fn action(
         // The port: as given; else the scheme's well-known one (left out of the URL) when the
         // scheme changes; else the listener's.
         // A well-known port (80 for http, 443 for https) is left out of the URL.
+        let well_known = if https { 443 } else { 80 };
         redirect.port_redirect = match (r.port, r.scheme.as_deref()) {
             (Some(443), Some("https")) => 0,
             (Some(80), Some("http")) => 0,
             (Some(p), _) => u32::from(p),
             (None, Some(_)) => 0,
-            (None, None) if listener_port == 80 => 0,
+            (None, None) if listener_port == well_known => 0,
             (None, None) => u32::from(listener_port),
         };
         if let Some(p) = &r.path {

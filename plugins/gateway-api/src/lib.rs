@@ -20,11 +20,13 @@
 
 mod backends;
 mod config;
+mod extensions;
 mod gateway;
 mod hostnames;
 mod http;
 mod model;
 mod status;
+mod tls;
 mod world;
 
 use xdst_guest::{

@@ -62,6 +62,44 @@ pub struct Listener {
     pub protocol: String,
     #[serde(default)]
     pub allowed_routes: Option<AllowedRoutes>,
+    /// For HTTPS: how TLS ends and with which certificates.
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `Terminate` (the default) or `Passthrough`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub certificate_refs: Vec<SecretRef>,
+}
+
+/// A listener's `certificateRefs` entry: a Secret by default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// A core `Secret`: its `type` and base64 `data`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Secret {
+    #[serde(default)]
+    pub metadata: Metadata,
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub data: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

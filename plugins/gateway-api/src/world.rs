@@ -9,7 +9,7 @@ use xdst_guest::{IntentDocument, PluginError};
 
 use crate::model::{
     EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, Metadata, Object, ReferenceGrantSpec,
-    ServiceSpec,
+    Secret, ServiceSpec,
 };
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -44,6 +44,8 @@ pub struct World {
     /// By the Service they belong to (`kubernetes.io/service-name`).
     pub slices: BTreeMap<Key, Vec<Doc<EndpointSlice>>>,
     pub grants: Vec<Doc<ReferenceGrantSpec>>,
+    /// Secrets, for HTTPS listeners' certificates.
+    pub secrets: BTreeMap<Key, Doc<Secret>>,
     /// Namespace labels, for `allowedRoutes.namespaces.selector`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
@@ -127,7 +129,18 @@ impl World {
                     // A Namespace has no namespace of its own: its name is the namespace.
                     w.namespaces.insert(doc.local_name().to_owned(), d.metadata.labels);
                 }
-                // Secrets are for HTTPS listeners, which are not translated yet.
+                "Secret" => {
+                    let secret: Secret = doc.body()?;
+                    let d = Doc {
+                        id: doc.id(),
+                        namespace: key.0.clone(),
+                        name: key.1.clone(),
+                        metadata: secret.metadata.clone(),
+                        spec: secret,
+                        order,
+                    };
+                    w.secrets.insert(key, d);
+                }
                 _ => {}
             }
         }

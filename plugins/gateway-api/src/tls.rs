@@ -1,0 +1,172 @@
+//! HTTPS listeners: `certificateRefs` resolved to Secrets, which Envoy fetches over SDS (the
+//! private key never sits in a Listener), and the Listener of an HTTPS port: one filter chain
+//! per Gateway listener, picked by the TLS server name (SNI).
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use xdst_guest::build::{HttpListener, ads};
+use xdst_guest::envoy::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
+use xdst_guest::envoy::envoy::config::listener::v3::{FilterChainMatch, Listener, ListenerFilter, listener_filter};
+use xdst_guest::envoy::envoy::extensions::transport_sockets::tls::v3::{
+    SdsSecretConfig, Secret, TlsCertificate, secret,
+};
+use xdst_guest::pack;
+
+use crate::extensions::{CommonTlsContext, DownstreamTlsContext, TlsInspector};
+use crate::model::{GatewaySpec, Listener as GatewayListener};
+use crate::status::Condition;
+use crate::world::{Doc, Key, World};
+
+/// The SDS name of a Secret: `<namespace>/<name>`.
+pub fn secret_name(key: &Key) -> String {
+    format!("{}/{}", key.0, key.1)
+}
+
+/// Why a listener's certificates cannot be used: `Accepted` or `ResolvedRefs` False.
+pub enum Refused {
+    Accepted(Condition),
+    ResolvedRefs(Condition),
+}
+
+/// The Secrets an HTTPS listener's `certificateRefs` name, checked: every one must be a
+/// `kubernetes.io/tls` Secret with a PEM certificate and key, in the Gateway's namespace or
+/// granted by a ReferenceGrant. The first that fails gives the condition.
+pub fn certificates(
+    world: &World,
+    gateway: &Doc<GatewaySpec>,
+    listener: &GatewayListener,
+) -> Result<Vec<Key>, Refused> {
+    let tls = listener.tls.as_ref();
+    if tls.and_then(|t| t.mode.as_deref()).is_some_and(|m| m != "Terminate") {
+        return Err(Refused::Accepted(Condition::no(
+            "Accepted",
+            "UnsupportedValue",
+            "an HTTPS listener terminates TLS: tls.mode must be Terminate",
+        )));
+    }
+    let refs = tls.map(|t| t.certificate_refs.as_slice()).unwrap_or_default();
+    if refs.is_empty() {
+        return Err(Refused::ResolvedRefs(Condition::no(
+            "ResolvedRefs",
+            "InvalidCertificateRef",
+            "an HTTPS listener needs tls.certificateRefs",
+        )));
+    }
+    let mut keys = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        let at = format!("tls.certificateRefs[{i}]");
+        let invalid = |why: String| Refused::ResolvedRefs(Condition::no("ResolvedRefs", "InvalidCertificateRef", why));
+        let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("Secret"));
+        if !group.is_empty() || kind != "Secret" {
+            return Err(invalid(format!("{at} names a {group}/{kind}; only core Secrets hold certificates")));
+        }
+        let namespace = r.namespace.clone().unwrap_or_else(|| gateway.namespace.clone());
+        if namespace != gateway.namespace
+            && !world.granted("Gateway", &gateway.namespace, "", "Secret", &namespace, &r.name)
+        {
+            return Err(Refused::ResolvedRefs(Condition::no(
+                "ResolvedRefs",
+                "RefNotPermitted",
+                format!("{at}: no ReferenceGrant in {namespace:?} lets this Gateway use Secret {:?}", r.name),
+            )));
+        }
+        let key = (namespace, r.name.clone());
+        let Some(secret) = world.secrets.get(&key) else {
+            return Err(invalid(format!("{at}: Secret {}/{} does not exist", key.0, key.1)));
+        };
+        pem_pair(&secret.spec).map_err(|why| invalid(format!("{at}: Secret {}/{}: {why}", key.0, key.1)))?;
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+/// A `kubernetes.io/tls` Secret's certificate and key, decoded.
+fn pem_pair(secret: &crate::model::Secret) -> Result<(Vec<u8>, Vec<u8>), String> {
+    if secret.kind.as_deref().is_some_and(|t| t != "kubernetes.io/tls") {
+        return Err(format!("type {:?} is not kubernetes.io/tls", secret.kind.as_deref().unwrap_or("")));
+    }
+    let field = |name: &str, marker: &str| -> Result<Vec<u8>, String> {
+        let text = secret.data.get(name).ok_or_else(|| format!("data has no {name:?}"))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|e| format!("data.{name} is not base64: {e}"))?;
+        let pem = String::from_utf8_lossy(&bytes);
+        if !pem.contains("-----BEGIN ") || !pem.contains(marker) {
+            return Err(format!("data.{name} is not a PEM {}", marker.trim_matches('-')));
+        }
+        Ok(bytes)
+    };
+    Ok((field("tls.crt", "CERTIFICATE-----")?, field("tls.key", "PRIVATE KEY-----")?))
+}
+
+/// The SDS Secret resources for `keys` (each once).
+pub fn secrets<'a>(world: &World, keys: impl IntoIterator<Item = &'a Key>) -> Vec<(Secret, String)> {
+    let unique: BTreeSet<&Key> = keys.into_iter().collect();
+    let inline =
+        |b: Vec<u8>| Some(DataSource { specifier: Some(data_source::Specifier::InlineBytes(b)), ..Default::default() });
+    unique
+        .into_iter()
+        .filter_map(|key| {
+            let doc = world.secrets.get(key)?;
+            let (cert, private_key) = pem_pair(&doc.spec).ok()?;
+            let tls = TlsCertificate {
+                certificate_chain: inline(cert),
+                private_key: inline(private_key),
+                ..Default::default()
+            };
+            Some((Secret { name: secret_name(key), r#type: Some(secret::Type::TlsCertificate(tls)) }, doc.id.clone()))
+        })
+        .collect()
+}
+
+/// One Gateway listener's filter chain on an HTTPS port.
+pub struct Chain {
+    /// `<namespace>/<gateway>/<port>/<listener>`: the chain's name and its routes' name.
+    pub name: String,
+    /// The listener's hostname; none: the chain for every other server name.
+    pub hostname: Option<String>,
+    pub secrets: Vec<Key>,
+}
+
+/// The Listener of an HTTPS port: a TLS inspector reads the SNI, which picks the chain of the
+/// Gateway listener whose hostname matches it (Envoy prefers exact names, then the longest
+/// wildcard); the listener without a hostname takes the rest. Each chain ends TLS with its
+/// listener's certificates and fetches its own RouteConfiguration.
+pub fn https_listener(name: &str, address: &str, port: u16, chains: &[Chain]) -> Listener {
+    let mut listener = Listener {
+        name: name.to_owned(),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".into(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(pack(&TlsInspector {}))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    for c in chains {
+        let http = crate::gateway::http_listener(HttpListener::new(c.name.as_str(), port).address(address)).build();
+        listener.address = http.address;
+        let mut chain = http.filter_chains.into_iter().next().unwrap_or_default();
+        chain.name = c.name.clone();
+        chain.filter_chain_match = c
+            .hostname
+            .as_ref()
+            .map(|h| FilterChainMatch { server_names: vec![h.to_ascii_lowercase()], ..Default::default() });
+        let context = DownstreamTlsContext {
+            common_tls_context: Some(CommonTlsContext {
+                alpn_protocols: vec!["h2".into(), "http/1.1".into()],
+                tls_certificate_sds_secret_configs: c
+                    .secrets
+                    .iter()
+                    .map(|k| SdsSecretConfig { name: secret_name(k), sds_config: Some(ads()) })
+                    .collect(),
+            }),
+        };
+        chain.transport_socket = Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".into(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(pack(&context))),
+        });
+        listener.filter_chains.push(chain);
+    }
+    listener
+}
