@@ -1385,3 +1385,146 @@ async fn httproute_redirect_port_and_scheme() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A CORS request: `method` on `path` from `origin`, with these request headers; the answer
+/// must carry the headers in `one_of` (each one of its values) and none of `absent`. A
+/// preflight (`OPTIONS`) is answered by Envoy (200 or 204); others reach the backend.
+fn cors(
+    method: &'static str,
+    path: &'static str,
+    origin: &'static str,
+    headers: &[(&'static str, &'static str)],
+    one_of: &[(&'static str, &'static [&'static str])],
+    absent: &[&'static str],
+) -> (Request, Expect) {
+    let mut sent = vec![("Origin", origin)];
+    sent.extend_from_slice(headers);
+    let preflight = method == "OPTIONS";
+    let (mut req, mut want) = if preflight { status(path, 200) } else { to(path, V1) };
+    req.method = Some(method);
+    want.backend = None;
+    if preflight {
+        want.or_statuses = &[204];
+    }
+    want.response_one_of = one_of.to_vec();
+    want.response_absent_headers = absent.to_vec();
+    with((req, want), &sent)
+}
+
+/// Upstream's CORS case: preflights and simple requests against exact, wildcard-host and `*`
+/// origins, with and without credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_cors() -> anyhow::Result<()> {
+    const ORIGIN: &str = "access-control-allow-origin";
+    const METHODS: &str = "access-control-allow-methods";
+    const HEADERS: &str = "access-control-allow-headers";
+    const CREDENTIALS: &str = "access-control-allow-credentials";
+    let ask = [("access-control-request-method", "GET"), ("access-control-request-headers", "x-header-1, x-header-2")];
+    let put = [("access-control-request-method", "PUT"), ("access-control-request-headers", "x-header-1, x-header-2")];
+    let post = [("access-control-request-method", "POST")];
+    let full = |origin: &'static [&'static str]| {
+        vec![
+            (ORIGIN, origin),
+            (METHODS, &["GET, OPTIONS", "OPTIONS, GET"][..]),
+            (HEADERS, &["x-header-1, x-header-2", "x-header-2, x-header-1"][..]),
+            ("access-control-expose-headers", &["x-header-3, x-header-4", "x-header-4, x-header-3"][..]),
+            ("access-control-max-age", &["3600"][..]),
+            (CREDENTIALS, &["true"][..]),
+        ]
+    };
+    let table = vec![
+        cors("OPTIONS", "/cors-1", "https://www.foo.com", &ask, &full(&["https://www.foo.com"]), &[]),
+        cors("OPTIONS", "/cors-1", "https://www.bar.com", &ask, &full(&["https://www.bar.com"]), &[]),
+        cors("OPTIONS", "/cors-1", "https://xpto.www.bar.com", &ask, &full(&["https://xpto.www.bar.com"]), &[]),
+        {
+            let mut c = cors("OPTIONS", "/cors-1", "https://foobar.com", &ask[..1], &[], &[ORIGIN]);
+            c.1.or_statuses = &[204, 403];
+            c
+        },
+        cors("GET", "/cors-1", "https://www.foo.com", &ask, &[(ORIGIN, &["https://www.foo.com"])], &[]),
+        cors("GET", "/cors-1", "https://www.bar.com", &ask, &[(ORIGIN, &["https://www.bar.com"])], &[]),
+        cors("GET", "/cors-1", "https://foobar.com", &ask[..1], &[], &[ORIGIN]),
+        cors(
+            "OPTIONS",
+            "/cors-2",
+            "https://www.foo.com",
+            &post,
+            &[(METHODS, &["POST", "*"]), (ORIGIN, &["https://www.foo.com"])],
+            &[CREDENTIALS],
+        ),
+        cors(
+            "OPTIONS",
+            "/cors-wildcard-origin",
+            "https://foobar.com",
+            &put[..1],
+            &[(ORIGIN, &["https://foobar.com", "*"]), (METHODS, &["PUT"])],
+            &[CREDENTIALS],
+        ),
+        cors(
+            "OPTIONS",
+            "/cors-wildcard-origin",
+            "https://foobar.com:12345",
+            &put[..1],
+            &[(ORIGIN, &["https://foobar.com:12345", "*"]), (METHODS, &["PUT"])],
+            &[CREDENTIALS],
+        ),
+        cors(
+            "PUT",
+            "/cors-wildcard-origin",
+            "https://foobar.com:12345",
+            &[],
+            &[(ORIGIN, &["https://foobar.com:12345", "*"])],
+            &[],
+        ),
+        cors(
+            "PUT",
+            "/cors-wildcard-origin",
+            "https://foobar.com",
+            &[],
+            &[(ORIGIN, &["https://foobar.com", "*"])],
+            &[CREDENTIALS],
+        ),
+        cors(
+            "OPTIONS",
+            "/cors-wildcard-methods-headers",
+            "https://other.foo.com",
+            &put,
+            &[
+                (ORIGIN, &["https://other.foo.com"]),
+                (METHODS, &["PUT"]),
+                (HEADERS, &["x-header-1, x-header-2", "x-header-2, x-header-1"]),
+                (CREDENTIALS, &["true"]),
+            ],
+            &[],
+        ),
+        cors(
+            "OPTIONS",
+            "/cors-wildcard-methods-headers-unauth",
+            "https://other.foo.com",
+            &put,
+            &[
+                (ORIGIN, &["https://other.foo.com", "*"]),
+                (METHODS, &["PUT", "*"]),
+                (HEADERS, &["x-header-1, x-header-2", "x-header-2, x-header-1", "*"]),
+            ],
+            &[CREDENTIALS],
+        ),
+        cors(
+            "GET",
+            "/cors-wildcard-methods-headers",
+            "https://other.foo.com",
+            &[],
+            &[(ORIGIN, &["https://other.foo.com"]), (CREDENTIALS, &["true"])],
+            &[],
+        ),
+        cors(
+            "GET",
+            "/cors-wildcard-methods-headers-unauth",
+            "https://other.foo.com",
+            &[],
+            &[(ORIGIN, &["https://other.foo.com", "*"])],
+            &[CREDENTIALS],
+        ),
+    ];
+    run("httproute-cors", SAME, table).await
+}

@@ -86,6 +86,8 @@ pub struct Request {
 #[derive(Debug, Clone, Default)]
 pub struct Expect {
     pub status: u16,
+    /// Other statuses that are as good (upstream's `StatusCodes`).
+    pub or_statuses: &'static [u16],
     /// The pod name must start with this (the Service's name).
     pub backend: Option<&'static str>,
     pub namespace: Option<&'static str>,
@@ -96,6 +98,9 @@ pub struct Expect {
     pub backend_absent_headers: Vec<&'static str>,
     pub response_headers: Vec<(&'static str, &'static str)>,
     pub response_absent_headers: Vec<&'static str>,
+    /// Response headers that must have one of these values, whitespace ignored (upstream's
+    /// `ValidHeaderValues` with `IgnoreWhitespace`).
+    pub response_one_of: Vec<(&'static str, &'static [&'static str])>,
     /// For a redirect: what the `Location` header must say.
     pub redirect: Option<Redirect>,
 }
@@ -580,7 +585,7 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// Why `answer` is not what `want` says, if it is not.
 pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String> {
-    if answer.status != want.status {
+    if answer.status != want.status && !want.or_statuses.contains(&answer.status) {
         return Err(format!(
             "status {} (want {}): {}",
             answer.status,
@@ -596,6 +601,13 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
     for k in &want.response_absent_headers {
         if answer.header(k).is_some() {
             return Err(format!("response header {k} is present: {:?}", answer.header(k)));
+        }
+    }
+    let bare = |v: &str| v.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    for (k, options) in &want.response_one_of {
+        let got = answer.header(k);
+        if !got.as_deref().is_some_and(|v| options.iter().any(|o| bare(o) == bare(v))) {
+            return Err(format!("response header {k}: {got:?} (want one of {options:?})"));
         }
     }
     if let Some(r) = &want.redirect {

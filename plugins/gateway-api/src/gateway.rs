@@ -82,10 +82,14 @@ fn supported_protocol(listener: &Listener) -> bool {
 }
 
 /// The HTTP listener settings every Gateway port shares: virtual hosts match the host without
-/// its port, and websockets pass through (a Service port's `appProtocol: kubernetes.io/ws`
-/// says its backend speaks them; HTTP/1.1 clusters carry the upgrade).
+/// its port, websockets pass through (a Service port's `appProtocol: kubernetes.io/ws` says
+/// its backend speaks them; HTTP/1.1 clusters carry the upgrade), and the CORS filter serves
+/// the routes that have a policy.
 pub fn http_listener(listener: HttpListener) -> HttpListener {
-    listener.strip_any_host_port().upgrade("websocket")
+    listener
+        .strip_any_host_port()
+        .upgrade("websocket")
+        .http_filter(crate::cors::FILTER, xdst_guest::pack(&crate::extensions::Cors {}))
 }
 
 /// Translates every Gateway and HTTPRoute; returns the backends routes use.

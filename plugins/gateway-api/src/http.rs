@@ -91,8 +91,8 @@ pub fn check(rule: &HttpRouteRule, at: &str) -> Result<(), (&'static str, String
     Ok(())
 }
 
-const SUPPORTED_FILTERS: [&str; 5] =
-    ["RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite", "RequestMirror"];
+const SUPPORTED_FILTERS: [&str; 6] =
+    ["RequestHeaderModifier", "ResponseHeaderModifier", "RequestRedirect", "URLRewrite", "RequestMirror", "CORS"];
 
 fn regex(re: &str) -> Result<(), String> {
     regex_syntax::ast::parse::Parser::new()
@@ -164,6 +164,12 @@ pub fn rule(
                 && f.kind == "ResponseHeaderModifier"
             {
                 modify(h, &mut r.response_headers_to_add, &mut r.response_headers_to_remove);
+            }
+            if let Some(c) = &f.cors
+                && f.kind == "CORS"
+            {
+                r.typed_per_filter_config
+                    .insert(crate::cors::FILTER.to_owned(), xdst_guest::pack(&crate::cors::policy(c)));
             }
         }
         rewrite_for_match(&mut r, rule, mat);

@@ -20,6 +20,7 @@
 
 mod backends;
 mod config;
+mod cors;
 mod extensions;
 mod gateway;
 mod hostnames;

@@ -244,6 +244,26 @@ pub struct Filter {
     pub url_rewrite: Option<UrlRewrite>,
     #[serde(default)]
     pub request_mirror: Option<Mirror>,
+    #[serde(default)]
+    pub cors: Option<Cors>,
+}
+
+/// An `HTTPCORSFilter`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cors {
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    #[serde(default)]
+    pub allow_credentials: Option<bool>,
+    #[serde(default)]
+    pub max_age: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
