@@ -809,16 +809,7 @@ impl Rollout {
             offer_version: self.offer.snapshot.version(),
             acked_version: self.acked.version(),
             unanswered: self.in_flight.values().map(VecDeque::len).sum(),
-            stopped: if self.stopped {
-                self.rejected.iter().next().map(|((_, t), rj)| StoppedStatus {
-                    r#type: short(t),
-                    message: rj.message.clone(),
-                    seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
-                    resources: rj.suspects.clone(),
-                })
-            } else {
-                None
-            },
+            stopped: self.stopped_status(now),
             last_rejection: self.last_rejection.as_deref().map(|(t, rj)| StoppedStatus {
                 r#type: short(t),
                 message: rj.message.clone(),
@@ -832,6 +823,19 @@ impl Rollout {
             nack_stops: self.nack_stops,
             grace_expiries: self.grace_expiries,
         }
+    }
+
+    /// What stopped the plan, while a rejection stops it.
+    pub fn stopped_status(&self, now: Instant) -> Option<StoppedStatus> {
+        if !self.stopped {
+            return None;
+        }
+        self.rejected.iter().next().map(|((_, t), rj)| StoppedStatus {
+            r#type: types::short_name(t).to_owned(),
+            message: rj.message.clone(),
+            seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
+            resources: rj.suspects.clone(),
+        })
     }
 
     /// Whether the node has acknowledged its target (whatever the mode): the clusters and

@@ -17,6 +17,9 @@
 //!   outcome of that load or generation.
 //! - `GET /intent`, `GET|PUT|DELETE /intent/{kind}/{name}`: the intent API (writes need the
 //!   bearer token; see [`crate::intent_api`]).
+//! - `GET /changes/{id}[?group=G]`: whether change `id` (a generation; a write's `change`)
+//!   is live: per node group, the connected nodes that hold it, those that do not yet, and
+//!   those that rejected it with what they rejected (see [`crate::changes`]).
 //! - `GET /debug/plugins`: with `--intent`/`--plugins`, the loaded plugins (name, version,
 //!   file, digest, kinds, limits) and the last generation (result, error naming the plugin,
 //!   calls made, diagnostics).
@@ -42,6 +45,7 @@ pub fn routes(ctx: &Ctx) -> Router {
     let guard = ctx.clone();
     Router::new()
         .merge(crate::intent_api::routes(ctx))
+        .merge(crate::changes::routes(ctx))
         .route(
             "/reload",
             axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }),
@@ -167,7 +171,7 @@ fn bearer(headers: &http::HeaderMap) -> Option<&str> {
 }
 
 const INDEX: &str = "xdst admin\n  /healthz\n  /readyz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
-    /debug/plugins\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
+    /debug/plugins\n  /changes/{id}[?group=G]\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
     /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
 
 /// Whether `headers` carry the admin token; the refusal to send back if not.

@@ -53,6 +53,8 @@ pub struct Context {
     pub intent: Option<Arc<crate::intent::IntentSource>>,
     /// The one thread that runs intent generations (set once the context exists).
     pub generations: std::sync::OnceLock<crate::generations::Generations>,
+    /// Every good generation as a change, for `/changes/{id}`.
+    pub changes: crate::changes::Ledger,
 }
 
 pub type Ctx = Arc<Context>;

@@ -157,6 +157,11 @@ struct Written {
     /// With a store: the store revision of the write.
     #[serde(skip_serializing_if = "Option::is_none")]
     revision: Option<crate::store::Revision>,
+    /// The change that carries the write, for `GET /changes/{id}` and `xdst wait --change`:
+    /// the generation that applied it, or with a store its revision (every replica's
+    /// generation that translates that revision or a later one carries it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    change: Option<i64>,
     error: Option<String>,
 }
 
@@ -194,7 +199,8 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
     if let Some(store) = ctx.store.clone() {
         let o = crate::store::writes::write(ctx, store, source, headers, &kind, &name, body).await;
         let result = if o.status.is_success() { "ok" } else { "refused" };
-        let written = Written { kind, name, result, file: None, revision: o.revision, error: o.error };
+        let change = o.revision.filter(|_| o.status.is_success());
+        let written = Written { kind, name, result, file: None, revision: o.revision, change, error: o.error };
         return (o.status, Json(written)).into_response();
     }
     let Some(generations) = ctx.generations.get() else { return not_serving() };
@@ -231,6 +237,7 @@ impl Written {
             result: "refused",
             file: None,
             revision: None,
+            change: None,
             error: Some(xdst_plugin::clip(&error, crate::intent::MAX_ERROR_BYTES)),
         }
     }
@@ -294,7 +301,8 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
             tracing::info!(kind, name, deleted = body.is_none(), "intent written through the API");
             let file = body.map(|_| rel);
             let (kind, name) = (kind.to_owned(), name.to_owned());
-            (StatusCode::OK, Written { kind, name, result: "ok", file, revision: None, error: None })
+            let change = ctx.changes.latest();
+            (StatusCode::OK, Written { kind, name, result: "ok", file, revision: None, change, error: None })
         }
         Err(e) => {
             // Undo: what was there before, or nothing.

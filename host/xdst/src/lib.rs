@@ -19,6 +19,7 @@
 //! ```
 
 pub mod admin;
+pub mod changes;
 pub mod codec;
 pub mod config;
 pub mod context;
@@ -41,6 +42,7 @@ pub mod source;
 pub mod store;
 pub mod tls;
 pub mod translate;
+pub mod wait;
 pub mod xds;
 
 use std::net::SocketAddr;
@@ -311,6 +313,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         },
         max_request_size: config.max_request_size,
         generations: Default::default(),
+        changes: Default::default(),
     });
     let _ = woken.set(ctx.clone());
     if let Some(dir) = &config.resources {

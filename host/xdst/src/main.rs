@@ -44,7 +44,40 @@ enum Command {
     /// Move intent between a directory and a store (etcd), for replicas (`serve --store`).
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Wait until a change is live: every connected node (of --group) holds it. Exits 0 when
+    /// it is; 1 when --timeout runs out, naming the nodes still without it; 2 as soon as
+    /// every node without it rejected it, naming each with the resources, plugins and
+    /// documents its rejection points at; 3 when the admin port cannot be asked.
+    #[command(after_help = WAIT_HELP)]
+    Wait {
+        /// The change: the `change` of an intent API write's answer, or a generation number
+        /// (`GET /changes` gives the newest). With --store, a store revision.
+        #[arg(long, value_name = "ID")]
+        change: i64,
+        /// How long to wait.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        timeout: Duration,
+        /// Only the nodes of this node group.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+        /// The admin port of the server (any replica: each answers for the nodes connected to it).
+        #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:19000", env = "XDST_ADMIN_URL")]
+        admin: String,
+        /// A file holding the admin read token, when reads need one.
+        #[arg(long, value_name = "FILE", env = "XDST_ADMIN_READ_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
+    },
 }
+
+const WAIT_HELP: &str = "Examples:
+  # write a document, then wait for every node to hold it
+  change=$(curl -s -X PUT -H \"Authorization: Bearer $TOKEN\" --data-binary @web.yaml \\
+      http://127.0.0.1:19000/intent/Service/web | jq .change)
+  xdst wait --change \"$change\" --timeout 30s
+  # only the edge proxies
+  xdst wait --change 42 --group edge
+
+The same answer as JSON: GET /changes/{id}[?group=G] on the admin port.";
 
 #[derive(Subcommand)]
 enum StoreCommand {
@@ -523,6 +556,16 @@ fn main() -> anyhow::Result<()> {
         Command::Translate(args) => translate(args),
         Command::Plugin(cmd) => plugin(cmd),
         Command::Store(cmd) => store(cmd),
+        Command::Wait { change, timeout, group, admin, token_file } => {
+            let token = match token_file {
+                Some(f) => Some(
+                    std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?.trim().to_owned(),
+                ),
+                None => None,
+            };
+            let code = xdst::wait::run(&xdst::wait::WaitArgs { admin, change, timeout, group, token });
+            std::process::exit(code)
+        }
     }
 }
 

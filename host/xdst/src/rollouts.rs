@@ -64,6 +64,8 @@ struct NodeState {
     idle_since: Option<Instant>,
     /// Who the open streams belong to (see [`Rollouts::attach`]).
     owner: Option<Arc<str>>,
+    /// The target the node last converged on, and its version (for `/changes`).
+    synced: Option<(Arc<Snapshot>, Arc<str>)>,
 }
 
 impl Rollouts {
@@ -110,6 +112,7 @@ impl Rollouts {
                         streams: 0,
                         idle_since: None,
                         owner: None,
+                        synced: None,
                     }),
                     generation: AtomicU64::new(0),
                     changed: Notify::new(),
@@ -159,6 +162,25 @@ impl Rollouts {
         if nodes.lingering.len() > 2 * MAX_LINGERING {
             nodes.forget_longest_idle();
         }
+    }
+
+    /// Every node with an open stream, with the version it last converged on and what stopped
+    /// its plan, if anything did: what `/changes/{id}` counts.
+    pub fn syncs(&self) -> Vec<crate::changes::NodeSync> {
+        let now = Instant::now();
+        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().by_key.values().cloned().collect();
+        nodes
+            .into_iter()
+            .filter_map(|n| {
+                let s = n.state.lock().unwrap();
+                (s.streams > 0).then(|| crate::changes::NodeSync {
+                    group: n.group.clone(),
+                    id: n.id.clone(),
+                    synced: s.synced.as_ref().map(|(_, v)| v.clone()),
+                    stopped: s.rollout.as_ref().and_then(|r| r.stopped_status(now)),
+                })
+            })
+            .collect()
     }
 
     /// Every node's rollout state, by (group, id).
@@ -219,6 +241,10 @@ impl NodeRollout {
 
     fn after(&self, s: &mut NodeState, notes: Vec<Note>, m: &Metrics) {
         let Some(r) = &s.rollout else { return };
+        // Converged on a target not yet recorded: its version is computed once per target.
+        if r.step() == Step::Converged && !s.synced.as_ref().is_some_and(|(t, _)| Arc::ptr_eq(t, r.target())) {
+            s.synced = Some((r.target().clone(), Arc::from(r.target().version())));
+        }
         for note in notes {
             match note {
                 Note::Step(step) => {

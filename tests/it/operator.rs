@@ -1,0 +1,147 @@
+//! Issue 20: the operator's view, with real Envoys.
+//!
+//! - `xdst wait --change ID` against two Envoys in two node groups (one Gateway each, the
+//!   `gateway-api` plugin with `nodes: per-gateway`): a write that gives one Gateway an address
+//!   Envoy refuses makes that Envoy NACK (its `listener_manager.lds.update_rejected` moves,
+//!   the other's does not), and `xdst wait` exits 2 naming that node, the plugin and the
+//!   document; the write that fixes it is a change `xdst wait` sees live (exit 0).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use anyhow::{Context as _, ensure};
+use serde_json::Value;
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::xds::{http_get, http_with};
+
+const TOKEN: (&str, &str) = ("Authorization", "Bearer op-t0ken");
+const NS: &str = "infra";
+
+fn gateway(name: &str, address: &str, port: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {NS}}}\n\
+         spec:\n  gatewayClassName: xdst\n  addresses: [{{value: \"{address}\"}}]\n  \
+         listeners: [{{name: http, port: {port}, protocol: HTTP}}]\n"
+    )
+}
+
+/// Two Gateways, each served to its own node group, and an Envoy in each group.
+struct Fleet {
+    xdst: Process,
+    a: Envoy,
+    b: Envoy,
+    ports: (u16, u16),
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Fleet {
+    async fn start() -> anyhow::Result<Fleet> {
+        let intent = tempfile::tempdir()?;
+        let plugin_dir = tempfile::tempdir()?;
+        let settings = r#"{"config": {"nodes": "per-gateway", "address": "fromSpec"}}"#;
+        plugins::install(plugin_dir.path(), &plugins::gateway_api()?, "gateway-api.wasm", Some(settings))?;
+        let token = intent.path().join(".token");
+        std::fs::write(&token, "op-t0ken")?;
+        let xdst = Process::start_intent(
+            intent.path(),
+            plugin_dir.path(),
+            &["--admin-token-file", token.to_str().unwrap(), "--debounce", "20ms"],
+        )
+        .await?;
+        let ports = (xdst_tests::free_port()?, xdst_tests::free_port()?);
+        let fleet_ports = ports;
+        let mut envoys = Vec::new();
+        for (name, port) in [("gw-a", fleet_ports.0), ("gw-b", fleet_ports.1)] {
+            let (status, body) = put(xdst.admin_addr, name, &gateway(name, "127.0.0.1", port)).await?;
+            ensure!(status == 200, "PUT {name}: {status} {body}");
+            let mut b = Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("envoy-{name}"));
+            b.node_cluster = format!("{NS}/{name}");
+            envoys.push(Envoy::start(&b).await?);
+        }
+        let b = envoys.pop().unwrap();
+        let a = envoys.pop().unwrap();
+        Ok(Fleet { xdst, a, b, ports, _dirs: (intent, plugin_dir) })
+    }
+
+    /// `xdst wait` against this server: exit code and what it printed.
+    async fn wait(&self, change: i64, timeout: &str) -> anyhow::Result<(i32, String)> {
+        let out = tokio::process::Command::new(xdst_tests::server::binary()?)
+            .args(["wait", "--change", &change.to_string(), "--timeout", timeout, "--admin"])
+            .arg(format!("http://{}", self.xdst.admin_addr))
+            .output()
+            .await
+            .context("running xdst wait")?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        Ok((out.status.code().unwrap_or(-1), text))
+    }
+}
+
+async fn put(admin: SocketAddr, name: &str, body: &str) -> anyhow::Result<(u16, String)> {
+    Ok(http_with(admin, "PUT", &format!("/intent/Gateway/{NS}/{name}"), &[TOKEN], body).await)
+}
+
+/// The change id a write's answer carries.
+fn change_of(body: &str) -> anyhow::Result<i64> {
+    let v: Value = serde_json::from_str(body)?;
+    v["change"].as_i64().with_context(|| format!("no change id in the write's answer: {body}"))
+}
+
+async fn latest(admin: SocketAddr) -> anyhow::Result<i64> {
+    let (_, body) = http_get(admin, "/changes").await;
+    let v: Value = serde_json::from_str(&body)?;
+    v["latest"].as_i64().with_context(|| format!("GET /changes: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xdst_wait_names_the_node_that_rejected_a_change_and_the_plugin_then_sees_the_fix_live() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+
+    // Both Envoys converge on what they were given: the latest change is live.
+    let (code, text) = f.wait(latest(f.xdst.admin_addr).await?, "30s").await?;
+    ensure!(code == 0, "the first change is not live ({code}): {text}");
+    ensure!(text.contains("2 nodes in 2 groups hold it"), "{text}");
+    let rejected = |e: &Envoy| {
+        let e = e.admin_addr;
+        async move {
+            let (_, body) = http_get(e, "/stats?format=json&filter=listener_manager.lds.update_rejected").await;
+            let stats = xdst_tests::envoy::Stats::from_json(&body)?;
+            anyhow::Ok(stats.count("listener_manager.lds.update_rejected"))
+        }
+    };
+    ensure!(rejected(&f.a).await? == 0 && rejected(&f.b).await? == 0, "a NACK before the bad change");
+
+    // gw-b gets an address Envoy refuses: the write is accepted (it translates), Envoy B NACKs.
+    let (status, body) = put(f.xdst.admin_addr, "gw-b", &gateway("gw-b", "300.1.1.1", f.ports.1)).await?;
+    ensure!(status == 200, "PUT: {status} {body}");
+    let bad = change_of(&body)?;
+    let started = Instant::now();
+    let (code, text) = f.wait(bad, "30s").await?;
+    eprintln!("[wait] bad change {bad}: exit {code} after {:?}\n{text}", started.elapsed());
+    ensure!(code == 2, "xdst wait on a rejected change exited {code}: {text}");
+    for want in [
+        "envoy-gw-b rejected its lds",
+        "plugin gateway-api",
+        &format!("document Gateway/{NS}/gw-b"),
+        &format!("group {NS}/gw-a: 1 of 1 nodes hold it"),
+    ] {
+        ensure!(text.contains(want), "{want:?} not in: {text}");
+    }
+    ensure!(rejected(&f.b).await? >= 1, "Envoy B did not NACK (its update_rejected did not move)");
+    ensure!(rejected(&f.a).await? == 0, "Envoy A NACKed a change that did not touch its group");
+
+    // The fix is a new change; once Envoy B holds it, it is live everywhere.
+    let (status, body) = put(f.xdst.admin_addr, "gw-b", &gateway("gw-b", "127.0.0.1", f.ports.1)).await?;
+    ensure!(status == 200, "PUT: {status} {body}");
+    let fixed = change_of(&body)?;
+    ensure!(fixed > bad, "change ids grow: {bad} then {fixed}");
+    let (code, text) = f.wait(fixed, "30s").await?;
+    ensure!(code == 0, "the fix is not live ({code}): {text}");
+
+    // A change nobody can hold yet (no generation carries it): not live, and said so.
+    let (code, text) = f.wait(fixed + 1000, "1s").await?;
+    ensure!(code == 1 && text.contains("no generation carries it yet"), "({code}) {text}");
+    Ok(())
+}
