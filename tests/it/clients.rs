@@ -12,7 +12,7 @@
 //! for as soon as it appears (SOTW-10), the client follows the chain LDS -> RDS -> CDS -> EDS
 //! (SOTW-9: each newly requested name is sent) and every call reaches the echo server.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -69,13 +69,13 @@ impl Client {
         let clients = xdst_tests::repo_root().join("tests/clients");
         match self {
             Client::Python => {
-                let mut cmd = tokio::process::Command::new(python());
+                let mut cmd = tokio::process::Command::new(xdst_tests::python());
                 cmd.arg(clients.join("xds_client.py"));
                 cmd
             }
             Client::Node => {
                 let mut cmd = tokio::process::Command::new("node");
-                cmd.arg(clients.join("xds_client.mjs")).arg("--node-path").arg(node_path());
+                cmd.arg(clients.join("xds_client.mjs")).arg("--node-path").arg(xdst_tests::node_path());
                 cmd
             }
         }
@@ -287,7 +287,7 @@ struct EchoServer {
 impl EchoServer {
     async fn start(name: &str) -> anyhow::Result<EchoServer> {
         let script = xdst_tests::repo_root().join("tests/clients/echo_server.py");
-        let mut child = tokio::process::Command::new(python())
+        let mut child = tokio::process::Command::new(xdst_tests::python())
             .arg(&script)
             .args(["--port", "0", "--name", name])
             .stdin(Stdio::null())
@@ -313,29 +313,6 @@ impl EchoServer {
         self.child.kill().await?;
         Ok(())
     }
-}
-
-/// `$XDST_PYTHON`, else the venv `tests/setup.sh` creates.
-fn python() -> PathBuf {
-    tool("XDST_PYTHON", "venv/bin/python")
-}
-
-/// `$XDST_NODE_PATH`, else the node_modules `tests/setup.sh` installs.
-fn node_path() -> PathBuf {
-    tool("XDST_NODE_PATH", "node/node_modules")
-}
-
-fn tool(var: &str, under_cache: &str) -> PathBuf {
-    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let p = xdst_tests::cache_dir().join(under_cache);
-    assert!(
-        p.exists(),
-        "{var} is unset and {} does not exist; run tests/setup.sh, then `. ~/.cache/xdst/env.sh`",
-        p.display()
-    );
-    p
 }
 
 /// Issue 3, must-show 3: a Python grpcio client reaches a gRPC service declared in intent

@@ -5,6 +5,10 @@
 //!   Envoy refuses makes that Envoy NACK (its `listener_manager.lds.update_rejected` moves,
 //!   the other's does not), and `xdst wait` exits 2 naming that node, the plugin and the
 //!   document; the write that fixes it is a change `xdst wait` sees live (exit 0).
+//! - CSDS read by a real client (`tests/clients/csds_client.py`, the generated stubs of the
+//!   `xds-protos` package): the Envoy's listener is ACKED after a change, NACKED with Envoy's
+//!   own error after a bad one, and ACKED again after the fix; a token protects it once admin
+//!   reads are protected.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -38,18 +42,19 @@ struct Fleet {
 
 impl Fleet {
     async fn start() -> anyhow::Result<Fleet> {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> anyhow::Result<Fleet> {
         let intent = tempfile::tempdir()?;
         let plugin_dir = tempfile::tempdir()?;
         let settings = r#"{"config": {"nodes": "per-gateway", "address": "fromSpec"}}"#;
         plugins::install(plugin_dir.path(), &plugins::gateway_api()?, "gateway-api.wasm", Some(settings))?;
         let token = intent.path().join(".token");
         std::fs::write(&token, "op-t0ken")?;
-        let xdst = Process::start_intent(
-            intent.path(),
-            plugin_dir.path(),
-            &["--admin-token-file", token.to_str().unwrap(), "--debounce", "20ms"],
-        )
-        .await?;
+        let mut args = vec!["--admin-token-file", token.to_str().unwrap(), "--debounce", "20ms"];
+        args.extend_from_slice(extra);
+        let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &args).await?;
         let ports = (xdst_tests::free_port()?, xdst_tests::free_port()?);
         let fleet_ports = ports;
         let mut envoys = Vec::new();
@@ -63,6 +68,36 @@ impl Fleet {
         let b = envoys.pop().unwrap();
         let a = envoys.pop().unwrap();
         Ok(Fleet { xdst, a, b, ports, _dirs: (intent, plugin_dir) })
+    }
+
+    /// What a real CSDS client reads from this server (`FetchClientStatus`, or one request
+    /// on `StreamClientStatus`), for nodes whose id starts with `prefix`.
+    async fn csds(&self, prefix: &str, stream: bool, token: Option<&str>) -> anyhow::Result<Value> {
+        self.csds_with(prefix, stream, token, &[]).await
+    }
+
+    async fn csds_with(
+        &self,
+        prefix: &str,
+        stream: bool,
+        token: Option<&str>,
+        extra: &[&str],
+    ) -> anyhow::Result<Value> {
+        let script = xdst_tests::repo_root().join("tests/clients/csds_client.py");
+        let mut cmd = tokio::process::Command::new(xdst_tests::python());
+        cmd.arg(script).args(["--server", &self.xdst.xds_addr.to_string(), "--node-prefix", prefix]);
+        if stream {
+            cmd.arg("--stream");
+        }
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        cmd.args(extra);
+        let out = cmd.output().await.context("running csds_client.py")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.trim()).with_context(|| {
+            format!("csds_client.py printed {text:?}; stderr: {}", String::from_utf8_lossy(&out.stderr))
+        })
     }
 
     /// `xdst wait` against this server: exit code and what it printed.
@@ -143,5 +178,94 @@ async fn xdst_wait_names_the_node_that_rejected_a_change_and_the_plugin_then_see
     // A change nobody can hold yet (no generation carries it): not live, and said so.
     let (code, text) = f.wait(fixed + 1000, "1s").await?;
     ensure!(code == 1 && text.contains("no generation carries it yet"), "({code}) {text}");
+    Ok(())
+}
+
+/// The CSDS entry for envoy-gw-b's listener, once `want` holds for it.
+async fn listener_status(f: &Fleet, stream: bool, want: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v = f.csds("envoy-gw-b", stream, None).await?;
+        ensure!(v["ok"] == true, "CSDS refused: {v}");
+        let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+        ensure!(nodes.len() <= 1 && nodes.iter().all(|n| n["id"] == "envoy-gw-b"), "the prefix matcher: {v}");
+        let listener = nodes
+            .first()
+            .and_then(|n| n["resources"].as_array())
+            .and_then(|r| r.iter().find(|r| r["type"].as_str().is_some_and(|t| t.ends_with("Listener"))).cloned())
+            .unwrap_or_default();
+        if want(&listener) {
+            return Ok(listener);
+        }
+        ensure!(Instant::now() < deadline, "CSDS never showed what was expected; last: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csds_client_reads_acked_then_nacked_with_envoys_error_then_acked() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+    let acked = |l: &Value| l["client_status"] == "ACKED" && l["config_status"] == "SYNCED";
+    let l = listener_status(&f, false, acked).await?;
+    ensure!(l["name"] == format!("{NS}/gw-b/{}", f.ports.1) && l["has_config"] == true, "{l}");
+    let version = l["version"].clone();
+
+    // The bad address: Envoy NACKs, and CSDS says so with Envoy's own words (streamed this time).
+    let (status, body) = put(f.xdst.admin_addr, "gw-b", &gateway("gw-b", "300.1.1.1", f.ports.1)).await?;
+    ensure!(status == 200, "PUT: {status} {body}");
+    let l = listener_status(&f, true, |l| l["client_status"] == "NACKED").await?;
+    ensure!(l["config_status"] == "ERROR", "{l}");
+    ensure!(l["error"].as_str().is_some_and(|e| e.contains("malformed IP address: 300.1.1.1")), "{l}");
+    ensure!(l["version"] == version, "the node keeps the version it had: {l}");
+    ensure!(l["failed_version"].as_str().is_some_and(|v| !v.is_empty() && *v != version), "{l}");
+    // The other node is untouched.
+    let a = f.csds("envoy-gw-a", false, None).await?;
+    let a_listener = &a["nodes"][0]["resources"].as_array().cloned().unwrap_or_default();
+    ensure!(a_listener.iter().all(|r| r["client_status"] == "ACKED"), "envoy-gw-a: {a}");
+
+    // Fixed: ACKED again.
+    let (status, _) = put(f.xdst.admin_addr, "gw-b", &gateway("gw-b", "127.0.0.1", f.ports.1)).await?;
+    ensure!(status == 200);
+    listener_status(&f, false, acked).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csds_needs_the_admin_read_token_once_admin_reads_are_protected() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    let read = dir.path().join("read-token");
+    std::fs::write(&read, "r34d")?;
+    let f = Fleet::start_with(&["--admin-read-token-file", read.to_str().unwrap()]).await?;
+    let refused = f.csds("", false, None).await?;
+    ensure!(refused["ok"] == false && refused["code"] == "PERMISSION_DENIED", "{refused}");
+    ensure!(refused["error"].as_str().is_some_and(|e| e.contains("admin read token")), "{refused}");
+    let wrong = f.csds("", false, Some("nope")).await?;
+    ensure!(wrong["code"] == "PERMISSION_DENIED", "{wrong}");
+    // With the token: both nodes (positive signal that the refusals were about the token).
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v = f.csds("", false, Some("r34d")).await?;
+        if v["nodes"].as_array().is_some_and(|n| n.len() == 2) {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// CSDS limits: a stream asking faster than 2 a second past a burst of 10 is ended with
+/// RESOURCE_EXHAUSTED naming the rate; one within it is answered every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csds_stream_over_its_rate_is_ended_with_the_limit_named() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+    let within = f.csds_with("", true, None, &["--repeat", "10"]).await?;
+    ensure!(within["ok"] == true, "10 at once is within the burst: {within}");
+    let over = f.csds_with("", true, None, &["--repeat", "30"]).await?;
+    ensure!(over["ok"] == false && over["code"] == "RESOURCE_EXHAUSTED", "{over}");
+    ensure!(over["error"].as_str().is_some_and(|e| e.contains("CSDS requests a second")), "{over}");
     Ok(())
 }

@@ -63,3 +63,26 @@ pub fn init_logging() {
         .with_test_writer()
         .try_init();
 }
+
+/// `$XDST_PYTHON`, else the venv `tests/setup.sh` creates.
+pub fn python() -> PathBuf {
+    tool("XDST_PYTHON", "venv/bin/python")
+}
+
+/// `$XDST_NODE_PATH`, else the node_modules `tests/setup.sh` installs.
+pub fn node_path() -> PathBuf {
+    tool("XDST_NODE_PATH", "node/node_modules")
+}
+
+fn tool(var: &str, under_cache: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let p = cache_dir().join(under_cache);
+    assert!(
+        p.exists(),
+        "{var} is unset and {} does not exist; run tests/setup.sh, then `. ~/.cache/xdst/env.sh`",
+        p.display()
+    );
+    p
+}

@@ -115,14 +115,14 @@ pub enum Mode {
 
 /// A response the node rejected, with nothing sent for its type since.
 #[derive(Debug, Clone)]
-struct Rejected {
+pub(crate) struct Rejected {
     /// What it carried: while the offer would send the same again, the stream sends nothing
     /// (the machines never repeat a rejected response) and the plan stays stopped.
-    update: Update,
-    message: String,
-    at: Instant,
+    pub(crate) update: Update,
+    pub(crate) message: String,
+    pub(crate) at: Instant,
     /// What in it was new to the node, with who made it.
-    suspects: Vec<RejectedResource>,
+    pub(crate) suspects: Vec<RejectedResource>,
 }
 
 /// A resource in a rejected response that the node did not hold (new, or changed since it
@@ -141,25 +141,25 @@ pub struct RejectedResource {
 const MAX_IN_FLIGHT: usize = 16;
 
 /// A stream and a type URL: what subscriptions and responses in flight are kept by.
-type StreamType = (u64, Arc<str>);
+pub(crate) type StreamType = (u64, Arc<str>);
 
 /// One node's rollout state.
 #[derive(Debug)]
 pub struct Rollout {
     config: RolloutConfig,
-    target: Arc<Snapshot>,
+    pub(crate) target: Arc<Snapshot>,
     /// What a node with this target asks for by name (computed once per target).
     wanted: Arc<Wanted>,
-    acked: Snapshot,
+    pub(crate) acked: Snapshot,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
-    subscriptions: SmallMap<StreamType, (bool, SmallSet<Arc<str>>)>,
+    pub(crate) subscriptions: SmallMap<StreamType, (bool, SmallSet<Arc<str>>)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
     /// Answered queues stay (empty, with room for one) for the stream's next response: no
     /// allocation per send.
     in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
-    rejected: BTreeMap<(u64, Arc<str>), Rejected>,
+    pub(crate) rejected: BTreeMap<(u64, Arc<str>), Rejected>,
     /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
     last_rejection: Option<Box<(Arc<str>, Rejected)>>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
@@ -853,7 +853,7 @@ impl Rollout {
 }
 
 /// The resources a response carries.
-fn update_resources(u: &Update) -> Vec<&Arc<Resource>> {
+pub(crate) fn update_resources(u: &Update) -> Vec<&Arc<Resource>> {
     match u {
         Update::Replace(set) => set.resources().collect(),
         Update::List { resources, .. } | Update::Patch { added: resources, .. } => resources.iter().collect(),
@@ -861,7 +861,7 @@ fn update_resources(u: &Update) -> Vec<&Arc<Resource>> {
 }
 
 /// Whether a response carries (or removes) the resource `name`.
-fn carries(u: &Update, name: &str) -> bool {
+pub(crate) fn carries(u: &Update, name: &str) -> bool {
     match u {
         Update::Replace(set) => set.get(name).is_some(),
         Update::List { resources, .. } => resources.iter().any(|r| r.name().as_ref() == name),

@@ -147,14 +147,7 @@ fn authorize_read(ctx: &Ctx, req: &axum::extract::Request) -> Result<(), &'stati
     {
         return Ok(());
     }
-    if let Some(given) = bearer(req.headers()) {
-        let ok = |t: &Option<String>| t.as_ref().is_some_and(|t| constant_time_eq(given.as_bytes(), t.as_bytes()));
-        if ok(&read.token) || ok(&ctx.admin_token) {
-            return Ok(());
-        }
-    }
-    let identity = req.extensions().get::<crate::identity::PeerIdentity>();
-    if identity.is_some_and(|id| read.identities.iter().any(|p| p.matches(&id.0))) {
+    if may_read(ctx, req.headers(), req.extensions().get::<crate::identity::PeerIdentity>()) {
         return Ok(());
     }
     ctx.metrics.refusals.get_or_create(&crate::metrics::label("reason", "admin_read")).inc();
@@ -164,6 +157,18 @@ fn authorize_read(ctx: &Ctx, req: &axum::extract::Request) -> Result<(), &'stati
         "admin reads need Authorization: Bearer <token> (--admin-read-token-file) or a client certificate that \
          adminReadIdentities allows\n"
     })
+}
+
+/// Whether the read or write token in `headers`, or the client certificate `identity`, may
+/// read what the admin port shows.
+pub(crate) fn may_read(ctx: &Ctx, headers: &http::HeaderMap, identity: Option<&crate::identity::PeerIdentity>) -> bool {
+    if let Some(given) = bearer(headers) {
+        let ok = |t: &Option<String>| t.as_ref().is_some_and(|t| constant_time_eq(given.as_bytes(), t.as_bytes()));
+        if ok(&ctx.admin_read.token) || ok(&ctx.admin_token) {
+            return true;
+        }
+    }
+    identity.is_some_and(|id| ctx.admin_read.identities.iter().any(|p| p.matches(&id.0)))
 }
 
 fn bearer(headers: &http::HeaderMap) -> Option<&str> {

@@ -23,6 +23,7 @@ pub mod changes;
 pub mod codec;
 pub mod config;
 pub mod context;
+pub mod csds;
 pub mod distribution;
 pub mod generations;
 pub mod identity;

@@ -100,6 +100,12 @@ impl Registry {
         self.groups.lock().unwrap().keys().cloned().collect()
     }
 
+    /// What each connected node said of itself (id, cluster, user agent), by id.
+    pub fn node_infos(&self) -> HashMap<String, NodeInfo> {
+        let entries: Vec<Arc<StreamEntry>> = self.streams.lock().unwrap().values().cloned().collect();
+        entries.into_iter().filter_map(|e| e.source.node()).map(|n| (n.id.clone(), n)).collect()
+    }
+
     /// Every connected node with its streams and plan; the JSON of `/debug/nodes`.
     pub fn report(&self, plans: &HashMap<(String, String), RolloutStatus>) -> Vec<NodeReport> {
         let entries: Vec<(u64, Arc<StreamEntry>)> =

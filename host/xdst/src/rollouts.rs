@@ -183,6 +183,26 @@ impl Rollouts {
             .collect()
     }
 
+    /// Every node with an open stream whose id `pick` accepts: its group, id and the state of
+    /// each resource it asks for or holds (for CSDS).
+    pub fn resource_states(
+        &self,
+        pick: impl Fn(&str) -> bool,
+    ) -> Vec<(String, String, Vec<xdst_core::client_status::ResourceState>)> {
+        let nodes: Vec<Arc<NodeRollout>> =
+            self.nodes.lock().unwrap().by_key.values().filter(|n| pick(&n.id)).cloned().collect();
+        let mut out: Vec<_> = nodes
+            .into_iter()
+            .filter_map(|n| {
+                let s = n.state.lock().unwrap();
+                let r = s.rollout.as_ref().filter(|_| s.streams > 0)?;
+                Some((n.group.clone(), n.id.clone(), r.resource_states()))
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        out
+    }
+
     /// Every node's rollout state, by (group, id).
     pub fn report(&self) -> HashMap<(String, String), RolloutStatus> {
         let now = Instant::now();

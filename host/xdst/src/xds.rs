@@ -68,7 +68,9 @@ pub fn routes(ctx: &Ctx) -> Router {
             )
             .route_service(&format!("{service}/Fetch{suffix}"), fetch_service(ctx.clone(), type_url));
     }
-    r
+    let csds = crate::csds::service(ctx);
+    r.route_service(&format!("{}/StreamClientStatus", crate::csds::SERVICE), csds.clone())
+        .route_service(&format!("{}/FetchClientStatus", crate::csds::SERVICE), csds)
 }
 
 type HttpRequest = http::Request<axum::body::Body>;
