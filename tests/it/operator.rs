@@ -31,6 +31,26 @@ fn gateway(name: &str, address: &str, port: u16) -> String {
     )
 }
 
+/// A Service `web` with one endpoint and an HTTPRoute to it on gw-a: (kind, name, YAML).
+fn backend() -> Vec<(&'static str, &'static str, String)> {
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {NS}}}\n\
+         spec:\n  ports: [{{name: http, port: 8080, targetPort: 8080}}]\n"
+    );
+    let slice = format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{name: web-1, namespace: {NS}, labels: {{kubernetes.io/service-name: web}}}}\n\
+         addressType: IPv4\nendpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]\n\
+         ports: [{{name: http, port: 8080}}]\n"
+    );
+    let route = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: web, namespace: {NS}}}\n\
+         spec:\n  parentRefs: [{{name: gw-a}}]\n  hostnames: [web.example.com]\n  \
+         rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]\n"
+    );
+    vec![("Service", "web", service), ("EndpointSlice", "web-1", slice), ("HTTPRoute", "web", route)]
+}
+
 /// Two Gateways, each served to its own node group, and an Envoy in each group.
 struct Fleet {
     xdst: Process,
@@ -64,6 +84,12 @@ impl Fleet {
             let mut b = Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("envoy-{name}"));
             b.node_cluster = format!("{NS}/{name}");
             envoys.push(Envoy::start(&b).await?);
+        }
+        // A route on gw-a, so its graph runs from listener to endpoints.
+        for (kind, name, body) in backend() {
+            let (status, text) =
+                http_with(xdst.admin_addr, "PUT", &format!("/intent/{kind}/{NS}/{name}"), &[TOKEN], &body).await;
+            ensure!(status == 200, "PUT {kind}/{name}: {status} {text}");
         }
         let b = envoys.pop().unwrap();
         let a = envoys.pop().unwrap();
@@ -267,5 +293,106 @@ async fn a_csds_stream_over_its_rate_is_ended_with_the_limit_named() -> anyhow::
     let over = f.csds_with("", true, None, &["--repeat", "30"]).await?;
     ensure!(over["ok"] == false && over["code"] == "RESOURCE_EXHAUSTED", "{over}");
     ensure!(over["error"].as_str().is_some_and(|e| e.contains("CSDS requests a second")), "{over}");
+    Ok(())
+}
+
+/// Where this test run keeps what it made for people to look at (the status page's
+/// screenshots): `$CARGO_TARGET_DIR/test-artifacts/<name>`, else `target/test-artifacts/<name>`.
+fn artifacts(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| xdst_tests::repo_root().join("target"));
+    let dir = target.join("test-artifacts").join(name);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// The status page in a real headless Chromium (playwright-core): no console errors, the
+/// nodes of two running Envoys, the config graph of a group drawn, and a rejection on the page
+/// within 2 s of the write that caused it. Screenshots: `test-artifacts/status-page/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_nodes_the_graph_and_a_nack_in_a_real_browser() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+    let out = artifacts("status-page")?;
+    let body = out.join("bad-gateway.yaml");
+    std::fs::write(&body, gateway("gw-b", "300.1.1.1", f.ports.1))?;
+    let admin = f.xdst.admin_addr;
+    let script = xdst_tests::repo_root().join("tests/clients/status_page.mjs");
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .args(["--url", &format!("http://{admin}/"), "--out"])
+        .arg(&out)
+        .args(["--expect-nodes", "envoy-gw-a,envoy-gw-b", "--graph-group", &format!("{NS}/gw-a")])
+        .args(["--nack-node", "envoy-gw-b", "--put", &format!("http://{admin}/intent/Gateway/{NS}/gw-b")])
+        .arg("--put-body")
+        .arg(&body)
+        .args(["--token", "op-t0ken", "--node-path"])
+        .arg(xdst_tests::node_path())
+        .output();
+    let run =
+        tokio::time::timeout(std::time::Duration::from_secs(120), run).await.context("the browser run hung")??;
+    let text = String::from_utf8_lossy(&run.stdout);
+    let v: Value = serde_json::from_str(text.lines().last().unwrap_or("")).with_context(|| {
+        format!("status_page.mjs printed {text:?}; stderr: {}", String::from_utf8_lossy(&run.stderr))
+    })?;
+    eprintln!("[status page] {v}\n[status page] screenshots in {}", out.display());
+    ensure!(v["ok"] == true, "{v}");
+    ensure!(v["console_errors"].as_array().is_some_and(Vec::is_empty), "console errors: {v}");
+    // listener, route configuration, two virtual hosts (web.example.com and the listener's
+    // own), cluster, endpoints.
+    ensure!(v["graph_vertices"].as_u64().is_some_and(|n| n >= 6), "the graph is not drawn whole: {v}");
+    let nack_ms = v["nack_ms"].as_u64().context("no NACK time")?;
+    ensure!(nack_ms <= 2000, "the NACK showed {nack_ms} ms after the write (at most 2,000)");
+    ensure!(
+        v["nack_text"].as_str().is_some_and(|t| t.contains("malformed IP address") && t.contains("gateway-api")),
+        "{v}"
+    );
+    for shot in ["nodes.png", "graph.png", "nack.png"] {
+        ensure!(std::fs::metadata(out.join(shot)).is_ok_and(|m| m.len() > 1000), "no screenshot {shot}");
+    }
+    Ok(())
+}
+
+/// Every metric `examples/grafana/xdst-dashboard.json` queries is one xdst serves (by family
+/// name: `_bucket`, `_total` and the like are the families' own series): in a running
+/// server's `/metrics`, or registered and waiting for its first series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_queries_only_metrics_xdst_serves() -> anyhow::Result<()> {
+    let f = Fleet::start().await?;
+    let (_, metrics) = http_get(f.xdst.admin_addr, "/metrics").await;
+    let mut served: std::collections::BTreeSet<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect();
+    // A family with no series yet (no NACK so far) is not in /metrics: the names registered
+    // in host/xdst/src/metrics.rs count too.
+    let source = std::fs::read_to_string(xdst_tests::repo_root().join("host/xdst/src/metrics.rs"))?;
+    for part in source.split("register(").skip(1) {
+        if let Some(name) = part.trim_start().strip_prefix('"').and_then(|r| r.split('"').next()) {
+            served.insert(format!("xdst_{name}"));
+        }
+    }
+    let dashboard = std::fs::read_to_string(xdst_tests::repo_root().join("examples/grafana/xdst-dashboard.json"))?;
+    let v: Value = serde_json::from_str(&dashboard)?;
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in v["panels"].as_array().context("no panels")? {
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"].as_str().unwrap_or("");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("xdst_") {
+                    queried.insert(word.to_owned());
+                }
+            }
+        }
+    }
+    ensure!(queried.len() >= 10, "the dashboard queries few metrics: {queried:?}");
+    for m in &queried {
+        let family =
+            ["_bucket", "_total", "_sum", "_count"].iter().fold(m.as_str(), |m, s| m.strip_suffix(s).unwrap_or(m));
+        ensure!(served.contains(family), "the dashboard queries {m}, and xdst has no family {family}: {served:?}");
+    }
     Ok(())
 }

@@ -115,14 +115,23 @@ pub enum FailurePolicy {
     FailOpen,
 }
 
+/// One plugin call of a generation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PluginCall {
+    pub plugin: String,
+    pub documents: usize,
+    pub seconds: f64,
+}
+
 /// What one generation produced.
 #[derive(Debug, Default)]
 pub struct Translation {
     pub snapshot: Snapshot,
     /// (plugin, diagnostic) pairs to show the operator.
     pub diagnostics: Vec<(String, wit::Diagnostic)>,
-    /// Plugins called this generation, and how many documents they were given.
-    pub calls: Vec<(String, usize)>,
+    /// Plugins called this generation: how many documents each call was given, and how long
+    /// it took.
+    pub calls: Vec<PluginCall>,
     /// Each document's status, as its plugin computed it (contract 0.2.0), by document id.
     pub statuses: BTreeMap<Arc<str>, Arc<str>>,
 }
@@ -357,7 +366,7 @@ impl Pipeline {
         sent: &[&IntentDocument],
         known: &[&IntentDocument],
         resources: Vec<wit::XdsResource>,
-        calls: &mut Vec<(String, usize)>,
+        calls: &mut Vec<PluginCall>,
     ) -> Result<Translated, PipelineError> {
         let request = wit::TranslateRequest {
             node_group: self.node_group.clone(),
@@ -374,8 +383,14 @@ impl Pipeline {
             resources,
             config: p.config.clone(),
         };
-        calls.push((p.plugin.info().name.clone(), sent.len()));
-        p.plugin.translate_full(&request).map_err(|error| {
+        let started = std::time::Instant::now();
+        let result = p.plugin.translate_full(&request);
+        calls.push(PluginCall {
+            plugin: p.plugin.info().name.clone(),
+            documents: sent.len(),
+            seconds: started.elapsed().as_secs_f64(),
+        });
+        result.map_err(|error| {
             let origin = match &error.failure {
                 crate::Failure::Reported { document: Some(doc), .. } => {
                     known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone())
@@ -395,7 +410,7 @@ impl Pipeline {
         p: &Configured,
         intent: &IntentSet,
         current: &Snapshot,
-        calls: &mut Vec<(String, usize)>,
+        calls: &mut Vec<PluginCall>,
     ) -> Result<(Vec<(Arc<str>, Arc<str>)>, Vec<Resource>, Vec<wit::Diagnostic>), PipelineError> {
         let info = p.plugin.info();
         let mut kinds: Vec<&String> = info.kinds.iter().collect();
@@ -456,7 +471,7 @@ impl Pipeline {
         p: &Configured,
         intent: &IntentSet,
         prev: Option<&PluginState>,
-        calls: &mut Vec<(String, usize)>,
+        calls: &mut Vec<PluginCall>,
         changes: &mut Changes,
     ) -> Result<Option<PluginState>, PipelineError> {
         let info = p.plugin.info();

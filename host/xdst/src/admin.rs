@@ -4,6 +4,8 @@
 //! certificate `adminReadIdentities` allows, once a read token or identities are configured;
 //! `/healthz` and `/` never do, `/metrics` not with `--open-metrics`.
 //!
+//! - `GET /` from a browser: the status page (nodes, rejections, plugins, the config graph;
+//!   see [`crate::status`]); otherwise this list as text.
 //! - `GET /healthz`: `ok` once serving.
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /debug/nodes`: every connected node, its make-before-break plan (mode, step, what
@@ -46,11 +48,12 @@ pub fn routes(ctx: &Ctx) -> Router {
     Router::new()
         .merge(crate::intent_api::routes(ctx))
         .merge(crate::changes::routes(ctx))
+        .merge(crate::status::routes(ctx))
         .route(
             "/reload",
             axum::routing::post(move |headers: http::HeaderMap| async move { reload(&c5, &headers).await }),
         )
-        .route("/", get(|| async { INDEX }))
+        .route("/", get(|headers: http::HeaderMap| async move { crate::status::index(&headers, INDEX) }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(move || async move { ready(&c6) }))
         .route(
@@ -176,7 +179,7 @@ fn bearer(headers: &http::HeaderMap) -> Option<&str> {
 }
 
 const INDEX: &str = "xdst admin\n  /healthz\n  /readyz\n  /metrics\n  /debug/nodes\n  /debug/resources[?bodies=true]\n  \
-    /debug/plugins\n  /changes/{id}[?group=G]\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
+    /debug/plugins\n  /changes/{id}[?group=G]\n  /status/summary, /status/nodes, /status/graph\n  POST /reload (Authorization: Bearer <token>)\n  GET /intent, GET|PUT|DELETE \
     /intent/{kind}/{name} (writes: Authorization: Bearer <token>)\n";
 
 /// Whether `headers` carry the admin token; the refusal to send back if not.

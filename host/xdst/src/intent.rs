@@ -263,9 +263,20 @@ pub struct Status {
     pub store: Option<crate::store::mirror::StoreState>,
     pub last_error: Option<ErrorReport>,
     pub last_generation: Option<GenerationReport>,
+    /// Every plugin's calls since the server started: how many, and how long they took.
+    pub timings: BTreeMap<String, PluginTiming>,
     /// Plugin files whose current contents were refused; the previous version of each (if it
     /// had one) keeps serving until the file is fixed.
     pub refused: Vec<RefusalReport>,
+}
+
+/// A plugin's calls: how many, and their time in milliseconds.
+#[derive(Clone, Default, Serialize)]
+pub struct PluginTiming {
+    pub calls: u64,
+    pub total_ms: f64,
+    pub last_ms: f64,
+    pub max_ms: f64,
 }
 
 #[derive(Clone, Serialize)]
@@ -319,7 +330,7 @@ pub struct GenerationReport {
     pub documents: usize,
     pub groups: Vec<String>,
     /// Plugins called, with how many documents each was given (per group).
-    pub calls: BTreeMap<String, Vec<(String, usize)>>,
+    pub calls: BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
     pub resources: usize,
     /// The first [`MAX_DIAGNOSTICS_SHOWN`].
     pub diagnostics: Vec<DiagnosticReport>,
@@ -578,8 +589,16 @@ impl IntentSource {
         }
         st.refused = refused;
         for cs in calls.values() {
-            for (plugin, _) in cs {
-                ctx.metrics.plugin_calls.get_or_create(&[("plugin", plugin.clone().into())]).inc();
+            for call in cs {
+                let plugin = [("plugin", call.plugin.clone().into())];
+                ctx.metrics.plugin_calls.get_or_create(&plugin).inc();
+                ctx.metrics.plugin_seconds.get_or_create(&plugin).observe(call.seconds);
+                let t = st.timings.entry(call.plugin.clone()).or_default();
+                let ms = call.seconds * 1e3;
+                t.calls += 1;
+                t.total_ms += ms;
+                t.last_ms = ms;
+                t.max_ms = t.max_ms.max(ms);
             }
         }
         match result {
@@ -859,7 +878,7 @@ impl IntentSource {
         groups: &[String],
         chosen: &[Choice],
         intent: &xdst_core::intent::IntentSet,
-        calls: &mut BTreeMap<String, Vec<(String, usize)>>,
+        calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
     ) -> Result<Published, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
         let (publication, diagnostics, statuses) = self.translate(groups, &configured, intent, calls)?;
@@ -902,7 +921,7 @@ impl IntentSource {
         groups: &[String],
         configured: &[Configured],
         intent: &xdst_core::intent::IntentSet,
-        calls: &mut BTreeMap<String, Vec<(String, usize)>>,
+        calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
     ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses), GenerationError> {
         // Pipelines are memos of past translations: keep them even if publishing fails.
         let mut pipelines = locked(&self.pipelines);

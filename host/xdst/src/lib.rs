@@ -40,6 +40,7 @@ pub mod rest;
 pub mod rollouts;
 pub mod server;
 pub mod source;
+pub mod status;
 pub mod store;
 pub mod tls;
 pub mod translate;

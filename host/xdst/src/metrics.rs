@@ -44,6 +44,8 @@ pub struct Metrics {
     pub generation_panics: Counter,
     /// Plugin calls by plugin.
     pub plugin_calls: Family<Labels1, Counter>,
+    /// Seconds each plugin call took, by plugin.
+    pub plugin_seconds: Family<Labels1, Histogram>,
     /// Generations failed by a plugin, by plugin.
     pub plugin_failures: Family<Labels1, Counter>,
     /// Plugin files whose new contents were refused (the previous version kept), by file.
@@ -113,6 +115,7 @@ impl Metrics {
             generation_panics.clone(),
         );
         let plugin_calls = Family::<Labels1, Counter>::default();
+        let plugin_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let plugin_failures = Family::<Labels1, Counter>::default();
         let plugin_refusals = Family::<Labels1, Counter>::default();
         registry.register(
@@ -171,6 +174,7 @@ impl Metrics {
             generation_seconds.clone(),
         );
         registry.register("plugin_calls", "Plugin translate calls by plugin", plugin_calls.clone());
+        registry.register("plugin_seconds", "Seconds a plugin call took, by plugin", plugin_seconds.clone());
         registry.register("plugin_failures", "Generations failed by a plugin, by plugin", plugin_failures.clone());
         registry.register("streams", "Connected xDS streams by api and service", streams.clone());
         registry.register("responses", "Discovery responses sent by api and type", responses.clone());
@@ -206,6 +210,7 @@ impl Metrics {
             generation_seconds,
             generation_panics,
             plugin_calls,
+            plugin_seconds,
             plugin_failures,
             plugin_refusals,
             plan_convergence_seconds,

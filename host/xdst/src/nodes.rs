@@ -108,11 +108,23 @@ impl Registry {
 
     /// Every connected node with its streams and plan; the JSON of `/debug/nodes`.
     pub fn report(&self, plans: &HashMap<(String, String), RolloutStatus>) -> Vec<NodeReport> {
+        self.report_where(plans, |_| true)
+    }
+
+    /// [`report`](Self::report) for the nodes whose id `keep` accepts.
+    pub fn report_where(
+        &self,
+        plans: &HashMap<(String, String), RolloutStatus>,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<NodeReport> {
         let entries: Vec<(u64, Arc<StreamEntry>)> =
             self.streams.lock().unwrap().iter().map(|(k, v)| (*k, v.clone())).collect();
         let mut nodes: BTreeMap<String, NodeReport> = BTreeMap::new();
         for (id, e) in entries {
             let info = e.source.node().unwrap_or_default();
+            if !keep(&info.id) {
+                continue;
+            }
             let node = nodes.entry(info.id.clone()).or_insert_with(|| NodeReport {
                 id: info.id.clone(),
                 cluster: info.cluster.clone(),

@@ -205,8 +205,14 @@ impl Rollouts {
 
     /// Every node's rollout state, by (group, id).
     pub fn report(&self) -> HashMap<(String, String), RolloutStatus> {
+        self.report_where(|_| true)
+    }
+
+    /// [`report`](Self::report) for the nodes whose id `keep` accepts.
+    pub fn report_where(&self, keep: impl Fn(&str) -> bool) -> HashMap<(String, String), RolloutStatus> {
         let now = Instant::now();
-        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().by_key.values().cloned().collect();
+        let nodes: Vec<Arc<NodeRollout>> =
+            self.nodes.lock().unwrap().by_key.values().filter(|n| keep(&n.id)).cloned().collect();
         nodes
             .into_iter()
             .filter_map(|n| {

@@ -162,7 +162,7 @@ fn run(plugin: Arc<dyn Translate>, n: usize, runs: usize, changes: usize) -> any
         checks.push(c.elapsed());
         previous = out.snapshot;
         change.push(t.elapsed());
-        if out.calls.iter().map(|c| c.1).sum::<usize>() > 2 {
+        if out.calls.iter().map(|c| c.documents).sum::<usize>() > 2 {
             bail!("a single-service change re-translated {:?} documents", out.calls);
         }
     }
