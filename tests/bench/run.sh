@@ -154,6 +154,7 @@ start_server() { # $1: resources dir; $2: "xdst" or "compare"
     done
     [ -s "$ready" ] || { echo "run.sh: the $2 server not ready after 10 s" >&2; exit 1; }
     xds_addr=$(sed -n 's/.*"xds_addr":"\([^"]*\)".*/\1/p' "$ready")
+    admin_addr=$(sed -n 's/.*"admin_addr":"\([^"]*\)".*/\1/p' "$ready")
 }
 
 stop_server() {
@@ -179,11 +180,14 @@ for n in $ns; do
                     echo "== server=$server N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
                     start_server "$res" "$server"
                     tls=()
+                    admin=()
+                    # xdst's operator reads (/changes, /status) are timed with its streams open.
+                    if [ "$server" = xdst ] && [ -n "$admin_addr" ]; then admin=(--admin "$admin_addr"); fi
                     if [ "$mtls" = 1 ] && [ "$server" = compare ]; then
                         tls=(--tls-ca "$work/ca.pem" --tls-cert "$work/client.pem" --tls-key "$work/client.key")
                     fi
                     # shellcheck disable=SC2086 # loadgen_args is a list of words
-                    "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" "${tls[@]}" \
+                    "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" "${tls[@]}" "${admin[@]}" \
                         --server-pid "$server_pid" --resources "$res" --changes "$changes" \
                         --change "$change" --json $loadgen_args | tee "$work/out.txt"
                     grep '^RESULT ' "$work/out.txt" \

@@ -110,6 +110,11 @@ struct Args {
     /// Tokio worker threads of the load generator.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// The server's admin address: after the changes, with every stream still open, time the
+    /// operator's reads (`/changes/{latest}`, `/status/summary`, `/status/nodes`,
+    /// `/status/graph`, and `/debug/nodes` next to them), each [`ADMIN_PROBES`] times.
+    #[arg(long, value_name = "HOST:PORT")]
+    admin: Option<std::net::SocketAddr>,
     /// Also print the results as one JSON line (prefixed `RESULT `).
     #[arg(long)]
     json: bool,
@@ -195,6 +200,47 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(1)
         }
     }
+}
+
+/// How many times each admin read is timed.
+const ADMIN_PROBES: usize = 20;
+
+/// Times the operator's reads on the admin port with `n` nodes connected; checks that the
+/// latest change is live on all of them (the answer is right, not only fast).
+async fn probe_admin(admin: std::net::SocketAddr, n: usize, group: &str) -> anyhow::Result<()> {
+    use xdst_tests::upstream::http_get;
+    let (_, latest) = http_get(admin, "/changes").await?;
+    let latest: serde_json::Value = serde_json::from_str(&latest)?;
+    let id = latest["latest"].as_i64().context("GET /changes: no latest change")?;
+    let (_, report) = http_get(admin, &format!("/changes/{id}")).await?;
+    let report: serde_json::Value = serde_json::from_str(&report)?;
+    let holding = report["groups"][group]["holding"].as_u64().unwrap_or(0);
+    if report["live"] != true || holding != n as u64 {
+        bail!("GET /changes/{id}: {holding} of {n} nodes hold the latest change: {report}");
+    }
+    let paths = [
+        format!("/changes/{id}"),
+        "/status/summary".to_owned(),
+        "/status/nodes?limit=50".to_owned(),
+        format!("/status/graph?group={group}"),
+        "/debug/nodes".to_owned(),
+    ];
+    for path in paths {
+        let mut times = Vec::with_capacity(ADMIN_PROBES);
+        let mut bytes = 0;
+        for _ in 0..ADMIN_PROBES {
+            let t = Instant::now();
+            let (status, body) = http_get(admin, &path).await?;
+            times.push(t.elapsed());
+            if status != 200 {
+                bail!("GET {path}: {status}");
+            }
+            bytes = body.len();
+        }
+        let s = Stats::of(times);
+        println!("  admin     : GET {path}: p50 {:.1} ms, max {:.1} ms, {bytes} bytes ({n} nodes)", s.p50, s.max);
+    }
+    Ok(())
 }
 
 /// Raises the soft open-files limit to the hard limit; says so if that is not enough.
@@ -367,6 +413,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             progress.print_errors();
             progress.idle(settle).await;
         }
+    }
+    if let Some(admin) = args.admin {
+        probe_admin(admin, n, &args.node_cluster).await?;
     }
     report.rss_after = server.as_ref().map(Proc::rss_kb).transpose()?;
     if let Some(after) = report.rss_after {
