@@ -7,10 +7,11 @@
 //!   Ids only grow; a change is held once the node holds the first generation whose id is at
 //!   least it (a later generation includes every earlier write).
 //! - The ledger keeps, per generation, each group's target version ([`MAX_KEPT`] of them).
-//!   A node's rollout records the target version it last converged on, so a node holds change
-//!   `id` when that version is one its group had at a generation at or after `id`. The
-//!   bookkeeping per node is one version string updated on convergence; answering walks the
-//!   nodes once with a hash lookup each.
+//!   A node's rollout records the target it last converged on, so a node holds change `id`
+//!   when that target's version is one its group had at a generation at or after `id`. The
+//!   bookkeeping per node is a pointer to the group's shared snapshot, set on convergence;
+//!   answering works out each distinct target's version once and walks the nodes once with a
+//!   hash lookup each.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Mutex;

@@ -64,8 +64,9 @@ struct NodeState {
     idle_since: Option<Instant>,
     /// Who the open streams belong to (see [`Rollouts::attach`]).
     owner: Option<Arc<str>>,
-    /// The target the node last converged on, and its version (for `/changes`).
-    synced: Option<(Arc<Snapshot>, Arc<str>)>,
+    /// The target the node last converged on (for `/changes`): shared with every node of its
+    /// group, so this costs a pointer per node.
+    synced: Option<Arc<Snapshot>>,
 }
 
 impl Rollouts {
@@ -169,6 +170,8 @@ impl Rollouts {
     pub fn syncs(&self) -> Vec<crate::changes::NodeSync> {
         let now = Instant::now();
         let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().by_key.values().cloned().collect();
+        // Nodes of a group converge on the same target: each version is worked out once.
+        let mut versions: HashMap<*const Snapshot, Arc<str>> = HashMap::new();
         nodes
             .into_iter()
             .filter_map(|n| {
@@ -176,7 +179,9 @@ impl Rollouts {
                 (s.streams > 0).then(|| crate::changes::NodeSync {
                     group: n.group.clone(),
                     id: n.id.clone(),
-                    synced: s.synced.as_ref().map(|(_, v)| v.clone()),
+                    synced: s.synced.as_ref().map(|t| {
+                        versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()
+                    }),
                     stopped: s.rollout.as_ref().and_then(|r| r.stopped_status(now)),
                 })
             })
@@ -267,9 +272,9 @@ impl NodeRollout {
 
     fn after(&self, s: &mut NodeState, notes: Vec<Note>, m: &Metrics) {
         let Some(r) = &s.rollout else { return };
-        // Converged on a target not yet recorded: its version is computed once per target.
-        if r.step() == Step::Converged && !s.synced.as_ref().is_some_and(|(t, _)| Arc::ptr_eq(t, r.target())) {
-            s.synced = Some((r.target().clone(), Arc::from(r.target().version())));
+        // Converged: remember on what (a pointer; its version is worked out when asked).
+        if r.step() == Step::Converged && !s.synced.as_ref().is_some_and(|t| Arc::ptr_eq(t, r.target())) {
+            s.synced = Some(r.target().clone());
         }
         for note in notes {
             match note {
