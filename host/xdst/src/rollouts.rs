@@ -179,9 +179,10 @@ impl Rollouts {
                 (s.streams > 0).then(|| crate::changes::NodeSync {
                     group: n.group.clone(),
                     id: n.id.clone(),
-                    synced: s.synced.as_ref().map(|t| {
-                        versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()
-                    }),
+                    synced: s
+                        .synced
+                        .as_ref()
+                        .map(|t| versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()),
                     stopped: s.rollout.as_ref().and_then(|r| r.stopped_status(now)),
                 })
             })
