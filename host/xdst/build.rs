@@ -30,7 +30,7 @@ fn main() {
         "/// A template's files: (path in the template, contents).\npub type Files = &'static [(&'static str, &'static [u8])];\n\
          /// (language, recipe, template)\npub static LANGUAGES: &[(&str, &str, Files)] = &[\n",
     );
-    for lang in ["rust", "c", "js", "python", "assemblyscript"] {
+    for lang in ["rust", "c", "js", "python", "assemblyscript", "go"] {
         let dir = sdk.join(lang);
         println!("cargo:rerun-if-changed={}", dir.display());
         let recipe = dir.join("build.sh");
@@ -38,12 +38,20 @@ fn main() {
             continue;
         }
         let template = dir.join("template");
-        let mut list = Vec::new();
-        files(&template, &mut list);
+        // (file, its path in a new plugin): the template, and for Go the SDK package as `sdk/`
+        // (one copy in the repository, a copy in every plugin made from the template).
+        let mut list: Vec<(PathBuf, String)> = Vec::new();
+        for (from, under) in [(template.clone(), ""), (dir.join("sdk"), "sdk/")] {
+            let mut found = Vec::new();
+            files(&from, &mut found);
+            list.extend(found.into_iter().map(|f| {
+                let rel = format!("{under}{}", f.strip_prefix(&from).unwrap().to_string_lossy());
+                (f, rel)
+            }));
+        }
         code.push_str(&format!("    ({lang:?}, include_str!({:?}), &[\n", recipe.canonicalize().unwrap()));
-        for f in &list {
+        for (f, rel) in &list {
             println!("cargo:rerun-if-changed={}", f.display());
-            let rel = f.strip_prefix(&template).unwrap().to_string_lossy().into_owned();
             code.push_str(&format!("        ({rel:?}, include_bytes!({:?})),\n", f.canonicalize().unwrap()));
         }
         code.push_str("    ]),\n");

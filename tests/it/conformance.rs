@@ -1,6 +1,6 @@
 //! Issue 6, must-show 1: the cross-language conformance suite (`tests/conformance/cases`).
 //!
-//! Every port of the reference translator (C, JavaScript, Python, AssemblyScript), built from
+//! Every port of the reference translator (C, JavaScript, Python, AssemblyScript, Go), built from
 //! source with its own toolchain, must translate every case to exactly the resources the Rust
 //! original does: the same (type, name) set and, for each resource, the same bytes after the
 //! host's deterministic re-encoding. The `error-*` cases must fail at the same document and
@@ -172,6 +172,11 @@ fn python_conforms() -> anyhow::Result<()> {
 #[test]
 fn assemblyscript_conforms() -> anyhow::Result<()> {
     conforms("assemblyscript")
+}
+
+#[test]
+fn go_conforms() -> anyhow::Result<()> {
+    conforms("go")
 }
 
 /// The committed expectations are what the Rust plugin does (through `xdst plugin test`, the

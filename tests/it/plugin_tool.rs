@@ -1,4 +1,4 @@
-//! Issue 6, must-show 2: for each language, `xdst plugin new`, then `xdst plugin build`, then
+//! Issue 6, must-show 2 (and issue 21 for Go): for each language, `xdst plugin new`, then `xdst plugin build`, then
 //! `xdst plugin test` succeed in a fresh directory (the real binary, the real toolchains); and
 //! `inspect` says what was built. The bad paths too: a changed expectation fails with a diff
 //! naming the case and the resource, `--bless` rewrites it, a bad name is refused, and a
@@ -137,6 +137,17 @@ fn assemblyscript() -> anyhow::Result<()> {
 }
 
 #[test]
+fn go() -> anyhow::Result<()> {
+    let info = scaffold_build_test("go")?;
+    assert_eq!(info["module"], "core module (core-module ABI)");
+    // Go's wasip1 runtime imports WASI preview 1, and the SDK xdst.log; nothing else.
+    let imports: Vec<&str> = info["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
+    assert!(imports.iter().any(|i| i.starts_with("wasi_snapshot_preview1.")), "{imports:?}");
+    assert!(imports.iter().all(|i| *i == "xdst.log" || i.starts_with("wasi_snapshot_preview1.")), "{imports:?}");
+    Ok(())
+}
+
+#[test]
 fn bad_names_and_existing_directories_are_refused() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let o = xdst(dir.path(), &["plugin", "new", "--lang", "rust", "Team_Gateway"])?;
@@ -147,7 +158,7 @@ fn bad_names_and_existing_directories_are_refused() -> anyhow::Result<()> {
     ensure!(!o.status.success() && text(&o).contains("already exists and is not empty"), "{}", text(&o));
     let o = xdst(dir.path(), &["plugin", "new", "--lang", "cobol", "x"])?;
     ensure!(
-        !o.status.success() && text(&o).contains("possible values: rust, c, js, python, assemblyscript"),
+        !o.status.success() && text(&o).contains("possible values: rust, c, js, python, assemblyscript, go"),
         "{}",
         text(&o)
     );

@@ -95,7 +95,7 @@ pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> a
 
 /// The languages the reference translator is ported to (`plugins/reference-<lang>`), beside
 /// the Rust original.
-pub const PORTS: [&str; 4] = ["c", "js", "python", "assemblyscript"];
+pub const PORTS: [&str; 5] = ["c", "js", "python", "assemblyscript", "go"];
 
 /// Builds the port of the reference translator to `lang` with its own build script (which
 /// installs the language's toolchain under ~/.cache/xdst/toolchains when missing), once per
@@ -109,6 +109,12 @@ pub fn route_policy() -> anyhow::Result<PathBuf> {
     build_script("route-policy-js")
 }
 
+/// The Go probe (`tests/plugins/go-probe`): reports what it could read of files, environment,
+/// clock and random bytes.
+pub fn go_probe() -> anyhow::Result<PathBuf> {
+    build_script("../tests/plugins/go-probe")
+}
+
 /// Builds `plugins/<dir>` with its `build.sh`, once per test process.
 fn build_script(dir: &str) -> anyhow::Result<PathBuf> {
     static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
@@ -117,7 +123,8 @@ fn build_script(dir: &str) -> anyhow::Result<PathBuf> {
     }
     let root = crate::repo_root();
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
-    let out = target.join("xdst-ports").join(format!("{dir}.wasm"));
+    let file = Path::new(dir).file_name().map_or_else(|| dir.to_owned(), |f| f.to_string_lossy().into_owned());
+    let out = target.join("xdst-ports").join(format!("{file}.wasm"));
     let script = root.join(format!("plugins/{dir}/build.sh"));
     let started = std::time::Instant::now();
     let status = std::process::Command::new("bash")

@@ -46,8 +46,13 @@ pub fn shape(bytes: &[u8]) -> Result<Shape, String> {
     Ok(Shape::NoMarker)
 }
 
-/// The one import a core plugin may have: `xdst` `log(level, ptr, len)`.
+/// What a core plugin may import: `xdst` `log(level, ptr, len)`, and the empty WASI
+/// preview 1 (`wasi_snapshot_preview1`, which Go's wasip1 runtime and Zig's and C's WASI
+/// targets import): no files, environment, arguments or network; a stopped clock and fixed
+/// random bytes unless the plugin's capabilities grant the real ones; stdout and stderr to the
+/// log, bounded. The same WASI a component gets.
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut CallState| s.wasi_p1())?;
     linker.func_wrap("xdst", "log", |mut caller: Caller<'_, CallState>, level: i32, ptr: i32, len: i32| {
         let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
             return;
@@ -70,12 +75,21 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Refuses imports other than `xdst.log`, naming the first.
-pub fn check_imports(module: &Module) -> Result<(), Failure> {
+/// The import module of WASI preview 1.
+pub const WASI_P1: &str = "wasi_snapshot_preview1";
+
+/// Refuses imports other than `xdst.log` and WASI preview 1's functions, naming the first.
+pub fn check_imports(module: &Module, linker: &Linker<CallState>, engine: &wasmtime::Engine) -> Result<(), Failure> {
     for import in module.imports() {
-        if (import.module(), import.name()) != ("xdst", "log") {
+        let allowed = match import.module() {
+            "xdst" => import.name() == "log",
+            WASI_P1 => wasi_p1_functions(linker, engine).contains(import.name()),
+            _ => false,
+        };
+        if !allowed {
             return Err(Failure::Incompatible(format!(
-                "imports {}.{}, which is not granted (a core-module plugin may import only xdst.log; see proto/core-abi/README.md)",
+                "imports {}.{}, which is not granted (a core-module plugin may import only xdst.log and \
+                 wasi_snapshot_preview1's functions; see proto/core-abi/README.md)",
                 import.module(),
                 import.name()
             )));
@@ -100,6 +114,18 @@ pub fn check_imports(module: &Module) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The names of the WASI preview 1 functions `linker` defines (read once).
+fn wasi_p1_functions(
+    linker: &Linker<CallState>,
+    engine: &wasmtime::Engine,
+) -> &'static std::collections::BTreeSet<String> {
+    static NAMES: std::sync::OnceLock<std::collections::BTreeSet<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut store = wasmtime::Store::new(engine, CallState::bare());
+        linker.iter(&mut store).filter(|(m, _, _)| *m == WASI_P1).map(|(_, name, _)| name.to_owned()).collect()
+    })
 }
 
 /// A linked core plugin, ready to instantiate once per call.

@@ -105,7 +105,9 @@ impl Capabilities {
     }
 }
 
-/// The clocks of a plugin without the `clocks` capability: stopped.
+/// The clocks of a plugin without the `clocks` capability: stopped, the wall clock at the Unix
+/// epoch and the monotonic clock at 1 ns (Go's runtime refuses to start on a monotonic clock
+/// that reads zero).
 struct StoppedClock;
 
 impl wasmtime_wasi::HostWallClock for StoppedClock {
@@ -122,7 +124,7 @@ impl wasmtime_wasi::HostMonotonicClock for StoppedClock {
         1_000_000_000
     }
     fn now(&self) -> u64 {
-        0
+        1
     }
 }
 
@@ -289,7 +291,7 @@ impl Runtime {
         let digest = digest(bytes);
         let err = |failure| PluginError { plugin: label.to_owned(), digest: digest.clone(), failure };
         let module = self.compile_module(bytes, &digest).map_err(&err)?;
-        core_abi::check_imports(&module).map_err(&err)?;
+        core_abi::check_imports(&module, &self.core_linker, &self.engine).map_err(&err)?;
         let pre =
             self.core_linker.instantiate_pre(&module).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         let imports = module.imports().map(|i| format!("{}.{}", i.module(), i.name())).collect();
@@ -565,6 +567,7 @@ impl Plugin {
                 memory_hit: false,
                 logs: 0,
                 wasi: None,
+                wasi_p1: None,
                 capabilities: self.limits.capabilities,
             },
         );
@@ -667,6 +670,8 @@ pub struct CallState {
     logs: usize,
     /// The empty WASI, made on first use (only plugins that import WASI pay for it).
     wasi: Option<Wasi>,
+    /// The same for a core module importing `wasi_snapshot_preview1` (Go's wasip1 runtime).
+    wasi_p1: Option<WasiP1>,
     capabilities: Capabilities,
 }
 
@@ -677,30 +682,69 @@ struct Wasi {
     stderr: CappedPipe,
 }
 
+struct WasiP1 {
+    ctx: wasmtime_wasi::p1::WasiP1Ctx,
+    stdout: CappedPipe,
+    stderr: CappedPipe,
+}
+
+/// The WASI a plugin gets: nothing granted (no preopened directories, environment, arguments
+/// or network: the builder's defaults), stdin empty, stdout and stderr to capped pipes the
+/// host logs; a stopped clock and fixed random bytes unless `capabilities` grant the real ones.
+fn empty_wasi(capabilities: &Capabilities) -> (wasmtime_wasi::WasiCtxBuilder, CappedPipe, CappedPipe) {
+    let cap = crate::text_limits::get().stdio_bytes;
+    let stdout = CappedPipe::new(cap);
+    let stderr = CappedPipe::new(cap);
+    let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
+    builder.stdout(stdout.clone()).stderr(stderr.clone());
+    if !capabilities.clocks {
+        builder.wall_clock(StoppedClock).monotonic_clock(StoppedClock);
+    }
+    if !capabilities.random {
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        builder
+            .secure_random(wasmtime_wasi::Deterministic::new(bytes.clone()))
+            .insecure_random(wasmtime_wasi::Deterministic::new(bytes))
+            .insecure_random_seed(0);
+    }
+    (builder, stdout, stderr)
+}
+
 impl wasmtime_wasi::WasiView for CallState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         let wasi = self.wasi.get_or_insert_with(|| {
-            let cap = crate::text_limits::get().stdio_bytes;
-            let stdout = CappedPipe::new(cap);
-            let stderr = CappedPipe::new(cap);
-            // Nothing is granted: no preopened directories, environment, arguments or network
-            // (the builder's defaults); stdin is empty; clocks and random only if granted.
-            let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
-            builder.stdout(stdout.clone()).stderr(stderr.clone());
-            if !self.capabilities.clocks {
-                builder.wall_clock(StoppedClock).monotonic_clock(StoppedClock);
-            }
-            if !self.capabilities.random {
-                let bytes: Vec<u8> = (0..=255u8).collect();
-                builder
-                    .secure_random(wasmtime_wasi::Deterministic::new(bytes.clone()))
-                    .insecure_random(wasmtime_wasi::Deterministic::new(bytes))
-                    .insecure_random_seed(0);
-            }
-            let ctx = builder.build();
-            Wasi { ctx, table: Default::default(), stdout, stderr }
+            let (mut builder, stdout, stderr) = empty_wasi(&self.capabilities);
+            Wasi { ctx: builder.build(), table: Default::default(), stdout, stderr }
         });
         wasmtime_wasi::WasiCtxView { ctx: &mut wasi.ctx, table: &mut wasi.table }
+    }
+}
+
+impl CallState {
+    /// A state for looking at a linker, not for a call.
+    pub(crate) fn bare() -> CallState {
+        CallState {
+            plugin: String::new(),
+            memory_cap: 0,
+            memory_total: 0,
+            memory_hit: false,
+            logs: 0,
+            wasi: None,
+            wasi_p1: None,
+            capabilities: Capabilities::default(),
+        }
+    }
+
+    /// The empty WASI of a core module (`wasi_snapshot_preview1`), made on first use.
+    pub(crate) fn wasi_p1(&mut self) -> &mut wasmtime_wasi::p1::WasiP1Ctx {
+        let capabilities = self.capabilities;
+        &mut self
+            .wasi_p1
+            .get_or_insert_with(|| {
+                let (mut builder, stdout, stderr) = empty_wasi(&capabilities);
+                WasiP1 { ctx: builder.build_p1(), stdout, stderr }
+            })
+            .ctx
     }
 }
 
@@ -737,9 +781,22 @@ impl CallState {
 
     /// Logs what the plugin wrote to stdout (info) and stderr (warn), line by line.
     fn flush_stdio(&mut self) {
+        let mut pipes = Vec::new();
+        if let Some(w) = self.wasi.take() {
+            pipes.push((w.stdout, w.stderr));
+        }
+        if let Some(w) = self.wasi_p1.take() {
+            pipes.push((w.stdout, w.stderr));
+        }
+        for (stdout, stderr) in &pipes {
+            self.flush_pipes(stdout, stderr);
+        }
+    }
+
+    /// One WASI's stdout and stderr, as [`flush_stdio`](Self::flush_stdio) says.
+    fn flush_pipes(&mut self, stdout: &CappedPipe, stderr: &CappedPipe) {
         use wit::xdst::plugin::log::Level;
-        let Some(wasi) = self.wasi.take() else { return };
-        for (pipe, level, name) in [(&wasi.stdout, Level::Info, "stdout"), (&wasi.stderr, Level::Warn, "stderr")] {
+        for (pipe, level, name) in [(stdout, Level::Info, "stdout"), (stderr, Level::Warn, "stderr")] {
             let (bytes, dropped) = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
                 self.write_log(level, line.to_owned());

@@ -201,18 +201,29 @@ fn a_chatty_plugin_is_rate_limited_not_failed() {
 }
 
 #[test]
-fn imports_other_than_xdst_log_are_refused_at_load() {
+fn imports_other_than_xdst_log_and_wasi_preview1_are_refused_at_load() {
     let bytes = module_with(r#"(import "env" "abort" (func (param i32 i32 i32 i32)))"#, "(unreachable)", "");
     let e = runtime().load_any("abort.wasm", &bytes, Limits::default()).unwrap_err();
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
     assert!(e.to_string().contains("imports env.abort, which is not granted"), "{e}");
+    // A function WASI preview 1 does not have is refused by name too.
     let bytes = module_with(
-        r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+        r#"(import "wasi_snapshot_preview1" "sock_listen" (func (param i32) (result i32)))"#,
         "(unreachable)",
         "",
     );
     let e = runtime().load_any("wasi.wasm", &bytes, Limits::default()).unwrap_err();
-    assert!(e.to_string().contains("imports wasi_snapshot_preview1.fd_write, which is not granted"), "{e}");
+    assert!(e.to_string().contains("imports wasi_snapshot_preview1.sock_listen, which is not granted"), "{e}");
+    // WASI preview 1's own functions link to the empty WASI (Go's wasip1 runtime needs them).
+    let bytes = module_with(
+        r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+           (import "wasi_snapshot_preview1" "clock_time_get" (func (param i32 i64 i32) (result i32)))"#,
+        &format!("(call $out (i32.const {}))", OK.len()),
+        OK,
+    );
+    let p = runtime().load_any("wasi.wasm", &bytes, Limits::default()).unwrap();
+    assert_eq!(p.imports(), ["wasi_snapshot_preview1.fd_write", "wasi_snapshot_preview1.clock_time_get"]);
+    assert_eq!(p.translate(&request()).unwrap().resources.len(), 1);
 }
 
 #[test]

@@ -37,8 +37,8 @@ enum Command {
     /// With --out-dir, write Envoy filesystem-subscription files instead.
     #[command(after_help = TRANSLATE_HELP)]
     Translate(TranslateArgs),
-    /// Write, build, test, inspect and push plugins, in Rust, C, JavaScript, Python or
-    /// AssemblyScript.
+    /// Write, build, test, inspect and push plugins, in Rust, C, JavaScript, Python,
+    /// AssemblyScript or Go.
     #[command(subcommand)]
     Plugin(PluginCommand),
     /// Move intent between a directory and a store (etcd), for replicas (`serve --store`).
@@ -119,7 +119,7 @@ enum PluginCommand {
     /// Scaffold a plugin that builds, declares one intent kind and has one passing test case.
     #[command(after_help = NEW_HELP)]
     New {
-        /// The language: rust, c, js, python or assemblyscript.
+        /// The language: rust, c, js, python, assemblyscript or go.
         #[arg(long, value_enum)]
         lang: xdst::plugin_tool::Lang,
         /// The plugin's name (lowercase, dashes: team-gateway); also the directory's.
@@ -218,6 +218,8 @@ Languages and what they produce:
   python          a component (componentize-py: CPython inside), ~18 MB; the first load
                   compiles it for 10-60 s, then it is cached by digest
   assemblyscript  a core module speaking the core-module ABI (proto/core-abi), ~20 KB
+  go              a core module (GOOS=wasip1, go build -buildmode=c-shared) speaking the
+                  core-module ABI, with the empty WASI; ~4.5 MB
 The guides are guest-sdk/<lang>/README.md in the xdst repository.";
 
 const PUSH_HELP: &str = "\

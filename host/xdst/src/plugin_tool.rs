@@ -35,6 +35,7 @@ pub enum Lang {
     Js,
     Python,
     Assemblyscript,
+    Go,
 }
 
 impl Lang {
@@ -45,6 +46,7 @@ impl Lang {
             Lang::Js => "js",
             Lang::Python => "python",
             Lang::Assemblyscript => "assemblyscript",
+            Lang::Go => "go",
         }
     }
 

@@ -1,0 +1,3 @@
+module xdst.dev/guest
+
+go 1.24

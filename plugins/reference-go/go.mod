@@ -1,0 +1,7 @@
+module xdst.dev/reference-go
+
+go 1.24
+
+require xdst.dev/guest v0.0.0
+
+replace xdst.dev/guest => ../../guest-sdk/go/sdk
