@@ -68,6 +68,18 @@ fn read<T: serde::de::DeserializeOwned + Default>(doc: &IntentDocument, order: u
 }
 
 impl<T> Doc<T> {
+    /// A document with no `spec` (an EndpointSlice, a Secret): the whole body is read as `T`.
+    fn whole(doc: &IntentDocument, metadata: Metadata, body: T, order: usize) -> Doc<T> {
+        Doc {
+            id: doc.id(),
+            namespace: namespace_of(doc),
+            name: doc.local_name().to_owned(),
+            metadata,
+            spec: body,
+            order,
+        }
+    }
+
     /// The same document with another spec.
     fn with_spec<U>(self, spec: U) -> Doc<U> {
         Doc {
@@ -113,14 +125,8 @@ impl World {
                             "an EndpointSlice needs the label kubernetes.io/service-name naming its Service",
                         ));
                     };
-                    let d = Doc {
-                        id: doc.id(),
-                        namespace: key.0.clone(),
-                        name: key.1.clone(),
-                        metadata: slice.metadata.clone(),
-                        spec: slice,
-                        order,
-                    };
+                    let metadata = slice.metadata.clone();
+                    let d = Doc::whole(doc, metadata, slice, order);
                     w.slices.entry((key.0, service)).or_default().push(d);
                 }
                 "ReferenceGrant" => w.grants.push(read(doc, order)?),
@@ -131,15 +137,8 @@ impl World {
                 }
                 "Secret" => {
                     let secret: Secret = doc.body()?;
-                    let d = Doc {
-                        id: doc.id(),
-                        namespace: key.0.clone(),
-                        name: key.1.clone(),
-                        metadata: secret.metadata.clone(),
-                        spec: secret,
-                        order,
-                    };
-                    w.secrets.insert(key, d);
+                    let metadata = secret.metadata.clone();
+                    w.secrets.insert(key, Doc::whole(doc, metadata, secret, order));
                 }
                 _ => {}
             }

@@ -22,18 +22,7 @@ fn statuses(case: &str) -> BTreeMap<String, Value> {
 fn route(case: &str, id: &str) -> Vec<(String, String, String)> {
     let all = statuses(case);
     let status = all.get(id).unwrap_or_else(|| panic!("{case}: no status for {id}: {:?}", all.keys()));
-    status["parents"][0]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["type"].as_str().unwrap().into(),
-                c["status"].as_str().unwrap().into(),
-                c["reason"].as_str().unwrap().into(),
-            )
-        })
-        .collect()
+    common::conditions(&status["parents"][0]["conditions"])
 }
 
 fn has(conditions: &[(String, String, String)], kind: &str, status: &str, reason: &str) -> bool {

@@ -52,18 +52,7 @@ data: {{tls.crt: {CRT}, tls.key: {KEY}}}
 
 /// `(type, status, reason)` of the first listener's conditions.
 fn first_listener(statuses: &std::collections::BTreeMap<String, Value>) -> Vec<(String, String, String)> {
-    statuses["Gateway/infra/gw"]["listeners"][0]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["type"].as_str().unwrap().into(),
-                c["status"].as_str().unwrap().into(),
-                c["reason"].as_str().unwrap().into(),
-            )
-        })
-        .collect()
+    common::conditions(&statuses["Gateway/infra/gw"]["listeners"][0]["conditions"])
 }
 
 #[test]

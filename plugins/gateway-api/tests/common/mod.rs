@@ -27,3 +27,16 @@ pub fn run(yaml: &str, config: &str) -> (TranslateResponse, BTreeMap<String, Val
         TranslateRequest { node_group: String::new(), documents: docs(yaml), resources: vec![], config: config.into() };
     xdst_plugin_gateway_api::translate(&request).unwrap()
 }
+
+/// `(type, status, reason)` of each condition in a status's `conditions` array.
+#[allow(dead_code)]
+pub fn conditions(list: &Value) -> Vec<(String, String, String)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap().to_owned();
+            (s("type"), s("status"), s("reason"))
+        })
+        .collect()
+}
