@@ -1,6 +1,6 @@
 //! Issue 6, must-show 5: what each language costs the host.
 //!
-//! For the Rust reference translator and each port (C, JavaScript, Python, AssemblyScript),
+//! For the Rust reference translator and each port (C, JavaScript, Python, AssemblyScript, Go),
 //! built from source:
 //! - **admission**: compiling the plugin (Cranelift, no cache) and describing it, as xdst
 //!   does when a new digest arrives (median of `--compiles` runs);
@@ -29,7 +29,7 @@ struct Args {
     /// Compilations per language (the median is reported).
     #[arg(long, default_value_t = 3)]
     compiles: usize,
-    /// Only these languages (rust, c, js, python, assemblyscript).
+    /// Only these languages (rust, c, js, python, assemblyscript, go).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
