@@ -342,7 +342,9 @@ impl Case {
         let addr = self.addr(gateway, port);
         let what = || format!("{} {} {:?}", req.method.unwrap_or("GET"), req.path, req.host);
         let tls = match (req.sni, &self.ca) {
-            (Some(_), Some(ca)) => Some(tls_connector(ca, req.h2)?),
+            (Some(_), Some(ca)) => {
+                Some(crate::pki::client_config_alpn(ca, None, if req.h2 { b"h2" } else { b"http/1.1" })?)
+            }
             (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
             (None, _) => None,
         };
@@ -500,23 +502,6 @@ fn certificate_secrets(
         extra.push_str(&format!("---\n{secret}\n"));
     }
     Ok(Some(ca.cert))
-}
-
-/// A TLS client trusting `ca` that offers `h2` (when `h2`) or `http/1.1`.
-fn tls_connector(ca: &std::path::Path, h2: bool) -> anyhow::Result<tokio_rustls::TlsConnector> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca)? {
-        roots.add(cert?)?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
-    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
 }
 
 /// One request on a fresh connection (HTTP/1.1, or h2c when the request says so), within 5 s.

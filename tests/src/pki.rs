@@ -109,6 +109,11 @@ pub async fn tls_channel(
 
 /// A TLS client trusting `ca`, presenting `client` when given, offering only `h2`.
 pub fn client_config(ca: &Path, client: Option<&Leaf>) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    client_config_alpn(ca, client, b"h2")
+}
+
+/// [`client_config`] offering `alpn` (`h2`, `http/1.1`).
+pub fn client_config_alpn(ca: &Path, client: Option<&Leaf>, alpn: &[u8]) -> anyhow::Result<tokio_rustls::TlsConnector> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
@@ -126,6 +131,6 @@ pub fn client_config(ca: &Path, client: Option<&Leaf>) -> anyhow::Result<tokio_r
         )?,
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
 }

@@ -31,24 +31,12 @@ fn origin(pattern: &str) -> StringMatcher {
     let regex = if pattern == "*" {
         ".+".to_owned()
     } else {
-        pattern.split('*').map(escape).collect::<Vec<_>>().join("[^/:]+")
+        pattern.split('*').map(crate::model::literal).collect::<Vec<_>>().join("[^/:]+")
     };
     StringMatcher {
         match_pattern: Some(MatchPattern::SafeRegex(RegexMatcher { regex, ..Default::default() })),
         ..Default::default()
     }
-}
-
-/// `text` with RE2's special characters escaped.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
