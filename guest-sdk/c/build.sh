@@ -3,23 +3,22 @@
 #
 #   guest-sdk/c/build.sh SRC_DIR OUT_WASM
 #
-# Compiles every SRC_DIR/src/*.c (or SRC_DIR/*.c when there is no src/) against the
-# bindings `wit-bindgen c` generates for the world `plugin` of the xdst WIT contract, into
-# a core WebAssembly module carrying the component-type section: xdst (and `xdst plugin
-# build`) turn it into a component. The module must import nothing but
-# `xdst:plugin/log@0.1.0`: no WASI, so no stdio, printf, getenv, time or files; this
-# script checks that.
+# Compiles every SRC_DIR/src/*.c (or SRC_DIR/*.c when there is no src/) against the bindings
+# for the world `plugin` of the xdst WIT contract (`bindings/` beside this script: what
+# `wit-bindgen c` 0.61.1 generates from proto/wit/xdst-plugin-0.1.0, committed, so a build needs
+# no binding generator; `regenerate-bindings.sh` remakes them), into a core WebAssembly module
+# carrying the component-type section: xdst (and `xdst plugin build`) turn it into a component.
+# The module must import nothing but `xdst:plugin/log@0.1.0`: no WASI, so no stdio, printf,
+# getenv, time or files; this script checks that.
 #
 # Installs what is missing, once: the Debian packages clang, lld, wasi-libc,
-# libclang-rt-dev-wasm32 and wabt (apt-get, needs root), and wit-bindgen-cli
-# (pinned below, `cargo install` into ${XDST_TOOLCHAINS:-~/.cache/xdst/toolchains}/c,
-# about 8-10 minutes on 2 cores).
+# libclang-rt-dev-wasm32 and wabt (apt-get, needs root). Nothing goes into
+# ${XDST_TOOLCHAINS:-~/.cache/xdst/toolchains}/c but a lock file.
 #
-# Environment: XDST_WIT (directory holding plugin.wit; default: the one in this
-# repository), XDST_TOOLCHAINS, CFLAGS (added to the compiler's flags).
+# Environment: XDST_WIT (directory holding plugin.wit; default: the one in this repository;
+# the bindings must have been generated from it), XDST_TOOLCHAINS, CFLAGS (added to the
+# compiler's flags).
 set -euo pipefail
-
-WIT_BINDGEN_VERSION=0.61.1
 
 say() { echo "==> $*" >&2; }
 die() {
@@ -35,6 +34,12 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 toolchain="${XDST_TOOLCHAINS:-$HOME/.cache/xdst/toolchains}/c"
 wit=${XDST_WIT:-$(dirname "$0")/../../proto/wit/xdst-plugin-0.1.0}
 [ -f "$wit/plugin.wit" ] || die "no plugin.wit in $wit (set XDST_WIT to the directory holding the xdst plugin WIT)"
+bindings=$(dirname "$0")/bindings
+[ -f "$bindings/plugin_component_type.o" ] || die "no C bindings in $bindings (they sit beside this recipe; xdst plugin build puts them there)"
+# The bindings are those of one released WIT (a released WIT is never edited): refuse another.
+generated_from=$(cat "$bindings/WIT.sha256")
+[ "$(sha256sum <"$wit/plugin.wit" | cut -d' ' -f1)" = "$generated_from" ] ||
+    die "$wit/plugin.wit is not the WIT the C bindings in $bindings were generated from (sha256 $generated_from); run guest-sdk/c/regenerate-bindings.sh"
 
 mkdir -p "$toolchain"
 # One installer at a time: concurrent builds wait here.
@@ -62,34 +67,17 @@ fi
 if [ -f /usr/lib/wasm32-wasip1/libc.a ]; then triple=wasm32-wasip1; else triple=wasm32-wasi; fi
 clang --print-targets 2>/dev/null | grep -q wasm32 || die "$(command -v clang) cannot target wasm32; use Debian's clang"
 
-# ---- wit-bindgen-cli, pinned
-wit_bindgen="$toolchain/bin/wit-bindgen"
-if ! "$wit_bindgen" --version 2>/dev/null | grep -qx "wit-bindgen-cli $WIT_BINDGEN_VERSION"; then
-    command -v cargo >/dev/null ||
-        die "cargo is needed once, to install wit-bindgen-cli $WIT_BINDGEN_VERSION (install Rust: https://rustup.rs)"
-    say "installing wit-bindgen-cli $WIT_BINDGEN_VERSION into $toolchain (cargo install: about 8-10 minutes on 2 cores, once)"
-    build_dir=$(mktemp -d)
-    if ! cargo install wit-bindgen-cli --version "$WIT_BINDGEN_VERSION" --locked --root "$toolchain" \
-        --target-dir "$build_dir" >&2; then
-        rm -rf "$build_dir"
-        die "cargo install wit-bindgen-cli $WIT_BINDGEN_VERSION failed"
-    fi
-    rm -rf "$build_dir"
-fi
 flock -u 9 2>/dev/null || true
 
-# ---- bindings, compile, link
+# ---- compile and link with the bindings
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$wit_bindgen" c "$wit" --world plugin --out-dir "$work/bindings" >"$work/wit-bindgen.log" 2>&1 ||
-    die "wit-bindgen c failed on $wit: $(cat "$work/wit-bindgen.log")"
-
 code_dir="$src/src"
 [ -d "$code_dir" ] || code_dir="$src"
 shopt -s nullglob
 sources=("$code_dir"/*.c)
 [ ${#sources[@]} -gt 0 ] || die "no C sources in $code_dir"
-includes=(-I"$work/bindings" -I"$code_dir")
+includes=(-I"$bindings" -I"$code_dir")
 [ -d "$src/include" ] && includes+=(-I"$src/include")
 
 say "compiling ${#sources[@]} C files from $code_dir (clang $(clang -dumpversion), $triple)"
@@ -100,7 +88,7 @@ mkdir -p "$(dirname "$out")"
 # shellcheck disable=SC2086 # CFLAGS is a list of flags
 clang --target="$triple" --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wextra -Werror \
     "${includes[@]}" ${CFLAGS:-} \
-    "${sources[@]}" "$work/bindings/plugin.c" "$work/bindings/plugin_component_type.o" \
+    "${sources[@]}" "$bindings/plugin.c" "$bindings/plugin_component_type.o" \
     -Wl,--stack-first -Wl,-z,stack-size=1048576 -Wl,--strip-debug -o "$work/plugin.wasm" ||
     die "compiling $src failed"
 
