@@ -1,6 +1,8 @@
 //! Embeds what `xdst plugin new` and `xdst plugin build` need: each language's template
-//! (`guest-sdk/<lang>/template/`), its build recipe (`guest-sdk/<lang>/build.sh`) and the WIT
-//! contract (`proto/wit`), so the binary works outside the repository.
+//! (`guest-sdk/<lang>/template/`, with the SDK of `guest-sdk/<lang>/sdk/` as `sdk/`), its build
+//! recipe (`guest-sdk/<lang>/build.sh`) with the files the recipe reads beside itself
+//! (`guest-sdk/<lang>/bindings/`: C's generated bindings), and the WIT contract (`proto/wit`),
+//! so the binary works outside the repository.
 
 use std::path::{Path, PathBuf};
 
@@ -23,14 +25,29 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `&[(path, include_bytes!(..)), ..]` for the files under each (directory, prefix).
+fn embed(dirs: &[(PathBuf, &str)]) -> String {
+    let mut list = String::from("&[\n");
+    for (from, under) in dirs {
+        let mut found = Vec::new();
+        files(from, &mut found);
+        for f in found {
+            let rel = format!("{under}{}", f.strip_prefix(from).unwrap().to_string_lossy());
+            println!("cargo:rerun-if-changed={}", f.display());
+            list.push_str(&format!("        ({rel:?}, include_bytes!({:?})),\n", f.canonicalize().unwrap()));
+        }
+    }
+    list + "    ]"
+}
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
     let sdk = root.join("guest-sdk");
     let mut code = String::from(
         "/// A template's files: (path in the template, contents).\npub type Files = &'static [(&'static str, &'static [u8])];\n\
-         /// (language, recipe, template)\npub static LANGUAGES: &[(&str, &str, Files)] = &[\n",
+         /// (language, recipe, template, the recipe's own files)\npub static LANGUAGES: &[(&str, &str, Files, Files)] = &[\n",
     );
-    for lang in ["rust", "c", "js", "python", "assemblyscript", "go"] {
+    for lang in ["rust", "c", "js", "python", "assemblyscript", "go", "zig"] {
         let dir = sdk.join(lang);
         println!("cargo:rerun-if-changed={}", dir.display());
         let recipe = dir.join("build.sh");
@@ -38,23 +55,13 @@ fn main() {
             continue;
         }
         let template = dir.join("template");
-        // (file, its path in a new plugin): the template, and for Go the SDK package as `sdk/`
-        // (one copy in the repository, a copy in every plugin made from the template).
-        let mut list: Vec<(PathBuf, String)> = Vec::new();
-        for (from, under) in [(template.clone(), ""), (dir.join("sdk"), "sdk/")] {
-            let mut found = Vec::new();
-            files(&from, &mut found);
-            list.extend(found.into_iter().map(|f| {
-                let rel = format!("{under}{}", f.strip_prefix(&from).unwrap().to_string_lossy());
-                (f, rel)
-            }));
-        }
-        code.push_str(&format!("    ({lang:?}, include_str!({:?}), &[\n", recipe.canonicalize().unwrap()));
-        for (f, rel) in &list {
-            println!("cargo:rerun-if-changed={}", f.display());
-            code.push_str(&format!("        ({rel:?}, include_bytes!({:?})),\n", f.canonicalize().unwrap()));
-        }
-        code.push_str("    ]),\n");
+        // (file, its path in a new plugin): the template, and the SDK package as `sdk/` (one
+        // copy in the repository, a copy in every plugin made from the template).
+        let template = embed(&[(template, ""), (dir.join("sdk"), "sdk/")]);
+        code.push_str(&format!("    ({lang:?}, include_str!({:?}), {template}, ", recipe.canonicalize().unwrap()));
+        // Written beside the recipe when it runs.
+        let beside = embed(&[(dir.join("bindings"), "bindings/")]);
+        code.push_str(&format!("{beside}),\n"));
     }
     code.push_str("];\n");
     let wit = root.join("proto/wit/xdst-plugin-0.1.0/plugin.wit");

@@ -1,11 +1,11 @@
 //! Issue 6, must-show 1: the cross-language conformance suite (`tests/conformance/cases`).
 //!
-//! Every port of the reference translator (C, JavaScript, Python, AssemblyScript, Go), built from
-//! source with its own toolchain, must translate every case to exactly the resources the Rust
-//! original does: the same (type, name) set and, for each resource, the same bytes after the
-//! host's deterministic re-encoding. The `error-*` cases must fail at the same document and
-//! field. A difference is reported naming the case, the language and the resource, with a diff
-//! of the two resources as canonical YAML.
+//! Every port of the reference translator (C, JavaScript, Python, AssemblyScript, Go, Zig),
+//! built from source with its own toolchain, must translate every case to exactly the
+//! resources the Rust original does: the same (type, name) set and, for each resource, the
+//! same bytes after the host's deterministic re-encoding. The `error-*` cases must fail at the
+//! same document and field. A difference is reported naming the case, the language and the
+//! resource, with a diff of the two resources as canonical YAML.
 //!
 //! The Rust plugin itself is checked against the committed expectations (`expected.yaml`,
 //! `expected-error.yaml`), so the cases cannot drift from what it does.
@@ -177,6 +177,11 @@ fn assemblyscript_conforms() -> anyhow::Result<()> {
 #[test]
 fn go_conforms() -> anyhow::Result<()> {
     conforms("go")
+}
+
+#[test]
+fn zig_conforms() -> anyhow::Result<()> {
+    conforms("zig")
 }
 
 /// The committed expectations are what the Rust plugin does (through `xdst plugin test`, the

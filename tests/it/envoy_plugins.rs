@@ -381,7 +381,7 @@ async fn envoy_runs_from_translate_out_dir_files() -> anyhow::Result<()> {
 }
 
 /// Issue 6, must-show 3: the port of the reference translator to each language (C,
-/// JavaScript, Python, AssemblyScript, Go), loaded by `xdst serve`, routes real Envoy traffic as
+/// JavaScript, Python, AssemblyScript, Go, Zig), loaded by `xdst serve`, routes real Envoy traffic as
 /// the Rust one does: the same scenario (weighted split, header match, timeout, retries,
 /// response header) through a fresh xdst and Envoy per language.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,7 +95,7 @@ pub fn install(dir: &Path, wasm: &Path, file: &str, settings: Option<&str>) -> a
 
 /// The languages the reference translator is ported to (`plugins/reference-<lang>`), beside
 /// the Rust original.
-pub const PORTS: [&str; 5] = ["c", "js", "python", "assemblyscript", "go"];
+pub const PORTS: [&str; 6] = ["c", "js", "python", "assemblyscript", "go", "zig"];
 
 /// Builds the port of the reference translator to `lang` with its own build script (which
 /// installs the language's toolchain under ~/.cache/xdst/toolchains when missing), once per

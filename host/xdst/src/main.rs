@@ -213,13 +213,15 @@ Example:
 
 Languages and what they produce:
   rust            a component (wit-bindgen), ~70 KB
-  c               a component (wit-bindgen c, clang, wasi-libc), ~100 KB
+  c               a component (clang, wasi-libc, with the bindings wit-bindgen c made),
+                  ~100 KB
   js              a component (componentize-qjs: QuickJS inside), ~1.6 MB
   python          a component (componentize-py: CPython inside), ~18 MB; the first load
                   compiles it for 10-60 s, then it is cached by digest
   assemblyscript  a core module speaking the core-module ABI (proto/core-abi), ~20 KB
   go              a core module (GOOS=wasip1, go build -buildmode=c-shared) speaking the
                   core-module ABI, with the empty WASI; ~4.5 MB
+  zig             a core module (wasm32-freestanding, no WASI) speaking the core-module ABI
 The guides are guest-sdk/<lang>/README.md in the xdst repository.";
 
 const PUSH_HELP: &str = "\

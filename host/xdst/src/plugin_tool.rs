@@ -36,6 +36,7 @@ pub enum Lang {
     Python,
     Assemblyscript,
     Go,
+    Zig,
 }
 
 impl Lang {
@@ -47,14 +48,16 @@ impl Lang {
             Lang::Python => "python",
             Lang::Assemblyscript => "assemblyscript",
             Lang::Go => "go",
+            Lang::Zig => "zig",
         }
     }
 
-    fn embedded(self) -> anyhow::Result<(&'static str, embedded::Files)> {
+    /// (recipe, template, the recipe's own files)
+    fn embedded(self) -> anyhow::Result<(&'static str, embedded::Files, embedded::Files)> {
         embedded::LANGUAGES
             .iter()
-            .find(|(id, _, _)| *id == self.id())
-            .map(|(_, recipe, files)| (*recipe, *files))
+            .find(|(id, _, _, _)| *id == self.id())
+            .map(|(_, recipe, template, beside)| (*recipe, *template, *beside))
             .with_context(|| {
                 format!("this xdst was built without the {} template (guest-sdk/{}/)", self.id(), self.id())
             })
@@ -90,7 +93,7 @@ pub fn new(lang: Lang, name: &str, kind: Option<&str>, dir: Option<&Path>) -> an
     if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("{} already exists and is not empty; pick another name or --dir", dir.display());
     }
-    let (_, files) = lang.embedded()?;
+    let (_, files, _) = lang.embedded()?;
     for (rel, contents) in files {
         let path = dir.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).with_context(|| format!("creating {}", path.display()))?;
@@ -150,10 +153,15 @@ pub fn build(dir: &Path, out: Option<&Path>, cache_dir: Option<PathBuf>) -> anyh
     let manifest: Manifest = serde_yaml_ng::from_str(&text).with_context(|| format!("{}", manifest_path.display()))?;
     let out = out.map(Path::to_owned).unwrap_or_else(|| dir.join("build").join(format!("{}.wasm", manifest.name)));
     let out = std::path::absolute(&out)?;
-    let (recipe, _) = manifest.lang.embedded()?;
+    let (recipe, _, beside) = manifest.lang.embedded()?;
     let work = tempdir("xdst-build")?;
     let recipe_path = work.join("build.sh");
     std::fs::write(&recipe_path, recipe)?;
+    for (rel, contents) in beside {
+        let path = work.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap())?;
+        std::fs::write(&path, contents)?;
+    }
     let wit = work.join("wit");
     std::fs::create_dir_all(&wit)?;
     std::fs::write(wit.join("plugin.wit"), embedded::WIT)?;

@@ -1,0 +1,651 @@
+//! xdst: the Zig SDK for xdst plugins. A plugin is a WebAssembly core module built with
+//! `zig build-exe -target wasm32-freestanding -fno-entry -rdynamic` that speaks xdst's
+//! core-module ABI (proto/core-abi/README.md in the xdst repository): JSON through linear
+//! memory. `exportPlugin` exports the ABI's functions for the plugin's root file, which
+//! declares
+//!
+//!     pub const info: xdst.PluginInfo = .{ .name = "my-plugin", .version = "0.1.0", .kinds = &.{"Backend"} };
+//!     pub fn translate(req: *const xdst.Request, out: *xdst.Response) !void { ... }
+//!     comptime { xdst.exportPlugin(@This()); }
+//!
+//! It uses the standard library only. The module imports nothing but `xdst.log` (and that only
+//! when the plugin logs): no WASI, so no files, clock, environment or random numbers.
+//!
+//! Every call gets a fresh instance, so memory is never freed: `Request.arena` (and every
+//! allocation the SDK makes) bumps through linear memory and the host drops it all afterwards.
+
+const std = @import("std");
+
+/// The phase a plugin runs in: translate plugins turn intent into resources; patch plugins then
+/// change what translate plugins produced.
+pub const Phase = enum { translate, patch };
+
+/// What a call is given: per-document plugins get the documents that changed; whole-set plugins
+/// get every document of their kinds.
+pub const Granularity = enum {
+    per_document,
+    whole_set,
+
+    fn text(g: Granularity) []const u8 {
+        return switch (g) {
+            .per_document => "per-document",
+            .whole_set => "whole-set",
+        };
+    }
+};
+
+/// What `xdst_describe` returns: the plugin's `pub const info`.
+pub const PluginInfo = struct {
+    name: []const u8,
+    version: []const u8,
+    kinds: []const []const u8,
+    phase: Phase = .translate,
+    granularity: Granularity = .per_document,
+};
+
+/// A failure the plugin reports (`Response.fail`), or the arena running out of memory.
+pub const Error = error{ PluginFailed, OutOfMemory };
+
+// --- JSON values -----------------------------------------------------------------------------
+
+/// One member of a JSON object.
+pub const Member = struct { key: []const u8, value: Value };
+
+/// A JSON value as written: object members in the order written (repeated keys kept), numbers
+/// as their text, integers apart from floats as serde_json tells them apart (an integer is
+/// written without `.`, `e` or `E` and fits an i64 or a u64; `-0` is a float).
+pub const Value = union(enum) {
+    null,
+    bool: bool,
+    /// An integer as written; read it with `int`.
+    integer: []const u8,
+    /// Any other number as written; read it with `number`.
+    float: []const u8,
+    string: []const u8,
+    array: []const Value,
+    object: []const Member,
+
+    /// The value of the last member named `key` of an object; null if there is none, or if
+    /// this is not an object.
+    pub fn get(v: Value, key: []const u8) ?Value {
+        if (v != .object) return null;
+        var i = v.object.len;
+        while (i > 0) {
+            i -= 1;
+            if (std.mem.eql(u8, v.object[i].key, key)) return v.object[i].value;
+        }
+        return null;
+    }
+
+    /// The text of a string; null for anything else.
+    pub fn str(v: Value) ?[]const u8 {
+        return if (v == .string) v.string else null;
+    }
+
+    /// An integer that fits `T`; null for anything else (a float, a string, out of range).
+    pub fn int(v: Value, comptime T: type) ?T {
+        if (v != .integer) return null;
+        return std.fmt.parseInt(T, v.integer, 10) catch null;
+    }
+
+    /// Any number as an f64; null for anything else.
+    pub fn number(v: Value) ?f64 {
+        return switch (v) {
+            .integer, .float => |text| std.fmt.parseFloat(f64, text) catch null,
+            else => null,
+        };
+    }
+
+    /// Parses `text` (one JSON value) with `arena`.
+    pub fn parse(arena: std.mem.Allocator, text: []const u8) !Value {
+        var s = std.json.Scanner.initCompleteInput(arena, text);
+        const v = try readValue(&s, arena);
+        if (try s.next() != .end_of_document) return error.SyntaxError;
+        return v;
+    }
+
+    /// Writes the value back as JSON (std.json.Stringify calls this).
+    pub fn jsonStringify(v: Value, jws: anytype) !void {
+        switch (v) {
+            .null => try jws.write(null),
+            .bool => |b| try jws.write(b),
+            .integer, .float => |text| try jws.print("{s}", .{text}),
+            .string => |s| try jws.write(s),
+            .array => |items| {
+                try jws.beginArray();
+                for (items) |item| try jws.write(item);
+                try jws.endArray();
+            },
+            .object => |members| {
+                try jws.beginObject();
+                for (members) |m| {
+                    try jws.objectField(m.key);
+                    try jws.write(m.value);
+                }
+                try jws.endObject();
+            },
+        }
+    }
+};
+
+const Scanner = std.json.Scanner;
+
+fn nextToken(s: *Scanner, arena: std.mem.Allocator) !std.json.Token {
+    return s.nextAllocMax(arena, .alloc_if_needed, s.input.len);
+}
+
+fn readValue(s: *Scanner, arena: std.mem.Allocator) anyerror!Value {
+    return valueFrom(s, arena, try nextToken(s, arena));
+}
+
+fn valueFrom(s: *Scanner, arena: std.mem.Allocator, token: std.json.Token) anyerror!Value {
+    switch (token) {
+        .null => return .null,
+        .true => return .{ .bool = true },
+        .false => return .{ .bool = false },
+        .string, .allocated_string => |text| return .{ .string = text },
+        .number, .allocated_number => |text| return numberValue(text),
+        .array_begin => {
+            var items: std.ArrayList(Value) = .empty;
+            while (true) {
+                const t = try nextToken(s, arena);
+                if (t == .array_end) break;
+                try items.append(arena, try valueFrom(s, arena, t));
+            }
+            return .{ .array = items.items };
+        },
+        .object_begin => {
+            var members: std.ArrayList(Member) = .empty;
+            while (true) {
+                const key = switch (try nextToken(s, arena)) {
+                    .object_end => break,
+                    .string, .allocated_string => |k| k,
+                    else => return error.SyntaxError,
+                };
+                try members.append(arena, .{ .key = key, .value = try readValue(s, arena) });
+            }
+            return .{ .object = members.items };
+        },
+        else => return error.SyntaxError,
+    }
+}
+
+fn numberValue(text: []const u8) Value {
+    if (std.mem.indexOfAny(u8, text, ".eE") == null) {
+        if (text[0] == '-') {
+            const i = std.fmt.parseInt(i64, text, 10) catch return .{ .float = text };
+            if (i != 0) return .{ .integer = text };
+        } else {
+            _ = std.fmt.parseInt(u64, text, 10) catch return .{ .float = text };
+            return .{ .integer = text };
+        }
+    }
+    return .{ .float = text };
+}
+
+// --- the request -----------------------------------------------------------------------------
+
+/// One intent document: kind, name (`namespace/name` for a namespaced one), where it came
+/// from, and the document itself.
+pub const Document = struct {
+    kind: []const u8 = "",
+    name: []const u8 = "",
+    origin: []const u8 = "",
+    /// The whole document, parsed.
+    json: Value = .null,
+    /// The whole document as JSON text, for `decode`.
+    raw: []const u8 = "null",
+    full_id: []const u8 = "",
+
+    /// `Kind/name`: what errors, diagnostics and resources name.
+    pub fn id(d: Document) []const u8 {
+        return d.full_id;
+    }
+
+    /// Reads the whole document into a `T` with std.json, refusing fields `T` does not have
+    /// (so `T` needs `kind`, `metadata` and `spec`). On failure `describeError` says why.
+    pub fn decode(d: Document, arena: std.mem.Allocator, comptime T: type) !T {
+        return std.json.parseFromSliceLeaky(T, arena, d.raw, .{ .allocate = .alloc_if_needed });
+    }
+};
+
+/// A resource's message: Envoy's canonical proto3 JSON (as JSON text), or protobuf bytes.
+pub const Body = union(enum) {
+    json: []const u8,
+    proto: []const u8,
+};
+
+/// One Envoy resource.
+pub const Resource = struct {
+    type_url: []const u8,
+    name: []const u8,
+    /// The id (`Kind/name`) of the document it was made from, if any.
+    document: ?[]const u8 = null,
+    body: Body,
+};
+
+/// What `translate` is given.
+pub const Request = struct {
+    /// An arena for the whole call: allocate freely, never free.
+    arena: std.mem.Allocator,
+    node_group: []const u8 = "",
+    documents: []const Document = &.{},
+    /// For patch plugins: the resources translated so far.
+    resources: []const Resource = &.{},
+    /// The operator's configuration for the plugin; `.null` when there is none.
+    config: Value = .null,
+};
+
+// --- the response ----------------------------------------------------------------------------
+
+pub const Severity = enum { info, warning };
+
+/// Something the operator should see that does not stop the translation.
+pub const Diagnostic = struct {
+    severity: Severity,
+    message: []const u8,
+    document: ?[]const u8 = null,
+    field: ?[]const u8 = null,
+};
+
+/// An empty JSON object, `{}`, for messages given to `Response.add`: an empty literal `.{}` is
+/// an empty tuple, which std.json writes as `[]`.
+pub const empty = struct {}{};
+
+/// A plugin error: it fails the generation, names the document and field, and the last good
+/// configuration keeps serving.
+pub const Failure = struct {
+    message: []const u8,
+    document: ?[]const u8 = null,
+    field: ?[]const u8 = null,
+};
+
+/// What `translate` fills in.
+pub const Response = struct {
+    arena: std.mem.Allocator,
+    resources: std.ArrayList(Resource) = .empty,
+    diagnostics: std.ArrayList(Diagnostic) = .empty,
+    failure: ?Failure = null,
+
+    /// Adds a resource of type `type_url` named `name`, made from `document` (its id, or
+    /// null), with `message` as its proto3 JSON: a struct (anonymous or not; null optional
+    /// fields are left out), a `Value`, or anything else std.json.Stringify writes.
+    pub fn add(out: *Response, type_url: []const u8, name: []const u8, document: ?[]const u8, message: anytype) Error!void {
+        const body = try std.json.Stringify.valueAlloc(out.arena, message, .{ .emit_null_optional_fields = false });
+        try out.resources.append(out.arena, .{ .type_url = type_url, .name = name, .document = document, .body = .{ .json = body } });
+    }
+
+    /// Adds a resource built by hand (a `.proto` body, or JSON text already written).
+    pub fn addResource(out: *Response, r: Resource) Error!void {
+        try out.resources.append(out.arena, r);
+    }
+
+    /// Adds a warning about `document` (its id, or null) at `field` (or null).
+    pub fn warn(out: *Response, document: ?[]const u8, field: ?[]const u8, comptime fmt: []const u8, args: anytype) Error!void {
+        try out.diagnostic(.warning, document, field, fmt, args);
+    }
+
+    /// Adds a diagnostic of either severity.
+    pub fn diagnostic(out: *Response, severity: Severity, document: ?[]const u8, field: ?[]const u8, comptime fmt: []const u8, args: anytype) Error!void {
+        const message = try std.fmt.allocPrint(out.arena, fmt, args);
+        try out.diagnostics.append(out.arena, .{ .severity = severity, .message = message, .document = document, .field = field });
+    }
+
+    /// Records a plugin error about `document` (its id, or null) at `field` (a path such as
+    /// `spec.port`, or null) and returns `error.PluginFailed`: `return out.fail(...)`.
+    pub fn fail(out: *Response, document: ?[]const u8, field: ?[]const u8, comptime fmt: []const u8, args: anytype) Error {
+        const message = std.fmt.allocPrint(out.arena, fmt, args) catch return error.OutOfMemory;
+        out.failure = .{ .message = message, .document = document, .field = field };
+        return error.PluginFailed;
+    }
+};
+
+/// Says in words why `Document.decode` (std.json) failed.
+pub fn describeError(err: anyerror) []const u8 {
+    return switch (err) {
+        error.UnknownField => "the document has a field the plugin does not know",
+        error.MissingField => "the document lacks a required field",
+        error.DuplicateField => "a field is given twice",
+        error.UnexpectedToken => "a field has a value of the wrong type",
+        error.InvalidNumber, error.InvalidCharacter => "a number is malformed",
+        error.Overflow => "a number is out of range",
+        error.InvalidEnumTag => "a field has a value that is not one of its choices",
+        error.SyntaxError, error.UnexpectedEndOfInput => "the document is not valid JSON",
+        error.OutOfMemory => "out of memory",
+        else => @errorName(err),
+    };
+}
+
+// --- logging ---------------------------------------------------------------------------------
+
+pub const Level = enum(i32) { debug = 0, info = 1, warn = 2, err = 3 };
+
+const host = struct {
+    extern "xdst" fn log(level: i32, ptr: [*]const u8, len: usize) void;
+};
+
+/// Writes a line to xdst's log, tagged with the plugin's name (at most 4 KiB of it; xdst
+/// limits the rate and size too).
+pub fn log(level: Level, comptime fmt: []const u8, args: anytype) void {
+    var buf: [4096]u8 = undefined;
+    var w: std.Io.Writer = .fixed(&buf);
+    w.print(fmt, args) catch {};
+    const text = w.buffered();
+    if (text.len > 0) host.log(@backingInt(level), text.ptr, text.len);
+}
+
+// --- memory ----------------------------------------------------------------------------------
+
+/// Bumps through linear memory, growing it as needed; frees nothing but the last allocation.
+/// Every call gets a fresh instance, so this is all a plugin needs.
+const Bump = struct {
+    var next: usize = 0;
+    var end: usize = 0;
+
+    const vtable: std.mem.Allocator.VTable = .{ .alloc = alloc, .resize = resize, .remap = remap, .free = free };
+    const allocator: std.mem.Allocator = .{ .ptr = undefined, .vtable = &vtable };
+    const page = 64 * 1024;
+
+    fn alloc(_: *anyopaque, len: usize, alignment: std.mem.Alignment, _: usize) ?[*]u8 {
+        if (end == 0) {
+            next = @wasmMemorySize(0) * page;
+            end = next;
+        }
+        const start = alignment.forward(next);
+        if (start + len > end) {
+            if (!grow(start + len - end)) return null;
+        }
+        next = start + len;
+        return @ptrFromInt(start);
+    }
+
+    /// Grows memory by at least `need` bytes, and by at least a quarter of its size (growing
+    /// is slow in some engines); exactly `need` (in pages) if the larger step is refused.
+    fn grow(need: usize) bool {
+        const pages = std.math.divCeil(usize, need, page) catch return false;
+        const step = @max(pages, end / page / 4);
+        if (@wasmMemoryGrow(0, step) >= 0) {
+            end += step * page;
+            return true;
+        }
+        if (step == pages or @wasmMemoryGrow(0, pages) < 0) return false;
+        end += pages * page;
+        return true;
+    }
+
+    fn resize(_: *anyopaque, memory: []u8, _: std.mem.Alignment, new_len: usize, _: usize) bool {
+        if (new_len <= memory.len) {
+            if (@intFromPtr(memory.ptr) + memory.len == next) next = @intFromPtr(memory.ptr) + new_len;
+            return true;
+        }
+        if (@intFromPtr(memory.ptr) + memory.len != next) return false;
+        const start = @intFromPtr(memory.ptr);
+        if (start + new_len > end) {
+            if (!grow(start + new_len - end)) return false;
+        }
+        next = start + new_len;
+        return true;
+    }
+
+    fn remap(ctx: *anyopaque, memory: []u8, alignment: std.mem.Alignment, new_len: usize, ret: usize) ?[*]u8 {
+        return if (resize(ctx, memory, alignment, new_len, ret)) memory.ptr else null;
+    }
+
+    fn free(_: *anyopaque, memory: []u8, _: std.mem.Alignment, _: usize) void {
+        if (@intFromPtr(memory.ptr) + memory.len == next) next = @intFromPtr(memory.ptr);
+    }
+};
+
+/// The allocator behind `Request.arena`: use it anywhere in a plugin.
+pub const allocator = Bump.allocator;
+
+// --- the ABI ---------------------------------------------------------------------------------
+
+/// Exports the ABI's functions for `Plugin`, a type (usually the root file, `@This()`) that
+/// declares `pub const info: xdst.PluginInfo` and
+/// `pub fn translate(req: *const xdst.Request, out: *xdst.Response) !void`:
+///
+///     comptime { xdst.exportPlugin(@This()); }
+pub fn exportPlugin(comptime Plugin: type) void {
+    if (!@hasDecl(Plugin, "info")) @compileError("the plugin must declare `pub const info: xdst.PluginInfo`");
+    if (!@hasDecl(Plugin, "translate")) @compileError("the plugin must declare `pub fn translate(req: *const xdst.Request, out: *xdst.Response) !void`");
+    const abi = Abi(Plugin);
+    @export(&abi.marker, .{ .name = "xdst_plugin_abi_0_1_0" });
+    @export(&abi.alloc, .{ .name = "xdst_alloc" });
+    @export(&abi.describe, .{ .name = "xdst_describe" });
+    @export(&abi.translate, .{ .name = "xdst_translate" });
+}
+
+fn Abi(comptime Plugin: type) type {
+    return struct {
+        fn marker() callconv(.c) void {}
+
+        fn alloc(len: i32) callconv(.c) i32 {
+            const n: usize = if (len <= 0) 1 else @intCast(len);
+            const p = allocator.alignedAlloc(u8, .@"8", n) catch return 0;
+            return @intCast(@intFromPtr(p.ptr));
+        }
+
+        fn describe() callconv(.c) i64 {
+            const info: PluginInfo = Plugin.info;
+            var w: std.Io.Writer.Allocating = .init(allocator);
+            writeDescribe(&w.writer, info) catch @panic("out of memory writing plugin-info");
+            return answer(w.written());
+        }
+
+        fn translate(ptr: i32, len: i32) callconv(.c) i64 {
+            const p: [*]const u8 = @ptrFromInt(@as(usize, @intCast(ptr)));
+            const input = p[0..@intCast(len)];
+            var out: Response = .{ .arena = allocator };
+            const req = readRequest(input) catch |err| {
+                return failWith(.{ .message = std.fmt.allocPrint(allocator, "the request is not the ABI's JSON: {s}", .{@errorName(err)}) catch "the request is not the ABI's JSON" });
+            };
+            Plugin.translate(&req, &out) catch |err| switch (err) {
+                error.PluginFailed => return failWith(out.failure orelse .{ .message = "the plugin failed without saying why" }),
+                else => return failWith(.{ .message = std.fmt.allocPrint(allocator, "translate failed: {s}", .{@errorName(err)}) catch @errorName(err) }),
+            };
+            var w: std.Io.Writer.Allocating = .init(allocator);
+            writeResponse(&w.writer, &out) catch @panic("out of memory writing the response");
+            return answer(w.written());
+        }
+    };
+}
+
+fn writeDescribe(w: *std.Io.Writer, info: PluginInfo) !void {
+    try w.writeAll("{\"name\":");
+    try writeString(w, info.name);
+    try w.writeAll(",\"version\":");
+    try writeString(w, info.version);
+    try w.writeAll(",\"kinds\":[");
+    for (info.kinds, 0..) |k, i| {
+        if (i > 0) try w.writeByte(',');
+        try writeString(w, k);
+    }
+    try w.print("],\"phase\":\"{s}\",\"granularity\":\"{s}\"}}", .{ @tagName(info.phase), info.granularity.text() });
+}
+
+fn failWith(f: Failure) i64 {
+    var w: std.Io.Writer.Allocating = .init(allocator);
+    writeFailure(&w.writer, f) catch @panic("out of memory writing the error");
+    return answer(w.written());
+}
+
+fn answer(b: []const u8) i64 {
+    return @as(i64, @intCast(@intFromPtr(b.ptr))) << 32 | @as(i64, @intCast(b.len));
+}
+
+fn readRequest(input: []const u8) !Request {
+    var s = Scanner.initCompleteInput(allocator, input);
+    var req: Request = .{ .arena = allocator };
+    if (try s.next() != .object_begin) return error.SyntaxError;
+    while (true) {
+        const key = switch (try nextToken(&s, allocator)) {
+            .object_end => break,
+            .string, .allocated_string => |k| k,
+            else => return error.SyntaxError,
+        };
+        if (std.mem.eql(u8, key, "nodeGroup")) {
+            req.node_group = try readString(&s);
+        } else if (std.mem.eql(u8, key, "documents")) {
+            var docs: std.ArrayList(Document) = .empty;
+            if (try s.next() != .array_begin) return error.SyntaxError;
+            while (try s.peekNextTokenType() != .array_end) try docs.append(allocator, try readDocument(&s));
+            _ = try s.next();
+            req.documents = docs.items;
+        } else if (std.mem.eql(u8, key, "resources")) {
+            var rs: std.ArrayList(Resource) = .empty;
+            if (try s.next() != .array_begin) return error.SyntaxError;
+            while (try s.peekNextTokenType() != .array_end) try rs.append(allocator, try readResource(&s));
+            _ = try s.next();
+            req.resources = rs.items;
+        } else if (std.mem.eql(u8, key, "config")) {
+            req.config = try readValue(&s, allocator);
+        } else {
+            try s.skipValue();
+        }
+    }
+    return req;
+}
+
+fn readString(s: *Scanner) ![]const u8 {
+    return switch (try nextToken(s, allocator)) {
+        .string, .allocated_string => |text| text,
+        .null => "",
+        else => error.SyntaxError,
+    };
+}
+
+/// Reads one value, returning its JSON text (for `raw`) and the parsed value.
+fn readRaw(s: *Scanner) !struct { []const u8, Value } {
+    const start = s.cursor;
+    const v = try readValue(s, allocator);
+    const text = std.mem.trim(u8, s.input[start..s.cursor], " \t\r\n:");
+    return .{ text, v };
+}
+
+fn readDocument(s: *Scanner) !Document {
+    var d: Document = .{};
+    if (try s.next() != .object_begin) return error.SyntaxError;
+    while (true) {
+        const key = switch (try nextToken(s, allocator)) {
+            .object_end => break,
+            .string, .allocated_string => |k| k,
+            else => return error.SyntaxError,
+        };
+        if (std.mem.eql(u8, key, "kind")) {
+            d.kind = try readString(s);
+        } else if (std.mem.eql(u8, key, "name")) {
+            d.name = try readString(s);
+        } else if (std.mem.eql(u8, key, "origin")) {
+            d.origin = try readString(s);
+        } else if (std.mem.eql(u8, key, "json")) {
+            d.raw, d.json = try readRaw(s);
+        } else {
+            try s.skipValue();
+        }
+    }
+    d.full_id = try std.mem.concat(allocator, u8, &.{ d.kind, "/", d.name });
+    return d;
+}
+
+fn readResource(s: *Scanner) !Resource {
+    var r: Resource = .{ .type_url = "", .name = "", .body = .{ .json = "null" } };
+    if (try s.next() != .object_begin) return error.SyntaxError;
+    while (true) {
+        const key = switch (try nextToken(s, allocator)) {
+            .object_end => break,
+            .string, .allocated_string => |k| k,
+            else => return error.SyntaxError,
+        };
+        if (std.mem.eql(u8, key, "typeUrl")) {
+            r.type_url = try readString(s);
+        } else if (std.mem.eql(u8, key, "name")) {
+            r.name = try readString(s);
+        } else if (std.mem.eql(u8, key, "document")) {
+            const doc = try readString(s);
+            r.document = if (doc.len == 0) null else doc;
+        } else if (std.mem.eql(u8, key, "body")) {
+            r.body = try readBody(s);
+        } else {
+            try s.skipValue();
+        }
+    }
+    return r;
+}
+
+fn readBody(s: *Scanner) !Body {
+    var body: Body = .{ .json = "null" };
+    if (try s.next() != .object_begin) return error.SyntaxError;
+    while (true) {
+        const key = switch (try nextToken(s, allocator)) {
+            .object_end => break,
+            .string, .allocated_string => |k| k,
+            else => return error.SyntaxError,
+        };
+        if (std.mem.eql(u8, key, "json")) {
+            const text, const v = try readRaw(s);
+            body = .{ .json = if (v == .string) v.string else text };
+        } else if (std.mem.eql(u8, key, "proto")) {
+            const b64 = try readString(s);
+            const decoder = std.base64.standard.Decoder;
+            const bytes = try allocator.alloc(u8, try decoder.calcSizeForSlice(b64));
+            try decoder.decode(bytes, b64);
+            body = .{ .proto = bytes };
+        } else {
+            try s.skipValue();
+        }
+    }
+    return body;
+}
+
+fn writeString(w: *std.Io.Writer, s: []const u8) !void {
+    try std.json.Stringify.encodeJsonString(s, .{}, w);
+}
+
+fn writeOptional(w: *std.Io.Writer, name: []const u8, s: ?[]const u8) !void {
+    const v = s orelse return;
+    try w.print(",\"{s}\":", .{name});
+    try writeString(w, v);
+}
+
+fn writeFailure(w: *std.Io.Writer, f: Failure) !void {
+    try w.writeAll("{\"error\":{\"message\":");
+    try writeString(w, f.message);
+    try writeOptional(w, "document", f.document);
+    try writeOptional(w, "field", f.field);
+    try w.writeAll("}}");
+}
+
+fn writeResponse(w: *std.Io.Writer, out: *const Response) !void {
+    try w.writeAll("{\"ok\":{\"resources\":[");
+    for (out.resources.items, 0..) |r, i| {
+        if (i > 0) try w.writeByte(',');
+        try w.writeAll("{\"typeUrl\":");
+        try writeString(w, r.type_url);
+        try w.writeAll(",\"name\":");
+        try writeString(w, r.name);
+        try writeOptional(w, "document", r.document);
+        switch (r.body) {
+            .json => |text| {
+                try w.writeAll(",\"body\":{\"json\":");
+                try w.writeAll(text);
+            },
+            .proto => |bytes| {
+                try w.writeAll(",\"body\":{\"proto\":\"");
+                try std.base64.standard.Encoder.encodeWriter(w, bytes);
+                try w.writeByte('"');
+            },
+        }
+        try w.writeAll("}}");
+    }
+    try w.writeAll("],\"diagnostics\":[");
+    for (out.diagnostics.items, 0..) |d, i| {
+        if (i > 0) try w.writeByte(',');
+        try w.print("{{\"severity\":\"{s}\",\"message\":", .{@tagName(d.severity)});
+        try writeString(w, d.message);
+        try writeOptional(w, "document", d.document);
+        try writeOptional(w, "field", d.field);
+        try w.writeByte('}');
+    }
+    try w.writeAll("]}}");
+}
