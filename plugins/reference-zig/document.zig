@@ -3,7 +3,6 @@
 
 const std = @import("std");
 const xdst = @import("xdst");
-const schema = @import("schema.zig");
 
 pub const Error = xdst.Error;
 
@@ -31,10 +30,8 @@ pub const Document = struct {
         if (count > 1) return d.failHere("duplicate field `spec`", .{});
         var value = root.get("spec") orelse .null;
         if (value == .null) value = .{ .object = &.{} };
-        var failure: schema.Failure = .{ .arena = d.arena };
-        const p: schema.Path = .{ .name = "spec" };
-        return schema.decode(T, &failure, value, &p) catch
-            return d.fail(failure.field, "{s}", .{failure.message});
+        var err: xdst.DecodeError = .{};
+        return xdst.decodeValue(d.arena, T, value, "spec", &err) catch d.out.failDecode(d.id(), err);
     }
 
     /// A plugin error about `field`: `return d.fail(...)`.

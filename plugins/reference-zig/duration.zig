@@ -4,7 +4,6 @@
 
 const std = @import("std");
 const xdst = @import("xdst");
-const schema = @import("schema.zig");
 const text = @import("text.zig");
 
 /// The largest duration protobuf can carry.
@@ -15,11 +14,11 @@ const billion: u128 = 1_000_000_000;
 pub const Dur = struct {
     nanos: u128,
 
-    pub fn decodeJson(f: *schema.Failure, v: xdst.Value, p: *const schema.Path) schema.Error!Dur {
-        if (v != .string) return f.invalidType(v, p, "a duration string such as 250ms, 1s or 1m30s");
+    pub fn decodeJson(dec: *xdst.Decoder, v: xdst.Value, at: *const xdst.Path) xdst.DecodeFailed!Dur {
+        if (v != .string) return dec.invalidType(v, at, "a duration string such as 250ms, 1s or 1m30s");
         var why: []const u8 = undefined;
         const nanos = parse(v.string, &why) orelse
-            return f.fail(p, "invalid duration {s}: {s}; write for example 250ms, 1s or 1m30s", .{ text.debug(f.arena, v.string), why });
+            return dec.fail(at, "invalid duration {s}: {s}; write for example 250ms, 1s or 1m30s", .{ text.debug(dec.arena, v.string), why });
         return .{ .nanos = nanos };
     }
 

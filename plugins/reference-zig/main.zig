@@ -5,7 +5,6 @@
 
 const std = @import("std");
 const xdst = @import("xdst");
-const schema = @import("schema.zig");
 const specs = @import("specs.zig");
 const text = @import("text.zig");
 const service = @import("service.zig");
@@ -45,10 +44,9 @@ pub fn translate(req: *const xdst.Request, out: *xdst.Response) xdst.Error!void 
 /// The plugin takes no configuration: `null` or `{}`.
 fn checkConfig(req: *const xdst.Request, out: *xdst.Response) xdst.Error!void {
     if (req.config == .null) return;
-    var failure: schema.Failure = .{ .arena = req.arena };
-    const p: schema.Path = .{};
-    _ = schema.decode(specs.Config, &failure, req.config, &p) catch
-        return out.fail(null, null, "plugin configuration: {s} (the {s} plugin takes none)", .{ failure.message, plugin_name });
+    var err: xdst.DecodeError = .{};
+    _ = xdst.decodeValue(req.arena, specs.Config, req.config, "", &err) catch
+        return out.fail(null, null, "plugin configuration: {s} (the {s} plugin takes none)", .{ err.message, plugin_name });
 }
 
 comptime {

@@ -3,21 +3,51 @@
 //! declaration order; `?T` is an `Option`, a default is `#[serde(default)]`. Checks a schema
 //! cannot express are in service.zig, gateway.zig and routing.zig.
 
+const std = @import("std");
 const xdst = @import("xdst");
-const schema = @import("schema.zig");
 const Dur = @import("duration.zig").Dur;
-const StrMap = schema.StrMap;
 
 /// A TCP port, 1 to 65535.
 pub const Port = struct {
     n: u16,
 
-    pub fn decodeJson(f: *schema.Failure, v: xdst.Value, p: *const schema.Path) schema.Error!Port {
+    pub fn decodeJson(dec: *xdst.Decoder, v: xdst.Value, at: *const xdst.Path) xdst.DecodeFailed!Port {
         const expected = "a port number from 1 to 65535";
-        if (v != .integer) return f.invalidType(v, p, expected);
+        if (v != .integer) return dec.invalidType(v, at, expected);
         const n = v.int(u16) orelse 0;
-        if (n == 0) return f.fail(p, "invalid value: integer `{s}`, expected {s}", .{ v.integer, expected });
+        if (n == 0) return dec.fail(at, "invalid value: integer `{s}`, expected {s}", .{ v.integer, expected });
         return .{ .n = n };
+    }
+};
+
+/// A map with string keys (Rust's `BTreeMap<String, String>`): entries in code point order of
+/// the keys, the last of a repeated key winning.
+pub const StrMap = struct {
+    entries: []const Entry = &.{},
+
+    pub const Entry = struct { key: []const u8, value: []const u8 };
+
+    pub fn decodeJson(dec: *xdst.Decoder, v: xdst.Value, at: *const xdst.Path) xdst.DecodeFailed!StrMap {
+        if (v != .object) return dec.invalidType(v, at, "a map");
+        var list: std.ArrayList(Entry) = .empty;
+        list.ensureTotalCapacity(dec.arena, v.object.len) catch return dec.fail(at, "out of memory", .{});
+        for (v.object) |m| {
+            const p = at.field(m.key);
+            const s = try dec.decode([]const u8, m.value, &p);
+            for (list.items) |*e| {
+                if (std.mem.eql(u8, e.key, m.key)) {
+                    e.value = s;
+                    break;
+                }
+            } else list.appendAssumeCapacity(.{ .key = m.key, .value = s });
+        }
+        // Byte order of UTF-8 is code point order.
+        std.mem.sort(Entry, list.items, {}, struct {
+            fn less(_: void, a: Entry, b: Entry) bool {
+                return std.mem.lessThan(u8, a.key, b.key);
+            }
+        }.less);
+        return .{ .entries = list.items };
     }
 };
 

@@ -1,31 +1,11 @@
 //! Text as the Rust reference shows it: `{:?}` quoting, ASCII lowercasing, trimming.
 
 const std = @import("std");
+const xdst = @import("xdst");
 
-/// `s` quoted and escaped as Rust's `{:?}` shows a string: `"a\"b"`.
-pub fn debug(arena: std.mem.Allocator, s: []const u8) []const u8 {
-    var out: std.ArrayList(u8) = .empty;
-    out.ensureTotalCapacity(arena, s.len + 2) catch return s;
-    out.appendAssumeCapacity('"');
-    var it = std.unicode.Utf8View.initUnchecked(s).iterator();
-    while (it.nextCodepointSlice()) |bytes| {
-        const c = std.unicode.utf8Decode(bytes) catch 0xfffd;
-        switch (c) {
-            '"' => out.appendSlice(arena, "\\\"") catch {},
-            '\\' => out.appendSlice(arena, "\\\\") catch {},
-            '\n' => out.appendSlice(arena, "\\n") catch {},
-            '\r' => out.appendSlice(arena, "\\r") catch {},
-            '\t' => out.appendSlice(arena, "\\t") catch {},
-            0 => out.appendSlice(arena, "\\0") catch {},
-            else => if (isControl(c))
-                out.print(arena, "\\u{{{x}}}", .{c}) catch {}
-            else
-                out.appendSlice(arena, bytes) catch {},
-        }
-    }
-    out.append(arena, '"') catch {};
-    return out.items;
-}
+/// `s` quoted and escaped as Rust's `{:?}` shows a string: `"a\"b"` (the SDK's, which its
+/// decoding messages use).
+pub const debug = xdst.quote;
 
 /// Rust's `char::is_control` (category Cc).
 pub fn isControl(c: u21) bool {

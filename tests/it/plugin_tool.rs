@@ -16,12 +16,14 @@ fn xdst(dir: &Path, args: &[&str]) -> anyhow::Result<Output> {
     xdst_with(dir, args, None)
 }
 
-/// Runs xdst in `dir`; `toolchains` is its `XDST_TOOLCHAINS` (else the shared default).
+/// Runs xdst in `dir`; `toolchains` is its `XDST_TOOLCHAINS` (else the shared default, and
+/// this process's environment).
 fn xdst_with(dir: &Path, args: &[&str], toolchains: Option<&Path>) -> anyhow::Result<Output> {
     let mut command = Command::new(xdst_tests::server::binary()?);
     command.args(args).current_dir(dir).env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0");
     if let Some(t) = toolchains {
-        command.env("XDST_TOOLCHAINS", t);
+        // A new user's: no shared cargo target directory either (this test's would be warm).
+        command.env("XDST_TOOLCHAINS", t).env_remove("CARGO_TARGET_DIR");
     }
     Ok(command.output()?)
 }
@@ -31,8 +33,9 @@ fn text(o: &Output) -> String {
 }
 
 /// new -> build -> test as a new user (outside the repository, an empty toolchain directory),
-/// timed; then the bad paths and `inspect`. Returns `inspect --json`.
-fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
+/// timed; then the bad paths and `inspect`. Returns `inspect --json` and the directory holding
+/// the plugin (`team-<lang>`).
+fn scaffold_build_test(lang: &str) -> anyhow::Result<(Value, tempfile::TempDir)> {
     let dir = tempfile::Builder::new().prefix(&format!("xdst-new-{lang}-")).tempdir()?;
     let toolchains = tempfile::Builder::new().prefix(&format!("xdst-toolchains-{lang}-")).tempdir()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().canonicalize()?;
@@ -107,12 +110,12 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<Value> {
         info["sha256"].as_str().is_some_and(|s| s.len() == 64) && info["size"].as_u64().is_some_and(|s| s > 0),
         "{info:#}"
     );
-    Ok(info)
+    Ok((info, dir))
 }
 
 #[test]
 fn rust() -> anyhow::Result<()> {
-    let info = scaffold_build_test("rust")?;
+    let (info, _) = scaffold_build_test("rust")?;
     assert_eq!(info["module"], "component");
     assert!(
         info["imports"].as_array().unwrap().iter().all(|i| i.as_str().unwrap().starts_with("xdst:plugin/")),
@@ -123,28 +126,28 @@ fn rust() -> anyhow::Result<()> {
 
 #[test]
 fn c() -> anyhow::Result<()> {
-    let info = scaffold_build_test("c")?;
+    let (info, _) = scaffold_build_test("c")?;
     assert_eq!(info["module"], "component");
     Ok(())
 }
 
 #[test]
 fn javascript() -> anyhow::Result<()> {
-    let info = scaffold_build_test("js")?;
+    let (info, _) = scaffold_build_test("js")?;
     assert_eq!(info["module"], "component");
     Ok(())
 }
 
 #[test]
 fn python() -> anyhow::Result<()> {
-    let info = scaffold_build_test("python")?;
+    let (info, _) = scaffold_build_test("python")?;
     assert_eq!(info["module"], "component");
     Ok(())
 }
 
 #[test]
 fn assemblyscript() -> anyhow::Result<()> {
-    let info = scaffold_build_test("assemblyscript")?;
+    let (info, _) = scaffold_build_test("assemblyscript")?;
     assert_eq!(info["module"], "core module (core-module ABI)");
     // The core-module ABI's only import.
     assert_eq!(info["imports"], serde_json::json!(["xdst.log"]));
@@ -153,7 +156,7 @@ fn assemblyscript() -> anyhow::Result<()> {
 
 #[test]
 fn go() -> anyhow::Result<()> {
-    let info = scaffold_build_test("go")?;
+    let (info, _) = scaffold_build_test("go")?;
     assert_eq!(info["module"], "core module (core-module ABI)");
     // Go's wasip1 runtime imports WASI preview 1, and the SDK xdst.log; nothing else.
     let imports: Vec<&str> = info["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
@@ -164,10 +167,32 @@ fn go() -> anyhow::Result<()> {
 
 #[test]
 fn zig() -> anyhow::Result<()> {
-    let info = scaffold_build_test("zig")?;
+    let (info, dir) = scaffold_build_test("zig")?;
     assert_eq!(info["module"], "core module (core-module ABI)");
     // wasm32-freestanding: no WASI at all, only the SDK's log.
     assert_eq!(info["imports"], serde_json::json!(["xdst.log"]));
+    // The SDK's decoder names the field of a document of the wrong shape.
+    let cases = dir.path().join("team-zig/cases");
+    for (case, spec, field, message) in [
+        ("port-type", "{address: 10.0.0.1, port: x}", "spec.port", "invalid type: string \"x\""),
+        ("typo", "{adress: 10.0.0.1, port: 8080}", "spec.adress", "unknown field `adress`"),
+    ] {
+        std::fs::create_dir_all(cases.join(case))?;
+        std::fs::write(
+            cases.join(case).join("intent.yaml"),
+            format!("kind: TeamZig\nmetadata: {{name: web}}\nspec: {spec}\n"),
+        )?;
+        let o = xdst(
+            dir.path(),
+            &["plugin", "test", "team-zig/build/team-zig.wasm", "--cases", "team-zig/cases", "--bless"],
+        )?;
+        ensure!(o.status.success(), "{}", text(&o));
+        let err = std::fs::read_to_string(cases.join(case).join("expected-error.yaml"))?;
+        ensure!(
+            err.contains("document: TeamZig/web") && err.contains(&format!("field: {field}")) && err.contains(message),
+            "{case}: {err}"
+        );
+    }
     Ok(())
 }
 

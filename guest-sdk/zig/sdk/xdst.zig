@@ -193,7 +193,7 @@ pub const Document = struct {
     origin: []const u8 = "",
     /// The whole document, parsed.
     json: Value = .null,
-    /// The whole document as JSON text, for `decode`.
+    /// The whole document as JSON text (to parse it another way, such as with std.json).
     raw: []const u8 = "null",
     full_id: []const u8 = "",
 
@@ -202,10 +202,15 @@ pub const Document = struct {
         return d.full_id;
     }
 
-    /// Reads the whole document into a `T` with std.json, refusing fields `T` does not have
-    /// (so `T` needs `kind`, `metadata` and `spec`). On failure `describeError` says why.
-    pub fn decode(d: Document, arena: std.mem.Allocator, comptime T: type) !T {
-        return std.json.parseFromSliceLeaky(T, arena, d.raw, .{ .allocate = .alloc_if_needed });
+    /// Reads the whole document into a `T` (see `decodeValue`; `T` needs `kind`, `metadata` and
+    /// `spec`, as unknown fields are refused). On failure `err` says at which field (a path from
+    /// the document's root, such as `spec.port`) and why; `out.failDecode(d.id(), err)` makes it
+    /// the plugin's error:
+    ///
+    ///     var err: xdst.DecodeError = .{};
+    ///     const doc = d.decode(req.arena, Doc, &err) catch return out.failDecode(d.id(), err);
+    pub fn decode(d: Document, arena: std.mem.Allocator, comptime T: type, err: *DecodeError) DecodeFailed!T {
+        return decodeValue(arena, T, d.json, "", err);
     }
 };
 
@@ -298,22 +303,335 @@ pub const Response = struct {
         out.failure = .{ .message = message, .document = document, .field = field };
         return error.PluginFailed;
     }
+
+    /// Records the plugin error a failed `decode` described: about `document` (its id, or
+    /// null), at the field `err` names (none when the decoded value itself is at fault, with no
+    /// prefix), with its message. Returns `error.PluginFailed`: `return out.failDecode(id, err)`.
+    pub fn failDecode(out: *Response, document: ?[]const u8, err: DecodeError) Error {
+        out.failure = .{ .message = err.message, .document = document, .field = if (err.field.len == 0) null else err.field };
+        return error.PluginFailed;
+    }
 };
 
-/// Says in words why `Document.decode` (std.json) failed.
-pub fn describeError(err: anyerror) []const u8 {
-    return switch (err) {
-        error.UnknownField => "the document has a field the plugin does not know",
-        error.MissingField => "the document lacks a required field",
-        error.DuplicateField => "a field is given twice",
-        error.UnexpectedToken => "a field has a value of the wrong type",
-        error.InvalidNumber, error.InvalidCharacter => "a number is malformed",
-        error.Overflow => "a number is out of range",
-        error.InvalidEnumTag => "a field has a value that is not one of its choices",
-        error.SyntaxError, error.UnexpectedEndOfInput => "the document is not valid JSON",
-        error.OutOfMemory => "out of memory",
-        else => @errorName(err),
-    };
+// --- decoding --------------------------------------------------------------------------------
+
+/// Why `decodeValue` (or `Document.decode`) failed: where, and why in words. Give it to
+/// `Response.failDecode` to make it the plugin's error.
+pub const DecodeError = struct {
+    /// The path of the value at fault, such as `spec.port` or `spec.endpoints[1].weight`
+    /// (the prefix, then fields and list indexes); empty for the decoded value itself when
+    /// there is no prefix.
+    field: []const u8 = "",
+    /// Why, in serde's words (so a Zig plugin says what a Rust plugin would), such as
+    ///     invalid type: string "x", expected i64
+    ///     unknown field `adress`, expected `address` or `port`
+    ///     missing field `name`
+    message: []const u8 = "",
+};
+
+/// What decoding returns when it fails; the `DecodeError` given to it says where and why (an
+/// allocation failure included: `out of memory`).
+pub const DecodeFailed = error{DecodeFailed};
+
+/// Reads `v` into a `T`, walking `T`'s declaration at comptime as serde reads a Rust struct:
+///
+/// - a struct is a JSON object: unknown keys are errors, keys are read in the order written
+///   (a key given twice is an error), then fields not given: a `?T` field is null, a field
+///   with a default value takes it, any other is missing (an error). As serde does, a struct
+///   may also be written as a list of its fields' values in declaration order;
+/// - `?T` is null or a `T`; `[]const u8` a string; `[]const T` a list; `bool` a boolean; an
+///   integer type an integer that fits it; a float type any number; an enum the name of one
+///   of its tags, as a string; `xdst.Value` any JSON value, kept as it is;
+/// - a struct, enum or union declaring
+///   `pub fn decodeJson(dec: *xdst.Decoder, v: xdst.Value, at: *const xdst.Path) xdst.DecodeFailed!Self`
+///   reads itself: `dec.decode(U, part, &p)` reads a part (at `p = at.field(name)` or
+///   `at.item(i)`), `return dec.fail(at, fmt, args)` or
+///   `return dec.invalidType(v, at, "a duration")` reports an error.
+///
+/// `prefix` is the path of `v` itself, which every field path starts with: "" for a whole
+/// document (paths such as `spec.port`), `"spec"` for a document's `spec`. On failure `err`
+/// says at which field and why; slices in the result point into `v` or `arena`.
+pub fn decodeValue(arena: std.mem.Allocator, comptime T: type, v: Value, prefix: []const u8, err: *DecodeError) DecodeFailed!T {
+    var dec: Decoder = .{ .arena = arena, .err = err };
+    const root: Path = .{ .name = prefix };
+    return dec.decode(T, v, &root);
+}
+
+/// The path of a value being decoded: a list of segments (field names and list indexes) from
+/// the innermost out, each on the stack of the call decoding it.
+pub const Path = struct {
+    up: ?*const Path = null,
+    name: []const u8 = "",
+    index: ?usize = null,
+
+    /// The path of field `name` of the object at `up`.
+    pub fn field(up: *const Path, name: []const u8) Path {
+        return .{ .up = up, .name = name };
+    }
+
+    /// The path of item `i` of the list at `up`.
+    pub fn item(up: *const Path, i: usize) Path {
+        return .{ .up = up, .index = i };
+    }
+
+    /// `spec.hosts[0].routes[1]`.
+    pub fn format(p: *const Path, arena: std.mem.Allocator) []const u8 {
+        var segments: [64]*const Path = undefined;
+        var n: usize = 0;
+        var at: ?*const Path = p;
+        while (at) |s| : (at = s.up) {
+            if (n == segments.len) break;
+            segments[n] = s;
+            n += 1;
+        }
+        var out: std.ArrayList(u8) = .empty;
+        while (n > 0) {
+            n -= 1;
+            const s = segments[n];
+            if (s.index) |i| {
+                out.print(arena, "[{d}]", .{i}) catch {};
+            } else if (s.name.len > 0) {
+                if (out.items.len > 0) out.append(arena, '.') catch {};
+                out.appendSlice(arena, s.name) catch {};
+            }
+        }
+        return out.items;
+    }
+};
+
+/// The state of one `decodeValue`: what a type's `decodeJson` is given.
+pub const Decoder = struct {
+    arena: std.mem.Allocator,
+    err: *DecodeError,
+
+    /// Reads `v` (at path `at`) as a `T`: for a `decodeJson` reading its parts.
+    pub fn decode(dec: *Decoder, comptime T: type, v: Value, at: *const Path) DecodeFailed!T {
+        switch (@typeInfo(T)) {
+            .bool => return if (v == .bool) v.bool else dec.invalidType(v, at, "a boolean"),
+            .int => {
+                if (v != .integer) return dec.invalidType(v, at, @typeName(T));
+                return std.fmt.parseInt(T, v.integer, 10) catch
+                    dec.fail(at, "invalid value: integer `{s}`, expected {s}", .{ v.integer, @typeName(T) });
+            },
+            .float => {
+                if (v != .integer and v != .float) return dec.invalidType(v, at, @typeName(T));
+                return std.fmt.parseFloat(T, if (v == .integer) v.integer else v.float) catch
+                    dec.fail(at, "invalid value: expected {s}", .{@typeName(T)});
+            },
+            .optional => |info| return if (v == .null) null else try dec.decode(info.child, v, at),
+            .@"enum" => |info| {
+                if (@hasDecl(T, "decodeJson")) return T.decodeJson(dec, v, at);
+                return dec.decodeEnum(T, info.field_names, v, at);
+            },
+            .pointer => |info| {
+                if (info.size != .slice) @compileError("xdst.decodeValue: cannot decode " ++ @typeName(T) ++ " (a pointer that is not a slice)");
+                if (info.child == u8) return if (v == .string) v.string else dec.invalidType(v, at, "a string");
+                if (v != .array) return dec.invalidType(v, at, "a sequence");
+                const out = dec.arena.alloc(info.child, v.array.len) catch return dec.fail(at, "out of memory", .{});
+                for (v.array, 0..) |x, i| {
+                    const p = at.item(i);
+                    out[i] = try dec.decode(info.child, x, &p);
+                }
+                return out;
+            },
+            .@"struct" => {
+                if (@hasDecl(T, "decodeJson")) return T.decodeJson(dec, v, at);
+                return dec.decodeStruct(T, v, at);
+            },
+            .@"union" => {
+                if (T == Value) return v;
+                if (@hasDecl(T, "decodeJson")) return T.decodeJson(dec, v, at);
+                @compileError("xdst.decodeValue: cannot decode the union " ++ @typeName(T) ++ ": give it a decodeJson, or read an xdst.Value");
+            },
+            else => @compileError("xdst.decodeValue: cannot decode " ++ @typeName(T)),
+        }
+    }
+
+    /// Records why decoding failed at `at`; returns `error.DecodeFailed`: `return dec.fail(...)`.
+    pub fn fail(dec: *Decoder, at: *const Path, comptime fmt: []const u8, args: anytype) DecodeFailed {
+        dec.err.* = .{
+            .field = at.format(dec.arena),
+            .message = std.fmt.allocPrint(dec.arena, fmt, args) catch "out of memory",
+        };
+        return error.DecodeFailed;
+    }
+
+    /// `invalid type: integer `5`, expected a string`: `v` is not what `at` needs.
+    pub fn invalidType(dec: *Decoder, v: Value, at: *const Path, expected: []const u8) DecodeFailed {
+        return dec.fail(at, "invalid type: {s}, expected {s}", .{ dec.unexpected(v), expected });
+    }
+
+    /// Names a value as serde_json does: integer `5`, string "x", map.
+    fn unexpected(dec: *Decoder, v: Value) []const u8 {
+        const arena = dec.arena;
+        return switch (v) {
+            .null => "null",
+            .bool => |b| if (b) "boolean `true`" else "boolean `false`",
+            .string => |s| std.fmt.allocPrint(arena, "string {s}", .{quote(arena, s)}) catch "string",
+            .integer => |n| std.fmt.allocPrint(arena, "integer `{s}`", .{n}) catch "integer",
+            .float => |n| std.fmt.allocPrint(arena, "floating point `{s}`", .{formatFloat(arena, n)}) catch "floating point",
+            .array => "sequence",
+            .object => "map",
+        };
+    }
+
+    /// A unit-only Rust enum: a string, or (as serde_json reads it too) `{variant: null}`.
+    fn decodeEnum(dec: *Decoder, comptime T: type, comptime names: []const [:0]const u8, v: Value, at: *const Path) DecodeFailed!T {
+        const variant, const value = switch (v) {
+            .string => |s| .{ s, @as(?Value, null) },
+            .object => |m| if (m.len == 0) return dec.fail(at, "expected value", .{}) else .{ m[0].key, @as(?Value, m[0].value) },
+            else => return dec.fail(at, "expected value", .{}),
+        };
+        const found = std.meta.stringToEnum(T, variant) orelse
+            return dec.fail(at, "unknown variant `{s}`, expected {s}", .{ variant, oneOf(dec.arena, names) });
+        if (value) |x| {
+            if (x != .null) {
+                const p = at.field(variant);
+                return dec.invalidType(x, &p, "unit");
+            }
+            if (v.object.len > 1) return dec.fail(at, "expected value", .{});
+        }
+        return found;
+    }
+
+    fn decodeStruct(dec: *Decoder, comptime T: type, v: Value, at: *const Path) DecodeFailed!T {
+        const info = @typeInfo(T).@"struct";
+        const names = info.field_names;
+        if (v == .array) return dec.decodeStructFromSeq(T, v.array, at);
+        if (v != .object) return dec.invalidType(v, at, comptime structName(T));
+        var out: T = undefined;
+        var seen: [names.len]bool = @splat(false);
+        for (v.object) |m| {
+            const i = inline for (names, 0..) |name, i| {
+                if (std.mem.eql(u8, m.key, name)) break i;
+            } else {
+                const p = at.field(m.key);
+                if (names.len == 0) return dec.fail(&p, "unknown field `{s}`, there are no fields", .{m.key});
+                return dec.fail(&p, "unknown field `{s}`, expected {s}", .{ m.key, oneOf(dec.arena, names) });
+            };
+            if (seen[i]) return dec.fail(at, "duplicate field `{s}`", .{m.key});
+            seen[i] = true;
+            const p = at.field(m.key);
+            inline for (names, info.field_types, 0..) |name, FT, j| {
+                if (j == i) @field(out, name) = try dec.decode(FT, m.value, &p);
+            }
+        }
+        inline for (names, info.field_types, 0..) |name, FT, j| {
+            if (!seen[j]) switch (comptime fieldKind(T, j)) {
+                .required => return dec.fail(at, "missing field `{s}`", .{name}),
+                .optional => @field(out, name) = null,
+                .with_default => @field(out, name) = info.field_attrs[j].defaultValue(FT).?,
+            };
+        }
+        return out;
+    }
+
+    /// serde also reads a struct from a list of its fields' values, in declaration order.
+    fn decodeStructFromSeq(dec: *Decoder, comptime T: type, items: []const Value, at: *const Path) DecodeFailed!T {
+        const info = @typeInfo(T).@"struct";
+        var out: T = undefined;
+        inline for (info.field_names, info.field_types, 0..) |name, FT, i| {
+            if (i >= items.len) {
+                if (comptime fieldKind(T, i) != .with_default)
+                    return dec.fail(at, "invalid length {d}, expected {s} with {d} elements", .{ i, comptime structName(T), info.field_names.len });
+                @field(out, name) = info.field_attrs[i].defaultValue(FT).?;
+            } else {
+                const p = at.item(i);
+                @field(out, name) = try dec.decode(FT, items[i], &p);
+            }
+        }
+        if (items.len > info.field_names.len) return dec.fail(at, "trailing characters", .{});
+        return out;
+    }
+};
+
+const FieldKind = enum { required, optional, with_default };
+
+fn fieldKind(comptime T: type, comptime i: usize) FieldKind {
+    const info = @typeInfo(T).@"struct";
+    if (@typeInfo(info.field_types[i]) == .optional) return .optional;
+    if (info.field_attrs[i].default_value_ptr != null) return .with_default;
+    return .required;
+}
+
+/// How messages name a struct, as serde names a Rust one: `struct EndpointSpec` for
+/// `specs.EndpointSpec`; `a map` for an anonymous struct.
+fn structName(comptime T: type) []const u8 {
+    const full = @typeName(T);
+    if (std.mem.indexOf(u8, full, "__struct_") != null or std.mem.indexOfScalar(u8, full, '(') != null) return "a map";
+    const dot = std.mem.lastIndexOfScalar(u8, full, '.');
+    return "struct " ++ if (dot) |d| full[d + 1 ..] else full;
+}
+
+/// `a`; `a` or `b`; one of `a`, `b`, `c`.
+fn oneOf(arena: std.mem.Allocator, names: []const [:0]const u8) []const u8 {
+    var out: std.ArrayList(u8) = .empty;
+    if (names.len > 2) out.appendSlice(arena, "one of ") catch {};
+    for (names, 0..) |n, i| {
+        if (i > 0) out.appendSlice(arena, if (names.len == 2) " or " else ", ") catch {};
+        out.print(arena, "`{s}`", .{n}) catch {};
+    }
+    return out.items;
+}
+
+/// A float as Rust displays it (all its digits, no exponent, `.0` when it has no fraction),
+/// from the JSON text: the host writes shortest round-trip digits, as Rust does, so moving the
+/// decimal point is enough (and keeps float formatting, some 50 KB, out of every module).
+fn formatFloat(arena: std.mem.Allocator, written: []const u8) []const u8 {
+    const negative = written.len > 0 and written[0] == '-';
+    const number = written[@intFromBool(negative)..];
+    const e = std.mem.indexOfAny(u8, number, "eE") orelse number.len;
+    const exponent: i32 = if (e == number.len) 0 else std.fmt.parseInt(i32, number[e + 1 ..], 10) catch return written;
+    const mantissa = number[0..e];
+    const dot = std.mem.indexOfScalar(u8, mantissa, '.') orelse mantissa.len;
+    const digits_all = std.mem.concat(arena, u8, &.{ mantissa[0..dot], mantissa[@min(dot + 1, mantissa.len)..] }) catch return written;
+    // The value is 0.DIGITS * 10^point.
+    var point: i64 = @as(i64, @intCast(dot)) + exponent;
+    var digits: []const u8 = digits_all;
+    while (digits.len > 0 and digits[0] == '0') : (point -= 1) digits = digits[1..];
+    digits = std.mem.trimEnd(u8, digits, "0");
+    if (digits.len == 0) return if (negative) "-0.0" else "0.0";
+    if (point > 400 or point < -400) return written;
+    var out: std.ArrayList(u8) = .empty;
+    if (negative) out.append(arena, '-') catch return written;
+    if (point <= 0) {
+        out.appendSlice(arena, "0.") catch return written;
+        out.appendNTimes(arena, '0', @intCast(-point)) catch return written;
+        out.appendSlice(arena, digits) catch return written;
+    } else if (point >= digits.len) {
+        out.appendSlice(arena, digits) catch return written;
+        out.appendNTimes(arena, '0', @intCast(point - @as(i64, @intCast(digits.len)))) catch return written;
+        out.appendSlice(arena, ".0") catch return written;
+    } else {
+        const p: usize = @intCast(point);
+        out.print(arena, "{s}.{s}", .{ digits[0..p], digits[p..] }) catch return written;
+    }
+    return out.items;
+}
+
+/// `s` quoted and escaped as Rust's `{:?}` shows a string (`"a\"b"`), as decoding messages
+/// quote strings.
+pub fn quote(arena: std.mem.Allocator, s: []const u8) []const u8 {
+    var out: std.ArrayList(u8) = .empty;
+    out.ensureTotalCapacity(arena, s.len + 2) catch return s;
+    out.appendAssumeCapacity('"');
+    var it = std.unicode.Utf8View.initUnchecked(s).iterator();
+    while (it.nextCodepointSlice()) |bytes| {
+        const c = std.unicode.utf8Decode(bytes) catch 0xfffd;
+        switch (c) {
+            '"' => out.appendSlice(arena, "\\\"") catch {},
+            '\\' => out.appendSlice(arena, "\\\\") catch {},
+            '\n' => out.appendSlice(arena, "\\n") catch {},
+            '\r' => out.appendSlice(arena, "\\r") catch {},
+            '\t' => out.appendSlice(arena, "\\t") catch {},
+            0 => out.appendSlice(arena, "\\0") catch {},
+            // Rust's char::is_control (category Cc).
+            0x01...0x08, 0x0b, 0x0c, 0x0e...0x1f, 0x7f...0x9f => out.print(arena, "\\u{{{x}}}", .{c}) catch {},
+            else => out.appendSlice(arena, bytes) catch {},
+        }
+    }
+    out.append(arena, '"') catch {};
+    return out.items;
 }
 
 // --- logging ---------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ pub const info: xdst.PluginInfo = .{
     .granularity = .per_document,
 };
 
-/// The document, as written (Document.decode refuses fields it does not have).
+/// The document, as written: `d.decode` refuses fields it does not have, and fields of the
+/// wrong type, naming the field (`spec.port`); a `?T` field may be left out or null.
 const Document = struct {
     kind: []const u8,
     metadata: struct { name: []const u8 },
@@ -39,8 +40,8 @@ const Document = struct {
 pub fn translate(req: *const xdst.Request, out: *xdst.Response) xdst.Error!void {
     for (req.documents) |d| {
         const id = d.id();
-        const doc = d.decode(req.arena, Document) catch |err|
-            return out.fail(id, null, "{s} (expected kind, metadata.name and spec: {{address, port}})", .{xdst.describeError(err)});
+        var err: xdst.DecodeError = .{};
+        const doc = d.decode(req.arena, Document, &err) catch return out.failDecode(id, err);
         const spec = doc.spec orelse return out.fail(id, "spec", "missing: {{address, port}}", .{});
         const address = spec.address orelse "";
         if (address.len == 0) return out.fail(id, "spec.address", "missing: an IP address such as 10.0.0.1", .{});
