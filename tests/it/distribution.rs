@@ -311,7 +311,7 @@ async fn a_plugin_from_an_https_url_is_checked_against_its_pin() -> anyhow::Resu
     // Python HTTPS server with it.
     let ca = xdst_tests::pki::Ca::new(dir, "ca")?;
     let leaf = ca.issue("server", &["IP:127.0.0.1"])?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = xdst_tests::free_port()?;
     let script = format!(
         "import http.server, ssl, functools\nh = functools.partial(http.server.SimpleHTTPRequestHandler, directory={www:?})\ns = http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h)\nc = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\nc.load_cert_chain({cert:?}, {key:?})\ns.socket = c.wrap_socket(s.socket, server_side=True)\ns.serve_forever()\n",
         www = www.display().to_string(),

@@ -60,7 +60,7 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     for i in 0..6 {
         ups.push(Upstream::start(&format!("u{i}")).await?);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = xdst_tests::free_port()?;
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
     std::fs::write(intent.path().join("services.yaml"), services(&ups, 1000))?;

@@ -2,9 +2,10 @@
 //! language, `xdst plugin new`, then `xdst plugin build`, then `xdst plugin test` succeed in a
 //! fresh directory outside the repository with an **empty toolchain directory**, as for a new
 //! user (the real binary, the real toolchains, installed by the recipe; the time from `new` to
-//! a passing test is printed, and the README quotes it); and `inspect` says what was built. The bad paths too: a changed expectation fails with a diff
-//! naming the case and the resource, `--bless` rewrites it, a bad name is refused, and a
-//! build error is reported as the language's own error.
+//! a passing test is printed, and the README quotes it); and `inspect` says what was built.
+//! The bad paths too: a changed expectation fails with a diff naming the case and the
+//! resource, `--bless` rewrites it, a bad name is refused, and a build error is reported as
+//! the language's own error.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -50,6 +51,13 @@ fn scaffold_build_test(lang: &str) -> anyhow::Result<(Value, tempfile::TempDir)>
     ensure!(o.status.success(), "build ({lang}): {}", text(&o));
     ensure!(text(&o).contains("==> "), "build ({lang}) shows no progress: {}", text(&o));
     let built = started.elapsed().as_secs_f64();
+    // The recipe set its toolchain up in the empty directory (Rust's is rustup's target alone).
+    ensure!(
+        lang == "rust" || toolchains.path().join(lang).is_dir(),
+        "build ({lang}) left {} empty: {}",
+        toolchains.path().display(),
+        text(&o)
+    );
     let wasm = format!("{name}/build/{name}.wasm");
     ensure!(dir.path().join(&wasm).exists(), "build ({lang}) wrote no {wasm}");
 

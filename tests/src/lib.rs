@@ -51,8 +51,33 @@ pub fn cargo() -> std::process::Command {
     cmd
 }
 
-/// A loopback port nothing listens on (now).
+/// A loopback port nothing listens on now, for a process (Envoy, xdst, a registry) to bind a
+/// moment later.
+///
+/// A port the kernel handed out for `bind(0)` is in its ephemeral range, which it also hands to
+/// other sockets, outgoing connections included: between the choice and the bind, another
+/// test's socket could take it ("Address already in use", seen in CI). So the port is chosen
+/// below that range, which the kernel never hands out by itself: a counter keeps this
+/// process's choices apart, a start derived from the process id makes two processes' choices
+/// unlikely to meet, and a trial bind skips a port in use. Where there is no room below the range, `bind(0)` it is.
 pub fn free_port() -> anyhow::Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low > LOWEST + 1_000 {
+        let span = ephemeral_low - LOWEST;
+        let start = std::process::id().wrapping_mul(7_919) % span;
+        for _ in 0..span {
+            let port = (LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -85,4 +110,26 @@ fn tool(var: &str, under_cache: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+#[cfg(test)]
+mod tests {
+    /// The ports `free_port` gives are distinct, free, and outside the kernel's ephemeral range
+    /// (where it has room below that range, as on Linux's default 32768-60999).
+    #[test]
+    fn free_ports_are_distinct_and_below_the_ephemeral_range() {
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32_768);
+        let ports: Vec<u16> = (0..500).map(|_| super::free_port().unwrap()).collect();
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port was given twice");
+        if low > 11_000 {
+            assert!(ports.iter().all(|p| (10_000..low).contains(p)), "{ports:?}");
+        }
+        for p in ports.iter().take(20) {
+            std::net::TcpListener::bind(("127.0.0.1", *p)).expect("a port free_port gave is in use");
+        }
+    }
 }

@@ -32,7 +32,7 @@ impl Registry {
     }
 
     fn start_with(login: Option<(&str, &str)>) -> anyhow::Result<Registry> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = crate::free_port()?;
         let dir = tempfile::Builder::new().prefix("xdst-registry-").tempdir()?;
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
