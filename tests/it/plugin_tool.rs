@@ -164,12 +164,45 @@ fn assemblyscript() -> anyhow::Result<()> {
 
 #[test]
 fn go() -> anyhow::Result<()> {
-    let (info, _) = scaffold_build_test("go")?;
+    let (info, dir) = scaffold_build_test("go")?;
     assert_eq!(info["module"], "core module (core-module ABI)");
     // Go's wasip1 runtime imports WASI preview 1, and the SDK xdst.log; nothing else.
     let imports: Vec<&str> = info["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
     assert!(imports.iter().any(|i| i.starts_with("wasi_snapshot_preview1.")), "{imports:?}");
     assert!(imports.iter().all(|i| *i == "xdst.log" || i.starts_with("wasi_snapshot_preview1.")), "{imports:?}");
+    // The SDK's Decode names the field of a document of the wrong shape (encoding/json's type
+    // error path; the unknown field found in the document by the struct's fields).
+    decode_errors_name_the_field(
+        dir.path(),
+        "go",
+        &[
+            ("port-type", "{address: 10.0.0.1, port: x}", "spec.port", "invalid type: string, expected an integer"),
+            ("typo", "{adress: 10.0.0.1, port: 8080}", "spec.adress", "unknown field `adress`"),
+        ],
+    )?;
+    Ok(())
+}
+
+/// For the `team-<lang>` plugin in `dir`: each (case, spec, field, message) is blessed as an
+/// error at document `Team<Lang>/web`, that field, with a message holding that text.
+fn decode_errors_name_the_field(dir: &Path, lang: &str, cases: &[(&str, &str, &str, &str)]) -> anyhow::Result<()> {
+    let name = format!("team-{lang}");
+    let kind = format!("Team{}{}", lang[..1].to_uppercase(), &lang[1..]);
+    let (wasm, dir_cases) = (format!("{name}/build/{name}.wasm"), format!("{name}/cases"));
+    for (case, spec, field, message) in cases {
+        let at = dir.join(&dir_cases).join(case);
+        std::fs::create_dir_all(&at)?;
+        std::fs::write(at.join("intent.yaml"), format!("kind: {kind}\nmetadata: {{name: web}}\nspec: {spec}\n"))?;
+        let o = xdst(dir, &["plugin", "test", &wasm, "--cases", &dir_cases, "--bless"])?;
+        ensure!(o.status.success(), "{}", text(&o));
+        let err = std::fs::read_to_string(at.join("expected-error.yaml"))?;
+        ensure!(
+            err.contains(&format!("document: {kind}/web"))
+                && err.contains(&format!("field: {field}"))
+                && err.contains(message),
+            "{lang}, {case}: {err}"
+        );
+    }
     Ok(())
 }
 
@@ -180,27 +213,14 @@ fn zig() -> anyhow::Result<()> {
     // wasm32-freestanding: no WASI at all, only the SDK's log.
     assert_eq!(info["imports"], serde_json::json!(["xdst.log"]));
     // The SDK's decoder names the field of a document of the wrong shape.
-    let cases = dir.path().join("team-zig/cases");
-    for (case, spec, field, message) in [
-        ("port-type", "{address: 10.0.0.1, port: x}", "spec.port", "invalid type: string \"x\""),
-        ("typo", "{adress: 10.0.0.1, port: 8080}", "spec.adress", "unknown field `adress`"),
-    ] {
-        std::fs::create_dir_all(cases.join(case))?;
-        std::fs::write(
-            cases.join(case).join("intent.yaml"),
-            format!("kind: TeamZig\nmetadata: {{name: web}}\nspec: {spec}\n"),
-        )?;
-        let o = xdst(
-            dir.path(),
-            &["plugin", "test", "team-zig/build/team-zig.wasm", "--cases", "team-zig/cases", "--bless"],
-        )?;
-        ensure!(o.status.success(), "{}", text(&o));
-        let err = std::fs::read_to_string(cases.join(case).join("expected-error.yaml"))?;
-        ensure!(
-            err.contains("document: TeamZig/web") && err.contains(&format!("field: {field}")) && err.contains(message),
-            "{case}: {err}"
-        );
-    }
+    decode_errors_name_the_field(
+        dir.path(),
+        "zig",
+        &[
+            ("port-type", "{address: 10.0.0.1, port: x}", "spec.port", "invalid type: string \"x\""),
+            ("typo", "{adress: 10.0.0.1, port: 8080}", "spec.adress", "unknown field `adress`"),
+        ],
+    )?;
     Ok(())
 }
 

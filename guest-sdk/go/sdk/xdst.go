@@ -12,7 +12,6 @@
 package xdst
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"unsafe"
@@ -56,13 +55,6 @@ type Document struct {
 
 // ID is the document's id, `Kind/name`: what errors, diagnostics and resources name.
 func (d Document) ID() string { return d.Kind + "/" + d.Name }
-
-// Decode reads the document into v, refusing fields v does not have.
-func (d Document) Decode(v any) error {
-	dec := json.NewDecoder(bytes.NewReader(d.JSON))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
 
 // Body is a resource's message: Envoy's canonical proto3 JSON, or protobuf bytes.
 type Body struct {

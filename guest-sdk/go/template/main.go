@@ -51,8 +51,8 @@ func (plugin) Translate(req xdst.Request) (xdst.Response, *xdst.Error) {
 	for _, d := range req.Documents {
 		id := d.ID()
 		var doc document
-		if err := d.Decode(&doc); err != nil {
-			return out, xdst.Errorf(id, "", "%v", err)
+		if err := d.Decode(&doc); err != nil { // names the field: a wrong type, an unknown field
+			return out, err
 		}
 		if doc.Spec == nil {
 			return out, xdst.Errorf(id, "spec", "missing: {address, port}")
