@@ -795,13 +795,8 @@ fn answer(b: []const u8) i64 {
 fn readRequest(input: []const u8) !Request {
     var s = Scanner.initCompleteInput(allocator, input);
     var req: Request = .{ .arena = allocator };
-    if (try s.next() != .object_begin) return error.SyntaxError;
-    while (true) {
-        const key = switch (try nextToken(&s, allocator)) {
-            .object_end => break,
-            .string, .allocated_string => |k| k,
-            else => return error.SyntaxError,
-        };
+    try openObject(&s);
+    while (try nextKey(&s)) |key| {
         if (std.mem.eql(u8, key, "nodeGroup")) {
             req.node_group = try readString(&s);
         } else if (std.mem.eql(u8, key, "documents")) {
@@ -825,6 +820,20 @@ fn readRequest(input: []const u8) !Request {
     return req;
 }
 
+/// Reads the `{` of an object whose members the caller then reads with `nextKey`.
+fn openObject(s: *Scanner) !void {
+    if (try s.next() != .object_begin) return error.SyntaxError;
+}
+
+/// The next member's key of an object opened with `openObject`; null after its `}`.
+fn nextKey(s: *Scanner) !?[]const u8 {
+    return switch (try nextToken(s, allocator)) {
+        .object_end => null,
+        .string, .allocated_string => |k| k,
+        else => error.SyntaxError,
+    };
+}
+
 fn readString(s: *Scanner) ![]const u8 {
     return switch (try nextToken(s, allocator)) {
         .string, .allocated_string => |text| text,
@@ -843,13 +852,8 @@ fn readRaw(s: *Scanner) !struct { []const u8, Value } {
 
 fn readDocument(s: *Scanner) !Document {
     var d: Document = .{};
-    if (try s.next() != .object_begin) return error.SyntaxError;
-    while (true) {
-        const key = switch (try nextToken(s, allocator)) {
-            .object_end => break,
-            .string, .allocated_string => |k| k,
-            else => return error.SyntaxError,
-        };
+    try openObject(s);
+    while (try nextKey(s)) |key| {
         if (std.mem.eql(u8, key, "kind")) {
             d.kind = try readString(s);
         } else if (std.mem.eql(u8, key, "name")) {
@@ -868,13 +872,8 @@ fn readDocument(s: *Scanner) !Document {
 
 fn readResource(s: *Scanner) !Resource {
     var r: Resource = .{ .type_url = "", .name = "", .body = .{ .json = "null" } };
-    if (try s.next() != .object_begin) return error.SyntaxError;
-    while (true) {
-        const key = switch (try nextToken(s, allocator)) {
-            .object_end => break,
-            .string, .allocated_string => |k| k,
-            else => return error.SyntaxError,
-        };
+    try openObject(s);
+    while (try nextKey(s)) |key| {
         if (std.mem.eql(u8, key, "typeUrl")) {
             r.type_url = try readString(s);
         } else if (std.mem.eql(u8, key, "name")) {
@@ -893,13 +892,8 @@ fn readResource(s: *Scanner) !Resource {
 
 fn readBody(s: *Scanner) !Body {
     var body: Body = .{ .json = "null" };
-    if (try s.next() != .object_begin) return error.SyntaxError;
-    while (true) {
-        const key = switch (try nextToken(s, allocator)) {
-            .object_end => break,
-            .string, .allocated_string => |k| k,
-            else => return error.SyntaxError,
-        };
+    try openObject(s);
+    while (try nextKey(s)) |key| {
         if (std.mem.eql(u8, key, "json")) {
             const text, const v = try readRaw(s);
             body = .{ .json = if (v == .string) v.string else text };
