@@ -47,7 +47,7 @@ py=$tc/venv/bin/python
 zig() { "$py" -m ziglang "$@"; }
 if [ ! -x "$py" ] || [ "$(zig version 2>/dev/null)" != "$ZIG_VERSION" ]; then
   command -v python3 >/dev/null 2>&1 || die "python3 is needed to install Zig (from PyPI's ziglang)"
-  say "installing Zig $ZIG_VERSION into $tc (pip ziglang; about 20 s, 300 MB)"
+  say "installing Zig $ZIG_VERSION into $tc (pip ziglang; about 30 s, 400 MB)"
   rm -rf "$tc/venv"
   python3 -m venv "$tc/venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
   "$py" -m pip install --quiet --disable-pip-version-check "ziglang==$ZIG_VERSION" >&2 \
@@ -56,13 +56,25 @@ if [ ! -x "$py" ] || [ "$(zig version 2>/dev/null)" != "$ZIG_VERSION" ]; then
 fi
 export ZIG_GLOBAL_CACHE_DIR=$tc/cache/global ZIG_LOCAL_CACHE_DIR=$tc/cache/local
 
-# --- check the module's shape ---------------------------------------------------------------
-# A small Python program reads the module's import and export sections (python3 is already
-# needed for the venv).
-mkdir -p "$tc/bin"
-cat >"$tc/bin/xdst-wasm-check.new" <<'PY'
+# The toolchain is ready: other builds may go ahead while this one compiles.
+flock -u 9 2>/dev/null || true
+
+mkdir -p "$(dirname "$out")"
+out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
+tmp=$(mktemp "$(dirname "$out")/.zig-XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+
+# --- compile --------------------------------------------------------------------------------
+say "compiling $src/main.zig with zig $ZIG_VERSION (wasm32-freestanding, -O $OPTIMIZE, SDK $sdk)"
+(cd "$src" && zig build-exe -target wasm32-freestanding -fno-entry -rdynamic -fstrip -O "$OPTIMIZE" \
+  --dep xdst -Mroot="$src/main.zig" -Mxdst="$sdk/xdst.zig" --name plugin -femit-bin="$tmp") \
+  || die "zig build-exe failed in $src"
+
+# The module's shape, read from its import and export sections by a small Python program
+# (python3 is already needed for the venv).
+python3 - "$tmp" "$src" <<'PY' || die "the module was not written (guest-sdk/zig/README.md lists the exports)"
 """Checks a module against xdst's core-module ABI: the exports xdst needs, and no import but
-xdst.log. Usage: xdst-wasm-check MODULE.wasm SRC_DIR"""
+xdst.log. Arguments: MODULE.wasm SRC_DIR"""
 import sys
 
 
@@ -142,23 +154,6 @@ def main():
 
 main()
 PY
-mv -f "$tc/bin/xdst-wasm-check.new" "$tc/bin/xdst-wasm-check.py"
-
-# The toolchain is ready: other builds may go ahead while this one compiles.
-flock -u 9 2>/dev/null || true
-
-mkdir -p "$(dirname "$out")"
-out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
-tmp=$(mktemp "$(dirname "$out")/.zig-XXXXXX")
-trap 'rm -f "$tmp"' EXIT
-
-# --- compile --------------------------------------------------------------------------------
-say "compiling $src/main.zig with zig $ZIG_VERSION (wasm32-freestanding, -O $OPTIMIZE, SDK $sdk)"
-(cd "$src" && zig build-exe -target wasm32-freestanding -fno-entry -rdynamic -fstrip -O "$OPTIMIZE" \
-  --dep xdst -Mroot="$src/main.zig" -Mxdst="$sdk/xdst.zig" --name plugin -femit-bin="$tmp") \
-  || die "zig build-exe failed in $src"
-
-python3 "$tc/bin/xdst-wasm-check.py" "$tmp" "$src" || die "the module was not written (guest-sdk/zig/README.md lists the exports)"
 chmod 644 "$tmp"
 mv -f "$tmp" "$out"
 say "built $out ($(wc -c <"$out") bytes)"
