@@ -28,8 +28,10 @@ pub enum State {
     /// flight, or held back by the make-before-break plan).
     Acked { stale: bool },
     /// The node rejected the response that carried it: its error, when, and the version it
-    /// rejected. `held` is what it kept.
-    Nacked { message: String, at: Instant, rejected: Option<Arc<Resource>> },
+    /// rejected. `held` is what it kept. One rejection's message is shared by its resources,
+    /// never copied: `same_as` names the resource of the same rejection that the message is
+    /// reported with (`None`: this one).
+    Nacked { message: Arc<str>, at: Instant, rejected: Option<Arc<Resource>>, same_as: Option<Arc<str>> },
     /// Asked for, not held yet.
     Requested,
     /// Asked for by name; the server has no such resource.
@@ -55,10 +57,16 @@ impl Rollout {
                 }
             }
             let rejected = self.rejected.iter().find(|((_, t), _)| t == type_url).map(|(_, r)| r);
+            // What the node failed on: the resources of the rejected response it did not hold
+            // that its message names, else all it did not hold (one of them it refused), else
+            // all the response carried. Envoy's own config dump marks the one it failed on;
+            // the rest of a SotW response stays as the node holds it.
+            let failed: BTreeSet<Arc<str>> = rejected.map(|r| self.failed_on(type_url, r)).unwrap_or_default();
+            let mut reported: Option<Arc<str>> = None;
             for name in names {
                 let target = self.target.resource(type_url, &name);
                 let held = self.acked.resource(type_url, &name).cloned();
-                let rejection = rejected.filter(|r| crate::rollout::carries(&r.update, &name));
+                let rejection = rejected.filter(|_| failed.contains(&name));
                 let state = match (rejection, &held, target) {
                     (Some(r), _, _) => State::Nacked {
                         message: r.message.clone(),
@@ -67,6 +75,13 @@ impl Rollout {
                             .into_iter()
                             .find(|x| *x.name() == name)
                             .cloned(),
+                        same_as: match &reported {
+                            Some(first) => Some(first.clone()),
+                            None => {
+                                reported = Some(name.clone());
+                                None
+                            }
+                        },
                     },
                     (None, Some(h), t) => State::Acked { stale: t.is_some_and(|t| t.version() != h.version()) },
                     (None, None, Some(_)) => State::Requested,
@@ -76,6 +91,26 @@ impl Rollout {
             }
         }
         out
+    }
+
+    /// The names in a rejected response of `type_url` that the node failed on.
+    fn failed_on(&self, type_url: &str, r: &crate::rollout::Rejected) -> BTreeSet<Arc<str>> {
+        let carried = crate::rollout::update_resources(&r.update);
+        let new: Vec<&Arc<Resource>> = carried
+            .iter()
+            .copied()
+            .filter(|x| self.acked.resource(type_url, x.name()).is_none_or(|h| h.version() != x.version()))
+            .collect();
+        let named: BTreeSet<Arc<str>> = new
+            .iter()
+            .filter(|x| !x.name().is_empty() && r.message.contains(x.name().as_ref() as &str))
+            .map(|x| x.name().clone())
+            .collect();
+        if !named.is_empty() {
+            return named;
+        }
+        let pick = if new.is_empty() { carried } else { new };
+        pick.into_iter().map(|x| x.name().clone()).collect()
     }
 }
 
@@ -119,7 +154,7 @@ mod tests {
         let a = r.resource_states().into_iter().find(|s| s.type_url.as_ref() == CLUSTER).unwrap();
         match &a.state {
             State::Nacked { message, rejected, .. } => {
-                assert_eq!(message, "bad cluster");
+                assert_eq!(message.as_ref(), "bad cluster");
                 assert_eq!(
                     rejected.as_ref().map(|x| x.version().clone()),
                     v2.resource(CLUSTER, "a").map(|x| x.version().clone())

@@ -70,6 +70,17 @@ impl References {
         self.0.iter().flatten().filter(move |(_, t, _)| *t == type_url).map(|(_, _, n)| n.as_str())
     }
 
+    /// [`names`](Self::names), less those only an `api_listener` names: Envoy ignores a
+    /// listener's `api_listener` when it comes over LDS (only proxyless gRPC clients use one,
+    /// and they ask for what it names by name), so an Envoy never asks for them.
+    pub fn names_envoy_follows(&self, type_url: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .flatten()
+            .filter(move |(field, t, _)| *t == type_url && !field.starts_with(API_LISTENER_FIELD))
+            .map(|(_, _, n)| n.as_str())
+    }
+
     /// Decodes `r` and collects the names it refers to.
     pub fn of(r: &Resource) -> References {
         let body = r.body().clone();
@@ -181,6 +192,9 @@ fn check_resources<'a>(
     if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
+/// Where a listener's `api_listener` configuration sits (reference fields start with it).
+const API_LISTENER_FIELD: &str = "api_listener.api_listener";
+
 enum Ref {
     Route(String),
     Cluster(String),
@@ -198,7 +212,7 @@ fn listener_refs(l: &Listener) -> Vec<(String, Ref)> {
         secret_refs(chain, &at, &mut out);
     }
     if let Some(api) = l.api_listener.as_ref().and_then(|a| a.api_listener.as_ref()) {
-        any_refs(api, "api_listener.api_listener", &mut out);
+        any_refs(api, API_LISTENER_FIELD, &mut out);
     }
     out
 }

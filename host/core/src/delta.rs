@@ -111,7 +111,7 @@ impl DeltaStream {
                     let nack = Nack {
                         version_kept: t.version_acked.clone().unwrap_or_default(),
                         nonce: req.response_nonce.clone(),
-                        message: status.message.clone(),
+                        message: stream::nack_message(&status.message),
                         at: now,
                     };
                     events.push(Event::Nack {

@@ -24,10 +24,15 @@ pub enum Limit {
     PluginLogLines,
     /// A plugin call's stdout or stderr past the bytes kept.
     PluginStdio,
+    /// Text an xDS client sent (a NACK message, a user agent) cut to its limit.
+    ClientText,
+    /// A node id or cluster past its length: the stream is refused (clipping would make it
+    /// another node's name).
+    NodeName,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 9] = [
+    pub const ALL: [Limit; 11] = [
         Limit::FileSize,
         Limit::Nesting,
         Limit::YamlAliases,
@@ -37,6 +42,8 @@ impl Limit {
         Limit::PluginMemory,
         Limit::PluginLogLines,
         Limit::PluginStdio,
+        Limit::ClientText,
+        Limit::NodeName,
     ];
 
     /// Its label in `/metrics`.
@@ -51,6 +58,8 @@ impl Limit {
             Limit::PluginMemory => "plugin_memory",
             Limit::PluginLogLines => "plugin_log_lines",
             Limit::PluginStdio => "plugin_stdio",
+            Limit::ClientText => "client_text",
+            Limit::NodeName => "node_name",
         }
     }
 
@@ -66,6 +75,20 @@ impl Limit {
 }
 
 static HITS: [AtomicU64; Limit::ALL.len()] = [const { AtomicU64::new(0) }; Limit::ALL.len()];
+
+/// `s` cut to at most `max` bytes (at a character boundary) with its full length noted,
+/// counting a hit of `limit` when it had to be cut.
+pub fn clip(s: &str, max: usize, limit: Limit) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    limit.hit();
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… [cut: {} bytes in all]", &s[..cut], s.len())
+}
 
 #[cfg(test)]
 mod tests {

@@ -84,8 +84,9 @@ pub struct Plan {
     pub hold: &'static [&'static str],
 }
 
-/// What a node with a target will ask for by name: the EDS names its clusters wait for, the
-/// route configurations its listeners name. Anything else in the target is never requested.
+/// What an Envoy with a target will ask for by name: the EDS names its clusters wait for, the
+/// route configurations its listeners name (not those only an `api_listener` names: Envoy
+/// ignores it). Anything else in the target is never requested.
 #[derive(Debug, Clone, Default)]
 pub struct Wanted {
     pub endpoints: BTreeSet<String>,
@@ -94,7 +95,13 @@ pub struct Wanted {
 
 impl Wanted {
     pub fn of(target: &Snapshot) -> Wanted {
-        Wanted { endpoints: referenced(target.get(CLUSTER), ENDPOINT), routes: referenced(target.get(LISTENER), ROUTE) }
+        let routes = target
+            .get(LISTENER)
+            .into_iter()
+            .flat_map(|s| s.resources())
+            .flat_map(|l| l.references().names_envoy_follows(ROUTE).map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        Wanted { endpoints: referenced(target.get(CLUSTER), ENDPOINT), routes }
     }
 }
 
@@ -200,8 +207,10 @@ pub(crate) fn plan_lean(
         if !l.references().names(CLUSTER).all(usable) {
             return Some(Step::Clusters);
         }
-        l.references().names(ROUTE).filter_map(|name| Some((name, target.resource(ROUTE, name)?))).find_map(
-            |(name, r)| {
+        l.references()
+            .names_envoy_follows(ROUTE)
+            .filter_map(|name| Some((name, target.resource(ROUTE, name)?)))
+            .find_map(|(name, r)| {
                 if !route_ready(r) {
                     return Some(Step::Clusters);
                 }
@@ -210,8 +219,7 @@ pub(crate) fn plan_lean(
                     || node.together
                     || (holds.is_none() && !(node.maybe_route)(name));
                 (!in_place).then_some(Step::Routes)
-            },
-        )
+            })
     });
 
     // Clusters: the target's, and those the node holds that something may still use, with

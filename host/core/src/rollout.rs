@@ -95,7 +95,7 @@ pub enum Note {
     Restarted { step: Step },
     /// The node rejected a response; the plan is stopped until a change gives it something
     /// else to send for that type.
-    Stopped { type_url: Arc<str>, message: String },
+    Stopped { type_url: Arc<str>, message: Arc<str> },
     /// A step waited out the grace period and proceeded without an acknowledgement.
     GraceExpired { step: Step },
 }
@@ -119,10 +119,14 @@ pub(crate) struct Rejected {
     /// What it carried: while the offer would send the same again, the stream sends nothing
     /// (the machines never repeat a rejected response) and the plan stays stopped.
     pub(crate) update: Update,
-    pub(crate) message: String,
+    /// The node's message, clipped where it entered ([`crate::stream::clip_client_text`]) and
+    /// kept once: every view that shows it shares it.
+    pub(crate) message: Arc<str>,
     pub(crate) at: Instant,
-    /// What in it was new to the node, with who made it.
+    /// What in it was new to the node, with who made it (at most [`MAX_SUSPECTS`]).
     pub(crate) suspects: Vec<RejectedResource>,
+    /// How many resources in it were new to the node.
+    pub(crate) suspects_total: usize,
 }
 
 /// A resource in a rejected response that the node did not hold (new, or changed since it
@@ -135,6 +139,10 @@ pub struct RejectedResource {
     /// Whether the node's error message names it.
     pub named_in_error: bool,
 }
+
+/// How many resources of a rejected response are named with it (the first the node's message
+/// names, then the others); the rest are counted.
+pub const MAX_SUSPECTS: usize = 10;
 
 /// How many unanswered responses are remembered per stream and type. Envoy answers each in
 /// order, so more than a few means the client is not answering at all.
@@ -151,6 +159,12 @@ pub struct Rollout {
     /// What a node with this target asks for by name (computed once per target).
     wanted: Arc<Wanted>,
     pub(crate) acked: Snapshot,
+    /// What the node acknowledged on its own streams, or said it holds when it reconnected:
+    /// `acked` without what a grace expiry assumed. Usually the same sets as `acked`.
+    pub(crate) confirmed: Snapshot,
+    /// Whether the node holds its target by its own word: [`Rollout::holds_target`], kept
+    /// current as ACKs arrive.
+    holds: bool,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
     pub(crate) subscriptions: SmallMap<StreamType, (bool, SmallSet<Arc<str>>)>,
     by_name: bool,
@@ -160,8 +174,9 @@ pub struct Rollout {
     in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     pub(crate) rejected: BTreeMap<(u64, Arc<str>), Rejected>,
-    /// The last rejection, kept after the plan moves on: (type, what it carried that was new).
-    last_rejection: Option<Box<(Arc<str>, Rejected)>>,
+    /// The last rejection, kept after the plan moves on: (stream, type, what it carried that
+    /// was new).
+    last_rejection: Option<Box<(u64, Arc<str>, Rejected)>>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
     stopped: bool,
     /// Clusters a listener the node removed or changed named, kept until its connections
@@ -192,6 +207,8 @@ impl Rollout {
             wanted: target.wanted(),
             target,
             acked: Snapshot::default(),
+            confirmed: Snapshot::default(),
+            holds: false,
             subscriptions: SmallMap::default(),
             by_name: false,
             in_flight: SmallMap::default(),
@@ -252,7 +269,9 @@ impl Rollout {
         self.diverged_since.get_or_insert(now);
         self.wanted = target.wanted();
         self.target = target;
+        self.holds = false;
         self.replan(now, &mut notes);
+        self.check_holds();
         notes
     }
 
@@ -273,6 +292,9 @@ impl Rollout {
         self.by_name = self.any_by_name();
         self.forget_unsubscribed(type_url);
         self.replan(now, &mut notes);
+        // What the node asks for changed: it may hold less of it (or, with a name dropped, all).
+        self.holds = false;
+        self.check_holds();
         notes
     }
 
@@ -293,10 +315,19 @@ impl Rollout {
         if held.resources().all(|r| subs.iter().any(|(_, names)| names.contains(r.name()))) {
             return;
         }
-        let kept = TypeSet::from_shared(
-            held.resources().filter(|r| subs.iter().any(|(_, names)| names.contains(r.name()))).cloned(),
-        );
-        self.acked = self.acked.with_set(type_url.clone(), Arc::new(kept));
+        let asked = |set: &TypeSet| {
+            TypeSet::from_shared(
+                set.resources().filter(|r| subs.iter().any(|(_, names)| names.contains(r.name()))).cloned(),
+            )
+        };
+        let kept = Arc::new(asked(held));
+        let confirmed = match self.confirmed.get(type_url) {
+            Some(c) if c.sum() != held.sum() => Arc::new(asked(c)),
+            Some(_) => kept.clone(),
+            None => Arc::new(TypeSet::default()),
+        };
+        self.acked = self.acked.with_set(type_url.clone(), kept);
+        self.confirmed = self.confirmed.with_set(type_url.clone(), confirmed);
     }
 
     /// A stream's client, reconnecting, said what it holds of `type_url` (SOTW-12, DELTA-3):
@@ -320,8 +351,12 @@ impl Rollout {
             )),
         };
         if let Some(set) = matched {
-            self.acked = self.acked.with_set(type_url.clone(), Arc::new(set));
+            // The client's own word, like an ACK: it counts as confirmed too.
+            let set = Arc::new(set);
+            self.acked = self.acked.with_set(type_url.clone(), set.clone());
+            self.confirmed = self.confirmed.with_set(type_url.clone(), set);
             self.replan(now, &mut notes);
+            self.check_holds();
         }
         notes
     }
@@ -363,42 +398,62 @@ impl Rollout {
             Some(message) => {
                 // A rejection of a response already superseded stops nothing: the newer one
                 // is on its way.
-                let suspects = self.suspects(type_url, &update, message);
-                let rejected = Rejected { update, message: message.to_owned(), at: now, suspects };
-                self.last_rejection = Some(Box::new((type_url.clone(), rejected.clone())));
+                let (suspects, suspects_total) = self.suspects(type_url, &update, message);
+                let rejected = Rejected { update, message: message.into(), at: now, suspects, suspects_total };
+                self.last_rejection = Some(Box::new((stream, type_url.clone(), rejected.clone())));
                 if latest {
                     self.rejected.insert(key, rejected);
+                    // A rejection of what the node was sent last: whatever it held, it does not
+                    // hold what it was being moved to.
+                    self.holds = false;
                 }
             }
-            None => self.apply(type_url, update, now),
+            None => self.apply(type_url, update, now, true),
         }
         self.replan(now, &mut notes);
+        if nack.is_none() {
+            self.check_holds();
+        }
         notes
     }
 
-    /// The resources of `update` the node does not hold as they are (what it may have rejected).
-    fn suspects(&self, type_url: &Arc<str>, update: &Update, message: &str) -> Vec<RejectedResource> {
+    /// The resources of `update` the node does not hold as they are (what it may have
+    /// rejected): the first [`MAX_SUSPECTS`], those the message names first, and how many
+    /// there are.
+    fn suspects(&self, type_url: &Arc<str>, update: &Update, message: &str) -> (Vec<RejectedResource>, usize) {
         let held = |r: &Resource| self.acked.resource(type_url, r.name()).is_some_and(|a| a.version() == r.version());
         let resources: Vec<Arc<Resource>> = match update {
             Update::Replace(set) => set.resources().cloned().collect(),
             Update::List { resources, .. } => resources.clone(),
             Update::Patch { added, .. } => added.clone(),
         };
-        resources
-            .iter()
-            .filter(|r| !held(r))
+        let named = |r: &Resource| !r.name().is_empty() && message.contains(r.name().as_ref() as &str);
+        let new: Vec<&Arc<Resource>> = resources.iter().filter(|r| !held(r)).collect();
+        let total = new.len();
+        let (mut first, rest): (Vec<&Arc<Resource>>, Vec<&Arc<Resource>>) = new.into_iter().partition(|r| named(r));
+        first.extend(rest);
+        let kept = first
+            .into_iter()
+            .take(MAX_SUSPECTS)
             .map(|r| RejectedResource {
                 name: r.name().to_string(),
                 attribution: r.attribution(),
-                named_in_error: !r.name().is_empty() && message.contains(r.name().as_ref() as &str),
+                named_in_error: named(r),
             })
-            .collect()
+            .collect();
+        (kept, total)
     }
 
-    /// The node accepted `update`.
-    fn apply(&mut self, type_url: &Arc<str>, update: Update, now: Instant) {
+    /// The node accepted `update` (`confirmed`: it said so; otherwise a grace expiry assumes
+    /// it).
+    fn apply(&mut self, type_url: &Arc<str>, update: Update, now: Instant, confirmed: bool) {
         let held = self.acked.get(type_url).cloned().unwrap_or_default();
         let set = self.after(type_url, &held, &update);
+        if confirmed {
+            let was = self.confirmed.get(type_url).cloned().unwrap_or_default();
+            let mine = if was.sum() == held.sum() { set.clone() } else { self.after(type_url, &was, &update) };
+            self.confirmed = self.confirmed.with_set(type_url.clone(), mine);
+        }
         if type_url.as_ref() == LISTENER
             && let Some(old) = self.acked.get(LISTENER)
         {
@@ -477,6 +532,8 @@ impl Rollout {
         self.in_flight.retain(|(s, _), _| *s != stream);
         self.rejected.retain(|(s, _), _| *s != stream);
         self.replan(now, &mut notes);
+        self.holds = false;
+        self.check_holds();
         notes
     }
 
@@ -517,13 +574,14 @@ impl Rollout {
                 self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
             for key in keys {
                 for (_, update) in self.in_flight.remove(&key).unwrap_or_default() {
-                    self.apply(&key.1, update, now);
+                    self.apply(&key.1, update, now, false);
                 }
             }
         }
         self.grace_expiries += 1;
         notes.push(Note::GraceExpired { step });
         self.replan(now, &mut notes);
+        self.check_holds();
         if self.step == step {
             // Nothing the node answered moves it on: either it does not ask for what the step
             // needs, or the streams hold back a response (one identical to what it rejected
@@ -807,16 +865,13 @@ impl Rollout {
             held: self.offer.hold.iter().map(|t| short(t)).collect(),
             target_version: self.target.version(),
             offer_version: self.offer.snapshot.version(),
-            acked_version: self.acked.version(),
+            acked_version: (!self.confirmed.is_empty()).then(|| self.confirmed.version()),
+            assumed_version: (!self.acked.same_content(&self.confirmed)).then(|| self.acked.version()),
             unanswered: self.in_flight.values().map(VecDeque::len).sum(),
             stopped: self.stopped_status(now),
-            last_rejection: self.last_rejection.as_deref().map(|(t, rj)| StoppedStatus {
-                r#type: short(t),
-                message: rj.message.clone(),
-                seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
-                resources: rj.suspects.clone(),
-            }),
-            in_sync: self.in_sync(),
+            last_rejection: self.last_rejection.as_deref().map(|(stream, t, rj)| rj.status(*stream, t, now)),
+            in_sync: self.holds,
+            plan_converged: self.in_sync(),
             convergences: self.convergences,
             last_convergence_seconds: self.last_convergence.map(round_ms),
             restarts: self.restarts,
@@ -830,11 +885,77 @@ impl Rollout {
         if !self.stopped {
             return None;
         }
-        self.rejected.iter().next().map(|((_, t), rj)| StoppedStatus {
-            r#type: types::short_name(t).to_owned(),
-            message: rj.message.clone(),
-            seconds_ago: round_ms(now.saturating_duration_since(rj.at)),
-            resources: rj.suspects.clone(),
+        self.rejection_status(now)
+    }
+
+    /// A rejection of the last response of a type on one of the node's streams, with nothing
+    /// sent for that type since: what the node rejected and still does not hold. An ordered
+    /// plan stops on it ([`stopped_status`](Self::stopped_status)); a node served by name or
+    /// unordered is never stopped, and this is how it is known to reject.
+    pub fn rejection_status(&self, now: Instant) -> Option<StoppedStatus> {
+        self.rejected.iter().next().map(|((stream, t), rj)| rj.status(*stream, t, now))
+    }
+
+    /// Whether the node, on its own streams, acknowledged (or said on reconnecting that it
+    /// holds) its target of everything it asks for, and asked for everything a node of its
+    /// kind will: an Envoy asks for every listener and cluster, the route configurations its
+    /// listeners name (an `api_listener`'s excepted: Envoy ignores those) and the endpoints
+    /// its EDS clusters wait for; a client that asks by name (proxyless gRPC) holds what it
+    /// named. A grace expiry never makes it so, and a rejection of the last response of a
+    /// type undoes it until the node acknowledges again.
+    pub fn holds_target(&self) -> bool {
+        self.holds
+    }
+
+    fn check_holds(&mut self) {
+        if !self.holds {
+            self.holds = self.step == Step::Converged && self.works_out_holds();
+        }
+    }
+
+    fn works_out_holds(&self) -> bool {
+        if self.subscriptions.is_empty() || !self.rejected.is_empty() {
+            return false;
+        }
+        let subs = |ty: &str| -> Vec<&(bool, SmallSet<Arc<str>>)> {
+            self.subscriptions.iter().filter(|((_, t), _)| t.as_ref() == ty).map(|(_, s)| s).collect()
+        };
+        let envoy = self.mode() != Mode::ByName;
+        let wanted = &self.wanted;
+        if envoy {
+            let will_ask = [
+                (LISTENER, self.target.get(LISTENER).is_some_and(|s| !s.is_empty())),
+                (CLUSTER, self.target.get(CLUSTER).is_some_and(|s| !s.is_empty())),
+                (ROUTE, !wanted.routes.is_empty()),
+                (ENDPOINT, !wanted.endpoints.is_empty()),
+            ];
+            if will_ask.iter().any(|(ty, will)| *will && subs(ty).is_empty()) {
+                return false;
+            }
+        }
+        let types: std::collections::BTreeSet<&Arc<str>> = self.subscriptions.keys().map(|(_, t)| t).collect();
+        types.into_iter().all(|ty| {
+            let Some(target) = self.target.get(ty) else { return true };
+            let held = self.confirmed.get(ty);
+            let subs = subs(ty);
+            let wildcard = subs.iter().any(|(w, _)| *w);
+            let asked = |name: &Arc<str>| {
+                (wildcard || subs.iter().any(|(_, names)| names.contains(name)))
+                    && (!envoy
+                        || match ty.as_ref() {
+                            ROUTE => wanted.routes.contains(name.as_ref()),
+                            ENDPOINT => wanted.endpoints.contains(name.as_ref()),
+                            _ => true,
+                        })
+            };
+            let at_target = target
+                .resources()
+                .filter(|r| asked(r.name()))
+                .all(|r| held.and_then(|h| h.get(r.name())).is_some_and(|h| h.version() == r.version()));
+            // Envoy holds no listener the target dropped (clusters may stay for a drain).
+            let no_extra = !(envoy && wildcard && ty.as_ref() == LISTENER)
+                || held.is_none_or(|h| h.resources().all(|r| target.get(r.name()).is_some()));
+            at_target && no_extra
         })
     }
 
@@ -889,14 +1010,22 @@ pub struct RolloutStatus {
     pub held: Vec<String>,
     pub target_version: String,
     pub offer_version: String,
-    pub acked_version: String,
+    /// What the node acknowledged on its own streams (none yet: null).
+    pub acked_version: Option<String>,
+    /// What the plan assumes the node holds, when a grace expiry assumed more than it
+    /// acknowledged.
+    pub assumed_version: Option<String>,
     /// Responses sent to the node and not answered yet.
     pub unanswered: usize,
     pub stopped: Option<StoppedStatus>,
     /// The last response the node rejected (kept after the plan moves on).
     pub last_rejection: Option<StoppedStatus>,
-    /// Whether the node holds its target of every type it subscribes to.
+    /// Whether the node holds its target of every type it subscribes to, by its own
+    /// acknowledgements ([`Rollout::holds_target`]): what `/changes` and the status page count.
     pub in_sync: bool,
+    /// Whether the plan has nothing left to do (a grace expiry may have assumed what the node
+    /// never acknowledged: then `in_sync` is false).
+    pub plan_converged: bool,
     /// Changes the node has converged on (its first configuration is not counted).
     pub convergences: u64,
     /// How long the last of them took, from the change reaching xdst's cache for the node to
@@ -910,11 +1039,30 @@ pub struct RolloutStatus {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StoppedStatus {
     pub r#type: String,
-    pub message: String,
+    /// The stream (as `/debug/nodes` numbers them) whose client rejected it.
+    pub stream: u64,
+    /// The node's message, clipped where it entered: shared, not copied, by every view.
+    pub message: Arc<str>,
     pub seconds_ago: f64,
     /// The resources of the rejected response the node did not hold, with the plugin (and
-    /// intent document) that produced each and the patch plugins that changed it.
+    /// intent document) that produced each and the patch plugins that changed it: those the
+    /// message names first, at most [`MAX_SUSPECTS`].
     pub resources: Vec<RejectedResource>,
+    /// How many resources of the rejected response were new to the node.
+    pub resources_count: usize,
+}
+
+impl Rejected {
+    fn status(&self, stream: u64, type_url: &str, now: Instant) -> StoppedStatus {
+        StoppedStatus {
+            r#type: types::short_name(type_url).to_owned(),
+            stream,
+            message: self.message.clone(),
+            seconds_ago: round_ms(now.saturating_duration_since(self.at)),
+            resources: self.suspects.clone(),
+            resources_count: self.suspects_total,
+        }
+    }
 }
 
 #[cfg(test)]

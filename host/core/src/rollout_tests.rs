@@ -322,7 +322,7 @@ fn a_nack_at_any_step_stops_the_plan_until_the_next_target() {
         assert_eq!(c.r.deadline(), None, "{at:?}: a NACK is an answer, not silence");
         assert!(c.r.tick(c.now + GRACE * 2).is_empty());
         let status = c.r.status(c.now);
-        assert_eq!(status.stopped.as_ref().map(|s| s.message.as_str()), Some("rejected"));
+        assert_eq!(status.stopped.as_ref().map(|s| &*s.message), Some("rejected"));
         assert_eq!(status.nack_stops, 1);
         // The fix arrives as the next target (the rejected resources changed): the plan runs
         // again from what was acknowledged.
@@ -980,4 +980,112 @@ fn settled_nodes_share_the_plan_of_a_change() {
     let mut fresh = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
     fresh.set_target(target.clone(), now);
     assert!(!Arc::ptr_eq(&fresh.offer().snapshot, &a.offer().snapshot));
+}
+
+/// An Envoy-like listener with an `api_listener` (what proxyless gRPC uses) naming route `r`.
+fn api_listener(name: &str, route: &str) -> Resource {
+    crate::plan::tests::one(&format!(
+        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: {name}
+api_listener:
+  api_listener:
+    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+    rds: {{route_config_name: {route}, config_source: {{ads: {{}}}}}}
+    http_filters: [{{name: router, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}]
+"#
+    ))
+}
+
+/// Issue 32, item 1: a step that waits out its grace period proceeds, but the node does not
+/// hold what it never acknowledged: `holds_target` stays false, `in_sync` says so, and the
+/// acknowledged version is what the node said, not what the plan assumed.
+#[test]
+fn a_grace_expiry_is_not_an_acknowledgement() {
+    let mut c = Client::holding(before());
+    assert!(c.r.holds_target(), "converged by its own ACKs");
+    c.retarget(moved());
+    assert!(!c.r.holds_target(), "a new target is not held before it is acknowledged");
+    for _ in 0..4 {
+        c.push();
+        if let Some(d) = c.r.deadline() {
+            c.now = d;
+            c.r.tick(d);
+        }
+    }
+    assert_eq!(c.r.step(), Step::Converged, "the plan proceeded without the node");
+    assert!(!c.r.holds_target(), "grace expiries are not ACKs");
+    let status = c.r.status(c.now);
+    assert!(!status.in_sync && status.plan_converged, "{status:?}");
+    assert!(status.assumed_version.is_some(), "the plan's assumption is shown apart: {status:?}");
+    // The node answers at last: now it holds it.
+    c.unanswered.clear();
+    c.sent.clear();
+    c.r.set_target(Arc::new(before()), c.now);
+    c.settle();
+    assert!(c.r.holds_target());
+}
+
+/// Issue 32, items 1 and 2: a node that has just connected, or whose first route
+/// configuration it rejected, holds nothing, even though its plan has nothing to wait for.
+#[test]
+fn a_node_holds_nothing_until_it_acknowledged_and_a_rejection_is_not_held() {
+    let now = Instant::now();
+    let r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    assert!(!r.holds_target(), "attached, asked for nothing: holds nothing");
+    assert_eq!(r.status(now).acked_version, None, "not the version of nothing");
+
+    let (mut r, mut wire) = (Rollout::new(RolloutConfig::default(), Arc::new(before()), now), Wire::default());
+    r.subscribe(0, &ty(CLUSTER), true, &[], now);
+    r.subscribe(0, &ty(LISTENER), true, &[], now);
+    r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
+    r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
+    for t in [CLUSTER, ENDPOINT, LISTENER] {
+        wire.send_ack(&mut r, 0, t, now);
+        assert!(!r.holds_target(), "{t} alone is not the target");
+    }
+    let nonce = wire.send(&mut r, 0, ROUTE);
+    r.answered(0, &ty(ROUTE), &nonce, Some("bad route"), now);
+    assert!(!r.holds_target(), "its first route configuration was rejected");
+    assert!(r.rejection_status(now).is_some_and(|s| &*s.message == "bad route" && s.stream == 0));
+}
+
+/// Issue 32, item 3: Envoy ignores an `api_listener` that comes over LDS and never asks for
+/// the route configuration it names; waiting for it stalled every plan until the grace period.
+#[test]
+fn a_route_only_an_api_listener_names_is_not_waited_for() {
+    let now = Instant::now();
+    let target = snap(vec![
+        listener("l", 10000, "r"),
+        api_listener("grpc", "grpc-routes"),
+        route("r", &["a"]),
+        route("grpc-routes", &["a"]),
+        cluster("a"),
+        cla("a", 8080),
+    ]);
+    let (mut r, mut wire) = (Rollout::new(RolloutConfig::default(), Arc::new(target), now), Wire::default());
+    r.subscribe(0, &ty(CLUSTER), true, &[], now);
+    r.subscribe(0, &ty(LISTENER), true, &[], now);
+    r.subscribe(0, &ty(ENDPOINT), false, &["a".into()], now);
+    r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
+    for t in SEND_ORDER {
+        wire.send_ack(&mut r, 0, t, now);
+    }
+    assert_eq!(r.step(), Step::Converged, "{:?}", r.status(now));
+    assert!(r.holds_target());
+    assert_eq!(r.deadline(), None, "no grace period runs");
+}
+
+/// A client that asks by name (proxyless gRPC) holds its target once it acknowledged what it
+/// named, and only then.
+#[test]
+fn a_by_name_client_holds_what_it_named() {
+    let now = Instant::now();
+    let (mut r, mut wire) = (Rollout::new(RolloutConfig::default(), Arc::new(before()), now), Wire::default());
+    r.subscribe(0, &ty(LISTENER), false, &["l".into()], now);
+    wire.send_ack(&mut r, 0, LISTENER, now);
+    assert!(r.holds_target(), "it named only the listener");
+    r.subscribe(0, &ty(ROUTE), false, &["r".into()], now);
+    assert!(!r.holds_target(), "it asks for the route now, not held yet");
+    wire.send_ack(&mut r, 0, ROUTE, now);
+    assert!(r.holds_target());
 }

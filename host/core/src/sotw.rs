@@ -140,7 +140,7 @@ impl SotwStream {
                 let nack = Nack {
                     version_kept: req.version_info.clone(),
                     nonce: req.response_nonce.clone(),
-                    message: status.message.clone(),
+                    message: stream::nack_message(&status.message),
                     at: now,
                 };
                 events.push(Event::Nack {

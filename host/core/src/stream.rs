@@ -32,6 +32,8 @@ pub enum ProtocolError {
     TooManyTypes,
     #[error("more than {MAX_NAMES_PER_TYPE} resource names for {0}")]
     TooManyNames(String),
+    #[error("{field} is {len} bytes; at most {MAX_NODE_NAME} are accepted")]
+    NodeNameTooLong { field: &'static str, len: usize },
 }
 
 /// What a request meant, for metrics and logs.
@@ -104,10 +106,30 @@ pub(crate) fn check_type<'a>(scope: &Scope, type_url: &'a str) -> Result<&'a str
     }
 }
 
+/// The most of a client's NACK message that is kept (Envoy cuts its own to 4 KiB): the rest
+/// is dropped where it enters, and every view shows the cut message.
+pub const MAX_NACK_MESSAGE: usize = 4096;
+/// The most of a node's user agent (name and version) that is kept.
+pub const MAX_USER_AGENT: usize = 256;
+/// The longest node id or cluster accepted: they name and group nodes, so one that is too
+/// long is refused rather than cut (a cut name could be another node's).
+pub const MAX_NODE_NAME: usize = 1024;
+
+/// A client's NACK message as it is kept.
+pub(crate) fn nack_message(message: &str) -> String {
+    crate::limits::clip(message, MAX_NACK_MESSAGE, crate::limits::Limit::ClientText)
+}
+
 pub(crate) fn node_info(current: &mut Option<NodeInfo>, node: Option<&Node>) -> Result<(), ProtocolError> {
     match (current.as_ref(), node) {
         (None, None) => Err(ProtocolError::MissingNode),
         (None, Some(n)) => {
+            for (field, value) in [("node.id", &n.id), ("node.cluster", &n.cluster)] {
+                if value.len() > MAX_NODE_NAME {
+                    crate::limits::Limit::NodeName.hit();
+                    return Err(ProtocolError::NodeNameTooLong { field, len: value.len() });
+                }
+            }
             use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
             let agent = match &n.user_agent_version_type {
                 Some(UserAgentVersionType::UserAgentVersion(v)) => format!("{} {}", n.user_agent_name, v),
@@ -117,7 +139,8 @@ pub(crate) fn node_info(current: &mut Option<NodeInfo>, node: Option<&Node>) -> 
                 },
                 None => n.user_agent_name.clone(),
             };
-            *current = Some(NodeInfo { id: n.id.clone(), cluster: n.cluster.clone(), user_agent: agent });
+            let user_agent = crate::limits::clip(&agent, MAX_USER_AGENT, crate::limits::Limit::ClientText);
+            *current = Some(NodeInfo { id: n.id.clone(), cluster: n.cluster.clone(), user_agent });
             Ok(())
         }
         _ => Ok(()),

@@ -10,15 +10,7 @@ pub const MAX_NAME_BYTES: usize = 512;
 /// `s` if it fits in `max` bytes, else its first `max` bytes (at a character boundary) and a
 /// note of its full length.
 pub fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    xdst_core::limits::Limit::Text.hit();
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}… [cut: {} bytes in all]", &s[..cut], s.len())
+    xdst_core::limits::clip(s, max, xdst_core::limits::Limit::Text)
 }
 
 fn clip_opt(s: Option<String>) -> Option<String> {

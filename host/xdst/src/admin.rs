@@ -65,7 +65,7 @@ pub fn routes(ctx: &Ctx) -> Router {
         .route(
             "/debug/nodes",
             get(move |q: Query<NodesQuery>| async move {
-                if q.fleet { fleet(&c2).await } else { Json(c2.nodes.report(&c2.rollouts.report())).into_response() }
+                if q.fleet { fleet(&c2).await } else { debug_nodes(&c2, &q) }
             }),
         )
         .route(
@@ -281,6 +281,32 @@ struct NodesQuery {
     /// Every node of every replica (needs `--store`).
     #[serde(default)]
     fleet: bool,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+}
+
+/// The most nodes one `/debug/nodes` answer shows: every text in a node's entry is bounded
+/// (messages are clipped where they enter, a rejection names a few resources), so a page is.
+pub const MAX_DEBUG_NODES: usize = 500;
+
+/// `/debug/nodes[?offset=N&limit=M]`: one page of connected nodes, by id. When nodes are left
+/// out, a last entry says how many and how to ask for the next page.
+fn debug_nodes(ctx: &Ctx, q: &NodesQuery) -> axum::response::Response {
+    let nodes = ctx.nodes.report(&ctx.rollouts.report());
+    let total = nodes.len();
+    let limit = q.limit.unwrap_or(MAX_DEBUG_NODES).min(MAX_DEBUG_NODES);
+    let mut page: Vec<serde_json::Value> =
+        nodes.into_iter().skip(q.offset).take(limit).map(|n| serde_json::to_value(n).unwrap_or_default()).collect();
+    let shown = page.len();
+    if q.offset + shown < total {
+        page.push(serde_json::json!({
+            "left_out": total - shown,
+            "total": total,
+            "next": format!("/debug/nodes?offset={}&limit={limit}", q.offset + shown),
+        }));
+    }
+    Json(page).into_response()
 }
 
 /// `/debug/nodes?fleet=true`: what every replica published.

@@ -7,11 +7,16 @@
 //!   Ids only grow; a change is held once the node holds the first generation whose id is at
 //!   least it (a later generation includes every earlier write).
 //! - The ledger keeps, per generation, each group's target version ([`MAX_KEPT`] of them).
-//!   A node's rollout records the target it last converged on, so a node holds change `id`
-//!   when that target's version is one its group had at a generation at or after `id`. The
-//!   bookkeeping per node is a pointer to the group's shared snapshot, set on convergence;
-//!   answering works out each distinct target's version once and walks the nodes once with a
-//!   hash lookup each.
+//!   A node's rollout records the last target it held by its own acknowledgements
+//!   ([`xdst_core::rollout::Rollout::holds_target`]: ACKed on its own streams, for everything
+//!   it asks for; never a grace expiry, an attach or another client's stream), so a node holds
+//!   change `id` when that target's version is one its group had at a generation at or after
+//!   `id`. The bookkeeping per node is a pointer to the group's shared snapshot; answering
+//!   works out each distinct target's version once and walks the nodes once with a hash
+//!   lookup each.
+//! - Answers stay small whatever the fleet: counts per group are whole, and at most
+//!   [`MAX_LISTED`] nodes are named in all (waited for, and rejecting), each rejection with
+//!   its clipped message and at most a few resources.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -33,11 +38,25 @@ pub fn routes(ctx: &Ctx) -> Router {
         .route(
             "/changes/{id}",
             get(move |Path(id): Path<String>, q: Query<ChangeQuery>| async move {
-                let Ok(id) = id.parse::<i64>() else {
-                    let why = format!("change id {id:?} is not a number (a write's `change`, or GET /changes)\n");
+                let Some(id) = id.parse::<i64>().ok().filter(|id| *id >= 1) else {
+                    let why = format!(
+                        "change id {id:?} is not a change: ids are whole numbers from 1 (a write's `change`, or \
+                         GET /changes)\n"
+                    );
                     return (http::StatusCode::BAD_REQUEST, why).into_response();
                 };
-                Json(c2.changes.report(id, &c2.rollouts.syncs(), q.group.as_deref())).into_response()
+                let nodes = c2.rollouts.syncs();
+                if let Some(g) = q.group.as_deref()
+                    && !c2.changes.knows_group(g)
+                    && !nodes.iter().any(|n| n.group == g)
+                {
+                    let why = format!(
+                        "no node group {g:?}: no generation was translated for it and no node of it is connected \
+                         (GET /status/summary lists the groups)\n"
+                    );
+                    return (http::StatusCode::NOT_FOUND, why).into_response();
+                }
+                Json(c2.changes.report(id, &nodes, q.group.as_deref())).into_response()
             }),
         )
 }
@@ -50,7 +69,8 @@ struct ChangeQuery {
 /// Generations kept: a change older than the oldest is answered with the oldest kept one at
 /// or after it, which includes it.
 pub const MAX_KEPT: usize = 1024;
-/// The most node names listed per group and kind of answer (the counts are always whole).
+/// The most nodes named in one answer, waited for and rejecting together, over every group
+/// (the counts are always whole).
 pub const MAX_LISTED: usize = 100;
 
 struct Entry {
@@ -77,10 +97,14 @@ pub struct Ledger {
 pub struct NodeSync {
     pub group: String,
     pub id: String,
-    /// The target version it last converged on.
+    /// Which client of the node id (1 unless processes share it).
+    pub client: u32,
+    /// How reports name it: the id, or with processes sharing it, which client and from where.
+    pub label: String,
+    /// The target version it last held by its own acknowledgements.
     pub synced: Option<std::sync::Arc<str>>,
-    /// Its rollout stopped on a rejection, with what the rejection points at.
-    pub stopped: Option<StoppedStatus>,
+    /// The rejection it is held up by (its own streams'), with what it points at.
+    pub rejection: Option<StoppedStatus>,
 }
 
 /// `GET /changes/{id}`.
@@ -100,10 +124,11 @@ pub struct ChangeReport {
 pub struct GroupReport {
     pub nodes: usize,
     pub holding: usize,
-    /// Nodes that do not hold it yet and have not rejected it (at most [`MAX_LISTED`]).
+    /// Nodes that do not hold it yet and have not rejected it (named while the answer has
+    /// room: [`MAX_LISTED`] names in all).
     pub pending: Vec<String>,
     pub pending_count: usize,
-    /// Nodes whose rollout stopped on a rejection (at most [`MAX_LISTED`]).
+    /// Nodes held up by their own rejection (named while the answer has room).
     pub rejected: Vec<Rejection>,
     pub rejected_count: usize,
 }
@@ -111,17 +136,36 @@ pub struct GroupReport {
 #[derive(Debug, Serialize)]
 pub struct Rejection {
     pub node: String,
+    /// Which client of the node id rejected it (1 unless processes share the id).
+    pub client: u32,
+    /// The node as reports name it (with the client and its address when the id is shared).
+    pub label: String,
     #[serde(flatten)]
     pub status: StoppedStatus,
 }
 
 impl Ledger {
-    /// Records what `cache` serves now as change `id`.
-    pub fn record_published(&self, id: i64, cache: &xdst_core::cache::Cache) {
+    /// Records what `cache` serves now as a change: with `--store`, change `revision` (the
+    /// store revision the generation translated); otherwise the next number, and only if
+    /// something a node is served changed (a generation that publishes the same again, such
+    /// as the one the intent API's own file write sets off, is no new change).
+    pub fn record_published(&self, revision: Option<i64>, cache: &xdst_core::cache::Cache) {
         let (default, groups) = cache.sets();
-        let groups = groups.iter().map(|(g, s)| (g.clone(), s.version())).collect();
+        let groups: BTreeMap<String, String> = groups.iter().map(|(g, s)| (g.clone(), s.version())).collect();
+        let default = default.version();
+        let id = match revision {
+            Some(r) => r,
+            None => {
+                let e = self.entries.lock().unwrap();
+                match e.back() {
+                    Some(last) if last.default == default && last.groups == groups => return,
+                    Some(last) => last.id + 1,
+                    None => 1,
+                }
+            }
+        };
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        self.record(id, at, default.version(), groups);
+        self.record(id, at, default, groups);
     }
 
     /// Records a good generation: its id and each group's target version.
@@ -138,6 +182,11 @@ impl Ledger {
         }
     }
 
+    /// Whether any kept generation translated for `group`.
+    pub fn knows_group(&self, group: &str) -> bool {
+        group.is_empty() || self.entries.lock().unwrap().iter().any(|e| e.groups.contains_key(group))
+    }
+
     /// The id of the newest change.
     pub fn latest(&self) -> Option<i64> {
         self.entries.lock().unwrap().back().map(|e| e.id)
@@ -152,6 +201,7 @@ impl Ledger {
         let mut holds: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
         let later: Vec<&Entry> = first.map(|i| entries.iter().skip(i).collect()).unwrap_or_default();
         let mut groups: BTreeMap<String, GroupReport> = BTreeMap::new();
+        let mut listed = 0;
         for n in nodes.iter().filter(|n| group.is_none_or(|g| g == n.group)) {
             let versions =
                 holds.entry(n.group.as_str()).or_insert_with(|| later.iter().map(|e| e.version(&n.group)).collect());
@@ -159,15 +209,22 @@ impl Ledger {
             g.nodes += 1;
             if n.synced.as_deref().is_some_and(|v| versions.contains(v)) {
                 g.holding += 1;
-            } else if let Some(stopped) = &n.stopped {
+            } else if let Some(rejection) = &n.rejection {
                 g.rejected_count += 1;
-                if g.rejected.len() < MAX_LISTED {
-                    g.rejected.push(Rejection { node: n.id.clone(), status: stopped.clone() });
+                if listed < MAX_LISTED {
+                    listed += 1;
+                    g.rejected.push(Rejection {
+                        node: n.id.clone(),
+                        client: n.client,
+                        label: n.label.clone(),
+                        status: rejection.clone(),
+                    });
                 }
             } else {
                 g.pending_count += 1;
-                if g.pending.len() < MAX_LISTED {
-                    g.pending.push(n.id.clone());
+                if listed < MAX_LISTED {
+                    listed += 1;
+                    g.pending.push(n.label.clone());
                 }
             }
         }
@@ -186,7 +243,14 @@ mod tests {
     use super::*;
 
     fn node(group: &str, id: &str, synced: Option<&str>) -> NodeSync {
-        NodeSync { group: group.into(), id: id.into(), synced: synced.map(Into::into), stopped: None }
+        NodeSync {
+            group: group.into(),
+            id: id.into(),
+            client: 1,
+            label: id.into(),
+            synced: synced.map(Into::into),
+            rejection: None,
+        }
     }
 
     fn versions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -218,16 +282,24 @@ mod tests {
         let l = Ledger::default();
         l.record(5, 1, "v".into(), BTreeMap::new());
         let mut nodes: Vec<NodeSync> = (0..MAX_LISTED + 5).map(|i| node("", &format!("n{i}"), None)).collect();
-        nodes[0].stopped = Some(StoppedStatus {
+        nodes[0].rejection = Some(StoppedStatus {
             r#type: "lds".into(),
+            stream: 3,
             message: "bad listener".into(),
             seconds_ago: 1.0,
             resources: vec![],
+            resources_count: 0,
         });
         let r = l.report(5, &nodes, None);
         let g = &r.groups[""];
         assert_eq!((g.rejected_count, g.rejected[0].node.as_str()), (1, "n0"));
-        assert_eq!((g.pending_count, g.pending.len()), (MAX_LISTED + 4, MAX_LISTED));
+        // One list budget for the whole answer: the rejecter, then the first waiting nodes.
+        assert_eq!((g.pending_count, g.pending.len()), (MAX_LISTED + 4, MAX_LISTED - 1));
+        // Over many groups the budget is still one.
+        let many: Vec<NodeSync> = (0..3 * MAX_LISTED).map(|i| node(&format!("g{i}"), &format!("n{i}"), None)).collect();
+        let r = l.report(5, &many, None);
+        assert_eq!(r.groups.values().map(|g| g.pending.len()).sum::<usize>(), MAX_LISTED);
+        assert_eq!(r.groups.values().map(|g| g.pending_count).sum::<usize>(), 3 * MAX_LISTED);
     }
 
     #[test]

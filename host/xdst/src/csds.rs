@@ -10,6 +10,14 @@
 //! | asked for, not held yet | REQUESTED | NOT_SENT | none |
 //! | asked for by name, no such resource | DOES_NOT_EXIST | UNKNOWN | none |
 //!
+//! A rejection's message is given once per node: with the first resource it marks NACKED,
+//! and the others of the same rejection point at that one. Only the resources the node failed
+//! on are NACKED (those its message names, else those the response changed), as Envoy's own
+//! config dump marks them; the rest stay as the node holds them. An answer is at most
+//! [`MAX_ANSWER`] bytes: past it nodes are given without resource bodies, then left out, and a
+//! last entry with an empty node id and `client_scope` saying how many were left out marks
+//! the cut (ask with node matchers for fewer).
+//!
 //! A Secret's body is never included. CSDS shows every node's config, so once admin reads are
 //! protected (a read token or `adminReadIdentities`) or xDS clients are told apart by
 //! certificate, a CSDS client needs what an admin read needs: `authorization: Bearer <token>`
@@ -36,6 +44,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{NodeMatcher, StringMatcher, st
 use envoy_types::pb::google::protobuf::{Any, Timestamp};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
+use prost::Message as _;
 use tonic::{Request, Response, Status, Streaming};
 use xdst_core::client_status::{ResourceState, State};
 use xdst_core::resource::Resource;
@@ -51,6 +60,8 @@ pub const MAX_MATCHERS: usize = 64;
 pub const RATE: RequestRate = RequestRate { rate: 2, burst: 10 };
 /// Reports worked out at once, over every stream and fetch.
 pub const MAX_CONCURRENT: usize = 4;
+/// The most bytes one answer holds (see the module's documentation for what is cut first).
+pub const MAX_ANSWER: usize = 8 << 20;
 
 pub struct Csds {
     ctx: Ctx,
@@ -96,25 +107,39 @@ impl Csds {
         let bodies = !req.exclude_resource_contents;
         tokio::task::spawn_blocking(move || {
             let infos = ctx.nodes.node_infos();
-            let config = ctx
-                .rollouts
-                .resource_states(|id| pick(id))
-                .into_iter()
-                .map(|(group, id, states)| {
-                    let info = infos.get(&id);
-                    ClientConfig {
-                        node: Some(Node {
-                            id: id.clone(),
-                            cluster: info.map(|i| i.cluster.clone()).unwrap_or_default(),
-                            user_agent_name: info.map(|i| i.user_agent.clone()).unwrap_or_default(),
-                            ..Default::default()
-                        }),
-                        generic_xds_configs: states.iter().map(|s| generic(s, bodies)).collect(),
-                        client_scope: group,
+            let nodes = ctx.rollouts.resource_states(|id| pick(id));
+            let total = nodes.len();
+            let (mut config, mut size) = (Vec::new(), 0);
+            for (group, id, client, states) in nodes {
+                let info = infos.get(&id);
+                let entry = |bodies: bool| ClientConfig {
+                    node: Some(Node {
+                        id: id.clone(),
+                        cluster: info.map(|i| i.cluster.clone()).unwrap_or_default(),
+                        user_agent_name: info.map(|i| i.user_agent.clone()).unwrap_or_default(),
                         ..Default::default()
-                    }
-                })
-                .collect();
+                    }),
+                    generic_xds_configs: states.iter().map(|s| generic(s, bodies)).collect(),
+                    client_scope: if client == 1 { group.clone() } else { format!("{group} (client {client})") },
+                    ..Default::default()
+                };
+                // Bodies go first when the answer runs out of room, then whole nodes.
+                let fitting = [bodies, false].into_iter().map(entry).find(|c| size + c.encoded_len() <= MAX_ANSWER);
+                let Some(c) = fitting else { break };
+                size += c.encoded_len();
+                config.push(c);
+            }
+            if config.len() < total {
+                config.push(ClientConfig {
+                    client_scope: format!(
+                        "xdst: {} of {total} nodes left out: an answer holds at most {} MiB; ask for fewer with \
+                         node_matchers",
+                        total - config.len(),
+                        MAX_ANSWER >> 20
+                    ),
+                    ..Default::default()
+                });
+            }
             ClientStatusResponse { config }
         })
         .await
@@ -225,10 +250,13 @@ fn generic(s: &ResourceState, bodies: bool) -> GenericXdsConfig {
         State::DoesNotExist => (ClientResourceStatus::DoesNotExist, ConfigStatus::Unknown),
     };
     let error_state = match &s.state {
-        State::Nacked { message, at, rejected } => Some(UpdateFailureState {
+        State::Nacked { message, at, rejected, same_as } => Some(UpdateFailureState {
             failed_configuration: rejected.as_deref().and_then(|r| any(r, bodies)),
             last_update_attempt: Some(timestamp(*at)),
-            details: message.clone(),
+            details: match same_as {
+                None => message.to_string(),
+                Some(first) => format!("rejected in the same response as {first}; the node's message is given there"),
+            },
             version_info: rejected.as_ref().map(|r| r.version().to_string()).unwrap_or_default(),
         }),
         _ => None,

@@ -606,9 +606,9 @@ impl IntentSource {
                 *locked(&self.statuses) = Arc::new(statuses);
                 st.generations_ok += 1;
                 st.last_ok_at = Some(unix_now());
-                // The change this generation is: the store revision it translated, or its
-                // number on this server.
-                ctx.changes.record_published(store_revision.unwrap_or(st.generations_ok as i64), &ctx.cache);
+                // The change this generation is: the store revision it translated, or the next
+                // number on this server if it changed what is served.
+                ctx.changes.record_published(store_revision, &ctx.cache);
                 st.last_ok_version = Some(version.clone());
                 st.last_ok_revision = store_revision;
                 st.last_error = None;

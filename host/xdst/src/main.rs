@@ -44,10 +44,14 @@ enum Command {
     /// Move intent between a directory and a store (etcd), for replicas (`serve --store`).
     #[command(subcommand)]
     Store(StoreCommand),
-    /// Wait until a change is live: every connected node (of --group) holds it. Exits 0 when
-    /// it is; 1 when --timeout runs out, naming the nodes still without it; 2 as soon as
-    /// every node without it rejected it, naming each with the resources, plugins and
-    /// documents its rejection points at; 3 when the admin port cannot be asked.
+    /// Wait until a change is live: every connected node (of --group) holds it, which means
+    /// it acknowledged, on its own streams, the change's version of everything it asks for (a
+    /// node that never answers never holds it). Exits 0 when it is; 1 when --timeout runs
+    /// out, naming the nodes still without it; 2 as soon as every node without it rejected
+    /// it, naming each with the resources, plugins and documents its rejection points at; 3
+    /// when the admin port cannot be asked or refuses the question (an unknown --group, an
+    /// id below 1). Two processes with one node id are named apart: `ID (client 2, from
+    /// ADDRESS)`.
     #[command(after_help = WAIT_HELP)]
     Wait {
         /// The change: the `change` of an intent API write's answer, or a generation number

@@ -29,6 +29,8 @@ pub struct StreamEntry {
     /// `ads`, or the per-type service (`cds`, ...).
     pub service: &'static str,
     pub group: String,
+    /// Which client of its node id the stream belongs to ([`crate::rollouts::NodeRollout::client`]).
+    pub client: u32,
     pub connected_at: SystemTime,
     pub peer: Option<std::net::SocketAddr>,
     /// The client certificate's identity (mTLS).
@@ -107,30 +109,31 @@ impl Registry {
     }
 
     /// Every connected node with its streams and plan; the JSON of `/debug/nodes`.
-    pub fn report(&self, plans: &HashMap<(String, String), RolloutStatus>) -> Vec<NodeReport> {
+    pub fn report(&self, plans: &HashMap<(String, String, u32), RolloutStatus>) -> Vec<NodeReport> {
         self.report_where(plans, |_| true)
     }
 
     /// [`report`](Self::report) for the nodes whose id `keep` accepts.
     pub fn report_where(
         &self,
-        plans: &HashMap<(String, String), RolloutStatus>,
+        plans: &HashMap<(String, String, u32), RolloutStatus>,
         keep: impl Fn(&str) -> bool,
     ) -> Vec<NodeReport> {
         let entries: Vec<(u64, Arc<StreamEntry>)> =
             self.streams.lock().unwrap().iter().map(|(k, v)| (*k, v.clone())).collect();
-        let mut nodes: BTreeMap<String, NodeReport> = BTreeMap::new();
+        let mut nodes: BTreeMap<(String, u32), NodeReport> = BTreeMap::new();
         for (id, e) in entries {
             let info = e.source.node().unwrap_or_default();
             if !keep(&info.id) {
                 continue;
             }
-            let node = nodes.entry(info.id.clone()).or_insert_with(|| NodeReport {
+            let node = nodes.entry((info.id.clone(), e.client)).or_insert_with(|| NodeReport {
                 id: info.id.clone(),
+                client: e.client,
                 cluster: info.cluster.clone(),
                 user_agent: info.user_agent.clone(),
                 group: e.group.clone(),
-                plan: plans.get(&(e.group.clone(), info.id.clone())).cloned(),
+                plan: plans.get(&(e.group.clone(), info.id.clone(), e.client)).cloned(),
                 streams: Vec::new(),
             });
             node.streams.push(StreamReport {
@@ -154,6 +157,8 @@ impl Registry {
 #[derive(Serialize)]
 pub struct NodeReport {
     pub id: String,
+    /// Which client of the node id (1 unless processes share the id: each has its own plan).
+    pub client: u32,
     pub cluster: String,
     pub user_agent: String,
     pub group: String,

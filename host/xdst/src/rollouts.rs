@@ -2,7 +2,14 @@
 //! streams: an ADS stream, or separate LDS/RDS/CDS/EDS streams, feed one [`NodeRollout`] with
 //! what they send and what the node answers, and all serve its offer.
 //!
-//! A node is its group and its id. Its rollout outlives its streams for a while (`LINGER`),
+//! A node is its group, its id and which client of that id it is: two processes may share a
+//! node id (an Envoy hot restart, a copied bootstrap, a client posing as another). Each
+//! process holds its own config, so each gets its own rollout: a stream joins the node's
+//! client whose open streams do not already cover what it asks for (an ADS stream covers
+//! every type; a per-type stream its own type), else the client that left last, else it is a
+//! new client. One client's acknowledgements and rejections never move or stop another's.
+//!
+//! A node's rollout outlives its streams for a while (`LINGER`),
 //! so a client that reconnects (a restarted stream, a flapping network) resumes from what it
 //! had acknowledged instead of being treated as empty. A node that acknowledged nothing is
 //! forgotten when its last stream closes: clients choose node ids, and one making up a new id
@@ -19,6 +26,7 @@ use tracing::{info, warn};
 use xdst_core::plan::Step;
 use xdst_core::rollout::{Note, Offer, Rollout, RolloutConfig, RolloutStatus};
 use xdst_core::snapshot::Snapshot;
+use xdst_core::stream::Scope;
 use xdst_core::types;
 
 use crate::metrics::{Metrics, label};
@@ -35,17 +43,22 @@ pub struct Rollouts {
 }
 
 struct Nodes {
-    by_key: HashMap<(String, String), Arc<NodeRollout>>,
+    /// (group, id) -> its clients, each with its own rollout.
+    by_key: HashMap<(String, String), Vec<Arc<NodeRollout>>>,
     /// When idle rollouts were last swept out (at most every `LINGER / 10`, so that a fleet
     /// connecting at once does not walk the map on every stream).
     swept: Instant,
-    /// Nodes that went idle, oldest first; an entry is stale if the node attached again since.
-    lingering: std::collections::VecDeque<(Instant, (String, String))>,
+    /// Nodes that went idle, oldest first, with the client number; an entry is stale if the
+    /// node attached again since.
+    lingering: std::collections::VecDeque<(Instant, (String, String), u32)>,
 }
 
 pub struct NodeRollout {
     pub group: String,
     pub id: String,
+    /// Which client of this node id it is: 1 for the first to connect, 2 for a second
+    /// process connecting with the same id while the first is connected, ...
+    pub client: u32,
     state: Mutex<NodeState>,
     /// Bumped whenever the offer changes: a stream compares it with the one it serves.
     generation: AtomicU64,
@@ -60,7 +73,10 @@ struct NodeState {
     offer: Arc<Offer>,
     /// The rollout's [`Rollout::offer_changes`] when `offer` was taken from it.
     offer_seen: Option<u64>,
-    streams: usize,
+    /// What each open stream covers: an ADS stream every type, a per-type stream its own.
+    scopes: Vec<Scope>,
+    /// Where the client's first open stream came from.
+    peer: Option<std::net::SocketAddr>,
     idle_since: Option<Instant>,
     /// Who the open streams belong to (see [`Rollouts::attach`]).
     owner: Option<Arc<str>>,
@@ -80,28 +96,65 @@ impl Rollouts {
     }
 
     /// The rollout of node `id` in `group`, for a stream of `owner` (its client certificate
-    /// identity, or its address without mTLS) that opens; [`detach`](Self::detach) when it
-    /// closes. While the node has open streams it belongs to their owner: a stream of
-    /// another is refused (the owner it would take the node from is the error), so no
-    /// client can answer for, or move, another's rollout. Envoy's reconnects and hot restart
-    /// come from the same owner.
-    pub fn attach(&self, group: &str, id: &str, owner: &str) -> Result<Arc<NodeRollout>, Arc<str>> {
+    /// identity, or its address without mTLS) covering `scope`, that opens;
+    /// [`detach`](Self::detach) when it closes. While the node has open streams it belongs to
+    /// their owner: a stream of another is refused (the owner it would take the node from is
+    /// the error), so no client can answer for, or move, another's rollout. Envoy's reconnects
+    /// and hot restart come from the same owner. Among the node id's clients the stream joins
+    /// the first whose open streams do not cover its types, else the one idle since last, else
+    /// it starts a new client.
+    pub fn attach(
+        &self,
+        group: &str,
+        id: &str,
+        owner: &str,
+        scope: Scope,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<Arc<NodeRollout>, Arc<str>> {
         let now = Instant::now();
         let mut nodes = self.nodes.lock().unwrap();
         if now.duration_since(nodes.swept) > LINGER / 10 {
             nodes.swept = now;
-            nodes.by_key.retain(|_, n| {
-                let s = n.state.lock().unwrap();
-                s.streams > 0 || s.idle_since.is_none_or(|t| now.duration_since(t) < LINGER)
+            nodes.by_key.retain(|_, clients| {
+                clients.retain(|n| {
+                    let s = n.state.lock().unwrap();
+                    !s.scopes.is_empty() || s.idle_since.is_none_or(|t| now.duration_since(t) < LINGER)
+                });
+                !clients.is_empty()
             });
         }
-        let node = nodes
-            .by_key
-            .entry((group.to_owned(), id.to_owned()))
-            .or_insert_with(|| {
-                Arc::new(NodeRollout {
+        let clients = nodes.by_key.entry((group.to_owned(), id.to_owned())).or_default();
+        for n in clients.iter() {
+            let s = n.state.lock().unwrap();
+            if let Some(o) = &s.owner
+                && !s.scopes.is_empty()
+                && **o != *owner
+            {
+                return Err(o.clone());
+            }
+        }
+        let joins = |n: &&Arc<NodeRollout>| {
+            let s = n.state.lock().unwrap();
+            !s.scopes.is_empty() && !s.scopes.iter().any(|open| overlaps(open, &scope))
+        };
+        let idle_since = |n: &&Arc<NodeRollout>| {
+            let s = n.state.lock().unwrap();
+            s.scopes.is_empty().then_some(s.idle_since).flatten()
+        };
+        let found = clients
+            .iter()
+            .find(joins)
+            .or_else(|| clients.iter().filter(|n| idle_since(n).is_some()).max_by_key(|n| idle_since(n)))
+            .cloned();
+        let node = match found {
+            Some(n) => n,
+            None => {
+                let taken: Vec<u32> = clients.iter().map(|n| n.client).collect();
+                let client = (1..).find(|c| !taken.contains(c)).expect("a free client number");
+                let n = Arc::new(NodeRollout {
                     group: group.to_owned(),
                     id: id.to_owned(),
+                    client,
                     state: Mutex::new(NodeState {
                         rollout: None,
                         offer: Arc::new(Offer {
@@ -110,33 +163,38 @@ impl Rollouts {
                             resync: 0,
                         }),
                         offer_seen: None,
-                        streams: 0,
+                        scopes: Vec::new(),
+                        peer: None,
                         idle_since: None,
                         owner: None,
                         synced: None,
                     }),
                     generation: AtomicU64::new(0),
                     changed: Notify::new(),
-                })
-            })
-            .clone();
+                });
+                clients.push(n.clone());
+                n
+            }
+        };
         let mut s = node.state.lock().unwrap();
-        match &s.owner {
-            Some(o) if s.streams > 0 && **o != *owner => return Err(o.clone()),
-            Some(o) if **o == *owner => {}
-            _ => s.owner = Some(owner.into()),
+        s.owner = Some(owner.into());
+        if s.scopes.is_empty() {
+            s.peer = peer;
         }
-        s.streams += 1;
+        s.scopes.push(scope);
         s.idle_since = None;
         drop(s);
         Ok(node)
     }
 
-    pub fn detach(&self, node: &NodeRollout, stream: u64, metrics: &Metrics) {
+    /// A stream of `node` covering `scope` closed.
+    pub fn detach(&self, node: &NodeRollout, stream: u64, scope: &Scope, metrics: &Metrics) {
         node.update(metrics, |r, now| r.stream_closed(stream, now));
         let mut s = node.state.lock().unwrap();
-        s.streams -= 1;
-        if s.streams > 0 {
+        if let Some(i) = s.scopes.iter().position(|open| open == scope) {
+            s.scopes.swap_remove(i);
+        }
+        if !s.scopes.is_empty() {
             return;
         }
         let now = Instant::now();
@@ -148,84 +206,111 @@ impl Rollouts {
         drop(s);
         let mut nodes = self.nodes.lock().unwrap();
         let key = (node.group.clone(), node.id.clone());
+        let Some(clients) = nodes.by_key.get_mut(&key) else { return };
+        let idle = |n: &Arc<NodeRollout>| n.state.lock().unwrap().scopes.is_empty();
+        // One idle client per node id is kept, the one that left last: the next process
+        // with the id resumes from it (unless a stream of it attached again meanwhile).
+        clients.retain(|n| {
+            let this = std::ptr::eq(Arc::as_ptr(n), node);
+            !idle(n) || (this && !nothing_acked)
+        });
+        if clients.is_empty() {
+            nodes.by_key.remove(&key);
+        }
         if nothing_acked {
-            // Unless a stream of the same node attached meanwhile.
-            if nodes
-                .by_key
-                .get(&key)
-                .is_some_and(|n| std::ptr::eq(Arc::as_ptr(n), node) && n.state.lock().unwrap().streams == 0)
-            {
-                nodes.by_key.remove(&key);
-            }
             return;
         }
-        nodes.lingering.push_back((now, key));
+        nodes.lingering.push_back((now, key, node.client));
         if nodes.lingering.len() > 2 * MAX_LINGERING {
             nodes.forget_longest_idle();
         }
     }
 
-    /// Every node with an open stream, with the version it last converged on and what stopped
-    /// its plan, if anything did: what `/changes/{id}` counts.
+    /// Every client of every node id with an open stream.
+    fn connected(&self) -> Vec<(Arc<NodeRollout>, bool)> {
+        let nodes = self.nodes.lock().unwrap();
+        let mut out = Vec::new();
+        for clients in nodes.by_key.values() {
+            let open: Vec<&Arc<NodeRollout>> =
+                clients.iter().filter(|n| !n.state.lock().unwrap().scopes.is_empty()).collect();
+            let shared = open.len() > 1;
+            out.extend(open.into_iter().map(|n| (n.clone(), shared)));
+        }
+        out
+    }
+
+    /// Every connected node, with the target it holds by its own acknowledgements and the
+    /// rejection it is held up by, if any: what `/changes/{id}` and the status page count.
     pub fn syncs(&self) -> Vec<crate::changes::NodeSync> {
         let now = Instant::now();
-        let nodes: Vec<Arc<NodeRollout>> = self.nodes.lock().unwrap().by_key.values().cloned().collect();
         // Nodes of a group converge on the same target: each version is worked out once.
         let mut versions: HashMap<*const Snapshot, Arc<str>> = HashMap::new();
-        nodes
+        self.connected()
             .into_iter()
-            .filter_map(|n| {
+            .map(|(n, shared)| {
                 let s = n.state.lock().unwrap();
-                (s.streams > 0).then(|| crate::changes::NodeSync {
+                crate::changes::NodeSync {
                     group: n.group.clone(),
                     id: n.id.clone(),
+                    client: n.client,
+                    label: n.label(shared, s.peer),
                     synced: s
                         .synced
                         .as_ref()
                         .map(|t| versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()),
-                    stopped: s.rollout.as_ref().and_then(|r| r.stopped_status(now)),
-                })
+                    rejection: s.rollout.as_ref().and_then(|r| r.rejection_status(now)),
+                }
             })
             .collect()
     }
 
-    /// Every node with an open stream whose id `pick` accepts: its group, id and the state of
-    /// each resource it asks for or holds (for CSDS).
+    /// Every connected node whose id `pick` accepts: its group, id, which client of the id
+    /// it is, and the state of each resource it asks for or holds (for CSDS).
     pub fn resource_states(
         &self,
         pick: impl Fn(&str) -> bool,
-    ) -> Vec<(String, String, Vec<xdst_core::client_status::ResourceState>)> {
-        let nodes: Vec<Arc<NodeRollout>> =
-            self.nodes.lock().unwrap().by_key.values().filter(|n| pick(&n.id)).cloned().collect();
-        let mut out: Vec<_> = nodes
+    ) -> Vec<(String, String, u32, Vec<xdst_core::client_status::ResourceState>)> {
+        let mut out: Vec<_> = self
+            .connected()
             .into_iter()
-            .filter_map(|n| {
+            .filter(|(n, _)| pick(&n.id))
+            .filter_map(|(n, _)| {
                 let s = n.state.lock().unwrap();
-                let r = s.rollout.as_ref().filter(|_| s.streams > 0)?;
-                Some((n.group.clone(), n.id.clone(), r.resource_states()))
+                let r = s.rollout.as_ref()?;
+                Some((n.group.clone(), n.id.clone(), n.client, r.resource_states()))
             })
             .collect();
-        out.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        out.sort_by(|a, b| (&a.1, a.2, &a.0).cmp(&(&b.1, b.2, &b.0)));
         out
     }
 
-    /// Every node's rollout state, by (group, id).
-    pub fn report(&self) -> HashMap<(String, String), RolloutStatus> {
+    /// Every node's rollout state, by (group, id, client).
+    pub fn report(&self) -> HashMap<(String, String, u32), RolloutStatus> {
         self.report_where(|_| true)
     }
 
     /// [`report`](Self::report) for the nodes whose id `keep` accepts.
-    pub fn report_where(&self, keep: impl Fn(&str) -> bool) -> HashMap<(String, String), RolloutStatus> {
+    pub fn report_where(&self, keep: impl Fn(&str) -> bool) -> HashMap<(String, String, u32), RolloutStatus> {
         let now = Instant::now();
         let nodes: Vec<Arc<NodeRollout>> =
-            self.nodes.lock().unwrap().by_key.values().filter(|n| keep(&n.id)).cloned().collect();
+            self.nodes.lock().unwrap().by_key.values().flatten().filter(|n| keep(&n.id)).cloned().collect();
         nodes
             .into_iter()
             .filter_map(|n| {
                 let s = n.state.lock().unwrap();
-                Some(((n.group.clone(), n.id.clone()), s.rollout.as_ref()?.status(now)))
+                Some(((n.group.clone(), n.id.clone(), n.client), s.rollout.as_ref()?.status(now)))
             })
             .collect()
+    }
+}
+
+/// Whether two streams of one client would ask for the same type: then they are two clients.
+fn overlaps(a: &Scope, b: &Scope) -> bool {
+    match (a, b) {
+        (Scope::Aggregated, Scope::Aggregated) => true,
+        (Scope::Single(x), Scope::Single(y)) => x == y,
+        // An ADS stream beside a per-type one: Envoy may take one type (EDS, say) elsewhere.
+        _ => false,
     }
 }
 
@@ -233,13 +318,14 @@ impl Nodes {
     /// Forgets the nodes idle longest until at most [`MAX_LINGERING`] entries remain.
     fn forget_longest_idle(&mut self) {
         while self.lingering.len() > MAX_LINGERING {
-            let Some((since, key)) = self.lingering.pop_front() else { break };
+            let Some((since, key, client)) = self.lingering.pop_front() else { break };
+            let Some(clients) = self.by_key.get_mut(&key) else { continue };
             // Still idle since then (not attached again): forget it.
-            let idle = self.by_key.get(&key).is_some_and(|n| {
+            clients.retain(|n| {
                 let s = n.state.lock().unwrap();
-                s.streams == 0 && s.idle_since.is_some_and(|t| t <= since)
+                !(n.client == client && s.scopes.is_empty() && s.idle_since.is_some_and(|t| t <= since))
             });
-            if idle {
+            if clients.is_empty() {
                 self.by_key.remove(&key);
             }
         }
@@ -273,8 +359,10 @@ impl NodeRollout {
 
     fn after(&self, s: &mut NodeState, notes: Vec<Note>, m: &Metrics) {
         let Some(r) = &s.rollout else { return };
-        // Converged: remember on what (a pointer; its version is worked out when asked).
-        if r.step() == Step::Converged && !s.synced.as_ref().is_some_and(|t| Arc::ptr_eq(t, r.target())) {
+        // Holding its target by its own acknowledgements: remember which (a pointer; its
+        // version is worked out when asked). A grace expiry, an attach or another client's
+        // stream never gets here; what the node held before stays its own until then.
+        if r.holds_target() && !s.synced.as_ref().is_some_and(|t| Arc::ptr_eq(t, r.target())) {
             s.synced = Some(r.target().clone());
         }
         for note in notes {
@@ -316,9 +404,21 @@ impl NodeRollout {
             s.offer_seen = Some(r.offer_changes());
             s.offer = Arc::new(r.offer().clone());
             self.generation.fetch_add(1, Ordering::Release);
-            if s.streams > 1 {
+            if s.scopes.len() > 1 {
                 self.changed.notify_waiters();
             }
+        }
+    }
+
+    /// How reports name this client: its node id alone, or with `shared` (another process
+    /// is connected with the same id) which client it is and where it connects from.
+    pub fn label(&self, shared: bool, peer: Option<std::net::SocketAddr>) -> String {
+        if !shared && self.client == 1 {
+            return self.id.clone();
+        }
+        match peer {
+            Some(p) => format!("{} (client {}, from {p})", self.id, self.client),
+            None => format!("{} (client {})", self.id, self.client),
         }
     }
 
@@ -355,9 +455,11 @@ mod tests {
     use xdst_core::rollout::Update;
     use xdst_core::types::CLUSTER;
 
+    const ADS: Scope = Scope::Aggregated;
+
     /// Node `id` connects, acknowledges a cluster, and disconnects.
     fn acked_then_idle(rollouts: &Rollouts, m: &Metrics, id: &str) {
-        let node = rollouts.attach("g", id, "127.0.0.1").unwrap();
+        let node = rollouts.attach("g", id, "127.0.0.1", ADS, None).unwrap();
         let c = Arc::new(Resource::new(CLUSTER, "c1", b"1"));
         node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
         let t: Arc<str> = CLUSTER.into();
@@ -365,7 +467,7 @@ mod tests {
             r.sent(1, &t, "n1".into(), Update::Patch { removed: vec![], added: vec![c.clone()] });
             r.answered(1, &t, "n1", None, now)
         });
-        rollouts.detach(&node, 1, m);
+        rollouts.detach(&node, 1, &ADS, m);
     }
 
     #[test]
@@ -388,24 +490,64 @@ mod tests {
     fn a_node_belongs_to_the_owner_of_its_open_streams() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
         let a = "identity \"spiffe://x/a\"";
-        let first = rollouts.attach("g", "n", a).unwrap();
-        // Envoy reconnecting or hot-restarting: same owner, same rollout.
-        let second = rollouts.attach("g", "n", a).unwrap();
+        let (lds, cds) = (Scope::Single(types::LISTENER), Scope::Single(CLUSTER));
+        let first = rollouts.attach("g", "n", a, lds.clone(), None).unwrap();
+        // Envoy's separate LDS and CDS streams: one client, one rollout.
+        let second = rollouts.attach("g", "n", a, cds.clone(), None).unwrap();
         assert!(Arc::ptr_eq(&first, &second));
-        assert_eq!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").err().as_deref(), Some(a));
+        assert_eq!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).err().as_deref(), Some(a));
         // The same id in another group is another node.
-        assert!(rollouts.attach("h", "n", "identity \"spiffe://x/b\"").is_ok());
-        rollouts.detach(&first, 1, &m);
-        assert!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").is_err(), "a stream of a is still open");
-        rollouts.detach(&second, 2, &m);
-        assert!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"").is_ok(), "no stream open: anyone may take it");
+        assert!(rollouts.attach("h", "n", "identity \"spiffe://x/b\"", ADS, None).is_ok());
+        rollouts.detach(&first, 1, &lds, &m);
+        assert!(
+            rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).is_err(),
+            "a stream of a is still open"
+        );
+        rollouts.detach(&second, 2, &cds, &m);
+        assert!(
+            rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).is_ok(),
+            "no stream open: anyone may take it"
+        );
+    }
+
+    /// Issue 32, item 4: a second process with the same node id (two ADS streams) is a client
+    /// of its own. Its rejection stops only its own plan, and its acknowledgements move only
+    /// its own state; reports name it apart.
+    #[test]
+    fn a_second_client_with_the_same_node_id_has_its_own_rollout() {
+        let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
+        let c = Resource::new(CLUSTER, "c1", b"1");
+        let target = Arc::new(Snapshot::from_resources([c]).unwrap());
+        let t: Arc<str> = CLUSTER.into();
+        let envoy = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None).unwrap();
+        let clone = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None).unwrap();
+        assert!(!Arc::ptr_eq(&envoy, &clone));
+        assert_eq!((envoy.client, clone.client), (1, 2));
+        for (node, stream, nack) in [(&envoy, 1, None), (&clone, 2, Some("no"))] {
+            node.set_target(rollouts.config(), target.clone(), &m);
+            node.update(&m, |r, now| {
+                let mut notes = r.subscribe(stream, &t, true, &[], now);
+                r.sent(stream, &t, "n1".into(), Update::Replace(target.get(CLUSTER).unwrap().clone()));
+                notes.extend(r.answered(stream, &t, "n1", nack, now));
+                notes
+            });
+        }
+        let syncs = rollouts.syncs();
+        let of = |client: u32| syncs.iter().find(|s| s.client == client).unwrap();
+        assert!(of(1).synced.is_some() && of(1).rejection.is_none(), "the Envoy holds it, unhindered");
+        assert!(of(2).synced.is_none() && of(2).rejection.is_some(), "the clone rejected it");
+        assert_eq!(of(1).label, "n (client 1)");
+        assert_eq!(of(2).label, "n (client 2)");
+        // The clone leaves: the Envoy is the node id's only client, named by its id alone.
+        rollouts.detach(&clone, 2, &ADS, &m);
+        assert_eq!(rollouts.syncs().iter().map(|s| s.label.clone()).collect::<Vec<_>>(), ["n"]);
     }
 
     #[test]
     fn a_node_that_acknowledged_nothing_is_forgotten_when_its_stream_closes() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
-        let node = rollouts.attach("g", "asked-only", "127.0.0.1").unwrap();
-        rollouts.detach(&node, 1, &m);
+        let node = rollouts.attach("g", "asked-only", "127.0.0.1", ADS, None).unwrap();
+        rollouts.detach(&node, 1, &ADS, &m);
         assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
         acked_then_idle(&rollouts, &m, "acked");
         assert_eq!(rollouts.nodes.lock().unwrap().by_key.len(), 1, "a node with acknowledged state lingers");

@@ -137,7 +137,7 @@ pub fn reload(ctx: &Ctx, dir: &Path) -> Result<(), LoadError> {
     match result {
         Ok((report, files, resources, counts)) => {
             st.loads_ok += 1;
-            ctx.changes.record_published(st.loads_ok as i64, &ctx.cache);
+            ctx.changes.record_published(None, &ctx.cache);
             st.last_ok_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
             st.last_error = None;
             st.files = files;

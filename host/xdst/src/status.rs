@@ -124,11 +124,11 @@ fn summary(ctx: &Ctx) -> Summary {
         g.nodes += 1;
         if n.synced.as_deref() == Some(version.as_str()) {
             g.current += 1;
-        } else if let Some(status) = n.stopped {
+        } else if let Some(status) = n.rejection {
             g.rejected += 1;
             nacks_total += 1;
             if nacks.len() < MAX_NACKS {
-                nacks.push(NackSummary { node: n.id, group: n.group, status });
+                nacks.push(NackSummary { node: n.label, group: n.group, status });
             }
         } else {
             g.pending += 1;
@@ -197,21 +197,22 @@ struct NodesPage {
 
 fn nodes(ctx: &Ctx, q: &NodesQuery) -> Json<NodesPage> {
     let limit = q.limit.unwrap_or(50).min(MAX_PAGE);
-    let mut keys: Vec<(String, String)> = ctx
+    let mut keys: Vec<(String, u32, String)> = ctx
         .rollouts
         .syncs()
         .into_iter()
         .filter(|n| q.group.as_ref().is_none_or(|g| *g == n.group))
         .filter(|n| q.q.as_ref().is_none_or(|t| n.id.contains(t.as_str())))
-        .map(|n| (n.id, n.group))
+        .map(|n| (n.id, n.client, n.group))
         .collect();
     keys.sort();
     let total = keys.len();
-    let page: HashSet<String> = keys.into_iter().skip(q.offset).take(limit).map(|(id, _)| id).collect();
-    let plans = ctx.rollouts.report_where(|id| page.contains(id));
-    let mut nodes = ctx.nodes.report_where(&plans, |id| page.contains(id));
-    nodes.retain(|n| q.group.as_ref().is_none_or(|g| *g == n.group));
-    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    let page: HashSet<(String, u32, String)> = keys.into_iter().skip(q.offset).take(limit).collect();
+    let ids: HashSet<&str> = page.iter().map(|(id, _, _)| id.as_str()).collect();
+    let plans = ctx.rollouts.report_where(|id| ids.contains(id));
+    let mut nodes = ctx.nodes.report_where(&plans, |id| ids.contains(id));
+    nodes.retain(|n| page.contains(&(n.id.clone(), n.client, n.group.clone())));
+    nodes.sort_by(|a, b| (&a.id, a.client).cmp(&(&b.id, b.client)));
     Json(NodesPage { total, offset: q.offset, nodes })
 }
 

@@ -4,7 +4,8 @@
 //! Exit codes: 0 live everywhere (or in `--group`); 1 not live when the time ran out (the
 //! nodes still without it are named); 2 every node that lacks it rejected it (named, with the
 //! resources, plugins and documents their rejection points at), so waiting longer would not
-//! help; 3 the admin port could not be asked.
+//! help; 3 the admin port could not be asked, or refused the question (a group no generation
+//! translated for and no node of which is connected, an id below 1).
 
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,9 @@ pub fn run(args: &WaitArgs) -> i32 {
                     return 1;
                 }
             }
-            Err(e) if expired => {
+            // The admin port understood and refused the question (an unknown group, an id that
+            // is no change): asking again cannot help.
+            Err((e, refused)) if expired || refused => {
                 eprintln!("xdst wait: {url}: {e}");
                 return 3;
             }
@@ -65,18 +68,21 @@ pub fn run(args: &WaitArgs) -> i32 {
     }
 }
 
-fn ask(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, String> {
+/// The report, or why not and whether the admin port refused the question itself (a 400 or
+/// 404: asking again cannot help).
+fn ask(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, (String, bool)> {
     let mut req = agent.get(url);
     if let Some(t) = token {
         req = req.header("Authorization", &format!("Bearer {t}"));
     }
-    let mut resp = req.call().map_err(|e| e.to_string())?;
+    let mut resp = req.call().map_err(|e| (e.to_string(), false))?;
     let status = resp.status();
-    let body = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    let body = resp.body_mut().read_to_string().map_err(|e| (e.to_string(), false))?;
     if !status.is_success() {
-        return Err(format!("{status}: {}", body.trim()));
+        let refused = status == 400 || status == 404;
+        return Err((format!("{status}: {}", body.trim()), refused));
     }
-    serde_json::from_str(&body).map_err(|e| format!("not a change report ({e}): {body}"))
+    serde_json::from_str(&body).map_err(|e| (format!("not a change report ({e}): {body}"), false))
 }
 
 fn counts(report: &Value) -> (u64, u64) {
@@ -116,12 +122,18 @@ fn not_live(report: &Value, headline: &str) -> String {
         more(&mut out, g, "pending");
         for r in g["rejected"].as_array().into_iter().flatten() {
             let s = |k: &str| r[k].as_str().unwrap_or("").to_owned();
-            out.push_str(&format!("    {} rejected its {}: {}\n", s("node"), s("type"), s("message").trim()));
-            for res in r["resources"].as_array().into_iter().flatten() {
+            let who = r["label"].as_str().map_or_else(|| s("node"), str::to_owned);
+            out.push_str(&format!("    {who} rejected its {}: {}\n", s("type"), s("message").trim()));
+            let resources = r["resources"].as_array().map_or(&[][..], Vec::as_slice);
+            for res in resources {
                 let name = res["name"].as_str().unwrap_or("?");
                 let plugin = res["produced_by"].as_str().unwrap_or("(no plugin)");
                 let document = res["document"].as_str().map(|d| format!(", document {d}")).unwrap_or_default();
                 out.push_str(&format!("      {name}: plugin {plugin}{document}\n"));
+            }
+            let all = r["resources_count"].as_u64().unwrap_or(0);
+            if all > resources.len() as u64 {
+                out.push_str(&format!("      ... and {} more resources new to it\n", all - resources.len() as u64));
             }
         }
         more(&mut out, g, "rejected");

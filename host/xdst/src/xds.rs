@@ -207,6 +207,8 @@ fn admit_group(ctx: &Ctx, group: String, client: &str) -> String {
 struct Driver<M: Machine> {
     ctx: Ctx,
     machine: Arc<Mutex<M>>,
+    /// What the stream may carry: every type (ADS) or one.
+    scope: Scope,
     label: &'static str,
     peer: Option<std::net::SocketAddr>,
     identity: Option<PeerIdentity>,
@@ -255,7 +257,8 @@ impl<M: Machine> Driver<M> {
         let shutdown = ctx.shutdown.clone();
         let rate = ctx.request_rate;
         Driver {
-            machine: Arc::new(Mutex::new(M::new(scope))),
+            machine: Arc::new(Mutex::new(M::new(scope.clone()))),
+            scope,
             ctx,
             label,
             peer,
@@ -418,7 +421,7 @@ impl<M: Machine> Driver<M> {
             authorize(&self.ctx, self.identity.as_ref(), &group, &node.id)?;
             let owner = self.owner();
             let group = admit_group(&self.ctx, group, &owner);
-            let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner).map_err(|holder| {
+            let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer).map_err(|holder| {
                 self.ctx.metrics.refusals.get_or_create(&label("reason", "node_owned")).inc();
                 let refusal = format!(
                     "node id {:?} in node group {group:?} is in use by {holder}, not {owner}: each proxy needs its own node id",
@@ -447,6 +450,7 @@ impl<M: Machine> Driver<M> {
                 api: M::API,
                 service: self.label,
                 group,
+                client: rollout.client,
                 connected_at: SystemTime::now(),
                 peer: self.peer,
                 identity: self.identity.clone(),
@@ -556,7 +560,7 @@ impl<M: Machine> Drop for Driver<M> {
         if let Some(id) = self.registered {
             self.ctx.nodes.remove(id);
             if let Some(r) = &self.rollout {
-                self.ctx.rollouts.detach(r, id, &self.ctx.metrics);
+                self.ctx.rollouts.detach(r, id, &self.scope, &self.ctx.metrics);
             }
             debug!(node = %self.node_id, api = M::API, service = self.label, "stream closed");
         }
