@@ -90,7 +90,11 @@ struct GroupSummary {
 
 #[derive(Serialize)]
 struct NackSummary {
+    /// The node as reports name it (with which client and from where, when processes share
+    /// its id).
     node: String,
+    id: String,
+    client: u32,
     group: String,
     #[serde(flatten)]
     status: xdst_core::rollout::StoppedStatus,
@@ -128,7 +132,7 @@ fn summary(ctx: &Ctx) -> Summary {
             g.rejected += 1;
             nacks_total += 1;
             if nacks.len() < MAX_NACKS {
-                nacks.push(NackSummary { node: n.label, group: n.group, status });
+                nacks.push(NackSummary { node: n.label, id: n.id, client: n.client, group: n.group, status });
             }
         } else {
             g.pending += 1;
