@@ -22,9 +22,10 @@ fn to(path: &'static str, backend: &'static str) -> (Request, Expect) {
     )
 }
 
-/// A request for `path` that must be answered with `status` by Envoy itself.
+/// A request for `path` that must be answered with `status` by Envoy itself (an answer from a
+/// backend, whatever its status, is a failure).
 fn status(path: &'static str, status: u16) -> (Request, Expect) {
-    (Request { path, ..Default::default() }, Expect { status, ..Default::default() })
+    (Request { path, ..Default::default() }, Expect { status, by_gateway: true, ..Default::default() })
 }
 
 /// The same request with headers.
@@ -595,6 +596,9 @@ async fn httproute_redirects() -> anyhow::Result<()> {
             redirect("/scheme-and-host", 302, r(Some("https"), Some("example.org"), None, None)),
             redirect("/scheme-and-status", 301, r(Some("https"), None, None, None)),
             redirect("/scheme-and-host-and-status", 302, r(Some("https"), Some("example.org"), None, None)),
+            // Not upstream's: a Host with a port, which a redirect to the scheme's own port
+            // must not copy into the URL (https://example.org, not https://example.org:8080).
+            host(redirect("/scheme", 302, r(Some("https"), None, None, None)), "example.org:8080"),
         ],
     )
     .await?;
@@ -1388,7 +1392,8 @@ async fn httproute_redirect_port_and_scheme() -> anyhow::Result<()> {
 
 /// A CORS request: `method` on `path` from `origin`, with these request headers; the answer
 /// must carry the headers in `one_of` (each one of its values) and none of `absent`. A
-/// preflight (`OPTIONS`) is answered by Envoy (200 or 204); others reach the backend.
+/// preflight (`OPTIONS`) must be answered by Envoy itself (200 or 204), never forwarded to the
+/// backend, whether its origin is allowed or not; others reach the backend.
 fn cors(
     method: &'static str,
     path: &'static str,
@@ -1436,6 +1441,8 @@ async fn httproute_cors() -> anyhow::Result<()> {
         cors("OPTIONS", "/cors-1", "https://www.foo.com", &ask, &full(&["https://www.foo.com"]), &[]),
         cors("OPTIONS", "/cors-1", "https://www.bar.com", &ask, &full(&["https://www.bar.com"]), &[]),
         cors("OPTIONS", "/cors-1", "https://xpto.www.bar.com", &ask, &full(&["https://xpto.www.bar.com"]), &[]),
+        // An origin the policy does not allow: the gateway answers the preflight itself,
+        // without access-control-allow-origin (upstream: 200, 204 or 403, and no echo body).
         {
             let mut c = cors("OPTIONS", "/cors-1", "https://foobar.com", &ask[..1], &[], &[ORIGIN]);
             c.1.or_statuses = &[204, 403];

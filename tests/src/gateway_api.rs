@@ -19,7 +19,11 @@
 //!   rustls takes neither `*` nor a wildcard over one label.)
 //! - [`Case::expect`] sends a request and waits until the answer is what the upstream test
 //!   expects three times in a row (the suite's "eventually consistent" check), or fails with
-//!   the last answer after [`WAIT`].
+//!   the last answer after [`WAIT`]. A request that names no host carries the one upstream's
+//!   client would send to the Gateway's port: its address, with the port unless it is the
+//!   scheme's own (80, or 443 over TLS); the port is the Gateway's, not the offset one.
+//! - As upstream's `ExpectedRequest`, what reached the backend defaults to what was sent:
+//!   a request that names a host must reach the backend with that Host, port included.
 //!
 //! The expectations are the upstream Go tests' (`conformance/tests/<case>.go`), written again
 //! as Rust tables in `tests/it/gateway_api.rs`.
@@ -91,7 +95,8 @@ pub struct Expect {
     /// The pod name must start with this (the Service's name).
     pub backend: Option<&'static str>,
     pub namespace: Option<&'static str>,
-    /// What the backend must have received, where it differs from what was sent.
+    /// What the backend must have received, where it differs from what was sent (the host
+    /// defaults to the request's, when it names one, port and all, as upstream's does).
     pub backend_path: Option<&'static str>,
     pub backend_host: Option<&'static str>,
     pub backend_headers: Vec<(&'static str, &'static str)>,
@@ -103,6 +108,9 @@ pub struct Expect {
     pub response_one_of: Vec<(&'static str, &'static [&'static str])>,
     /// For a redirect: what the `Location` header must say.
     pub redirect: Option<Redirect>,
+    /// The answer must be the gateway's own, not a backend's (upstream expects an empty
+    /// captured request: no echo body). A CORS preflight, a 404 or a 500 are Envoy's to give.
+    pub by_gateway: bool,
 }
 
 /// A redirect's target, as the upstream suite checks it: an absent scheme, host or path must
@@ -348,8 +356,9 @@ impl Case {
             (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
             (None, _) => None,
         };
+        let default_host = upstream_default_host(addr.ip(), port, tls.is_some());
         self.converge(what, || async {
-            match send_over(addr, req, tls.as_ref()).await {
+            match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
                 Ok(answer) => check(&answer, req, want).err(),
                 Err(e) => Some(format!("{e:#}")),
             }
@@ -505,15 +514,29 @@ fn certificate_secrets(
 }
 
 /// One request on a fresh connection (HTTP/1.1, or h2c when the request says so), within 5 s.
+/// A request that names no host is for `addr` as it is.
 pub async fn send(addr: SocketAddr, req: &Request) -> anyhow::Result<Answer> {
-    send_over(addr, req, None).await
+    send_over(addr, req, None, None).await
 }
 
-/// [`send`], over TLS with the request's server name when `tls` is given.
+/// The Host upstream's client sends when a test names none (its `CalculateHost`): the
+/// Gateway's address, with the Gateway's `port` unless the scheme implies it.
+fn upstream_default_host(ip: IpAddr, port: u16, tls: bool) -> String {
+    let ip = match ip {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        IpAddr::V4(v4) => v4.to_string(),
+    };
+    let implied = if tls { 443 } else { 80 };
+    if port == implied { ip } else { format!("{ip}:{port}") }
+}
+
+/// [`send`], over TLS with the request's server name when `tls` is given, with
+/// `default_host` (else `addr`) as the host when the request names none.
 async fn send_over(
     addr: SocketAddr,
     req: &Request,
     tls: Option<&tokio_rustls::TlsConnector>,
+    default_host: Option<&str>,
 ) -> anyhow::Result<Answer> {
     let exchange = async {
         let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
@@ -525,7 +548,7 @@ async fn send_over(
             _ => Box::new(stream),
         };
         let io = hyper_util::rt::TokioIo::new(stream);
-        let host = req.host.map(str::to_owned).unwrap_or_else(|| addr.to_string());
+        let host = req.host.or(default_host).map_or_else(|| addr.to_string(), str::to_owned);
         let mut builder = http::Request::builder().method(req.method.unwrap_or("GET"));
         if req.h2 {
             // HTTP/2 carries the host as the URI's authority.
@@ -567,6 +590,14 @@ async fn send_over(
 /// A connection, plain or TLS.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// The pod of the echo backend that gave `answer`, if one did: the echo's body is JSON naming
+/// its pod and namespace; Envoy's own answers never are.
+fn echo_pod(answer: &Answer) -> Option<String> {
+    let body: Value = serde_json::from_str(&answer.body).ok()?;
+    body.get("namespace")?.as_str()?;
+    Some(body.get("pod")?.as_str()?.to_owned())
+}
 
 /// Why `answer` is not what `want` says, if it is not.
 pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String> {
@@ -615,6 +646,15 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
             return Err(format!("location {location:?}: (scheme, host, port, path) want {want:?}"));
         }
     }
+    if want.by_gateway
+        && let Some(pod) = echo_pod(answer)
+    {
+        return Err(format!(
+            "answered by the backend (pod {pod:?}), not by the gateway: status {}, {}",
+            answer.status,
+            answer.body.chars().take(200).collect::<String>()
+        ));
+    }
     if want.backend.is_none() && want.namespace.is_none() {
         return Ok(());
     }
@@ -635,7 +675,9 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
     if field("path") != path {
         return Err(format!("the backend got path {:?} (want {path:?})", field("path")));
     }
-    if let Some(host) = want.backend_host
+    // As upstream: the Host that reached the backend is the one sent, unless the test says
+    // otherwise; it compares them exactly, so a port the gateway dropped is a difference.
+    if let Some(host) = want.backend_host.or(req.host)
         && field("host") != host
     {
         return Err(format!("the backend got host {:?} (want {host:?})", field("host")));
@@ -695,5 +737,42 @@ mod tests {
         };
         assert_eq!(check(&echo("v1-0", "/x"), &req, &redirect(Some("8083"))), Ok(()));
         assert!(check(&echo("v1-0", "/x"), &req, &redirect(None)).is_err(), "a port the test did not expect");
+    }
+
+    #[test]
+    fn the_backend_must_get_the_host_that_was_sent_port_and_all() {
+        // The echo says it got "h".
+        let sent = |host| Request { path: "/x", host: Some(host), ..Default::default() };
+        let good = Expect { status: 200, backend: Some("v1"), namespace: Some("ns"), ..Default::default() };
+        assert_eq!(check(&echo("v1-0", "/x"), &sent("h"), &good), Ok(()));
+        let err = check(&echo("v1-0", "/x"), &sent("h:8080"), &good).unwrap_err();
+        assert!(err.contains(r#"host "h" (want "h:8080")"#), "{err}");
+        // A rewrite says what the backend gets instead.
+        let rewritten = Expect { backend_host: Some("h"), ..good.clone() };
+        assert_eq!(check(&echo("v1-0", "/x"), &sent("other:8080"), &rewritten), Ok(()));
+        // With no host named, upstream checks none.
+        assert_eq!(check(&echo("v1-0", "/x"), &Request { path: "/x", ..Default::default() }, &good), Ok(()));
+    }
+
+    #[test]
+    fn an_answer_the_gateway_must_give_is_not_a_backends() {
+        let req = Request { path: "/x", method: Some("OPTIONS"), ..Default::default() };
+        let want = Expect { status: 200, by_gateway: true, ..Default::default() };
+        let err = check(&echo("v1-0", "/x"), &req, &want).unwrap_err();
+        assert!(err.contains("answered by the backend"), "{err}");
+        let envoy = Answer { status: 200, headers: vec![], body: String::new() };
+        assert_eq!(check(&envoy, &req, &want), Ok(()));
+        let not_found = Answer { status: 200, headers: vec![], body: "not found".into() };
+        assert_eq!(check(&not_found, &req, &want), Ok(()));
+    }
+
+    #[test]
+    fn the_default_host_is_upstreams() {
+        let ip: IpAddr = "127.1.2.10".parse().unwrap();
+        assert_eq!(upstream_default_host(ip, 80, false), "127.1.2.10");
+        assert_eq!(upstream_default_host(ip, 8080, false), "127.1.2.10:8080");
+        assert_eq!(upstream_default_host(ip, 443, true), "127.1.2.10");
+        assert_eq!(upstream_default_host(ip, 80, true), "127.1.2.10:80");
+        assert_eq!(upstream_default_host("::1".parse().unwrap(), 8080, false), "[::1]:8080");
     }
 }

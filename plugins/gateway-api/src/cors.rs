@@ -19,6 +19,11 @@ pub fn policy(c: &Cors) -> CorsPolicy {
         expose_headers: c.expose_headers.join(","),
         max_age: c.max_age.map(|s| s.to_string()).unwrap_or_default(),
         allow_credentials: c.allow_credentials.map(|value| BoolValue { value }),
+        // A preflight from an origin the policy does not allow is answered by the gateway
+        // itself, without `access-control-allow-origin`, as the upstream conformance suite
+        // expects: the route's CORS filter owns preflights, and Envoy's default would forward
+        // this one to the backend, whose answer (and its CORS headers, if any) would decide.
+        forward_not_matching_preflights: Some(BoolValue { value: false }),
     }
 }
 
@@ -66,5 +71,6 @@ mod tests {
         });
         assert_eq!((p.allow_methods.as_str(), p.max_age.as_str()), ("GET,OPTIONS", "3600"));
         assert_eq!(p.allow_credentials, Some(BoolValue { value: true }));
+        assert_eq!(p.forward_not_matching_preflights, Some(BoolValue { value: false }), "the gateway answers them");
     }
 }

@@ -60,5 +60,7 @@ pub struct CorsPolicy {
     pub max_age: String,
     #[prost(message, optional, tag = "6")]
     pub allow_credentials: Option<BoolValue>,
+    #[prost(message, optional, tag = "10")]
+    pub forward_not_matching_preflights: Option<BoolValue>,
 }
 named!(CorsPolicy, "envoy.extensions.filters.http.cors.v3");

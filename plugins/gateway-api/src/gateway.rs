@@ -81,15 +81,14 @@ fn supported_protocol(listener: &Listener) -> bool {
     matches!(listener.protocol.as_str(), "HTTP" | "HTTPS")
 }
 
-/// The HTTP listener settings every Gateway port shares: virtual hosts match the host without
-/// its port, websockets pass through (a Service port's `appProtocol: kubernetes.io/ws` says
-/// its backend speaks them; HTTP/1.1 clusters carry the upgrade), and the CORS filter serves
-/// the routes that have a policy.
+/// The HTTP listener settings every Gateway port shares: websockets pass through (a Service
+/// port's `appProtocol: kubernetes.io/ws` says its backend speaks them; HTTP/1.1 clusters carry
+/// the upgrade), and the CORS filter serves the routes that have a policy. The Host header is
+/// left as the client sent it: the backend must see `foo.com:8080` for a request to
+/// `foo.com:8080` (the upstream suite checks it), so virtual hosts ignore the port in their
+/// RouteConfiguration (`route_configuration`) instead of the connection manager stripping it.
 pub fn http_listener(listener: HttpListener) -> HttpListener {
-    listener
-        .strip_any_host_port()
-        .upgrade("websocket")
-        .http_filter(crate::cors::FILTER, xdst_guest::pack(&crate::extensions::Cors {}))
+    listener.upgrade("websocket").http_filter(crate::cors::FILTER, xdst_guest::pack(&crate::extensions::Cors {}))
 }
 
 /// Translates every Gateway and HTTPRoute; returns the backends routes use.
@@ -441,7 +440,15 @@ fn route_configuration(
             ..Default::default()
         });
     }
-    (RouteConfiguration { name: name.to_owned(), virtual_hosts: hosts, ..Default::default() }, rules)
+    // A listener's hostnames name no port, and a request's Host may carry one
+    // (`foo.com:8080`): match without it, and leave the header itself alone for the backend.
+    let config = RouteConfiguration {
+        name: name.to_owned(),
+        virtual_hosts: hosts,
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    };
+    (config, rules)
 }
 
 /// A route answering 421 Misdirected Request: the connection's server name picked another

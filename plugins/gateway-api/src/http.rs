@@ -180,9 +180,55 @@ pub fn rule(
             std::cmp::Reverse((mat.method.is_some(), mat.headers.len(), mat.query_params.len())),
             (owner.created.to_owned(), format!("{:>10}/{}/{}", owner.order, owner.namespace, owner.name), index, m),
         );
+        if let Some(port) = redirect_port_for_hosts_with_one(&action, https) {
+            // Same precedence, pushed first: the virtual host's stable sort keeps it just
+            // before its twin.
+            out.routes.push((precedence.clone(), with_port_in_host(&r, port)));
+        }
         out.routes.push((precedence, r));
     }
     out
+}
+
+/// The port a redirect must name for a request whose Host carries a port, when it keeps the
+/// request's host and leaves its port out of the URL (the scheme's well-known one): Envoy
+/// copies the Host's port into such a URL, so `foo.com:8080` redirected to https would go to
+/// `https://foo.com:8080`. Naming the port makes Envoy drop the Host's.
+fn redirect_port_for_hosts_with_one(action: &route::route::Action, https: bool) -> Option<u32> {
+    let route::route::Action::Redirect(r) = action else { return None };
+    if !r.host_redirect.is_empty() || r.port_redirect != 0 {
+        return None;
+    }
+    let scheme = match &r.scheme_rewrite_specifier {
+        Some(redirect_action::SchemeRewriteSpecifier::SchemeRedirect(s)) => s.as_str(),
+        _ if https => "https",
+        _ => "http",
+    };
+    Some(if scheme.eq_ignore_ascii_case("https") { 443 } else { 80 })
+}
+
+/// `r` for requests whose Host carries a port (`:authority` ends in `:<digits>`; an IPv6
+/// literal's last `:` sits inside its brackets), redirecting to `port`.
+fn with_port_in_host(r: &route::Route, port: u32) -> route::Route {
+    let mut twin = r.clone();
+    twin.name.push_str("/host-with-port");
+    if let Some(route::route::Action::Redirect(redirect)) = &mut twin.action {
+        redirect.port_redirect = port;
+    }
+    if let Some(m) = &mut twin.r#match {
+        m.headers.push(HeaderMatcher {
+            name: ":authority".into(),
+            header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(StringMatcher {
+                match_pattern: Some(MatchPattern::SafeRegex(RegexMatcher {
+                    regex: ".*:[0-9]+".into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+            ..Default::default()
+        });
+    }
+    twin
 }
 
 fn exact(value: &str) -> StringMatcher {
@@ -271,7 +317,8 @@ fn action(
         }
         // The port: as given; else the scheme's well-known one (left out of the URL) when the
         // scheme changes; else the listener's.
-        // A well-known port (80 for http, 443 for https) is left out of the URL.
+        // A well-known port (80 for http, 443 for https) is left out of the URL, unless the
+        // request's Host names a port ([`redirect_port_for_hosts_with_one`]).
         let well_known = if https { 443 } else { 80 };
         redirect.port_redirect = match (r.port, r.scheme.as_deref()) {
             (Some(443), Some("https")) => 0,

@@ -89,3 +89,51 @@ fn gateways_of_other_classes_are_left_alone() {
     assert!(out.resources.is_empty());
     assert!(statuses.is_empty());
 }
+
+/// The Host header reaches the backend as the client sent it (`foo.com:8080`): nothing strips
+/// its port, and virtual hosts match without it. A redirect that keeps the request's host and
+/// leaves the port out of the URL gets a twin, first, for Hosts that carry a port, naming the
+/// scheme's port so Envoy does not copy the Host's into the URL.
+#[test]
+fn the_host_keeps_its_port_and_routes_match_without_it() {
+    use prost::Message as _;
+    use xdst_guest::Body;
+    use xdst_guest::envoy::envoy::config::listener::v3::Listener;
+    use xdst_guest::envoy::envoy::config::route::v3::{RouteConfiguration, route::Action};
+    use xdst_guest::envoy::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+
+    let case = CASE.replace(
+        "  - matches: [{path: {type: Exact, value: /bad}}]",
+        "  - matches: [{path: {type: Exact, value: /secure}}]\n    \
+         filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]\n  \
+         - matches: [{path: {type: Exact, value: /bad}}]",
+    );
+    let (out, _) = run(&case, "");
+    let proto = |kind: &str| {
+        let r = out.resources.iter().find(|r| r.type_url.ends_with(kind)).unwrap();
+        let Body::Proto(bytes) = &r.body else { panic!("{kind} in protobuf") };
+        bytes.clone()
+    };
+    let listener = Listener::decode(&proto("listener.v3.Listener")[..]).unwrap();
+    let hcm = listener.filter_chains[0].filters[0].config_type.clone().unwrap();
+    let xdst_guest::envoy::envoy::config::listener::v3::filter::ConfigType::TypedConfig(any) = hcm else {
+        panic!("a typed HttpConnectionManager")
+    };
+    let hcm = HttpConnectionManager::decode(&any.value[..]).unwrap();
+    assert!(hcm.strip_port_mode.is_none(), "the Host header keeps its port: {:?}", hcm.strip_port_mode);
+    assert!(!hcm.strip_matching_host_port);
+
+    let config = RouteConfiguration::decode(&proto("RouteConfiguration")[..]).unwrap();
+    assert!(config.ignore_port_in_host_matching);
+    let routes = &config.virtual_hosts[0].routes;
+    let redirects: Vec<(u32, Vec<&str>)> = routes
+        .iter()
+        .filter_map(|r| match &r.action {
+            Some(Action::Redirect(d)) => {
+                Some((d.port_redirect, r.r#match.as_ref().unwrap().headers.iter().map(|h| h.name.as_str()).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(redirects, [(443, vec![":authority"]), (0, vec![])], "{routes:#?}");
+}
