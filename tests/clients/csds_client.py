@@ -2,7 +2,7 @@
 """CSDS client for xdst integration tests: the generated stubs of the `xds-protos` package.
 
     python csds_client.py --server 127.0.0.1:PORT [--node-prefix envoy-] [--stream [--repeat N]]
-                          [--token T]
+                          [--token T] [--max-receive-mb M] [--sizes]
 
 Asks the server's envoy.service.status.v3.ClientStatusDiscoveryService once (FetchClientStatus,
 or with --stream --repeat N requests and as many responses on StreamClientStatus; the last is
@@ -11,9 +11,12 @@ printed) and prints one JSON line:
     {"ok": true, "nodes": [{"id": "...", "cluster": "...", "scope": "...", "resources": [
         {"type": "...Listener", "name": "...", "version": "...", "client_status": "ACKED",
          "config_status": "SYNCED", "has_config": true, "error": "", "failed_version": ""}]}],
-     "error": ""}
+     "error": "", "bytes": 1234}
 
-On an RPC error: {"ok": false, "code": "PERMISSION_DENIED", "error": "..."}, exit status 1.
+`bytes` is the size of the (last) response as encoded (its ByteSize). --max-receive-mb raises
+grpcio's limit on a response's size (4 MiB by default); a larger one is a RESOURCE_EXHAUSTED
+error. With --sizes it prints sizes instead of the nodes: {"ok": true, "bytes": N, "nodes": 20,
+"resources": 20000, "nacked": 20000, "max_error_bytes": 4096, "error": ""}. On an RPC error: {"ok": false, "code": "PERMISSION_DENIED", "error": "..."}, exit status 1.
 """
 
 import argparse
@@ -58,6 +61,8 @@ def main():
     ap.add_argument("--token", default="")
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=1, help="with --stream: requests sent at once")
+    ap.add_argument("--max-receive-mb", type=int, default=4, help="the largest response accepted")
+    ap.add_argument("--sizes", action="store_true", help="print sizes and counts, not the nodes")
     args = ap.parse_args()
 
     request = csds_pb2.ClientStatusRequest()
@@ -65,7 +70,8 @@ def main():
         request.node_matchers.append(
             node_pb2.NodeMatcher(node_id=string_pb2.StringMatcher(prefix=args.node_prefix)))
     metadata = [("authorization", "Bearer " + args.token)] if args.token else []
-    with grpc.insecure_channel(args.server) as channel:
+    options = [("grpc.max_receive_message_length", args.max_receive_mb << 20)]
+    with grpc.insecure_channel(args.server, options=options) as channel:
         stub = csds_pb2_grpc.ClientStatusDiscoveryServiceStub(channel)
         try:
             if args.stream:
@@ -78,7 +84,16 @@ def main():
         except grpc.RpcError as e:
             print(json.dumps({"ok": False, "code": e.code().name, "error": e.details()}))
             return 1
-    print(json.dumps({"ok": True, "nodes": summary(response), "error": ""}))
+    if args.sizes:
+        generic = [g for c in response.config for g in c.generic_xds_configs]
+        print(json.dumps({
+            "ok": True, "bytes": response.ByteSize(), "nodes": len(response.config), "resources": len(generic),
+            "nacked": sum(1 for g in generic if g.client_status == config_dump_shared_pb2.NACKED),
+            "max_error_bytes": max((len(g.error_state.details.encode()) for g in generic), default=0),
+            "error": "",
+        }))
+        return 0
+    print(json.dumps({"ok": True, "nodes": summary(response), "error": "", "bytes": response.ByteSize()}))
     return 0
 
 

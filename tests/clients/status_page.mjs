@@ -7,6 +7,18 @@
 // PUTs --put-body to --put (an intent API write that a node will reject) and times how long
 // the page takes to show that node's rejection. Screenshots nodes.png, graph.png and nack.png go
 // to --out. Prints one JSON line: {"ok", "console_errors", "graph_vertices", "nack_ms", "error"}.
+//
+// Reading what the page shows (tests/it/operator_trust.rs), after the steps above:
+//   --expect-group 'G:current=0,rejected=1'   wait (up to --expect-ms, default 10000) until the
+//                                              node groups table's row for G shows those counts
+//                                              (columns nodes, current, pending, rejected)
+//   --groups                                  add "groups": every row of that table, as numbers
+//   --node-row ID                             add "node_rows": the nodes table's rows for ID
+//                                              ({id, group, client, connected, plan, plan_class,
+//                                              versions}), once there is one
+//   --nacks                                   add "nacks": every rejection box ({node, text})
+//   --shot NAME                               a screenshot NAME.png of the whole page to --out
+// The page is loaded fresh, so what it shows was fetched after the caller's state was set.
 
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
@@ -59,6 +71,7 @@ try {
     await page.screenshot({ path: path.join(args.out, "nack.png"), fullPage: true });
     out.nack_text = await page.textContent(`#nacks .nack[data-node="${args["nack-node"]}"]`);
   }
+  await readBack(page);
   out.ok = true;
 } catch (e) {
   out.error = String(e && e.stack || e);
@@ -67,3 +80,44 @@ try {
 }
 console.log(JSON.stringify(out));
 process.exit(out.ok ? 0 : 1);
+
+// The node groups table as numbers: [{group, nodes, current, pending, rejected}].
+async function groupRows(page) {
+  return page.$$eval("#groups tr[data-group]", (rows) => rows.map((r) => {
+    const n = [...r.cells].map((c) => c.textContent.trim());
+    return { group: r.getAttribute("data-group"), nodes: +n[1], current: +n[2], pending: +n[3], rejected: +n[4] };
+  }));
+}
+
+async function readBack(page) {
+  if (args["expect-group"] !== undefined) {
+    const at = args["expect-group"].lastIndexOf(":");
+    const group = args["expect-group"].slice(0, at);
+    const want = Object.fromEntries(args["expect-group"].slice(at + 1).split(",").map((kv) => kv.split("=")).map(([k, v]) => [k, +v]));
+    const deadline = Date.now() + Number(args["expect-ms"] || 10000);
+    for (;;) {
+      out.groups = await groupRows(page);
+      const row = out.groups.find((r) => r.group === group);
+      if (row && Object.entries(want).every(([k, v]) => row[k] === v)) break;
+      if (Date.now() > deadline) {
+        throw new Error(`group ${JSON.stringify(group)} never showed ${JSON.stringify(want)}; the page shows ${JSON.stringify(out.groups)}`);
+      }
+      await page.waitForTimeout(100);
+    }
+  }
+  if ("groups" in args) {
+    await page.waitForSelector("#groups tr[data-group]", { timeout: 15000 });
+    out.groups = await groupRows(page);
+  }
+  if (args["node-row"] !== undefined) {
+    await page.waitForSelector(`#nodes tr[data-node="${args["node-row"]}"]`, { timeout: 15000 });
+    out.node_rows = await page.$$eval(`#nodes tr[data-node="${args["node-row"]}"]`, (rows) => rows.map((r) => {
+      const c = [...r.cells].map((x) => x.textContent.trim());
+      return { id: c[0], group: c[1], client: c[2], connected: c[3], plan: c[4], plan_class: r.cells[4].className, versions: c[5] };
+    }));
+  }
+  if ("nacks" in args) {
+    out.nacks = await page.$$eval("#nacks .nack", (boxes) => boxes.map((b) => ({ node: b.getAttribute("data-node"), text: b.textContent })));
+  }
+  if (args.shot) await page.screenshot({ path: path.join(args.out, args.shot + ".png"), fullPage: true });
+}

@@ -6,12 +6,14 @@
 //! the README test command runs first; a test that cannot find one fails and says so.
 
 pub mod admin;
+pub mod ads_client;
 pub mod echo;
 pub mod envoy;
 pub mod etcd;
 pub mod fixtures;
 pub mod gateway_api;
 pub mod grpc_echo;
+pub mod operator;
 pub mod pki;
 pub mod plugins;
 pub mod registry;
