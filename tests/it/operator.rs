@@ -128,9 +128,14 @@ impl Fleet {
 
     /// `xdst wait` against this server: exit code and what it printed.
     async fn wait(&self, change: i64, timeout: &str) -> anyhow::Result<(i32, String)> {
+        self.wait_with(change, timeout, &[]).await
+    }
+
+    async fn wait_with(&self, change: i64, timeout: &str, extra: &[&str]) -> anyhow::Result<(i32, String)> {
         let out = tokio::process::Command::new(xdst_tests::server::binary()?)
             .args(["wait", "--change", &change.to_string(), "--timeout", timeout, "--admin"])
             .arg(format!("http://{}", self.xdst.admin_addr))
+            .args(extra)
             .output()
             .await
             .context("running xdst wait")?;
@@ -394,5 +399,47 @@ async fn the_grafana_dashboard_queries_only_metrics_xdst_serves() -> anyhow::Res
             ["_bucket", "_total", "_sum", "_count"].iter().fold(m.as_str(), |m, s| m.strip_suffix(s).unwrap_or(m));
         ensure!(served.contains(family), "the dashboard queries {m}, and xdst has no family {family}: {served:?}");
     }
+    Ok(())
+}
+
+/// Issue 32, item 8, with two real Envoys: a change id below 1 is refused, not "live"; `xdst
+/// wait --group` with a group nobody serves exits 3 at once naming it (it used to exit 0, "no
+/// node is connected"); one intent API write is one change (the generation its own file write
+/// sets off publishes the same again and is no new change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_ids_below_one_and_unknown_groups_are_refused_and_one_write_is_one_change() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+    for bad in ["0", "-3"] {
+        let (status, body) = http_get(f.xdst.admin_addr, &format!("/changes/{bad}")).await;
+        ensure!(status == 400 && body.contains("ids are whole numbers from 1"), "/changes/{bad}: {status} {body}");
+    }
+    let latest_id = latest(f.xdst.admin_addr).await?;
+    let started = Instant::now();
+    let (code, text) = f.wait_with(latest_id, "20s", &["--group", "infra/gw-typo"]).await?;
+    ensure!(code == 3 && text.contains("infra/gw-typo"), "xdst wait --group typo: ({code}) {text}");
+    ensure!(started.elapsed() < std::time::Duration::from_secs(10), "the refusal waited for the timeout");
+    // A real group still answers.
+    let (code, text) = f.wait_with(latest_id, "30s", &["--group", &format!("{NS}/gw-a")]).await?;
+    ensure!(code == 0, "({code}) {text}");
+
+    // Two writes that change what gw-a serves, each waited for: consecutive change ids.
+    let mut ids = Vec::new();
+    for host in ["one.example.com", "two.example.com"] {
+        let route = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: web, namespace: {NS}}}\n\
+             spec:\n  parentRefs: [{{name: gw-a}}]\n  hostnames: [{host}]\n  \
+             rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]\n"
+        );
+        let (status, body) =
+            http_with(f.xdst.admin_addr, "PUT", &format!("/intent/HTTPRoute/{NS}/web"), &[TOKEN], &route).await;
+        ensure!(status == 200, "PUT: {status} {body}");
+        let id = change_of(&body)?;
+        let (code, text) = f.wait(id, "30s").await?;
+        ensure!(code == 0, "change {id} ({code}): {text}");
+        ids.push(id);
+    }
+    ensure!(ids[1] == ids[0] + 1, "one write, one change: the writes were changes {ids:?}");
+    ensure!(latest(f.xdst.admin_addr).await? == ids[1], "a change after the last write");
     Ok(())
 }

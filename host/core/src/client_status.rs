@@ -164,4 +164,44 @@ mod tests {
         }
         assert_eq!(a.held.map(|h| h.version().clone()), v1.resource(CLUSTER, "a").map(|x| x.version().clone()));
     }
+
+    /// Issue 32, item 8: a rejected SotW response of two listeners, the node's message naming
+    /// one. Only that one is NACKED (Envoy's own config dump marks the one it failed on), and
+    /// the message is given once per rejection, the other resources pointing at it.
+    #[test]
+    fn only_what_the_node_failed_on_is_nacked_and_the_message_is_given_once() {
+        use crate::plan::tests::{listener, listener_v, route};
+        use crate::types::{LISTENER, ROUTE};
+        let now = Instant::now();
+        let v1 = snap(vec![listener("good", 1, "r"), listener("bad", 2, "r"), route("r", &[])]);
+        let mut r = Rollout::new(RolloutConfig::default(), Arc::new(v1.clone()), now);
+        let l = Arc::<str>::from(LISTENER);
+        r.subscribe(0, &l, true, &[], now);
+        r.subscribe(0, &Arc::from(ROUTE), false, &["r".into()], now);
+        r.sent(0, &l, "n1".into(), Update::Replace(v1.get(LISTENER).unwrap().clone()));
+        r.answered(0, &l, "n1", None, now);
+        // Both change; the node refuses the whole response, naming "bad".
+        let v2 = snap(vec![listener_v("good", 1, "r", 7), listener_v("bad", 2, "r", 7), route("r", &[])]);
+        r.set_target(Arc::new(v2.clone()), now);
+        r.sent(0, &l, "n2".into(), Update::Replace(v2.get(LISTENER).unwrap().clone()));
+        r.answered(0, &l, "n2", Some("Error adding/updating listener(s) bad: no"), now);
+        let s = states(&r);
+        assert!(s.iter().any(|(_, n, st)| n == "good" && *st == State::Acked { stale: true }), "{s:?}");
+        assert!(s.iter().any(|(_, n, st)| n == "bad" && matches!(st, State::Nacked { same_as: None, .. })), "{s:?}");
+
+        // A message naming neither: both are NACKED, the message shared, given with the first.
+        let v3 = snap(vec![listener_v("good", 1, "r", 8), listener_v("bad", 2, "r", 8), route("r", &[])]);
+        r.set_target(Arc::new(v3.clone()), now);
+        r.sent(0, &l, "n3".into(), Update::Replace(v3.get(LISTENER).unwrap().clone()));
+        r.answered(0, &l, "n3", Some("rejected"), now);
+        let nacked: Vec<(String, Option<Arc<str>>)> = r
+            .resource_states()
+            .into_iter()
+            .filter_map(|s| match s.state {
+                State::Nacked { same_as, .. } => Some((s.name.to_string(), same_as)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(nacked, [("bad".to_owned(), None), ("good".to_owned(), Some(Arc::from("bad")))]);
+    }
 }
