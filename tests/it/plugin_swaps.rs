@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure};
+use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::free_port;
@@ -153,13 +153,72 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
     Ok(())
 }
 
+/// The wall time the slow version A of the in-flight swap test is calibrated to take: long
+/// enough to see its generation start and to swap the plugin before it ends, whatever the
+/// machine's load, and short enough not to slow the suite.
+const SLOW_TARGET_MS: f64 = 2000.0;
+/// The re-check's bounds on A's measured time, as a multiple of [`SLOW_TARGET_MS`]. Outside
+/// them (the load on the machine changed between the probe and A), A is scaled again.
+const SLOW_BOUNDS: std::ops::RangeInclusive<f64> = 0.5..=2.0;
+/// How many million rounds the calibration probe spins by default: a tenth of a second to half
+/// a second on the machines seen so far, long enough to measure against the call's fixed cost.
+const PROBE_SPIN: u32 = 200;
+
+/// The CPU time (user and system) process `pid` has used, from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces and parentheses: count from its last `)`.
+    // Fields 14 and 15, utime and stime, are then the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')').context("malformed /proc/PID/stat")?.1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Waits until the swap plugin serving is `bytes` (a generation with it has finished), and
+/// returns how long its last call took, in ms: the translation itself, without what the
+/// generation also did (the first generation compiles every plugin).
+async fn swap_call_ms(admin: SocketAddr, bytes: &[u8]) -> anyhow::Result<f64> {
+    let want = Value::from(xdst_plugin::digest(bytes));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let status = json(admin, "/debug/plugins").await?;
+        let serving = status["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "swap"))
+            .map(|p| p["digest"].clone());
+        if serving.as_ref() == Some(&want) {
+            return status["timings"]["swap"]["last_ms"].as_f64().context("no timing for the swap plugin");
+        }
+        ensure!(Instant::now() < deadline, "swap plugin {want} did not serve within {WAIT:?}: {status:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Issue 5, must-show 3: a plugin swapped while a translation is in flight. The translation
 /// under way finishes on the version it started with (its routes are published), and the next
 /// one uses the new version. Were the new version used mid-flight, the routes of the slow
 /// version for the new intent would never appear.
+///
+/// Version A is slow by spinning (`tests/plugins/swap`), and how long a spin takes depends on
+/// the machine: the fixed count that made A take about a second on one machine took 0.3 s on a
+/// faster one, where the test then proved nothing. So the test calibrates first. xdst starts with the plugin spinning a
+/// known count (the probe); the probe's call time (`/debug/plugins`, `timings.swap.last_ms`)
+/// scales the count so that A takes about [`SLOW_TARGET_MS`]; A's own time is then measured
+/// the same way, and A scaled again if it is off (the machine's load changed). B spins a fifth
+/// of A. Nothing after that assumes a timing: the swap waits until xdst has spent a tenth of
+/// A's time translating the new intent, and checks that the generation has not finished yet.
+///
+/// `XDST_TEST_SWAP_BASE_LOOPS` sets the probe's count, in million rounds (default
+/// [`PROBE_SPIN`]). It exists only to show that the outcome does not depend on how long the
+/// uncalibrated plugin takes: e.g. a probe of 0.3 s or of 3 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyhow::Result<()> {
     xdst_tests::init_logging();
+    let probe_spin: u32 = match std::env::var("XDST_TEST_SWAP_BASE_LOOPS") {
+        Ok(v) => v.parse().with_context(|| format!("XDST_TEST_SWAP_BASE_LOOPS={v:?}: million rounds, a number"))?,
+        Err(_) => PROBE_SPIN,
+    };
     let intent = tempfile::tempdir()?;
     let plugin_dir = tempfile::tempdir()?;
     let services: Vec<String> = (0..6)
@@ -176,18 +235,50 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
     write_intent("v1")?;
     plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
     let swap = std::fs::read(plugins::swap()?)?;
-    // Version A routes to u0 and is slow; version B routes to u1, and takes a fifth of A's time:
-    // long enough that the state A's last translation publishes is served for a while before
-    // B's replaces it, so polling sees it even on a loaded machine.
-    let slow = plugins::swap_variant_slow(&swap, [100, 0, 0, 0, 0, 0], 999)?;
-    let fast = plugins::swap_variant_slow(&swap, [0, 100, 0, 0, 0, 0], 200)?;
+    let install = |bytes: &[u8]| -> anyhow::Result<()> {
+        xdst_core::files::write_atomic(&plugin_dir.path().join("swap.wasm"), bytes)?;
+        Ok(())
+    };
+    // The probe and A route to u0, B to u1.
+    let (to_u0, to_u1) = ([100, 0, 0, 0, 0, 0], [0, 100, 0, 0, 0, 0]);
+    let probe = plugins::swap_variant_slow(&swap, to_u0, probe_spin)?;
+    // The deadline must not cut short a probe that is slow on purpose.
     std::fs::write(plugin_dir.path().join("swap.yaml"), "limits: {deadlineMs: 30000}\n")?;
-    std::fs::write(plugin_dir.path().join("swap.wasm"), &slow)?;
+    install(&probe)?;
     let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
     let admin = xdst.admin_addr;
+    let pid = xdst.child.id().context("xdst exited")?;
 
-    // (route name, clusters) of route configuration `web`, and the swap digest of the
-    // generation that served it.
+    // Calibration: scale the spin by the last measurement until A takes about the target.
+    let probe_ms = swap_call_ms(admin, &probe).await?;
+    let scaled = |spin: u32, ms: f64| {
+        ((f64::from(spin) * SLOW_TARGET_MS / ms.max(1.0)).round() as u32).clamp(1, plugins::SWAP_MAX_SPIN)
+    };
+    let mut measured = vec![(probe_spin, probe_ms)];
+    let (slow_spin, slow_ms) = loop {
+        let (spin, ms) = measured[measured.len() - 1];
+        let spin = scaled(spin, ms);
+        let slow = plugins::swap_variant_slow(&swap, to_u0, spin)?;
+        install(&slow)?;
+        let ms = swap_call_ms(admin, &slow).await?;
+        measured.push((spin, ms));
+        if SLOW_BOUNDS.contains(&(ms / SLOW_TARGET_MS)) {
+            break (spin, ms);
+        }
+        ensure!(
+            measured.len() < 5,
+            "version A could not be made to take about {SLOW_TARGET_MS} ms; (million rounds, ms): {measured:?}"
+        );
+    };
+    // Long enough that the state A's last translation publishes is served for a while before
+    // B's replaces it, so polling sees it even on a loaded machine.
+    let fast_spin = (slow_spin / 5).max(1);
+    let fast = plugins::swap_variant_slow(&swap, to_u1, fast_spin)?;
+    eprintln!(
+        "[in-flight swap] calibration, (million rounds, ms) in order: {measured:?}; A spins {slow_spin}, B {fast_spin}"
+    );
+
+    // (route name, clusters) of route configuration `web`.
     async fn state(admin: SocketAddr) -> anyhow::Result<(String, Vec<String>)> {
         let r = json(admin, "/debug/resources?bodies=true").await?;
         let web = r["default"]["rds"]["resources"]
@@ -202,24 +293,37 @@ async fn a_swap_during_a_translation_lets_it_finish_on_the_old_version() -> anyh
             .unwrap_or_default();
         Ok((route["name"].as_str().unwrap_or_default().to_owned(), clusters))
     }
-    let slow_ms = json(admin, "/debug/plugins").await?["last_generation"]["elapsed_ms"].as_f64().unwrap_or(0.0);
     ensure!(
         state(admin).await? == ("v1".to_owned(), vec!["u0".to_owned()]),
         "initial state: {:?}",
         state(admin).await?
     );
-    ensure!(slow_ms > 600.0, "version A should be slow for this test to mean anything: {slow_ms:.0} ms");
 
-    // New intent: a generation starts with A. While it runs, B replaces A.
+    // New intent: a generation starts with A. While it runs, B replaces A. xdst does not say
+    // when a generation starts, but nothing else in the process is busy: once it has used a
+    // tenth of A's time in CPU since the intent changed, A is translating (the rest of a
+    // generation takes milliseconds), with most of its time still ahead.
     let before = json(admin, "/debug/plugins").await?["generations_ok"].as_u64().unwrap_or(0);
+    let cpu_before = cpu_time(pid)?;
     write_intent("v2")?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let changed = Instant::now();
+    let busy = Duration::from_secs_f64(slow_ms / 10.0 / 1e3);
+    let deadline = Instant::now() + WAIT;
+    while cpu_time(pid)?.saturating_sub(cpu_before) < busy {
+        ensure!(Instant::now() < deadline, "xdst did not start translating the new intent within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let plugins_now = json(admin, "/debug/plugins").await?;
     ensure!(
         plugins_now["generations_ok"].as_u64().unwrap_or(0) == before,
         "the slow generation already finished: {plugins_now:#}"
     );
-    xdst_core::files::write_atomic(&plugin_dir.path().join("swap.wasm"), &fast)?;
+    install(&fast)?;
+    eprintln!(
+        "[in-flight swap] B written {:?} after the intent change, xdst having used {:?} of CPU meanwhile",
+        changed.elapsed(),
+        cpu_time(pid)?.saturating_sub(cpu_before)
+    );
 
     let mut seen: Vec<(String, Vec<String>)> = Vec::new();
     let deadline = Instant::now() + WAIT;

@@ -70,13 +70,22 @@ pub fn swap_variant(wasm: &[u8], weights: [u16; 6]) -> anyhow::Result<Vec<u8>> {
     swap_variant_slow(wasm, weights, 0)
 }
 
-/// [`swap_variant`] that also spins `spin` million rounds per translation (a slow version).
-pub fn swap_variant_slow(wasm: &[u8], weights: [u16; 6], spin: u16) -> anyhow::Result<Vec<u8>> {
+/// The most [`swap_variant_slow`] can spin: the table has five digits for it.
+pub const SWAP_MAX_SPIN: u32 = 99_999;
+
+/// [`swap_variant`] that also spins `spin` million rounds per translation (a slow version);
+/// at most [`SWAP_MAX_SPIN`]. How long a round takes depends on the machine: a test that needs
+/// a slow version measures it (see `tests/it/plugin_swaps.rs`).
+pub fn swap_variant_slow(wasm: &[u8], weights: [u16; 6], spin: u32) -> anyhow::Result<Vec<u8>> {
     const MARKER: &[u8] = b"XDST-SWAP:";
+    if spin > SWAP_MAX_SPIN {
+        bail!("the swap plugin spins at most {SWAP_MAX_SPIN} million rounds, not {spin}");
+    }
     let at = wasm.windows(MARKER.len()).position(|w| w == MARKER).context("the swap plugin has no XDST-SWAP: table")?;
-    let digits: String = weights.iter().chain(std::iter::once(&spin)).map(|w| format!("{:03}", w.min(&999))).collect();
+    let mut digits: String = weights.iter().map(|w| format!("{:03}", w.min(&999))).collect();
+    digits.push_str(&format!("{spin:05}"));
     let mut out = wasm.to_vec();
-    out[at + MARKER.len()..at + MARKER.len() + 21].copy_from_slice(digits.as_bytes());
+    out[at + MARKER.len()..at + MARKER.len() + digits.len()].copy_from_slice(digits.as_bytes());
     Ok(out)
 }
 

@@ -3,15 +3,17 @@
 //!
 //! The table sits in the module's data section behind a marker, so a test can turn one build
 //! of this plugin into many versions (each with its own digest and its own routing) by
-//! rewriting those bytes: `XDST-SWAP:`, six weights of three digits each, then three digits of
+//! rewriting those bytes: `XDST-SWAP:`, six weights of three digits each, then five digits of
 //! "spin": how many million rounds of busy work each translation does first (a slow version,
-//! for tests of a swap while a translation is in flight). An optional `spec.tag` names the
-//! route, so a test can tell which intent a route came from.
+//! for tests of a swap while a translation is in flight). Five digits, because a test scales
+//! the spin to take a wall time it chooses, and a fast machine needs thousands of millions of
+//! rounds for a second. An optional `spec.tag` names the route, so a test can tell which
+//! intent a route came from.
 
 use xdst_guest::*;
 
-/// `XDST-SWAP:`, six three-digit weights for `u0` to `u5`, and three digits of spin.
-static TABLE: [u8; 31] = *b"XDST-SWAP:100000000000000000000";
+/// `XDST-SWAP:`, six three-digit weights for `u0` to `u5`, and five digits of spin.
+static TABLE: [u8; 33] = *b"XDST-SWAP:10000000000000000000000";
 
 fn weights() -> Result<Vec<(String, u32)>, PluginError> {
     // Read through black_box so the compiler keeps the bytes in memory instead of folding
@@ -45,7 +47,7 @@ impl Translator for Swap {
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         let table = core::hint::black_box(&TABLE);
-        let spin = table[28..31].iter().fold(0u64, |acc, d| acc * 10 + d.wrapping_sub(b'0') as u64 % 10);
+        let spin = table[28..33].iter().fold(0u64, |acc, d| acc * 10 + d.wrapping_sub(b'0') as u64 % 10);
         let mut x = 0u64;
         for _ in 0..spin * 1_000_000 {
             x = core::hint::black_box(x.wrapping_add(1));
