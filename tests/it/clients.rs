@@ -202,23 +202,7 @@ async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
 /// Listener `echo` (api_listener, RDS over ADS), route `echo-routes` for domain `echo`, EDS
 /// cluster `echo-cluster` with one endpoint in locality z1, weight 1.
 fn write_echo_resources(dir: &Path, port: u16) {
-    fixtures::write(
-        dir,
-        "echo-listener.yaml",
-        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
-name: echo
-api_listener:
-  api_listener:
-    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-    stat_prefix: echo
-    rds:
-      route_config_name: echo-routes
-      config_source: {ads: {}, resource_api_version: V3}
-    http_filters:
-    - name: router
-      typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-"#,
-    );
+    fixtures::write(dir, "echo-listener.yaml", &fixtures::api_listener("echo", "echo-routes"));
     fixtures::write(
         dir,
         "echo-routes.yaml",

@@ -132,15 +132,7 @@ impl Fleet {
     }
 
     async fn wait_with(&self, change: i64, timeout: &str, extra: &[&str]) -> anyhow::Result<(i32, String)> {
-        let out = tokio::process::Command::new(xdst_tests::server::binary()?)
-            .args(["wait", "--change", &change.to_string(), "--timeout", timeout, "--admin"])
-            .arg(format!("http://{}", self.xdst.admin_addr))
-            .args(extra)
-            .output()
-            .await
-            .context("running xdst wait")?;
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        Ok((out.status.code().unwrap_or(-1), text))
+        xdst_tests::operator::xdst_wait(self.xdst.admin_addr, change, timeout, extra).await
     }
 }
 

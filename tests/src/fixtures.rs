@@ -23,6 +23,24 @@ filter_chains:
 }
 
 /// A route configuration sending everything to `cluster`.
+/// A listener with an `api_listener` (a proxyless gRPC client's), its HTTP connection manager
+/// taking route configuration `route` over ADS: Envoy ignores it over LDS.
+pub fn api_listener(name: &str, route: &str) -> String {
+    format!(
+        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: {name}
+api_listener:
+  api_listener:
+    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+    stat_prefix: {name}
+    rds: {{route_config_name: {route}, config_source: {{ads: {{}}, resource_api_version: V3}}}}
+    http_filters:
+    - name: router
+      typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+"#
+    )
+}
+
 pub fn route(name: &str, cluster: &str) -> String {
     format!(
         r#""@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
