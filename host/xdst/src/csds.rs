@@ -124,9 +124,15 @@ impl Csds {
                     ..Default::default()
                 };
                 // Bodies go first when the answer runs out of room, then whole nodes.
-                let fitting = [bodies, false].into_iter().map(entry).find(|c| size + c.encoded_len() <= MAX_ANSWER);
-                let Some(c) = fitting else { break };
-                size += c.encoded_len();
+                let fitting = [bodies, false]
+                    .into_iter()
+                    .map(|b| {
+                        let c = entry(b);
+                        (c.encoded_len(), c)
+                    })
+                    .find(|(len, _)| size + len <= MAX_ANSWER);
+                let Some((len, c)) = fitting else { break };
+                size += len;
                 config.push(c);
             }
             if config.len() < total {
