@@ -26,6 +26,7 @@ mod core_abi;
 pub mod dir;
 pub mod error;
 mod lift;
+pub mod names;
 pub mod pipeline;
 mod runtime;
 pub mod stdio;

@@ -336,6 +336,7 @@ impl Runtime {
             },
             |c, store| c.describe(store, limits.output_bytes),
         )?;
+        crate::names::check(&info).map_err(|e| plugin.error(Failure::Incompatible(e.to_string())))?;
         plugin.name = info.name.clone();
         plugin.info = info;
         info!(
