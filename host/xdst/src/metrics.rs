@@ -1,6 +1,7 @@
 //! Prometheus metrics, served as text on the admin port's `/metrics`.
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -13,8 +14,51 @@ use std::sync::{Mutex, OnceLock};
 
 // Label values borrow static strings where they can: metrics are touched on every response
 // and ACK of every stream.
-type Labels2 = [(&'static str, Cow<'static, str>); 2];
-type Labels1 = [(&'static str, Cow<'static, str>); 1];
+type Labels2 = [(&'static str, LabelValue); 2];
+type Labels1 = [(&'static str, LabelValue); 1];
+
+/// A label value, escaped when written (`\\`, `\"`, `\n`, as the Prometheus text format
+/// says): a value that carries a plugin's name or a file's name cannot end its series early
+/// and start one of its own. `prometheus-client` writes label values as they are.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LabelValue(Cow<'static, str>);
+
+impl EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        let s: &str = &self.0;
+        if !s.contains(['\\', '"', '\n']) {
+            return encoder.write_str(s);
+        }
+        for c in s.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<&'static str> for LabelValue {
+    fn from(s: &'static str) -> Self {
+        LabelValue(Cow::Borrowed(s))
+    }
+}
+
+impl From<String> for LabelValue {
+    fn from(s: String) -> Self {
+        LabelValue(Cow::Owned(s))
+    }
+}
+
+impl From<Cow<'static, str>> for LabelValue {
+    fn from(s: Cow<'static, str>) -> Self {
+        LabelValue(s)
+    }
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -284,19 +328,41 @@ fn type_index(type_url: &str) -> usize {
 
 /// `[("type", "cds")]`
 pub fn by_type(type_url: &str) -> Labels1 {
-    [("type", type_label(type_url))]
+    [("type", type_label(type_url).into())]
 }
 
 pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {
-    [("api", Cow::Borrowed(api)), ("type", type_label(type_url))]
+    [("api", api.into()), ("type", type_label(type_url).into())]
 }
 
 /// `[("api", "sotw"), ("service", "ads")]`
 pub fn by_api_service(api: &'static str, service: &'static str) -> Labels2 {
-    [("api", Cow::Borrowed(api)), ("service", Cow::Borrowed(service))]
+    [("api", api.into()), ("service", service.into())]
 }
 
 /// `[(key, value)]` for a static value.
 pub fn label(key: &'static str, value: &'static str) -> Labels1 {
-    [(key, Cow::Borrowed(value))]
+    [(key, value.into())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33, item 4: a plugin named `m"} 1\nxdst_injected_total{x="1` (or a file named so)
+    /// stays inside its label value: escaped, on its own series' line, adding no series.
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        let name = "m\"} 1\nxdst_injected_total{x=\"1\\";
+        m.plugin_calls.get_or_create(&[("plugin", name.to_owned().into())]).inc();
+        m.plugin_refusals.get_or_create(&[("file", format!("{name}.wasm").into())]).inc();
+        let text = m.render();
+        assert!(!text.lines().any(|l| l.starts_with("xdst_injected")), "a series was injected:\n{text}");
+        assert!(text.contains(r#"xdst_plugin_calls_total{plugin="m\"} 1\nxdst_injected_total{x=\"1\\"} 1"#), "{text}");
+        assert!(text.contains(r#"xdst_plugin_refusals_total{file="m\"} 1\nxdst_injected_total{x=\"1\\.wasm"} 1"#));
+        // Plain values are written as they are.
+        m.refusals.get_or_create(&label("reason", "admin_host")).inc();
+        assert!(m.render().contains("xdst_refusals_total{reason=\"admin_host\"} 1"));
+    }
 }
