@@ -19,6 +19,16 @@
 //! checked as every generation is. Only then is it published. A write that fails is undone
 //! (the file is restored or removed), and the answer carries the error. What was serving
 //! keeps serving. Writes are serialised.
+//!
+//! **Names are Kubernetes names.** A write's namespace must be a DNS-1123 label and its name a
+//! DNS-1123 subdomain (lowercase letters, digits, `-`, and `.` between labels); anything else is
+//! refused with `422`, naming the field. Namespace directories then hold no `.`, and every
+//! document file ends in `.yaml`, so no two accepted ids share a path on disk.
+//!
+//! **A Secret's body is never shown.** A document of kind `Secret` is read (alone or listed)
+//! with its metadata; each key of `data`, `stringData` (and of any other body field) shows
+//! only `withheld` and a content hash, as `/debug/resources` shows SDS Secrets. So does the
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation, which holds a copy.
 
 use axum::Json;
 use axum::Router;
@@ -133,6 +143,9 @@ fn one(ctx: &Ctx, kind: &str, name: &str) -> Response {
                 {
                     doc["status"] = status;
                 }
+                if d.kind == "Secret" {
+                    withhold_secret(&mut doc);
+                }
                 match source.mirror().and_then(|m| m.mod_revision(key_of(&d.origin))) {
                     Some(rev) => ([(http::header::ETAG, format!("\"{rev}\""))], Json(doc)).into_response(),
                     None => Json(doc).into_response(),
@@ -165,8 +178,8 @@ struct Written {
     error: Option<String>,
 }
 
-/// Kinds, namespaces and names become path components: keep them to what cannot escape or hide.
-fn valid_part(s: &str, what: &str) -> Result<(), String> {
+/// Kinds become directory names: keep them to what cannot escape or hide.
+fn valid_kind(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 253
         && !s.starts_with('.')
@@ -174,8 +187,47 @@ fn valid_part(s: &str, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{what} {s:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'"))
+        Err(format!("kind {s:?} must be 1-253 letters, digits, '-', '_' or '.', not starting with '.'"))
     }
+}
+
+/// A DNS-1123 label: 1-63 lowercase letters, digits and `-`, starting and ending with a letter
+/// or digit (a Kubernetes namespace).
+fn is_dns_label(s: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| alnum(b) || b == b'-')
+        && s.bytes().next().is_some_and(alnum)
+        && s.bytes().last().is_some_and(alnum)
+}
+
+/// A DNS-1123 subdomain: at most 253 characters, DNS-1123 labels joined by `.` (a Kubernetes
+/// object name).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Namespaces and names become path components: Kubernetes' own rules, under which a
+/// namespace directory (no `.`) never shares a path with a document file (`<name>.yaml`).
+fn valid_name(namespace: Option<&str>, name: &str) -> Result<(), String> {
+    if let Some(ns) = namespace
+        && !is_dns_label(ns)
+    {
+        return Err(format!(
+            "metadata.namespace {:?} is not a DNS-1123 label (1-63 lowercase letters, digits and '-', starting and \
+             ending with a letter or digit)",
+            xdst_plugin::clip(ns, 300)
+        ));
+    }
+    if !is_dns_subdomain(name) {
+        return Err(format!(
+            "metadata.name {:?} is not a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' and '.', each \
+             '.'-separated part starting and ending with a letter or digit)",
+            xdst_plugin::clip(name, 300)
+        ));
+    }
+    Ok(())
 }
 
 async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body: Option<String>) -> Response {
@@ -187,11 +239,11 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
         Some((ns, n)) => (Some(ns), n),
         None => (None, name.as_str()),
     };
-    let valid = valid_part(&kind, "kind")
-        .and_then(|_| namespace.map_or(Ok(()), |ns| valid_part(ns, "namespace")))
-        .and_then(|_| valid_part(plain, "name"));
-    if let Err(e) = valid {
+    if let Err(e) = valid_kind(&kind) {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+    }
+    if let Err(e) = valid_name(namespace, plain) {
+        return (StatusCode::UNPROCESSABLE_ENTITY, Json(Written::refused(&kind, &name, e))).into_response();
     }
     if let Err(e) = check_body(&kind, &name, body.as_deref()) {
         return (StatusCode::BAD_REQUEST, Json(Written::refused(&kind, &name, e))).into_response();
@@ -214,7 +266,7 @@ async fn write(ctx: &Ctx, headers: &HeaderMap, kind: String, name: String, body:
 
 /// Where the API keeps a document: `_api/<kind>/[<namespace>/]<name>.yaml`; when that file name
 /// would pass the 255-byte limit of common file systems (names may have 253 characters), the
-/// name's first 200 characters and a digest of the whole name.
+/// name's first 200 characters, `_` (which no name holds) and a digest of the whole name.
 fn api_file(kind: &str, qualified_name: &str) -> String {
     const MAX_FILE_NAME: usize = 255;
     let (dir, name) = match qualified_name.split_once('/') {
@@ -224,9 +276,9 @@ fn api_file(kind: &str, qualified_name: &str) -> String {
     if name.len() + ".yaml".len() <= MAX_FILE_NAME {
         return format!("{dir}/{name}.yaml");
     }
-    // Names are ASCII (see `valid_part`), so any byte index is a character boundary.
+    // Names are ASCII (see `valid_name`), so any byte index is a character boundary.
     let digest = xdst_core::resource::content_version("xdst.api/name", name.as_bytes());
-    format!("{dir}/{}-{digest}.yaml", &name[..200])
+    format!("{dir}/{}_{digest}.yaml", &name[..200])
 }
 
 impl Written {
@@ -318,6 +370,43 @@ fn apply(ctx: &Ctx, source: &IntentSource, kind: &str, name: &str, body: Option<
     }
 }
 
+/// What a Secret's document shows of a withheld value.
+const WITHHELD: &str = "Secret data is never shown";
+
+/// The annotation `kubectl apply` writes: a copy of the whole object, Secret data included.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A Secret document as the API shows it: `apiVersion`, `kind`, `metadata`, `type`,
+/// `immutable` and `status` as they are; every key of every other field (`data`,
+/// `stringData`, a `spec`) with only `withheld` and a content hash of its value; the same for
+/// the last-applied annotation.
+fn withhold_secret(doc: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Some(fields) = doc.as_object_mut() else { return };
+    for (field, value) in fields.iter_mut() {
+        if matches!(field.as_str(), "apiVersion" | "kind" | "metadata" | "type" | "immutable" | "status") {
+            continue;
+        }
+        *value = match &*value {
+            Value::Object(keys) => Value::Object(keys.iter().map(|(k, v)| (k.clone(), withheld(v))).collect()),
+            other => withheld(other),
+        };
+    }
+    if let Some(v) = fields
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(|a| a.as_object_mut())
+        .and_then(|a| a.get_mut(LAST_APPLIED))
+    {
+        *v = withheld(v);
+    }
+}
+
+fn withheld(value: &serde_json::Value) -> serde_json::Value {
+    let hash = xdst_core::resource::content_version("xdst.intent/secret-value", value.to_string().as_bytes());
+    serde_json::json!({"withheld": WITHHELD, "hash": hash})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +426,55 @@ mod tests {
             let file_name = f.rsplit('/').next().unwrap();
             assert!(file_name.len() <= 255, "{file_name} is {} bytes", file_name.len());
         }
+    }
+
+    /// Issue 33, item 12: after `PUT /intent/Service/x.yaml/y`, `PUT /intent/Service/x`
+    /// answered 500 "Is a directory". Namespaces with a `.` are refused now, and no accepted
+    /// namespace directory is ever an accepted document's file.
+    #[test]
+    fn accepted_names_never_share_a_path() {
+        assert!(valid_name(Some("x.yaml"), "y").unwrap_err().starts_with("metadata.namespace \"x.yaml\""));
+        for (ns, name) in [(Some("infra"), "web"), (None, "x"), (None, "x.yaml"), (Some("a-1"), "b.c-d.e")] {
+            assert_eq!(valid_name(ns, name), Ok(()), "{ns:?}/{name}");
+        }
+        for name in ["X", "a_b", "-a", "a-", "a..b", ".a", "a.", "", "a/b", "..", &"n".repeat(254)] {
+            assert!(valid_name(None, name).unwrap_err().starts_with("metadata.name"), "{name:?}");
+        }
+        for ns in ["X", "a.b", "a_b", "-a", "", &"n".repeat(64)] {
+            assert!(valid_name(Some(ns), "x").unwrap_err().starts_with("metadata.namespace"), "{ns:?}");
+        }
+        // Every file of a name holds a '.' (its ".yaml"); a namespace directory holds none.
+        let (file, in_ns) = (api_file("Service", "x"), api_file("Service", "x/y"));
+        let dir = in_ns.rsplit_once('/').unwrap().0;
+        assert_eq!((file.as_str(), dir), ("_api/Service/x.yaml", "_api/Service/x"));
+        // A long name's file is never the file of a name of its own (names hold no '_').
+        let long = api_file("Service", &"n".repeat(253));
+        let stem = long.rsplit('/').next().unwrap().trim_end_matches(".yaml");
+        assert!(stem.contains('_') && !is_dns_subdomain(stem), "{stem}");
+    }
+
+    /// Issue 33, item 3: a Secret read through the API shows its metadata and, for each key,
+    /// only that it is withheld and a content hash.
+    #[test]
+    fn a_secret_shows_keys_and_hashes_only() {
+        let mut doc = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "tls", "namespace": "infra", "annotations": {
+                LAST_APPLIED: "{\"data\":{\"tls.key\":\"S0VZ\"}}", "team": "a"}},
+            "data": {"tls.crt": "Q0VSVA==", "tls.key": "S0VZ"},
+            "stringData": {"password": "hunter2"},
+        });
+        withhold_secret(&mut doc);
+        let text = doc.to_string();
+        for secret in ["S0VZ", "Q0VSVA==", "hunter2"] {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
+        assert_eq!(doc["data"]["tls.key"]["withheld"], WITHHELD);
+        assert_eq!(doc["data"]["tls.key"]["hash"].as_str().map(str::len), Some(16));
+        assert_ne!(doc["data"]["tls.key"]["hash"], doc["data"]["tls.crt"]["hash"]);
+        assert_eq!(doc["stringData"]["password"]["withheld"], WITHHELD);
+        assert_eq!(doc["metadata"]["annotations"][LAST_APPLIED]["withheld"], WITHHELD);
+        assert_eq!((&doc["metadata"]["name"], &doc["metadata"]["annotations"]["team"]), (&"tls".into(), &"a".into()));
+        assert_eq!(doc["type"], "kubernetes.io/tls");
     }
 }
