@@ -377,7 +377,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         (None, _) => (None, None),
     };
     let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
-    let admin_router = admin::routes(&ctx);
+    let admin_router = admin::routes(&ctx, admin_addr);
     let mut tasks = vec![
         tokio::spawn(server::serve(
             "xds",
