@@ -17,6 +17,8 @@ use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 use crate::wit2;
 
+mod waits;
+
 /// How often the engine's epoch advances; deadlines are rounded up to it.
 const TICK: Duration = Duration::from_millis(5);
 /// Log lines a plugin may write per call, and bytes per line.
@@ -195,8 +197,10 @@ impl Runtime {
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wit2::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
+        waits::bound_component_waits(&mut linker).map_err(host)?;
         let mut core_linker = wasmtime::Linker::new(&engine);
         core_abi::add_to_linker(&mut core_linker).map_err(host)?;
+        waits::bound_core_waits(&mut core_linker).map_err(host)?;
         Ok(Runtime {
             engine,
             config,
@@ -570,6 +574,8 @@ impl Plugin {
                 wasi: None,
                 wasi_p1: None,
                 capabilities: self.limits.capabilities,
+                deadline: std::time::Instant::now() + self.limits.deadline,
+                unsupported: Default::default(),
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
@@ -674,6 +680,10 @@ pub struct CallState {
     /// The same for a core module importing `wasi_snapshot_preview1` (Go's wasip1 runtime).
     wasi_p1: Option<WasiP1>,
     capabilities: Capabilities,
+    /// When the call must end: host waits end by then too (`waits`).
+    deadline: std::time::Instant,
+    /// The WASI functions xdst does not provide that the plugin called (`waits`).
+    unsupported: waits::Unsupported,
 }
 
 struct Wasi {
@@ -733,6 +743,8 @@ impl CallState {
             wasi: None,
             wasi_p1: None,
             capabilities: Capabilities::default(),
+            deadline: std::time::Instant::now(),
+            unsupported: Default::default(),
         }
     }
 
