@@ -121,7 +121,7 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("services.yaml"), "{body}");
     let (status, _) = http_with(admin, "PUT", "/intent/Service/..%2Fescape", &[TOKEN], &service("x", 1)).await;
-    assert!(status == 400 || status == 404, "a path-like name must be refused, got {status}");
+    assert!(matches!(status, 400 | 404 | 422), "a path-like name must be refused, got {status}");
 
     // Deleting what a route still names is refused by the consistency check; the file stays.
     std::fs::write(intent.path().join("gateway.yaml"), gateway("b")).unwrap();
@@ -155,4 +155,52 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
     let (status, _) = http_with(admin, "DELETE", "/intent/Service/b", &[TOKEN], "").await;
     assert_eq!(status, 404);
     xdst.kill().await.unwrap();
+}
+
+/// Issue 33, item 12: names that the intent API accepts never collide on disk. The
+/// reproducer: after `PUT /intent/Service/x.yaml/y` (stored as `_api/Service/x.yaml/y.yaml`),
+/// `PUT /intent/Service/x` answered 500 "Is a directory". A namespace must be a DNS-1123
+/// label and a name a DNS-1123 subdomain, as in Kubernetes; others are refused with 422
+/// naming the field, and write nothing.
+#[tokio::test]
+async fn names_that_would_collide_on_disk_are_refused() {
+    let intent = tempfile::tempdir().unwrap();
+    let plugin_dir = tempfile::tempdir().unwrap();
+    plugins::install(plugin_dir.path(), &plugins::reference().unwrap(), "reference.wasm", None).unwrap();
+    std::fs::write(intent.path().join("services.yaml"), service("a", 8081)).unwrap();
+    let token = intent.path().join(".token");
+    std::fs::write(&token, "api-t0ken").unwrap();
+    let xdst =
+        Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()])
+            .await
+            .unwrap();
+    let admin = xdst.admin_addr;
+    let namespaced =
+        "kind: Service\nmetadata: {name: y, namespace: x.yaml}\nspec:\n  endpoints: [{address: 127.0.0.1, port: 9}]\n";
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/x.yaml/y", &[TOKEN], namespaced).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("metadata.namespace") && body.contains("DNS-1123 label"), "{body}");
+    assert!(!intent.path().join("_api/Service/x.yaml").exists(), "a refused write left a directory");
+    let (status, body) = http_with(admin, "PUT", "/intent/Service/x", &[TOKEN], &service("x", 8082)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(intent.path().join("_api/Service/x.yaml").is_file());
+    for (path, field) in [
+        ("/intent/Service/Upper", "metadata.name"),
+        ("/intent/Service/under_score", "metadata.name"),
+        ("/intent/Service/x.", "metadata.name"),
+        ("/intent/Service/Infra/web", "metadata.namespace"),
+        ("/intent/Service/a.b/web", "metadata.namespace"),
+    ] {
+        let (status, body) = http_with(admin, "PUT", path, &[TOKEN], &service("whatever", 1)).await;
+        assert_eq!(status, 422, "{path}: {body}");
+        assert!(body.contains(field), "{path}: {body}");
+    }
+    // The accepted write serves, and nothing else was written.
+    assert_eq!(clusters(admin).await, ["a", "x"]);
+    let mut written: Vec<String> = std::fs::read_dir(intent.path().join("_api/Service"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["x.yaml"]);
 }
