@@ -207,3 +207,69 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     xdst.kill().await?;
     Ok(())
 }
+
+/// A core-module plugin (`proto/core-abi`) whose `xdst_describe` returns `describe`, written
+/// in WAT with every byte of the JSON escaped.
+fn describing(describe: &str) -> anyhow::Result<Vec<u8>> {
+    let data: String = describe.bytes().map(|b| format!("\\{b:02x}")).collect();
+    Ok(wat::parse_str(format!(
+        r#"(module (memory (export "memory") 1)
+            (data (i32.const 0) "{data}")
+            (func (export "xdst_plugin_abi_0_1_0"))
+            (func (export "xdst_alloc") (param i32) (result i32) (i32.const 4096))
+            (func (export "xdst_describe") (result i64) (i64.const {}))
+            (func (export "xdst_translate") (param i32 i32) (result i64) (i64.const 0)))"#,
+        describe.len()
+    ))?)
+}
+
+/// Issue 33, item 4: a plugin whose name, version or a kind is not a plain identifier is
+/// refused at load, the refusal naming the file and the field (`name`, `version`,
+/// `kinds[i]`); one named `m"} 1\nxdst_injected_total{x="1` adds nothing to `/metrics`. And
+/// `/metrics` escapes label values anyway: a refused file whose own name is that string is
+/// counted under its escaped name, with no series of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_is_not_a_plain_identifier_is_refused() -> anyhow::Result<()> {
+    let intent = tempfile::tempdir()?;
+    let plugin_dir = tempfile::tempdir()?;
+    std::fs::write(
+        intent.path().join("services.yaml"),
+        "kind: Service\nmetadata: {name: a}\nspec:\n  endpoints: [{address: 127.0.0.1, port: 9}]\n",
+    )?;
+    install(plugin_dir.path(), "reference.wasm", &std::fs::read(plugins::reference()?)?)?;
+    let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &["--debounce", "20ms"]).await?;
+    let admin = xdst.admin_addr;
+    let injected = "m\"} 1\nxdst_injected_total{x=\"1";
+    let describe = |name: &str, version: &str, kind: &str| {
+        serde_json::json!({"name": name, "version": version, "kinds": [kind], "phase": "translate",
+            "granularity": "whole-set"})
+        .to_string()
+    };
+    let injected_file = format!("{injected}.wasm");
+    let cases = [
+        ("injected.wasm", describe(injected, "0.1.0", "Injected"), "describe: field name: "),
+        ("img.wasm", describe("<img src=x onerror=alert(1)>", "0.1.0", "Img"), "describe: field name: "),
+        ("version.wasm", describe("versioned", "1.0 <b>", "Versioned"), "describe: field version: "),
+        ("kind.wasm", describe("kinded", "0.1.0", "Bad Kind"), "describe: field kinds[0]: "),
+        (injected_file.as_str(), describe("<b>", "0.1.0", "Named"), "describe: field name: "),
+    ];
+    for (file, json, want) in &cases {
+        install(plugin_dir.path(), file, &describing(json)?)?;
+        let r = refused(admin, file, want).await?;
+        let reason = r["reason"].as_str().unwrap_or_default();
+        ensure!(reason.contains(file), "the refusal should name the file {file:?}: {reason}");
+    }
+    let s = status(admin).await?;
+    let loaded: Vec<&str> = s["plugins"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    ensure!(loaded == ["reference"], "only the reference plugin should be loaded: {s:#}");
+    // Every refusal is listed (above) before /metrics is read, so each is counted by now.
+    let (_, metrics) = http_get(admin, "/metrics").await?;
+    ensure!(!metrics.lines().any(|l| l.starts_with("xdst_injected")), "a series was injected:\n{metrics}");
+    ensure!(
+        metrics.contains(r#"xdst_plugin_refusals_total{file="m\"} 1\nxdst_injected_total{x=\"1.wasm"} 1"#),
+        "the refused file's name should be counted escaped:\n{metrics}"
+    );
+    ensure!(metrics.contains("xdst_plugin_refusals_total{file=\"injected.wasm\"} 1"), "{metrics}");
+    xdst.kill().await?;
+    Ok(())
+}
