@@ -623,3 +623,136 @@ async fn a_replica_reaches_etcd_over_mutual_tls() -> anyhow::Result<()> {
     child.kill().await?;
     Ok(())
 }
+
+/// Issue 33, item 10: etcd recreated empty on the same address (same ports, names and
+/// cluster token, so the same cluster id; its revisions start again from 1). The replica
+/// finds the store behind the revision it held, lists it again and serves what it holds;
+/// the next write through the API is served when it answers 200, or refused, never
+/// acknowledged and lost; a write by another client is served; `/readyz`, the status and a
+/// counter say what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_recreated_empty_is_listed_again_and_a_write_is_served_or_refused() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let mut etcd = Etcd::start(1).await?;
+    let setup = Setup::new()?;
+    let key = |name: &str| format!("/{PREFIX}/intent/Service/{name}");
+    {
+        let mut client = etcd.client().await?;
+        // Revisions well above what the new etcd reaches in this test.
+        for port in 9000..9040 {
+            client.put(key("old"), service("old", port), None).await?;
+        }
+    }
+    let a = setup.replica(&etcd.url(PREFIX), &[]).await?;
+    wait_served(a.admin_addr, &[("old", 9039)]).await?;
+    let held = status(a.admin_addr).await["last_ok_revision"].as_i64().context("no revision")?;
+    ensure!(held > 40, "held {held}");
+
+    etcd.recreate_empty().await?;
+    // Every answer until one is 200: a 200 is served when it is given.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut refused = Vec::new();
+    loop {
+        let (code, w) = put(a.admin_addr, "new", 9100, None).await;
+        if code == 200 {
+            let got = served(a.admin_addr).await;
+            ensure!(got == [("new".to_owned(), 9100)], "200 {w}, but {got:?} is served");
+            ensure!(w["revision"].as_i64().unwrap_or(i64::MAX) < held, "{w}");
+            break;
+        }
+        ensure!(code == 503, "a write to the recreated etcd: {code} {w}");
+        refused.push(w["error"].as_str().unwrap_or_default().to_owned());
+        ensure!(Instant::now() < deadline, "no write was served within 30 s: {refused:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("[store] writes refused before one was served: {refused:?}");
+
+    // Another client's write to the new etcd is watched from its revisions.
+    etcd.client().await?.put(key("other"), service("other", 9200), None).await?;
+    wait_served(a.admin_addr, &[("new", 9100), ("other", 9200)]).await?;
+    let r = ready(a.admin_addr).await;
+    let revision = r["store"]["revision"].as_i64().unwrap_or(i64::MAX);
+    ensure!(r["ready"] == true && r["store"]["connected"] == true && revision < held, "{r}");
+    let s = status(a.admin_addr).await;
+    ensure!(s["store"]["rewinds"].as_u64() >= Some(1), "{s}");
+    ensure!(s["store"]["rewound"]["from"].as_i64() >= Some(held), "{s}");
+    let rewound = metric(a.admin_addr, "xdst_store_reloads_total{reason=\"rewound\"} ").await;
+    ensure!(rewound >= 1, "xdst_store_reloads_total{{reason=\"rewound\"}} is {rewound}");
+    Ok(())
+}
+
+/// Issue 33, items 11 and 12: a key that is not UTF-8, or a key holding a document of another
+/// kind or name, fails the generation naming the key (escaped), on a running replica as it
+/// is watched and as it is listed again after a compaction (no listing error retried for
+/// ever), and on a new replica; the last good config keeps serving; once the key is gone,
+/// generations succeed again. Through the API, a write whose body is not the document its
+/// path names reaches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_that_are_not_utf8_or_hold_another_document_fail_the_generation_naming_the_key() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let etcd = Etcd::start(1).await?;
+    let setup = Setup::new()?;
+    let mut client = etcd.client().await?;
+    let key = |name: &str| format!("/{PREFIX}/intent/Service/{name}");
+    client.put(key("a"), service("a", 9001), None).await?;
+    let partition = Partition::start(etcd.members[0].client_port).await?;
+    let a = setup.replica(&format!("etcd://{}/{PREFIX}", partition.addr), &[]).await?;
+    wait_served(a.admin_addr, &[("a", 9001)]).await?;
+
+    // Watched by a running replica.
+    let bad: Vec<u8> = [format!("/{PREFIX}/intent/Service/w").as_bytes(), b"\xffeb"].concat();
+    let escaped = "intent/Service/w\\xffeb";
+    let failed = status(a.admin_addr).await["generations_failed"].as_u64().unwrap_or(0);
+    client.put(bad.clone(), service("web", 9009), None).await?;
+    let e = xdst_tests::admin::wait_for_failure(a.admin_addr, failed).await?;
+    let msg = e["message"].as_str().unwrap_or_default();
+    ensure!(msg.contains(escaped) && msg.contains("not UTF-8"), "{msg}");
+    ensure!(served(a.admin_addr).await == [("a".to_owned(), 9001)], "the last good config did not stay");
+
+    // A new replica fails the same way, naming the key, at its first generation: never at
+    // the listing.
+    match setup.replica(&etcd.url(PREFIX), &[]).await {
+        Ok(b) => {
+            let s = status(b.admin_addr).await;
+            ensure!(s["last_error"]["message"].as_str().unwrap_or_default().contains(escaped), "{s}");
+        }
+        Err(e) => {
+            let e = format!("{e:#}");
+            ensure!(e.contains("translating intent") && e.contains(escaped), "{e}");
+        }
+    }
+
+    // Listed again after a compaction: the same failure, and the replica stays connected.
+    partition.cut();
+    wait_store_connected(a.admin_addr, false).await?;
+    client.put(key("b"), service("b", 9002), None).await?;
+    let now = client.put(key("b"), service("b", 9002), None).await?.header().context("no header")?.revision();
+    client.compact(now, Some(etcd_client::CompactionOptions::new().with_physical())).await?;
+    let failed = status(a.admin_addr).await["generations_failed"].as_u64().unwrap_or(0);
+    partition.heal();
+    let e = xdst_tests::admin::wait_for_failure(a.admin_addr, failed).await?;
+    ensure!(e["message"].as_str().unwrap_or_default().contains(escaped), "{e}");
+    wait_store_connected(a.admin_addr, true).await?;
+    let reloads = metric(a.admin_addr, "xdst_store_reloads_total{reason=\"compacted\"} ").await;
+    ensure!(reloads == 1, "xdst_store_reloads_total{{reason=\"compacted\"}} is {reloads}, not 1");
+    ensure!(served(a.admin_addr).await == [("a".to_owned(), 9001)], "the last good config did not stay");
+    client.delete(bad, None).await?;
+    wait_served(a.admin_addr, &[("a", 9001), ("b", 9002)]).await?;
+
+    // Item 12: a key that holds another document.
+    let failed = status(a.admin_addr).await["generations_failed"].as_u64().unwrap_or(0);
+    let wrong = format!("/{PREFIX}/intent/HttpGateway/web2");
+    client.put(wrong.clone(), service("web2", 9005), None).await?;
+    let e = xdst_tests::admin::wait_for_failure(a.admin_addr, failed).await?;
+    let msg = e["message"].as_str().unwrap_or_default();
+    ensure!(msg.contains("key intent/HttpGateway/web2 holds Service/web2"), "{msg}");
+    ensure!(served(a.admin_addr).await.len() == 2, "the last good config did not stay");
+    client.delete(wrong, None).await?;
+    wait_served(a.admin_addr, &[("a", 9001), ("b", 9002)]).await?;
+    let (code, body) =
+        http_with(a.admin_addr, "PUT", "/intent/HttpGateway/web3", &[TOKEN], &service("web3", 9006)).await;
+    ensure!((400..500).contains(&code), "a Service written as HttpGateway/web3: {code} {body}");
+    let stored = client.get(format!("/{PREFIX}/intent/HttpGateway/web3"), None).await?;
+    ensure!(stored.kvs().is_empty(), "a refused write reached etcd");
+    Ok(())
+}

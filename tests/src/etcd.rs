@@ -1,7 +1,7 @@
 //! A real etcd cluster on loopback: Debian's `etcd-server` (3.4), installed by
 //! `tests/setup.sh`, one process per member, each with its own data directory in a temporary
 //! directory. Members can be killed (SIGKILL) and started again on the same ports and data, as
-//! outages.
+//! outages, or the whole cluster recreated empty on the same ports.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -156,6 +156,24 @@ impl Etcd {
     /// Starts a killed member again, on its ports and data.
     pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         self.start_member(i, false)
+    }
+
+    /// Kills every member, deletes their data and starts a new, empty cluster on the same
+    /// ports (and the same names and cluster token): an etcd recreated, or restored from a
+    /// backup older than what its clients saw. Its revisions start again from 1. Waits until
+    /// it answers.
+    pub async fn recreate_empty(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.members.len() {
+            self.kill(i)?;
+            let data = self.dir.path().join(&self.members[i].name);
+            if data.exists() {
+                std::fs::remove_dir_all(&data).with_context(|| format!("removing {}", data.display()))?;
+            }
+        }
+        for i in 0..self.members.len() {
+            self.start_member(i, true)?;
+        }
+        self.wait_healthy(Duration::from_secs(30)).await
     }
 
     /// Waits until a majority of the running members answer a read.

@@ -170,6 +170,7 @@ pub fn read_mirror(
     let mut docs: BTreeMap<String, std::borrow::Cow<'_, str>> = BTreeMap::new();
     let max = xdst_core::files::max_text_bytes();
     let store = mirror.state().store;
+    mirror.check_keys().map_err(GenerationError::Store)?;
     for (key, h) in &held {
         if h.value.len() > max {
             return Err(GenerationError::Store(format!(
@@ -201,6 +202,7 @@ pub fn read_mirror(
             Some((old, parsed)) if *old == *text => parsed.clone(),
             _ => parse_file(&key, &text)?.into_iter().map(Arc::new).collect(),
         };
+        crate::store::check_document_key(&store, &key, &parsed).map_err(GenerationError::Store)?;
         for doc in &parsed {
             set.add_shared(doc.clone())?;
         }

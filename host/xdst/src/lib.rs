@@ -416,6 +416,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             let reason = match why {
                 store::sync::Reload::Start => "start",
                 store::sync::Reload::Compacted => "compacted",
+                store::sync::Reload::Rewound => "rewound",
             };
             c2.metrics.store_reloads.get_or_create(&metrics::label("reason", reason)).inc();
         });

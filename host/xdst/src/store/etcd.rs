@@ -1,6 +1,8 @@
 //! [`Store`] on etcd v3 (the `etcd-client` crate): listings paged at one revision, a prefix
 //! watch from a revision, and compare-and-swap writes as transactions on `mod_revision`.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
@@ -18,6 +20,9 @@ const MAX_MESSAGE: usize = 64 << 20;
 pub struct Etcd {
     client: Client,
     config: StoreConfig,
+    /// Per directory listed, the cluster id of its last listing: a watch of a store that
+    /// names another cluster watches a different store.
+    clusters: Mutex<HashMap<String, u64>>,
 }
 
 impl Etcd {
@@ -45,19 +50,20 @@ impl Etcd {
         let scheme = if config.tls.is_some() { "https" } else { "http" };
         let endpoints: Vec<String> = config.endpoints.iter().map(|e| format!("{scheme}://{e}")).collect();
         let client = Client::connect(&endpoints, Some(options)).await.map_err(|e| unreachable(&config, e))?;
-        Ok(Etcd { client, config })
+        Ok(Etcd { client, config, clusters: Mutex::default() })
     }
 
     fn key(&self, key: &str) -> String {
         format!("{}{key}", self.config.prefix)
     }
 
-    /// The key relative to the prefix; etcd values carry whole keys.
-    fn relative(&self, key: &[u8]) -> Result<String, StoreError> {
-        let key = std::str::from_utf8(key).map_err(|_| self.invalid("a key that is not UTF-8"))?;
-        key.strip_prefix(&self.config.prefix)
-            .map(str::to_owned)
-            .ok_or_else(|| self.invalid(&format!("key {key:?} is outside the prefix")))
+    /// The key relative to the prefix, and whether it is not UTF-8 (then escaped); etcd
+    /// values carry whole keys. A key that is not UTF-8 is no error here: it fails the
+    /// generation that reads it, on every replica alike, never a listing (issue 33, item 11).
+    fn relative(&self, key: &[u8]) -> Result<(String, bool), StoreError> {
+        relative(&self.config.prefix, key).ok_or_else(|| {
+            self.invalid(&format!("key {} is outside the prefix", super::key_text(key).0.escape_debug()))
+        })
     }
 
     fn invalid(&self, cause: &str) -> StoreError {
@@ -90,8 +96,30 @@ impl Etcd {
     }
 }
 
+/// `key` relative to `prefix` (see [`super::key_text`]); None outside the prefix.
+fn relative(prefix: &str, key: &[u8]) -> Option<(String, bool)> {
+    key.strip_prefix(prefix.as_bytes()).map(super::key_text)
+}
+
 fn unreachable(config: &StoreConfig, e: etcd_client::Error) -> StoreError {
     StoreError::Unreachable { store: config.url(), cause: e.to_string() }
+}
+
+/// Why a watch of a store from `after` (listed from `cluster`) watches another store, by the
+/// first answer's revision and cluster id; None when it is the same store.
+fn replaced(after: Revision, cluster: Option<u64>, revision: Revision, cluster_id: u64) -> Option<String> {
+    if revision < after {
+        return Some(format!(
+            "the store is at revision {revision}, below revision {after} that this replica holds: \
+             it was recreated or restored from an older state"
+        ));
+    }
+    match cluster {
+        Some(c) if c != 0 && cluster_id != 0 && c != cluster_id => Some(format!(
+            "the store names cluster {cluster_id:x}, not cluster {c:x} that was listed: it is another etcd"
+        )),
+        _ => None,
+    }
 }
 
 /// The first key after every key that starts with `prefix`.
@@ -124,12 +152,12 @@ impl Store for Etcd {
             if revision == 0 {
                 revision = page.header().map(|h| h.revision()).unwrap_or(0);
             }
+            if let Some(h) = page.header() {
+                self.clusters.lock().unwrap_or_else(PoisonError::into_inner).insert(dir.to_owned(), h.cluster_id());
+            }
             for item in page.kvs() {
-                entries.push(Entry {
-                    key: self.relative(item.key())?,
-                    value: item.value().to_vec(),
-                    mod_revision: item.mod_revision(),
-                });
+                let (key, not_utf8) = self.relative(item.key())?;
+                entries.push(Entry { key, value: item.value().to_vec(), mod_revision: item.mod_revision(), not_utf8 });
             }
             match page.kvs().last() {
                 Some(last) if page.more() => {
@@ -147,10 +175,12 @@ impl Store for Etcd {
         let mut client = self.client.watch_client().max_decoding_message_size(MAX_MESSAGE);
         let stream = self.timed(client.watch(self.key(dir), Some(options))).await?;
         let (url, prefix) = (self.config.url(), self.config.prefix.clone());
-        let events = futures::stream::unfold(Some(stream), move |stream| {
+        let cluster = self.clusters.lock().unwrap_or_else(PoisonError::into_inner).get(dir).copied();
+        // The state: the stream, and whether its first answer was checked.
+        let events = futures::stream::unfold(Some((stream, false)), move |state| {
             let (url, prefix) = (url.clone(), prefix.clone());
             async move {
-                let mut stream = stream?;
+                let (mut stream, mut checked) = state?;
                 loop {
                     let message = match stream.message().await {
                         Ok(Some(m)) => m,
@@ -163,6 +193,17 @@ impl Store for Etcd {
                             return Some((Err(e), None));
                         }
                     };
+                    // The first answer (the watch created) says which store this is: one
+                    // whose revision is below the one this replica holds, or of another
+                    // cluster, was recreated or restored; watching it from `after` would be
+                    // silent for good (issue 33, item 10).
+                    if !checked && let Some(h) = message.header() {
+                        checked = true;
+                        if let Some(why) = replaced(after, cluster, h.revision(), h.cluster_id()) {
+                            let event = WatchEvent::Replaced { revision: h.revision(), why };
+                            return Some((Ok(event), None));
+                        }
+                    }
                     if message.compact_revision() > 0 {
                         let event = WatchEvent::Compacted { compacted: message.compact_revision() };
                         return Some((Ok(event), None));
@@ -177,20 +218,19 @@ impl Store for Etcd {
                     let mut changes = Vec::with_capacity(message.events().len());
                     for event in message.events() {
                         let Some(kv) = event.kv() else { continue };
-                        let Some(key) = std::str::from_utf8(kv.key()).ok().and_then(|k| k.strip_prefix(&prefix)) else {
-                            continue;
-                        };
+                        let Some((key, not_utf8)) = relative(&prefix, kv.key()) else { continue };
                         changes.push(match event.event_type() {
                             EventType::Put => Change::Put(Entry {
-                                key: key.to_owned(),
+                                key,
                                 value: kv.value().to_vec(),
                                 mod_revision: kv.mod_revision(),
+                                not_utf8,
                             }),
-                            EventType::Delete => Change::Delete { key: key.to_owned(), revision: kv.mod_revision() },
+                            EventType::Delete => Change::Delete { key, revision: kv.mod_revision(), not_utf8 },
                         });
                     }
                     let revision = message.header().map(|h| h.revision()).unwrap_or(0);
-                    return Some((Ok(WatchEvent::Changes { changes, revision }), Some(stream)));
+                    return Some((Ok(WatchEvent::Changes { changes, revision }), Some((stream, checked))));
                 }
             }
         });
@@ -233,6 +273,27 @@ mod tests {
     fn a_prefix_ends_at_the_next_key_that_does_not_start_with_it() {
         assert_eq!(prefix_end("/xdst/intent/"), b"/xdst/intent0".to_vec());
         assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+    }
+
+    /// Issue 33, item 10: a store whose first watch answer is below the revision held, or of
+    /// another cluster, is another store.
+    #[test]
+    fn a_store_behind_the_revision_held_or_of_another_cluster_is_another_store() {
+        assert_eq!(replaced(128, Some(7), 128, 7), None, "nothing new since");
+        assert_eq!(replaced(128, Some(7), 300, 7), None);
+        assert_eq!(replaced(128, None, 300, 9), None, "never listed: nothing to compare");
+        let e = replaced(128, Some(7), 1, 7).unwrap();
+        assert!(e.contains("revision 1, below revision 128"), "{e}");
+        let e = replaced(128, Some(7), 300, 9).unwrap();
+        assert!(e.contains("another etcd"), "{e}");
+    }
+
+    /// Issue 33, item 11: a key that is not UTF-8 is relative like any other, escaped.
+    #[test]
+    fn a_key_that_is_not_utf8_is_escaped_not_an_error() {
+        assert_eq!(relative("/x/", b"/x/intent/A/a"), Some(("intent/A/a".into(), false)));
+        assert_eq!(relative("/x/", b"/x/intent/A/w\xffeb\n"), Some(("intent/A/w\\xffeb\\n".into(), true)));
+        assert_eq!(relative("/x/", b"/y/intent/A/a"), None);
     }
 
     #[test]

@@ -36,12 +36,35 @@ pub struct StoreState {
     pub since: u64,
     /// Full listings after the first: because the watch's revisions were compacted away.
     pub reloads_compacted: u64,
+    /// Times the store was found to be another store (recreated, or restored from an older
+    /// state: behind the revision held, or another cluster) and the mirror took its listing.
+    pub rewinds: u64,
+    /// The last time that happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewound: Option<Rewound>,
+    /// Keys that are not UTF-8 (escaped): a generation fails naming them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys_not_utf8: Vec<String>,
+}
+
+/// The store went back in time: the mirror held `from`, the store's listing was at `to`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Rewound {
+    pub from: Revision,
+    pub to: Revision,
+    pub why: String,
+    /// Unix seconds.
+    pub at: u64,
 }
 
 pub struct Mirror {
     docs: Mutex<BTreeMap<String, Held>>,
+    /// Keys that are not UTF-8, escaped, with their mod revisions: kept apart from `docs` so
+    /// that an escaped key never stands for a real one.
+    not_utf8: Mutex<BTreeMap<String, Revision>>,
     state: Mutex<StoreState>,
     revision: watch::Sender<Revision>,
+    relist: tokio::sync::Notify,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -56,57 +79,125 @@ impl Mirror {
     pub fn new(store: String) -> Mirror {
         Mirror {
             docs: Mutex::new(BTreeMap::new()),
+            not_utf8: Mutex::new(BTreeMap::new()),
             state: Mutex::new(StoreState { store, since: unix_now(), ..Default::default() }),
             revision: watch::channel(0).0,
+            relist: tokio::sync::Notify::new(),
         }
     }
 
-    /// Replaces everything with a fresh listing at `revision`; how many keys differ.
+    /// Replaces everything with a fresh listing at `revision`; how many keys differ. The
+    /// listing is the store as it is: its revision is taken even when it is below the one held
+    /// (a store recreated or restored; the caller tells it apart and logs it).
     pub fn replace(&self, entries: Vec<Entry>, revision: Revision) -> usize {
-        let fresh: BTreeMap<String, Held> = entries
-            .into_iter()
-            .map(|e| (e.key, Held { value: e.value.into(), mod_revision: e.mod_revision }))
-            .collect();
+        let (bad, good): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.not_utf8);
+        let fresh: BTreeMap<String, Held> =
+            good.into_iter().map(|e| (e.key, Held { value: e.value.into(), mod_revision: e.mod_revision })).collect();
+        let fresh_bad: BTreeMap<String, Revision> = bad.into_iter().map(|e| (e.key, e.mod_revision)).collect();
         let mut docs = locked(&self.docs);
+        let mut not_utf8 = locked(&self.not_utf8);
         let differ =
             fresh.iter().filter(|(k, v)| docs.get(*k).is_none_or(|old| old.mod_revision != v.mod_revision)).count()
-                + docs.keys().filter(|k| !fresh.contains_key(*k)).count();
+                + docs.keys().filter(|k| !fresh.contains_key(*k)).count()
+                + fresh_bad.iter().filter(|(k, r)| not_utf8.get(*k) != Some(r)).count()
+                + not_utf8.keys().filter(|k| !fresh_bad.contains_key(*k)).count();
         *docs = fresh;
-        let n = docs.len();
-        drop(docs);
-        self.advance(revision, n);
+        *not_utf8 = fresh_bad;
+        let (n, bad) = (docs.len(), not_utf8.keys().cloned().collect());
+        drop((docs, not_utf8));
+        self.advance(revision, n, bad, true);
         differ
     }
 
     /// Applies watched changes, up to `revision`.
     pub fn apply(&self, changes: Vec<Change>, revision: Revision) {
         let mut docs = locked(&self.docs);
+        let mut not_utf8 = locked(&self.not_utf8);
         for c in changes {
             match c {
+                Change::Put(e) if e.not_utf8 => {
+                    not_utf8.insert(e.key, e.mod_revision);
+                }
                 Change::Put(e) => {
                     docs.insert(e.key, Held { value: e.value.into(), mod_revision: e.mod_revision });
+                }
+                Change::Delete { key, not_utf8: true, .. } => {
+                    not_utf8.remove(&key);
                 }
                 Change::Delete { key, .. } => {
                     docs.remove(&key);
                 }
             }
         }
-        let n = docs.len();
-        drop(docs);
-        self.advance(revision, n);
+        let (n, bad) = (docs.len(), not_utf8.keys().cloned().collect());
+        drop((docs, not_utf8));
+        self.advance(revision, n, bad, false);
     }
 
-    fn advance(&self, revision: Revision, documents: usize) {
+    /// Moves to `revision` (a listing's exactly, a watch's only forward).
+    fn advance(&self, revision: Revision, documents: usize, not_utf8: Vec<String>, listed: bool) {
+        let to = |held: Revision| if listed { revision } else { held.max(revision) };
         {
             let mut st = locked(&self.state);
-            st.revision = st.revision.max(revision);
+            st.revision = to(st.revision);
             st.documents = documents;
+            st.keys_not_utf8 = not_utf8;
         }
         self.revision.send_if_modified(|r| {
-            let moved = revision > *r;
-            *r = (*r).max(revision);
+            let moved = to(*r) != *r;
+            *r = to(*r);
             moved
         });
+    }
+
+    /// Records that the store was found to be another store: the mirror held `from` and now
+    /// holds the new store's listing at `to`. Wakes whoever waits on the mirror.
+    pub fn note_rewound(&self, from: Revision, to: Revision, why: String) {
+        {
+            let mut st = locked(&self.state);
+            st.rewinds += 1;
+            st.rewound = Some(Rewound { from, to, why, at: unix_now() });
+        }
+        self.revision.send_modify(|_| {});
+    }
+
+    /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11).
+    pub fn check_keys(&self) -> Result<(), String> {
+        match locked(&self.not_utf8).keys().next() {
+            None => Ok(()),
+            Some(key) => Err(format!(
+                "{} key {key} (escaped): the key is not UTF-8, so it names no document; delete it \
+                 (etcdctl del with the key's bytes) and write the document under a UTF-8 key",
+                self.state().store
+            )),
+        }
+    }
+
+    /// Asks the task that keeps the mirror to list the store again (an answer of the store
+    /// showed it went back in time).
+    pub fn request_relist(&self) {
+        self.relist.notify_one();
+    }
+
+    /// Resolves when [`Mirror::request_relist`] was called.
+    pub async fn relist_requested(&self) {
+        self.relist.notified().await
+    }
+
+    /// Waits until `ready` holds of the mirror (checked at every revision it moves to and
+    /// every rewind); false on timeout.
+    pub async fn wait_until(&self, ready: impl Fn(&Mirror) -> bool, timeout: Duration) -> bool {
+        let mut rx = self.revision.subscribe();
+        let wait = async {
+            // `ready` reads the mirror, so it runs with no borrow of the channel held.
+            while !ready(self) {
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::time::timeout(timeout, wait).await.unwrap_or(false)
     }
 
     /// The revision held.
@@ -164,7 +255,7 @@ mod tests {
     use super::*;
 
     fn entry(key: &str, value: &str, rev: Revision) -> Entry {
-        Entry { key: key.into(), value: value.into(), mod_revision: rev }
+        Entry::new(key, value, rev)
     }
 
     #[tokio::test]
@@ -178,7 +269,10 @@ mod tests {
         };
         m.apply(vec![Change::Put(entry("intent/A/c", "3", 6))], 6);
         m.apply(
-            vec![Change::Delete { key: "intent/A/a".into(), revision: 7 }, Change::Put(entry("intent/A/b", "4", 7))],
+            vec![
+                Change::Delete { key: "intent/A/a".into(), revision: 7, not_utf8: false },
+                Change::Put(entry("intent/A/b", "4", 7)),
+            ],
             7,
         );
         assert!(waiter.await.unwrap(), "a waiter for revision 7 was not woken");
@@ -191,5 +285,43 @@ mod tests {
         assert_eq!(differ, 2, "intent/A/c removed and intent/A/d added");
         assert!(!m.wait_for(10, Duration::from_millis(20)).await, "revision 10 was never reached");
         assert_eq!(m.state().documents, 2);
+    }
+
+    /// Issue 33, item 11: keys that are not UTF-8 are held apart (escaped) and make
+    /// `check_keys` fail naming them, until they are deleted.
+    #[test]
+    fn keys_that_are_not_utf8_are_held_apart_and_named() {
+        let m = Mirror::new("etcd://test/x".into());
+        let bad = Entry { not_utf8: true, ..Entry::new("intent/A/w\\xffeb", "x", 3) };
+        assert_eq!(m.replace(vec![entry("intent/A/a", "1", 2), bad], 3), 2);
+        assert_eq!(m.documents().len(), 1, "the bad key is no document");
+        let e = m.check_keys().unwrap_err();
+        assert!(e.contains("etcd://test/x key intent/A/w\\xffeb (escaped): the key is not UTF-8"), "{e}");
+        m.apply(vec![Change::Delete { key: "intent/A/w\\xffeb".into(), revision: 4, not_utf8: true }], 4);
+        assert_eq!(m.check_keys(), Ok(()));
+        assert_eq!(m.documents().len(), 1);
+    }
+
+    /// Issue 33, item 10: a listing below the revision held is taken as it is (the store
+    /// went back in time), and waiters see it.
+    #[tokio::test]
+    async fn a_listing_behind_the_mirror_takes_its_revision() {
+        let m = Arc::new(Mirror::new("etcd://test/x".into()));
+        m.replace(vec![entry("intent/A/a", "1", 100)], 128);
+        let waiter = {
+            let m = m.clone();
+            tokio::spawn(async move {
+                m.wait_until(|m| m.state().rewinds == 1 && m.revision() >= 2, Duration::from_secs(5)).await
+            })
+        };
+        m.replace(vec![entry("intent/A/b", "2", 2)], 2);
+        m.note_rewound(128, 2, "test".into());
+        assert!(waiter.await.unwrap());
+        assert_eq!((m.revision(), m.state().revision), (2, 2));
+        assert_eq!(m.state().rewound.map(|r| (r.from, r.to)), Some((128, 2)));
+        m.apply(vec![Change::Put(entry("intent/A/c", "3", 3))], 3);
+        assert_eq!(m.revision(), 3);
+        m.apply(vec![], 1);
+        assert_eq!(m.revision(), 3, "a watch never moves the mirror back");
     }
 }

@@ -31,26 +31,48 @@ pub type Revision = i64;
 /// One key under the prefix, as listed or watched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// The key relative to the prefix (`intent/Service/web`).
+    /// The key relative to the prefix (`intent/Service/web`); a key that is not UTF-8 is
+    /// escaped ([`key_text`]) and `not_utf8` says so.
     pub key: String,
     pub value: Vec<u8>,
     /// The revision of the key's last change.
     pub mod_revision: Revision,
+    /// The key's bytes are not UTF-8: it names nothing xdst can serve, and a generation that
+    /// reads it fails naming it (issue 33, item 11).
+    pub not_utf8: bool,
+}
+
+impl Entry {
+    pub fn new(key: impl Into<String>, value: impl Into<Vec<u8>>, mod_revision: Revision) -> Entry {
+        Entry { key: key.into(), value: value.into(), mod_revision, not_utf8: false }
+    }
+}
+
+/// A key's bytes as text: the key itself when it is UTF-8 (`false`), else its bytes with
+/// everything but printable ASCII escaped (`intent/Service/w\xffeb`, `true`).
+pub fn key_text(raw: &[u8]) -> (String, bool) {
+    match std::str::from_utf8(raw) {
+        Ok(k) => (k.to_owned(), false),
+        Err(_) => (raw.escape_ascii().to_string(), true),
+    }
 }
 
 /// A change seen by a watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Put(Entry),
-    Delete { key: String, revision: Revision },
+    Delete { key: String, revision: Revision, not_utf8: bool },
 }
 
-/// What a watch delivers: changes up to a revision, or the news that the revisions asked for
-/// are gone (compacted), after which the watcher must list everything again.
+/// What a watch delivers: changes up to a revision, the news that the revisions asked for
+/// are gone (compacted), or that the store is not the one watched before (its revision is
+/// below the one asked for, or it names another cluster: recreated, or restored from an older
+/// state). After either of the last two the watcher must list everything again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchEvent {
     Changes { changes: Vec<Change>, revision: Revision },
     Compacted { compacted: Revision },
+    Replaced { revision: Revision, why: String },
 }
 
 /// What a compare-and-swap write expects of the key before it.
@@ -180,6 +202,28 @@ impl StoreConfig {
 /// qualified name is `namespace/name`).
 pub fn intent_key(kind: &str, qualified_name: &str) -> String {
     format!("{INTENT_DIR}{kind}/{qualified_name}")
+}
+
+/// A key holds the one document it names: `intent/HttpGateway/web2` holding `Service/web2` is
+/// refused, naming the key, never taken as `Service/web2` (issue 33, item 12). `store` names
+/// the store in the error.
+pub fn check_document_key(
+    store: &str,
+    key: &str,
+    documents: &[std::sync::Arc<xdst_core::intent::IntentDocument>],
+) -> Result<(), String> {
+    for doc in documents {
+        let named = intent_key(&doc.kind, doc.qualified_name());
+        if named != key {
+            return Err(format!(
+                "{store} key {key} holds {}, which belongs under {named}: a key holds the document it names \
+                 (write it through PUT /intent/{}, or to {named}, and delete {key})",
+                doc.id(),
+                doc.id()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

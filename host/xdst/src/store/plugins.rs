@@ -418,7 +418,7 @@ mod tests {
     #[test]
     fn a_resolved_set_that_is_too_large_or_not_json_is_an_error_naming_the_key() {
         let m = Mirror::new("etcd://x/p".into());
-        let entry = |value: Vec<u8>| super::super::Entry { key: RESOLVED_KEY.into(), value, mod_revision: 2 };
+        let entry = |value: Vec<u8>| super::super::Entry::new(RESOLVED_KEY, value, 2);
         m.replace(vec![entry(vec![b' '; 2 * MAX_LIST + 1])], 2);
         let e = resolved(&m).unwrap_err();
         assert!(e.contains("etcd://x/p/plugins/resolved") && e.contains("over the 2097152-byte limit"), "{e}");
@@ -429,11 +429,7 @@ mod tests {
     #[test]
     fn the_leader_resolves_when_the_list_or_a_reload_is_newer() {
         let m = Mirror::new("etcd://x/p/".into());
-        let entry = |key: &str, value: &[u8], rev| super::super::Entry {
-            key: key.into(),
-            value: value.to_vec(),
-            mod_revision: rev,
-        };
+        let entry = |key: &str, value: &[u8], rev| super::super::Entry::new(key, value, rev);
         m.replace(vec![entry(LIST_KEY, b"plugins: []", 3)], 3);
         assert_eq!(wanted(&m), Some((3, 0)));
         let set = |l, r| {

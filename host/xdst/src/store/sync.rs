@@ -1,13 +1,14 @@
 //! The task that keeps a [`Mirror`] equal to the store: list, then watch from the listing's
 //! revision; after a disconnect watch again from the mirror's revision (backing off while the
-//! store is away); when the store says those revisions were compacted, list everything again.
+//! store is away); when the store says those revisions were compacted, or turns out to be
+//! another store (behind the revision held: recreated or restored), list everything again.
 //! Every change asks for a generation.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::{Mirror, Store, WatchEvent};
 
@@ -20,6 +21,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 pub enum Reload {
     Start,
     Compacted,
+    /// The store went back in time (recreated empty, or restored from an older state): the
+    /// mirror now holds the new store's listing.
+    Rewound,
 }
 
 /// Lists `dir` (the intent, `intent/`; the plugin set, `plugins/`) into `mirror` at start. A store that is away (etcd electing a leader,
@@ -59,6 +63,10 @@ pub async fn run<S: Store>(
     let mut backoff = FIRST_BACKOFF;
     // A mirror that holds nothing yet lists first; one that holds a listing watches from it.
     let mut list = mirror.revision() == 0;
+    // Why the next listing happens, when the store gave a reason to doubt it is the same, and
+    // whether it is another store for certain (another cluster) or the listing will tell (a
+    // revision behind the one held).
+    let mut suspect: Option<(String, bool)> = None;
     let mut down_logged = false;
     loop {
         if *shutdown.borrow() {
@@ -67,13 +75,28 @@ pub async fn run<S: Store>(
         let attempt = async {
             if list {
                 let before = mirror.revision();
-                let differ = {
-                    let (entries, revision) = store.list(dir).await?;
-                    let differ = mirror.replace(entries, revision);
+                let (entries, revision) = store.list(dir).await?;
+                let differ = mirror.replace(entries, revision);
+                let doubt = suspect.take();
+                if revision < before || doubt.as_ref().is_some_and(|(_, certain)| *certain) {
+                    // The new store's content is what is served from now on, as any replica
+                    // that starts now would serve it; the last good generation keeps serving
+                    // until the one of this listing succeeds.
+                    let why = match doubt {
+                        Some((why, _)) => why,
+                        None => format!("a listing at revision {revision}, below revision {before} held"),
+                    };
+                    error!(
+                        store = %store.describe(), dir, held = before, revision, keys = mirror.state().documents, differ, %why,
+                        "the store went back in time (recreated, or restored from an older state): this replica now takes its \
+                         content as listed; writes acknowledged by the store before are gone from it"
+                    );
+                    mirror.note_rewound(before, revision, why);
+                    reloaded(Reload::Rewound);
+                } else {
                     info!(store = %store.describe(), dir, from = before, revision, keys = mirror.state().documents, differ, "listed from the store");
-                    differ
-                };
-                if differ > 0 || before == 0 {
+                }
+                if differ > 0 || before == 0 || revision < before {
                     changed();
                 }
             }
@@ -109,6 +132,12 @@ pub async fn run<S: Store>(
         loop {
             let next = tokio::select! {
                 n = watch.next() => n,
+                _ = mirror.relist_requested() => {
+                    warn!(store = %store.describe(), dir, held = mirror.revision(), "a write found the store behind this replica: listing every document again");
+                    suspect = Some(("a write's revision was not above the revision held".into(), false));
+                    list = true;
+                    break;
+                }
                 _ = shutdown.changed() => return,
             };
             match next {
@@ -125,6 +154,13 @@ pub async fn run<S: Store>(
                     );
                     mirror.note_compacted_reload();
                     reloaded(Reload::Compacted);
+                    list = true;
+                    break;
+                }
+                Some(Ok(WatchEvent::Replaced { revision, why })) => {
+                    warn!(store = %store.describe(), dir, held = mirror.revision(), revision, %why, "the store is not the one this replica watched: listing every document again");
+                    // Behind: the listing tells; at or past the revision held: another cluster.
+                    suspect = Some((why, revision >= mirror.revision()));
                     list = true;
                     break;
                 }

@@ -6,6 +6,13 @@
 //! write that lost a race answers `409` naming the revision that won; an unreachable store
 //! `503`. After the commit the replica waits for its mirror to hold the write and runs the
 //! generation that includes it, so a `200` means this replica serves it.
+//!
+//! A store that answers a write with a revision at or below the one the mirror held went back
+//! in time (recreated empty, or restored from an older state): the write is in the new store,
+//! but the mirror holds the old one, so waiting for the write's revision would return at once
+//! and answer `200` for what is never served (issue 33, item 10). Such a write makes the
+//! mirror list the store again and answers once the new listing holds it (`200`, served), or
+//! `503` saying that it was written to a store that went back in time and is not served yet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +95,8 @@ pub async fn write<S: Store>(
         Some(Err(e)) => return Outcome::refused(StatusCode::UNPROCESSABLE_ENTITY, e),
         None => return Outcome::refused(StatusCode::INTERNAL_SERVER_ERROR, "internal error (see the log)".into()),
     }
+    // What the mirror held before the write: the write's revision must be above it.
+    let (rewinds, before) = (mirror.state().rewinds, mirror.revision());
     let revision = match store.write(&key, body.map(String::into_bytes), expect).await {
         Ok(r) => r,
         Err(StoreError::Conflict { current, .. }) => {
@@ -113,7 +122,27 @@ pub async fn write<S: Store>(
         Err(e) => return Outcome::refused(StatusCode::BAD_GATEWAY, e.to_string()),
     };
     tracing::info!(kind, name, revision, store = %store.describe(), "intent written to the store through the API");
-    if !mirror.wait_for(revision, SEEN_WITHIN).await {
+    if revision <= before {
+        tracing::error!(
+            kind, name, revision, held = before, store = %store.describe(),
+            "the store answered a write with a revision at or below the one this replica holds: it went back in time; listing it again"
+        );
+        mirror.request_relist();
+        let relisted = |m: &super::Mirror| m.state().rewinds > rewinds && m.revision() >= revision;
+        if !mirror.wait_until(relisted, SEEN_WITHIN).await {
+            return Outcome {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                revision: Some(revision),
+                error: Some(format!(
+                    "{kind}/{name} was written at revision {revision} of {}, below revision {before} that this replica \
+                     held: the store went back in time (recreated, or restored from an older state). This replica has \
+                     not listed the new store within {SEEN_WITHIN:?}, so it does not serve the write yet; see /readyz \
+                     and retry",
+                    store.describe()
+                )),
+            };
+        }
+    } else if !mirror.wait_for(revision, SEEN_WITHIN).await {
         return Outcome {
             status: StatusCode::ACCEPTED,
             revision: Some(revision),
