@@ -226,3 +226,63 @@ async fn each_hostile_client_is_cut_off_at_its_limit_and_others_converge() -> an
     ensure!(peak < RSS_BOUND, "xdst's peak RSS reached {} MB", peak >> 20);
     Ok(())
 }
+
+/// Issue 33, item 7: connections that never send a byte hold every place a client has
+/// (`--max-connections-per-client`) only until `--idle-connection-timeout`: each is closed
+/// (the positive signal: the server ends it, the client reads EOF), counted, and the real
+/// client from the same address is then served. A client whose stream is open stays
+/// connected past the timeout and gets the next change on the same stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_free_their_places() -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt;
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    xdst_tests::fixtures::write(dir.path(), "a.yaml", &xdst_tests::fixtures::cluster("a", 9));
+    let args = ["--max-connections-per-client", "8", "--idle-connection-timeout", "1s"];
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &args).await?;
+    // A real client first, with its stream open throughout.
+    let mut good = xdst_tests::xds::sotw_ads(xdst.xds_addr).await;
+    good.send(sotw_req(CLUSTER, &[])).await;
+    let first = good.recv().await;
+    good.send(sotw_ack(&first, &[])).await;
+    // Seven silent connections fill the address's other places.
+    let mut silent = Vec::new();
+    for _ in 0..7 {
+        silent.push(tokio::net::TcpStream::connect(xdst.xds_addr).await?);
+    }
+    // The next is over the limit: closed as soon as it is accepted.
+    let mut over = tokio::net::TcpStream::connect(xdst.xds_addr).await?;
+    let n = tokio::time::timeout(Duration::from_secs(20), over.read(&mut [0u8; 64])).await??;
+    ensure!(n == 0, "a connection over the limit was kept");
+    // Each silent one is closed by the server within the timeout (20 s is the test's bound,
+    // not the expectation).
+    let started = Instant::now();
+    for s in &mut silent {
+        let mut buf = [0u8; 256];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf)).await.context("still open")??;
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    eprintln!("silent connections closed after {:?}", started.elapsed());
+    let (status, metrics) = http_get(xdst.admin_addr, "/metrics").await?;
+    ensure!(status == 200, "{status}");
+    ensure!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("xdst_refusals_total{reason=\"idle_connection\"} ") && !l.ends_with(" 0")),
+        "idle connections not counted"
+    );
+    // Their places are free: a new client from the same address is served.
+    let mut again = xdst_tests::xds::sotw_ads(xdst.xds_addr).await;
+    again.send(sotw_req(CLUSTER, &[])).await;
+    let resp = again.recv().await;
+    ensure!(resp.resources.len() == 1, "the new client was not served");
+    // The first client's stream outlived the timeout and still carries changes.
+    xdst_tests::fixtures::write(dir.path(), "b.yaml", &xdst_tests::fixtures::cluster("b", 9));
+    let next = good.recv().await;
+    ensure!(next.resources.len() == 2, "the open stream did not get the change");
+    Ok(())
+}

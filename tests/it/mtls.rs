@@ -6,21 +6,26 @@
 //! group and node id. Team A's Envoy, presenting its certificate, is configured (SotW and
 //! Delta) and proxies to upstream `a`; `/debug/nodes` shows its identity.
 //!
-//! Then five clients that must get nothing, each a real Envoy, each refused with its exact
+//! Then six clients that must get nothing, each a real Envoy, each refused with its exact
 //! reason, read from the refused Envoy's own log (the TLS alert, or the gRPC status and
 //! message): no client certificate, a certificate from another CA, an expired certificate,
-//! team A's certificate asking for team B's group (PERMISSION_DENIED), and the operator
-//! identity taking team A's Envoy's node id while it is connected (PERMISSION_DENIED: the node
-//! belongs to team A's identity). Each refused Envoy holds no listener and no cluster but its
-//! static `xds_cluster`; xdst counts each refusal; team A's Envoy keeps its versions, its one
-//! xDS connection and its traffic throughout.
+//! team A's certificate asking for team B's group (PERMISSION_DENIED), and (issue 33, item 5)
+//! certificates whose subject CN or DNS SAN reads like the operator's SPIFFE ID (no rule
+//! matches: a URI pattern matches URI SANs only). Each refused Envoy holds no listener and no
+//! cluster but its static `xds_cluster`; xdst counts each refusal; team A's Envoy keeps its
+//! versions, its one xDS connection and its traffic throughout.
+//!
+//! Issue 33, item 6: the operator identity, allowed any node id, takes team A's Envoy's node
+//! id, first while the Envoy is connected, then while it restarts. It is served as a client of
+//! its own (named apart, with its identity), and team A's Envoy is never locked out: restarted,
+//! it is configured on its first connection and resumes its own client.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use xdst::identity::{Pattern, Rule, Rules};
+use xdst::identity::{IdentityPattern, Pattern, Rule, Rules};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
 use xdst_tests::fixtures;
 use xdst_tests::pki::{Ca, Leaf};
@@ -47,7 +52,11 @@ struct Pki {
 
 fn rule(identity: &str, groups: &[&str], nodes: &[&str]) -> Rule {
     let p = |s: &&str| s.parse::<Pattern>().unwrap();
-    Rule { identity: p(&identity), groups: groups.iter().map(p).collect(), nodes: nodes.iter().map(p).collect() }
+    Rule {
+        identity: identity.parse::<IdentityPattern>().unwrap(),
+        groups: groups.iter().map(p).collect(),
+        nodes: nodes.iter().map(p).collect(),
+    }
 }
 
 async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
@@ -126,10 +135,12 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
     let rogue = rogue_ca.issue("rogue", &["URI:spiffe://test/team-a/envoy"])?;
     let expired = pki.ca.issue_for_days("expired", &["URI:spiffe://test/team-a/envoy"], -1)?;
     let ops = pki.ca.issue("ops", &["URI:spiffe://test/ops/debug"])?;
+    let ops_by_cn = pki.ca.issue_with_cn("ops-cn", "spiffe://test/ops/cn", &[])?;
+    let ops_by_dns = pki.ca.issue("ops-dns", &["DNS:spiffe://test/ops/dns"])?;
     // Envoy logs a gRPC status message as it came, percent-encoded (gRPC's grpc-message).
     let status =
         |code: u8, message: &str| format!("closed: {code}, {}", message.replace(' ', "%20").replace('"', "%22"));
-    let cases: [(&str, Bootstrap, String, &str); 5] = [
+    let cases: [(&str, Bootstrap, String, &str); 6] = [
         (
             "no client certificate",
             bootstrap(api, xdst.xds_addr, "a-intruder", "team-a", ca_cert, None),
@@ -155,15 +166,16 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
             "identity",
         ),
         (
-            "a second stream with team A's Envoy's node id",
-            bootstrap(api, xdst.xds_addr, &node, "team-a", ca_cert, Some(&ops)),
-            status(
-                7,
-                &format!(
-                    r#"node id "{node}" in node group "team-a" is in use by identity "spiffe://test/team-a/envoy""#
-                ),
-            ),
-            "node_owned",
+            "a certificate whose subject CN reads like the operator's SPIFFE ID",
+            bootstrap(api, xdst.xds_addr, "a-intruder", "team-a", ca_cert, Some(&ops_by_cn)),
+            r#"identity%20%22cn:spiffe://test/ops/cn%22"#.into(),
+            "identity",
+        ),
+        (
+            "a certificate whose DNS SAN reads like the operator's SPIFFE ID",
+            bootstrap(api, xdst.xds_addr, "a-intruder", "team-a", ca_cert, Some(&ops_by_dns)),
+            r#"identity%20%22spiffe://test/ops/dns%22"#.into(),
+            "identity",
         ),
     ];
     for (what, mut b, expect_log, reason) in cases {
@@ -201,8 +213,71 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
         );
         eprintln!("[{node}] refused {what} ({expect_log}) after {:?}", started.elapsed());
     }
+    let envoy = squatters_never_lock_out_the_envoy(&xdst, envoy, &node, &pki, &ops).await?;
     envoy.kill().await?;
     Ok(())
+}
+
+/// Issue 33, item 6 (see the module docs). Returns team A's (restarted) Envoy.
+async fn squatters_never_lock_out_the_envoy(
+    xdst: &xdst::Running,
+    envoy: Envoy,
+    node: &str,
+    pki: &Pki,
+    ops: &Leaf,
+) -> anyhow::Result<Envoy> {
+    let configured = Expect::new().count(CONNECTED, 1).count("listener_manager.total_listeners_active", 1);
+    let a_identity = r#"identity "spiffe://test/team-a/envoy""#;
+    let ops_identity = r#"identity "spiffe://test/ops/debug""#;
+    let labels = || xdst.ctx.rollouts.syncs().into_iter().filter(|s| s.id == node).map(|s| s.label).collect::<Vec<_>>();
+    let before = envoy.stats().await?;
+    let refused = refusals_counted(xdst, "identity");
+    // The squatter arrives while team A's Envoy is connected: it is a client of its own.
+    let squatter =
+        Envoy::start(&bootstrap(ApiType::Sotw, xdst.xds_addr, node, "team-a", &pki.ca.cert, Some(ops))).await?;
+    squatter.wait_for(&configured, WAIT).await.with_context(|| squatter.log_tail(30))?;
+    let deadline = Instant::now() + WAIT;
+    while !labels().iter().any(|l| l.contains("(client 2") && l.contains(ops_identity)) {
+        ensure!(Instant::now() < deadline, "the squatter is not named apart: {:?}", labels());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ensure!(
+        labels().iter().any(|l| l.contains("(client 1") && l.contains(a_identity)),
+        "team A's Envoy is not named with its identity: {:?}",
+        labels()
+    );
+    let now = envoy.stats().await?;
+    ensure!(
+        xdst_tests::admin::versions(&now) == xdst_tests::admin::versions(&before)
+            && now.count(XDS_CONNECTIONS) == before.count(XDS_CONNECTIONS),
+        "the squatter moved team A's Envoy"
+    );
+    // Team A's Envoy restarts while the squatter holds the node id: it is configured on its
+    // first xDS connection (no refusal, no retry) and resumes its own client.
+    envoy.kill().await?;
+    let envoy =
+        Envoy::start(&bootstrap(ApiType::Sotw, xdst.xds_addr, node, "team-a", &pki.ca.cert, Some(&pki.team_a))).await?;
+    let stats = envoy.wait_for(&configured, WAIT).await.with_context(|| envoy.log_tail(30))?;
+    ensure!(
+        stats.count(XDS_CONNECTIONS) == 1,
+        "team A's restarted Envoy needed {} xDS connections:\n{}",
+        stats.count(XDS_CONNECTIONS),
+        envoy.log_tail(30)
+    );
+    ensure!(refusals_counted(xdst, "identity") == refused, "a stream was refused");
+    wait_for_body(proxy_of(&envoy).await?, "/", "a", WAIT).await?;
+    ensure!(
+        labels().iter().any(|l| l.contains("(client 1") && l.contains(a_identity)),
+        "team A's Envoy did not resume its own client: {:?}",
+        labels()
+    );
+    squatter.kill().await?;
+    Ok(envoy)
+}
+
+async fn proxy_of(envoy: &Envoy) -> anyhow::Result<SocketAddr> {
+    let port = envoy.listener_port("http").await?.context("envoy has no active listener \"http\"")?;
+    Ok(([127, 0, 0, 1], port).into())
 }
 
 fn bootstrap(api: ApiType, xds: SocketAddr, node: &str, group: &str, ca: &Path, client: Option<&Leaf>) -> Bootstrap {

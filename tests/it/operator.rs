@@ -435,3 +435,49 @@ async fn change_ids_below_one_and_unknown_groups_are_refused_and_one_write_is_on
     ensure!(latest(f.xdst.admin_addr).await? == ids[1], "a change after the last write");
     Ok(())
 }
+
+/// Issue 33, item 8: made-up node groups use up `--max-unlisted-node-groups` (100 short
+/// streams, each naming a group of its own), yet a `per-gateway` Envoy of a Gateway the intent
+/// defines, started after, is served its Gateway's group: its listener comes up. A made-up
+/// group past the quota is still refused its own set (counted), so the quota was full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_groups_never_crowd_out_a_group_the_intent_defines() -> anyhow::Result<()> {
+    use xdst_core::types::CLUSTER;
+    xdst_tests::init_logging();
+    let f = Fleet::start().await?;
+    let admin = f.xdst.admin_addr;
+    let channel = xdst_tests::xds::channel(f.xdst.xds_addr).await;
+    let made_up = |i: usize| {
+        let mut req = xdst_tests::xds::sotw_req(CLUSTER, &[]);
+        req.node = xdst_tests::xds::node(&format!("squatter-{i}"), &format!("made-up-{i}"));
+        req
+    };
+    for i in 0..100 {
+        let mut stream = xdst_tests::xds::sotw_ads_on(channel.clone()).await;
+        stream.send(made_up(i)).await;
+        stream.recv().await;
+    }
+    let refused = xdst_tests::operator::metric_sum(admin, "xdst_refusals_total").await?;
+    let mut stream = xdst_tests::xds::sotw_ads_on(channel.clone()).await;
+    stream.send(made_up(100)).await;
+    stream.recv().await;
+    ensure!(
+        xdst_tests::operator::metric_sum(admin, "xdst_refusals_total").await? > refused,
+        "the 101st made-up group was not refused: the quota was not full"
+    );
+    // A third Gateway, and its Envoy, after the quota is used up.
+    let port = xdst_tests::free_port()?;
+    let (status, body) = put(admin, "gw-c", &gateway("gw-c", "127.0.0.1", port)).await?;
+    ensure!(status == 200, "PUT gw-c: {status} {body}");
+    let mut b = Bootstrap::new(ApiType::Sotw, f.xdst.xds_addr, "envoy-gw-c");
+    b.node_cluster = format!("{NS}/gw-c");
+    let c = Envoy::start(&b).await?;
+    c.wait_for(
+        &xdst_tests::envoy::Expect::new().count("listener_manager.total_listeners_active", 1),
+        xdst_tests::admin::WAIT,
+    )
+    .await
+    .with_context(|| c.log_tail(30))?;
+    c.kill().await?;
+    Ok(())
+}

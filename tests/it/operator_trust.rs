@@ -783,3 +783,87 @@ fn longest_string(v: &Value) -> usize {
         _ => 0,
     }
 }
+
+/// Issue 33, item 9: a client with a 2,000,000-byte node id, and one whose node group (read
+/// from `--node-group-key metadata:team`) is as long, are refused with INVALID_ARGUMENT naming
+/// the limit, before they are reported anywhere. The replica's fleet report keeps being
+/// published: a node that connects after them shows in `/debug/nodes?fleet=true`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_node_ids_and_groups_are_refused_and_the_fleet_view_keeps_the_replica() -> anyhow::Result<()> {
+    use envoy_types::pb::google::protobuf::{Struct, Value as PbValue, value::Kind};
+    use xdst_core::types::CLUSTER;
+    use xdst_tests::xds::{node, sotw_ads, sotw_req};
+    xdst_tests::init_logging();
+    let etcd = xdst_tests::etcd::Etcd::start(1).await?;
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir(dir.path().join("plugins"))?;
+    xdst_tests::plugins::install(
+        &dir.path().join("plugins"),
+        &xdst_tests::plugins::reference()?,
+        "reference.wasm",
+        None,
+    )?;
+    std::fs::write(dir.path().join("token"), "t0ken")?;
+    let extra = ["--replica-id", "replica-a", "--node-group-key", "metadata:team"];
+    let xdst = Process::start_store(
+        &etcd.url("/xdst-item9"),
+        Some(&dir.path().join("plugins")),
+        &dir.path().join("token"),
+        &extra,
+    )
+    .await?;
+    let huge = "n".repeat(2_000_000);
+    let with_team = |id: &str, team: &str| {
+        let mut n = node(id, "").unwrap();
+        let fields = [("team".to_owned(), PbValue { kind: Some(Kind::StringValue(team.to_owned())) })];
+        n.metadata = Some(Struct { fields: fields.into_iter().collect() });
+        n
+    };
+    for (what, n, field) in [
+        ("a 2,000,000-byte node id", with_team(&huge, "a"), "node.id is 2000000 bytes"),
+        (
+            "a 2,000,000-byte node group",
+            with_team("long-group", &huge),
+            "the node group (--node-group-key metadata:team) is 2000000 bytes",
+        ),
+    ] {
+        let mut s = sotw_ads(xdst.xds_addr).await;
+        s.send(envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
+            node: Some(n),
+            ..sotw_req(CLUSTER, &[])
+        })
+        .await;
+        let status = s.closed_with().await;
+        ensure!(
+            status.code() == tonic::Code::InvalidArgument && status.message().contains(field),
+            "{what}: {status:?}"
+        );
+    }
+    let mut late = sotw_ads(xdst.xds_addr).await;
+    late.send(envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
+        node: Some(with_team("late-node", "a")),
+        ..sotw_req(CLUSTER, &[])
+    })
+    .await;
+    late.recv().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = xdst_tests::xds::http_get(xdst.admin_addr, "/debug/nodes?fleet=true").await;
+        ensure!(status == 200, "{status} {body}");
+        let v: Value = serde_json::from_str(&body)?;
+        let ids: Vec<&str> = v["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["replica"] == "replica-a")
+            .flat_map(|r| r["nodes"].as_array().into_iter().flatten().filter_map(|n| n["id"].as_str()))
+            .collect();
+        ensure!(!body.contains(&huge[..4096]), "a refused node is in the fleet view");
+        if ids == ["late-node"] {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "the fleet view does not show replica-a's late node: {body:.2000}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}

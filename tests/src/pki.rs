@@ -39,11 +39,20 @@ impl Ca {
     /// [`issue`](Self::issue) valid for `days` from now; `-1` makes one that expired a day
     /// ago.
     pub fn issue_for_days(&self, name: &str, sans: &[&str], days: i32) -> anyhow::Result<Leaf> {
+        self.issue_as(name, name, sans, days)
+    }
+
+    /// A leaf whose subject CN is `cn` (any text, a SPIFFE ID say), in files named `name`.
+    pub fn issue_with_cn(&self, name: &str, cn: &str, sans: &[&str]) -> anyhow::Result<Leaf> {
+        self.issue_as(name, cn, sans, 1)
+    }
+
+    fn issue_as(&self, name: &str, cn: &str, sans: &[&str], days: i32) -> anyhow::Result<Leaf> {
         let dir = &self.dir;
         let (cert, key, csr, ext) =
             (format!("{name}.pem"), format!("{name}.key"), format!("{name}.csr"), format!("{name}.ext"));
         openssl(dir, &["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-            .args(["-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")])
+            .args(["-keyout", &key, "-out", &csr, "-subj", &format!("/CN={}", cn.replace('/', "\\/"))])
             .run()?;
         let mut extensions = String::from("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n");
         if !sans.is_empty() {

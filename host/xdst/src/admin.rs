@@ -224,7 +224,7 @@ pub(crate) fn may_read(ctx: &Ctx, headers: &http::HeaderMap, identity: Option<&c
             return true;
         }
     }
-    identity.is_some_and(|id| ctx.admin_read.identities.iter().any(|p| p.matches(&id.0)))
+    identity.is_some_and(|id| ctx.admin_read.identities.iter().any(|p| p.matches(id)))
 }
 
 fn bearer(headers: &http::HeaderMap) -> Option<&str> {

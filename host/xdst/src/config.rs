@@ -65,6 +65,8 @@ pub struct FileConfig {
     pub max_request_size: Option<usize>,
     pub max_streams_per_connection: Option<u32>,
     pub max_connections_per_client: Option<usize>,
+    #[serde(default, deserialize_with = "duration")]
+    pub idle_connection_timeout: Option<Duration>,
     pub max_requests_per_second: Option<u32>,
     pub node_groups: Option<Vec<crate::identity::Pattern>>,
     pub max_unlisted_node_groups: Option<usize>,
@@ -93,7 +95,7 @@ pub struct FileConfig {
     pub admin_read_token_file: Option<PathBuf>,
     /// Client certificate identities allowed admin reads without a token.
     #[serde(default)]
-    pub admin_read_identities: Vec<crate::identity::Pattern>,
+    pub admin_read_identities: Vec<crate::identity::IdentityPattern>,
     /// Serve `/metrics` without a read token or certificate.
     pub open_metrics: Option<bool>,
 }

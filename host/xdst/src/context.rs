@@ -64,7 +64,7 @@ pub type Ctx = Arc<Context>;
 #[derive(Debug, Default, Clone)]
 pub struct AdminRead {
     pub token: Option<String>,
-    pub identities: Vec<crate::identity::Pattern>,
+    pub identities: Vec<crate::identity::IdentityPattern>,
     /// `/metrics` is open whatever the above says.
     pub open_metrics: bool,
 }

@@ -1,22 +1,59 @@
 //! Client identity (mTLS) and what each identity may use. A client certificate's identity is
-//! its first URI SAN (a SPIFFE ID, say), else its first DNS SAN, else its subject CN. The
-//! `identities:` rules of the configuration file map identity patterns to the node groups and
-//! node ids an identity may use; a stream naming anything else is refused before it is
-//! attached to a rollout or sent a resource.
+//! its first URI SAN (a SPIFFE ID, say), else its first DNS SAN, else its subject CN, and it
+//! keeps that type: a pattern matches identities of one type only (an identity pattern with
+//! `://` in it is for URI SANs, any other for DNS SANs, `cn:` for subject CNs; `uri:` and
+//! `dns:` say so explicitly), so a certificate whose CN or DNS name reads like a SPIFFE ID is
+//! not taken for one. The `identities:` rules of the configuration file map identity patterns
+//! to the node groups and node ids an identity may use; a stream naming anything else is
+//! refused before it is attached to a rollout or sent a resource.
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+/// Where in its certificate an identity was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdentityKind {
+    /// A URI subject alternative name (a SPIFFE ID).
+    Uri,
+    /// A DNS subject alternative name.
+    Dns,
+    /// The subject's common name.
+    Cn,
+}
+
 /// The identity of a connection's client certificate, put in each request's extensions by the
-/// accept loop.
+/// accept loop. Shown as its name, a CN as `cn:<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PeerIdentity(pub Arc<str>);
+pub struct PeerIdentity {
+    pub kind: IdentityKind,
+    pub name: Arc<str>,
+}
+
+impl PeerIdentity {
+    pub fn new(kind: IdentityKind, name: &str) -> Self {
+        PeerIdentity { kind, name: name.into() }
+    }
+}
+
+impl IdentityKind {
+    /// What it is, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            IdentityKind::Uri => "URI SAN",
+            IdentityKind::Dns => "DNS SAN",
+            IdentityKind::Cn => "subject CN",
+        }
+    }
+}
 
 impl fmt::Display for PeerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self.kind {
+            IdentityKind::Uri | IdentityKind::Dns => f.write_str(&self.name),
+            IdentityKind::Cn => write!(f, "cn:{}", self.name),
+        }
     }
 }
 
@@ -28,18 +65,73 @@ pub fn of_certificate(der: &[u8]) -> Option<PeerIdentity> {
     let names =
         cert.subject_alternative_name().ok().flatten().map(|s| s.value.general_names.clone()).unwrap_or_default();
     let uri = names.iter().find_map(|n| match n {
-        GeneralName::URI(u) => Some(*u),
+        GeneralName::URI(u) => Some((IdentityKind::Uri, *u)),
         _ => None,
     });
     let dns = || {
         names.iter().find_map(|n| match n {
-            GeneralName::DNSName(d) => Some(*d),
+            GeneralName::DNSName(d) => Some((IdentityKind::Dns, *d)),
             _ => None,
         })
     };
-    let cn = || cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok());
-    let id = uri.or_else(dns).or_else(cn)?;
-    (!id.is_empty()).then(|| PeerIdentity(id.into()))
+    let cn = || cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(|c| (IdentityKind::Cn, c));
+    let (kind, name) = uri.or_else(dns).or_else(cn)?;
+    (!name.is_empty()).then(|| PeerIdentity::new(kind, name))
+}
+
+/// A pattern of identities: a [`Pattern`] over names of one [`IdentityKind`] (`*` alone:
+/// every identity of every kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityPattern {
+    /// None only for `*`.
+    pub kind: Option<IdentityKind>,
+    pub name: Pattern,
+}
+
+impl IdentityPattern {
+    pub fn matches(&self, id: &PeerIdentity) -> bool {
+        self.kind.is_none_or(|k| k == id.kind) && self.name.matches(&id.name)
+    }
+}
+
+impl std::str::FromStr for IdentityPattern {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(IdentityPattern { kind: None, name: Pattern::Prefix(String::new()) });
+        }
+        let (kind, name) = if let Some(rest) = s.strip_prefix("uri:") {
+            (IdentityKind::Uri, rest)
+        } else if let Some(rest) = s.strip_prefix("dns:") {
+            (IdentityKind::Dns, rest)
+        } else if let Some(rest) = s.strip_prefix("cn:") {
+            (IdentityKind::Cn, rest)
+        } else if s.contains("://") {
+            (IdentityKind::Uri, s)
+        } else {
+            (IdentityKind::Dns, s)
+        };
+        Ok(IdentityPattern { kind: Some(kind), name: name.parse().map_err(|e| format!("identity {s:?}: {e}"))? })
+    }
+}
+
+impl fmt::Display for IdentityPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            None => f.write_str("*"),
+            Some(IdentityKind::Uri) if self.name.to_string().contains("://") => write!(f, "{}", self.name),
+            Some(IdentityKind::Uri) => write!(f, "uri:{}", self.name),
+            Some(IdentityKind::Dns) => write!(f, "dns:{}", self.name),
+            Some(IdentityKind::Cn) => write!(f, "cn:{}", self.name),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IdentityPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// An exact name, or a prefix followed by `*` (`*` alone matches everything).
@@ -94,7 +186,7 @@ impl<'de> Deserialize<'de> for Pattern {
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Which certificate identities the rule is for.
-    pub identity: Pattern,
+    pub identity: IdentityPattern,
     /// The node groups they may use.
     pub groups: Vec<Pattern>,
     /// The node ids they may use (any, when left out).
@@ -113,10 +205,14 @@ pub struct Rules(pub Vec<Rule>);
 impl Rules {
     /// Whether `identity` may use `group` with node id `node`; the refusal says what is
     /// missing, naming the identity, the group and the node.
-    pub fn authorize(&self, identity: &str, group: &str, node: &str) -> Result<(), String> {
+    pub fn authorize(&self, identity: &PeerIdentity, group: &str, node: &str) -> Result<(), String> {
         let mut matching = self.0.iter().filter(|r| r.identity.matches(identity)).peekable();
         if matching.peek().is_none() {
-            return Err(format!("no identity rule matches the client certificate's identity {identity:?}"));
+            return Err(format!(
+                "no identity rule matches the client certificate's identity {:?} (a {})",
+                identity.to_string(),
+                identity.kind.describe()
+            ));
         }
         let mut group_ok = false;
         for rule in matching {
@@ -128,9 +224,9 @@ impl Rules {
             }
         }
         Err(if group_ok {
-            format!("identity {identity:?} may not use node id {node:?} (in node group {group:?})")
+            format!("identity {:?} may not use node id {node:?} (in node group {group:?})", identity.to_string())
         } else {
-            format!("identity {identity:?} may not use node group {group:?}")
+            format!("identity {:?} may not use node group {group:?}", identity.to_string())
         })
     }
 
@@ -161,6 +257,10 @@ mod tests {
         assert!("".parse::<Pattern>().is_err());
     }
 
+    fn uri(s: &str) -> PeerIdentity {
+        PeerIdentity::new(IdentityKind::Uri, s)
+    }
+
     #[test]
     fn an_identity_may_use_what_one_of_its_rules_allows() {
         let r = rules(
@@ -168,17 +268,48 @@ mod tests {
              - {identity: 'spiffe://x/team-a/admin', groups: [team-a-canary]}\n\
              - {identity: ops.example.org, groups: ['*']}",
         );
-        assert_eq!(r.authorize("spiffe://x/team-a/envoy", "team-a", "a-1"), Ok(()));
-        let e = r.authorize("spiffe://x/team-a/envoy", "team-b", "a-1").unwrap_err();
+        assert_eq!(r.authorize(&uri("spiffe://x/team-a/envoy"), "team-a", "a-1"), Ok(()));
+        let e = r.authorize(&uri("spiffe://x/team-a/envoy"), "team-b", "a-1").unwrap_err();
         assert!(e.contains("\"spiffe://x/team-a/envoy\"") && e.contains("node group \"team-b\""), "{e}");
-        let e = r.authorize("spiffe://x/team-a/envoy", "team-a", "b-1").unwrap_err();
+        let e = r.authorize(&uri("spiffe://x/team-a/envoy"), "team-a", "b-1").unwrap_err();
         assert!(e.contains("node id \"b-1\""), "{e}");
         // Two rules match the admin identity; the second allows any node id in the canary group.
-        assert_eq!(r.authorize("spiffe://x/team-a/admin", "team-a-canary", "b-1"), Ok(()));
-        assert_eq!(r.authorize("ops.example.org", "team-b", "anything"), Ok(()));
-        let e = r.authorize("spiffe://x/team-c/envoy", "team-a", "a-1").unwrap_err();
+        assert_eq!(r.authorize(&uri("spiffe://x/team-a/admin"), "team-a-canary", "b-1"), Ok(()));
+        assert_eq!(r.authorize(&PeerIdentity::new(IdentityKind::Dns, "ops.example.org"), "team-b", "anything"), Ok(()));
+        let e = r.authorize(&uri("spiffe://x/team-c/envoy"), "team-a", "a-1").unwrap_err();
         assert!(e.contains("no identity rule matches"), "{e}");
         assert!(r.defines_group("team-a") && r.defines_group("team-a-canary") && !r.defines_group("team-b"));
+    }
+
+    /// Issue 33, item 5: a CN or DNS name that reads like a SPIFFE ID is not one.
+    #[test]
+    fn a_pattern_matches_identities_of_its_own_kind_only() {
+        let r = rules(
+            "- {identity: 'spiffe://example.org/ops/*', groups: ['*']}\n\
+             - {identity: 'cn:legacy-*', groups: [legacy]}\n\
+             - {identity: 'dns:edge.example.org', groups: [edge]}\n\
+             - {identity: 'uri:urn:team:*', groups: [urn]}",
+        );
+        let as_cn = PeerIdentity::new(IdentityKind::Cn, "spiffe://example.org/ops/cn");
+        let as_dns = PeerIdentity::new(IdentityKind::Dns, "spiffe://example.org/ops/cn");
+        for forged in [&as_cn, &as_dns] {
+            let e = r.authorize(forged, "team-a", "n").unwrap_err();
+            assert!(e.contains("no identity rule matches"), "{forged:?}: {e}");
+        }
+        assert!(r.authorize(&as_cn, "team-a", "n").unwrap_err().contains("cn:spiffe://example.org/ops/cn"));
+        assert_eq!(r.authorize(&uri("spiffe://example.org/ops/cn"), "team-a", "n"), Ok(()));
+        assert_eq!(r.authorize(&PeerIdentity::new(IdentityKind::Cn, "legacy-1"), "legacy", "n"), Ok(()));
+        assert!(r.authorize(&PeerIdentity::new(IdentityKind::Dns, "legacy-1"), "legacy", "n").is_err());
+        assert_eq!(r.authorize(&PeerIdentity::new(IdentityKind::Dns, "edge.example.org"), "edge", "n"), Ok(()));
+        assert!(r.authorize(&PeerIdentity::new(IdentityKind::Cn, "edge.example.org"), "edge", "n").is_err());
+        assert_eq!(r.authorize(&uri("urn:team:a"), "urn", "n"), Ok(()));
+        let any: IdentityPattern = "*".parse().unwrap();
+        assert!(any.matches(&as_cn) && any.matches(&as_dns) && any.matches(&uri("x:y")));
+        for s in ["spiffe://x/*", "uri:urn:x", "dns:a.example", "cn:a*", "*"] {
+            assert_eq!(s.parse::<IdentityPattern>().unwrap().to_string(), s);
+        }
+        assert_eq!("a.example".parse::<IdentityPattern>().unwrap().to_string(), "dns:a.example");
+        assert!("cn:".parse::<IdentityPattern>().is_err());
     }
 
     #[test]
@@ -199,13 +330,15 @@ mod tests {
             assert!(cmd.output().unwrap().status.success());
             std::fs::read(&crt).unwrap()
         };
-        let id = |der: Vec<u8>| of_certificate(&der).map(|i| i.0.to_string());
+        let id = |der: Vec<u8>| of_certificate(&der).map(|i| i.to_string());
         assert_eq!(
             id(make("a", Some("subjectAltName=DNS:a.example,URI:spiffe://x/a,URI:spiffe://x/b"))).as_deref(),
             Some("spiffe://x/a")
         );
         assert_eq!(id(make("b", Some("subjectAltName=DNS:b.example,DNS:c.example"))).as_deref(), Some("b.example"));
-        assert_eq!(id(make("cn-only", None)).as_deref(), Some("cn-only"));
+        assert_eq!(id(make("cn-only", None)).as_deref(), Some("cn:cn-only"));
+        let b = of_certificate(&make("b2", Some("subjectAltName=DNS:b.example"))).unwrap();
+        assert_eq!(b.kind, IdentityKind::Dns);
         assert_eq!(of_certificate(b"not a certificate"), None);
     }
 }

@@ -533,6 +533,7 @@ impl IntentSource {
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
             let intent = self.read_current()?;
+            ctx.unlisted_groups.set_named(intent.documents().map(|d| (d.namespace.as_deref(), d.name.as_str())));
             store_revision = revision;
             documents = intent.len();
             let chosen = self.choose_plugins(ctx)?;

@@ -106,13 +106,15 @@ pub struct Config {
     /// The bearer token admin reads must carry (the write token works too).
     pub admin_read_token: Option<String>,
     /// With mTLS: client certificate identities allowed admin reads without a token.
-    pub admin_read_identities: Vec<identity::Pattern>,
+    pub admin_read_identities: Vec<identity::IdentityPattern>,
     /// `/metrics` needs no read token.
     pub open_metrics: bool,
     /// HTTP/2 streams per xDS connection.
     pub max_streams_per_connection: u32,
     /// Open connections per client (identity, or address) on each port.
     pub max_connections_per_client: usize,
+    /// How long a connection may have no request in flight (see [`server::H2::idle_timeout`]).
+    pub idle_connection_timeout: Duration,
     /// Requests per stream (0: no limit).
     pub request_rate: limits::RequestRate,
     /// The node groups served as their own; empty: any, up to `max_unlisted_node_groups`.
@@ -157,6 +159,7 @@ impl Default for Config {
             open_metrics: false,
             max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
             max_connections_per_client: server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            idle_connection_timeout: server::DEFAULT_IDLE_TIMEOUT,
             request_rate: limits::RequestRate::DEFAULT,
             node_groups: Vec::new(),
             max_unlisted_node_groups: DEFAULT_MAX_UNLISTED_NODE_GROUPS,
@@ -386,6 +389,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             server::H2 {
                 max_concurrent_streams: config.max_streams_per_connection,
                 max_connections_per_client: config.max_connections_per_client,
+                idle_timeout: config.idle_connection_timeout,
                 ..Default::default()
             },
             xds_tls,
@@ -396,7 +400,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "admin",
             admin_listener,
             admin_router,
-            server::H2 { max_connections_per_client: config.max_connections_per_client, ..Default::default() },
+            server::H2 {
+                max_connections_per_client: config.max_connections_per_client,
+                idle_timeout: config.idle_connection_timeout,
+                ..Default::default()
+            },
             admin_tls,
             ctx.clone(),
             config.shutdown_grace,

@@ -193,9 +193,29 @@ pub const UNLISTED_GROUP_WINDOW: Duration = Duration::from_secs(600);
 #[derive(Debug, Default)]
 pub struct UnlistedGroups {
     seen: Mutex<HashMap<Box<str>, Instant>>,
+    /// The `namespace/name` (or `name`) of every intent document of the last generation: a
+    /// group named after a document is one the intent defines (a `per-gateway` Gateway's
+    /// group), always served as its own whatever made-up groups used up the quota.
+    named: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
 }
 
 impl UnlistedGroups {
+    /// The documents of the intent now, by `namespace/name` or `name`.
+    pub fn set_named<'a>(&self, names: impl Iterator<Item = (Option<&'a str>, &'a str)>) {
+        let named = names
+            .map(|(ns, name)| match ns {
+                Some(ns) => format!("{ns}/{name}").into_boxed_str(),
+                None => name.into(),
+            })
+            .collect();
+        *self.named.write().unwrap() = named;
+    }
+
+    /// Whether an intent document is named `group` (see [`UnlistedGroups::set_named`]).
+    pub fn is_named(&self, group: &str) -> bool {
+        self.named.read().unwrap().contains(group)
+    }
+
     /// Whether `group` may be served as its own: it was admitted within the window, or fewer
     /// than `max` groups were.
     pub fn admit(&self, group: &str, max: usize, now: Instant) -> bool {
@@ -228,5 +248,7 @@ mod group_tests {
         assert!(g.admit("a", 2, t0 + Duration::from_secs(1)), "one already admitted stays admitted");
         assert!(!g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW - Duration::from_secs(1)), "b is still within its window");
         assert!(g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW + Duration::from_secs(1)), "b's time is over");
+        g.set_named([(Some("infra"), "gw"), (None, "web")].into_iter());
+        assert!(g.is_named("infra/gw") && g.is_named("web") && !g.is_named("gw") && !g.is_named("infra"));
     }
 }

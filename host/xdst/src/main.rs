@@ -422,6 +422,13 @@ struct ServeArgs {
     /// beyond is closed at once, counted in xdst_refusals_total and logged.
     #[arg(long, value_name = "N", default_value_t = xdst::server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT)]
     max_connections_per_client: usize,
+    /// A connection with no request in flight for this long is closed, and a new one must
+    /// start its first request within this (at most 10s): a connection that asks for nothing
+    /// holds no place under --max-connections-per-client. An Envoy's or a gRPC client's xDS
+    /// connection always carries its stream. Counted in
+    /// xdst_refusals_total{reason="idle_connection"}.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    idle_connection_timeout: Duration,
     /// Requests one xDS stream may send a second, on average; ten times as many at once. A
     /// stream beyond is ended with RESOURCE_EXHAUSTED. Envoy sends one per response it
     /// answers and one per subscription change. 0: no limit.
@@ -527,7 +534,7 @@ struct ServeArgs {
     identities: Option<Vec<xdst::identity::Rule>>,
     /// Set from the configuration file only (`adminReadIdentities:`).
     #[arg(skip)]
-    admin_read_identities: Vec<xdst::identity::Pattern>,
+    admin_read_identities: Vec<xdst::identity::IdentityPattern>,
     #[arg(skip)]
     insecure_registries: Vec<String>,
     #[arg(skip)]
@@ -786,6 +793,7 @@ fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap:
     take!(max_request_size);
     take!(max_streams_per_connection);
     take!(max_connections_per_client);
+    take!(idle_connection_timeout);
     take!(max_requests_per_second);
     take!(node_groups);
     take!(max_unlisted_node_groups);
@@ -857,6 +865,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_request_size: args.max_request_size,
         max_streams_per_connection: args.max_streams_per_connection,
         max_connections_per_client: args.max_connections_per_client,
+        idle_connection_timeout: args.idle_connection_timeout,
         request_rate: xdst::limits::RequestRate {
             rate: args.max_requests_per_second,
             burst: args.max_requests_per_second.saturating_mul(10),

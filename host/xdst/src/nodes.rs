@@ -141,7 +141,7 @@ impl Registry {
                 api: e.api,
                 service: e.service,
                 peer: e.peer.map(|p| p.to_string()),
-                identity: e.identity.as_ref().map(|i| i.0.to_string()),
+                identity: e.identity.as_ref().map(|i| i.to_string()),
                 connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
                 types: e.source.status(),
             });

@@ -97,12 +97,13 @@ impl Rollouts {
 
     /// The rollout of node `id` in `group`, for a stream of `owner` (its client certificate
     /// identity, or its address without mTLS) covering `scope`, that opens;
-    /// [`detach`](Self::detach) when it closes. While the node has open streams it belongs to
-    /// their owner: a stream of another is refused (the owner it would take the node from is
-    /// the error), so no client can answer for, or move, another's rollout. Envoy's reconnects
-    /// and hot restart come from the same owner. Among the node id's clients the stream joins
-    /// the first whose open streams do not cover its types, else the one idle since last, else
-    /// it starts a new client.
+    /// [`detach`](Self::detach) when it closes. A stream joins only a client of its own
+    /// owner: the first whose open streams do not cover its types, else the one of its owner
+    /// idle since last, else it starts a new client. So a stream of another owner using the
+    /// same node id (a copied bootstrap, a client posing as another) is a client of its own:
+    /// it is never refused for the id and never refuses the node's rightful owner, and its
+    /// answers move only its own rollout. Envoy's reconnects and hot restart come from the
+    /// same owner and resume the node's client.
     pub fn attach(
         &self,
         group: &str,
@@ -110,7 +111,7 @@ impl Rollouts {
         owner: &str,
         scope: Scope,
         peer: Option<std::net::SocketAddr>,
-    ) -> Result<Arc<NodeRollout>, Arc<str>> {
+    ) -> Arc<NodeRollout> {
         let now = Instant::now();
         let mut nodes = self.nodes.lock().unwrap();
         if now.duration_since(nodes.swept) > LINGER / 10 {
@@ -124,22 +125,14 @@ impl Rollouts {
             });
         }
         let clients = nodes.by_key.entry((group.to_owned(), id.to_owned())).or_default();
-        for n in clients.iter() {
-            let s = n.state.lock().unwrap();
-            if let Some(o) = &s.owner
-                && !s.scopes.is_empty()
-                && **o != *owner
-            {
-                return Err(o.clone());
-            }
-        }
+        let own = |s: &NodeState| s.owner.as_deref() == Some(owner);
         let joins = |n: &&Arc<NodeRollout>| {
             let s = n.state.lock().unwrap();
-            !s.scopes.is_empty() && !s.scopes.iter().any(|open| overlaps(open, &scope))
+            own(&s) && !s.scopes.is_empty() && !s.scopes.iter().any(|open| overlaps(open, &scope))
         };
         let idle_since = |n: &&Arc<NodeRollout>| {
             let s = n.state.lock().unwrap();
-            s.scopes.is_empty().then_some(s.idle_since).flatten()
+            (own(&s) && s.scopes.is_empty()).then_some(s.idle_since).flatten()
         };
         let found = clients
             .iter()
@@ -184,7 +177,7 @@ impl Rollouts {
         s.scopes.push(scope);
         s.idle_since = None;
         drop(s);
-        Ok(node)
+        node
     }
 
     /// A stream of `node` covering `scope` closed.
@@ -207,12 +200,14 @@ impl Rollouts {
         let mut nodes = self.nodes.lock().unwrap();
         let key = (node.group.clone(), node.id.clone());
         let Some(clients) = nodes.by_key.get_mut(&key) else { return };
-        let idle = |n: &Arc<NodeRollout>| n.state.lock().unwrap().scopes.is_empty();
-        // One idle client per node id is kept, the one that left last: the next process
-        // with the id resumes from it (unless a stream of it attached again meanwhile).
+        let owner = node.state.lock().unwrap().owner.clone();
+        // One idle client per node id and owner is kept, the one that left last: the next
+        // process of that owner with the id resumes from it (unless a stream of it attached
+        // again meanwhile).
         clients.retain(|n| {
             let this = std::ptr::eq(Arc::as_ptr(n), node);
-            !idle(n) || (this && !nothing_acked)
+            let s = n.state.lock().unwrap();
+            !s.scopes.is_empty() || (this && !nothing_acked) || (!this && s.owner != owner)
         });
         if clients.is_empty() {
             nodes.by_key.remove(&key);
@@ -226,14 +221,23 @@ impl Rollouts {
         }
     }
 
-    /// Every client of every node id with an open stream.
-    fn connected(&self) -> Vec<(Arc<NodeRollout>, bool)> {
+    /// Every client of every node id with an open stream, with how its label must tell it
+    /// apart from the id's other open clients.
+    fn connected(&self) -> Vec<(Arc<NodeRollout>, Shared)> {
         let nodes = self.nodes.lock().unwrap();
-        let mut out = Vec::new();
+        let mut by_id: HashMap<&str, Vec<&Arc<NodeRollout>>> = HashMap::new();
         for clients in nodes.by_key.values() {
-            let open: Vec<&Arc<NodeRollout>> =
-                clients.iter().filter(|n| !n.state.lock().unwrap().scopes.is_empty()).collect();
-            let shared = open.len() > 1;
+            for n in clients.iter().filter(|n| !n.state.lock().unwrap().scopes.is_empty()) {
+                by_id.entry(n.id.as_str()).or_default().push(n);
+            }
+        }
+        let mut out = Vec::new();
+        for open in by_id.into_values() {
+            let shared = match open.as_slice() {
+                [_] => Shared::No,
+                [first, rest @ ..] if rest.iter().all(|n| n.group == first.group) => Shared::InGroup,
+                _ => Shared::AcrossGroups,
+            };
             out.extend(open.into_iter().map(|n| (n.clone(), shared)));
         }
         out
@@ -253,7 +257,7 @@ impl Rollouts {
                     group: n.group.clone(),
                     id: n.id.clone(),
                     client: n.client,
-                    label: n.label(shared, s.peer),
+                    label: n.label(shared, s.owner.as_deref(), s.peer),
                     synced: s
                         .synced
                         .as_ref()
@@ -302,6 +306,16 @@ impl Rollouts {
             })
             .collect()
     }
+}
+
+/// Whether a node's id has other open clients (see [`NodeRollout::label`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shared {
+    No,
+    /// Others in its group.
+    InGroup,
+    /// Others, some in another group.
+    AcrossGroups,
 }
 
 /// Whether two streams of one client would ask for the same type: then they are two clients.
@@ -410,16 +424,27 @@ impl NodeRollout {
         }
     }
 
-    /// How reports name this client: its node id alone, or with `shared` (another process
-    /// is connected with the same id) which client it is and where it connects from.
-    pub fn label(&self, shared: bool, peer: Option<std::net::SocketAddr>) -> String {
-        if !shared && self.client == 1 {
+    /// How the node is named to an operator: its id alone while it is the id's only open
+    /// client (and the first); else `id (client N, <owner>[, from <address>][, group G])`, so
+    /// two processes using one id, of one owner or of two, are never taken for one another.
+    pub fn label(&self, shared: Shared, owner: Option<&str>, peer: Option<std::net::SocketAddr>) -> String {
+        if shared == Shared::No && self.client == 1 {
             return self.id.clone();
         }
-        match peer {
-            Some(p) => format!("{} (client {}, from {p})", self.id, self.client),
-            None => format!("{} (client {})", self.id, self.client),
+        let mut out = format!("{} (client {}", self.id, self.client);
+        match (owner, peer) {
+            // Without mTLS the owner is the address, which `from` shows.
+            (Some(o), _) if o.starts_with("identity ") => out.push_str(&format!(", {o}")),
+            _ => {}
         }
+        if let Some(p) = peer {
+            out.push_str(&format!(", from {p}"));
+        }
+        if shared == Shared::AcrossGroups {
+            out.push_str(&format!(", group {:?}", self.group));
+        }
+        out.push(')');
+        out
     }
 
     /// The offer, and its generation.
@@ -459,7 +484,7 @@ mod tests {
 
     /// Node `id` connects, acknowledges a cluster, and disconnects.
     fn acked_then_idle(rollouts: &Rollouts, m: &Metrics, id: &str) {
-        let node = rollouts.attach("g", id, "127.0.0.1", ADS, None).unwrap();
+        let node = rollouts.attach("g", id, "127.0.0.1", ADS, None);
         let c = Arc::new(Resource::new(CLUSTER, "c1", b"1"));
         node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
         let t: Arc<str> = CLUSTER.into();
@@ -486,28 +511,50 @@ mod tests {
         );
     }
 
+    /// Issue 33, item 6: a stream of another owner with the same node id is a client of its
+    /// own, never refused and never refusing; a returning owner resumes its own client.
     #[test]
-    fn a_node_belongs_to_the_owner_of_its_open_streams() {
+    fn a_node_id_used_by_two_owners_is_two_clients() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
-        let a = "identity \"spiffe://x/a\"";
+        let (a, b) = ("identity \"spiffe://x/a\"", "identity \"spiffe://x/b\"");
         let (lds, cds) = (Scope::Single(types::LISTENER), Scope::Single(CLUSTER));
-        let first = rollouts.attach("g", "n", a, lds.clone(), None).unwrap();
+        let first = rollouts.attach("g", "n", a, lds.clone(), None);
         // Envoy's separate LDS and CDS streams: one client, one rollout.
-        let second = rollouts.attach("g", "n", a, cds.clone(), None).unwrap();
+        let second = rollouts.attach("g", "n", a, cds.clone(), None);
         assert!(Arc::ptr_eq(&first, &second));
-        assert_eq!(rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).err().as_deref(), Some(a));
-        // The same id in another group is another node.
-        assert!(rollouts.attach("h", "n", "identity \"spiffe://x/b\"", ADS, None).is_ok());
+        // A squatter of another identity, while a's streams are open: a client of its own.
+        let squatter = rollouts.attach("g", "n", b, ADS, None);
+        assert!(!Arc::ptr_eq(&first, &squatter));
+        assert_eq!((first.client, squatter.client), (1, 2));
+        let labels: Vec<String> = rollouts.syncs().into_iter().map(|s| s.label).collect();
+        assert!(labels.contains(&format!("n (client 2, {b})")), "{labels:?}");
+        // a's Envoy restarts: its streams close and it comes back to its own client, not the
+        // squatter's, even though the squatter's is the one that left last.
+        let acked = |node: &NodeRollout, stream: u64| {
+            let c = Resource::new(CLUSTER, "c1", b"1");
+            let target = Arc::new(Snapshot::from_resources([c]).unwrap());
+            let t: Arc<str> = CLUSTER.into();
+            node.set_target(rollouts.config(), target.clone(), &m);
+            node.update(&m, |r, now| {
+                let mut notes = r.subscribe(stream, &t, true, &[], now);
+                r.sent(stream, &t, "n1".into(), Update::Replace(target.get(CLUSTER).unwrap().clone()));
+                notes.extend(r.answered(stream, &t, "n1", None, now));
+                notes
+            });
+        };
+        acked(&first, 2);
+        acked(&squatter, 3);
         rollouts.detach(&first, 1, &lds, &m);
-        assert!(
-            rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).is_err(),
-            "a stream of a is still open"
-        );
         rollouts.detach(&second, 2, &cds, &m);
-        assert!(
-            rollouts.attach("g", "n", "identity \"spiffe://x/b\"", ADS, None).is_ok(),
-            "no stream open: anyone may take it"
-        );
+        rollouts.detach(&squatter, 3, &ADS, &m);
+        let back = rollouts.attach("g", "n", a, ADS, None);
+        assert!(Arc::ptr_eq(&back, &first), "a resumes its own client");
+        let again = rollouts.attach("g", "n", b, ADS, None);
+        assert!(Arc::ptr_eq(&again, &squatter), "b resumes its own");
+        // The same id in another group, of another owner: labelled with its group.
+        let _elsewhere = rollouts.attach("h", "n", b, ADS, None);
+        let labels: Vec<String> = rollouts.syncs().into_iter().map(|s| s.label).collect();
+        assert!(labels.iter().any(|l| l.contains("group \"h\"")), "{labels:?}");
     }
 
     /// Issue 32, item 4: a second process with the same node id (two ADS streams) is a client
@@ -519,8 +566,8 @@ mod tests {
         let c = Resource::new(CLUSTER, "c1", b"1");
         let target = Arc::new(Snapshot::from_resources([c]).unwrap());
         let t: Arc<str> = CLUSTER.into();
-        let envoy = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None).unwrap();
-        let clone = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None).unwrap();
+        let envoy = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None);
+        let clone = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None);
         assert!(!Arc::ptr_eq(&envoy, &clone));
         assert_eq!((envoy.client, clone.client), (1, 2));
         for (node, stream, nack) in [(&envoy, 1, None), (&clone, 2, Some("no"))] {
@@ -538,6 +585,7 @@ mod tests {
         assert!(of(2).synced.is_none() && of(2).rejection.is_some(), "the clone rejected it");
         assert_eq!(of(1).label, "n (client 1)");
         assert_eq!(of(2).label, "n (client 2)");
+        // Without mTLS the owner is the address, and `from` shows it (when known).
         // The clone leaves: the Envoy is the node id's only client, named by its id alone.
         rollouts.detach(&clone, 2, &ADS, &m);
         assert_eq!(rollouts.syncs().iter().map(|s| s.label.clone()).collect::<Vec<_>>(), ["n"]);
@@ -546,7 +594,7 @@ mod tests {
     #[test]
     fn a_node_that_acknowledged_nothing_is_forgotten_when_its_stream_closes() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
-        let node = rollouts.attach("g", "asked-only", "127.0.0.1", ADS, None).unwrap();
+        let node = rollouts.attach("g", "asked-only", "127.0.0.1", ADS, None);
         rollouts.detach(&node, 1, &ADS, &m);
         assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
         acked_then_idle(&rollouts, &m, "acked");

@@ -3,7 +3,7 @@
 //! streams per connection.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,6 +26,10 @@ pub struct H2 {
     /// Connections one client (its certificate identity, or its address) may have open;
     /// beyond, a new one is closed as soon as it is accepted (or its handshake done).
     pub max_connections_per_client: usize,
+    /// A connection with no request in flight for this long is closed, and one must start
+    /// its first request within this (at most [`FIRST_REQUEST_TIMEOUT`]): a connection that
+    /// never asks for anything must not hold a place under `max_connections_per_client`.
+    pub idle_timeout: Duration,
 }
 
 /// The default for [`H2::max_concurrent_streams`]: Envoy opens one ADS stream (or one per
@@ -33,6 +37,12 @@ pub struct H2 {
 pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 128;
 /// The default for [`H2::max_connections_per_client`] (clients behind one NAT address share it).
 pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 1024;
+/// The default for [`H2::idle_timeout`]. An Envoy's or a gRPC client's xDS connection always
+/// carries its stream; Prometheus and browsers reconnect when they need to.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How soon a new connection must start its first request (the same as a TLS handshake's
+/// limit, which runs before it).
+pub const FIRST_REQUEST_TIMEOUT: Duration = crate::tls::HANDSHAKE_TIMEOUT;
 
 impl Default for H2 {
     fn default() -> Self {
@@ -40,6 +50,101 @@ impl Default for H2 {
             max_concurrent_streams: DEFAULT_MAX_STREAMS_PER_CONNECTION,
             keepalive: Some(Duration::from_secs(30)),
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// What a connection is doing: requests in flight (until their response bodies end) and when
+/// the last one ended.
+#[derive(Debug)]
+struct Activity {
+    state: std::sync::Mutex<(usize, Option<Instant>)>,
+    opened: Instant,
+}
+
+/// A request of a connection in flight; dropped with its response body.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap();
+        s.0 -= 1;
+        s.1 = Some(Instant::now());
+    }
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity { state: std::sync::Mutex::new((0, None)), opened: Instant::now() })
+    }
+
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.state.lock().unwrap().0 += 1;
+        InFlight(self.clone())
+    }
+
+    /// Resolves once the connection has had no request in flight for `idle` (for a connection
+    /// that has not made one yet, `first`), with what it was.
+    async fn idle(&self, idle: Duration, first: Duration) -> &'static str {
+        loop {
+            let (in_flight, last) = *self.state.lock().unwrap();
+            let deadline = match (in_flight, last) {
+                (0, None) => self.opened + first.min(idle),
+                (0, Some(t)) => t + idle,
+                _ => Instant::now() + idle,
+            };
+            if Instant::now() >= deadline {
+                return if last.is_none() { "no request" } else { "no request in flight" };
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}
+
+/// A connection accepted (and its TLS handshake done): who it is from.
+struct Accepted<I> {
+    io: I,
+    peer: std::net::SocketAddr,
+    identity: Option<PeerIdentity>,
+    /// Its client, for the limits and the refusal log: the identity, else the address.
+    client: String,
+}
+
+/// Serves one accepted connection (in the clear or after its TLS handshake) until it ends, or
+/// until it has been idle for `h2.idle_timeout` (closed, counted, logged once a minute per
+/// client).
+async fn serve_connection<I>(
+    ctx: &crate::context::Ctx,
+    name: &'static str,
+    conn: Accepted<I>,
+    router: Router,
+    builder: &auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    h2: &H2,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Accepted { io, peer, identity, client } = conn;
+    let client = client.as_str();
+    let activity = Activity::new();
+    let service = tagged(router, peer, identity, activity.clone());
+    let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(io), service).into_owned());
+    tokio::select! {
+        ended = conn => if let Err(e) = ended {
+            debug!(server = name, %peer, error = %e, "connection ended with an error");
+        },
+        what = activity.idle(h2.idle_timeout, FIRST_REQUEST_TIMEOUT) => {
+            ctx.metrics.refusals.get_or_create(&crate::metrics::label("reason", "idle_connection")).inc();
+            if ctx.refusal_log.allow(client) {
+                warn!(
+                    server = name,
+                    client,
+                    %peer,
+                    "connection closed: {what} for {:?} (--idle-connection-timeout; logged once a minute per client)",
+                    if what == "no request" { h2.idle_timeout.min(FIRST_REQUEST_TIMEOUT) } else { h2.idle_timeout }
+                );
+            }
         }
     }
 }
@@ -50,6 +155,7 @@ fn tagged(
     router: Router,
     peer: std::net::SocketAddr,
     identity: Option<PeerIdentity>,
+    activity: Arc<Activity>,
 ) -> TowerToHyperService<
     impl tower::Service<
         http::Request<hyper::body::Incoming>,
@@ -63,7 +169,19 @@ fn tagged(
         if let Some(id) = &identity {
             req.extensions_mut().insert(id.clone());
         }
-        tower::ServiceExt::oneshot(router.clone(), req)
+        let in_flight = activity.begin();
+        let response = tower::ServiceExt::oneshot(router.clone(), req);
+        async move {
+            let response = response.await?;
+            // The request is in flight until its response body ends (a gRPC stream's, when
+            // the stream does).
+            Ok(response.map(|body| {
+                axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+                    let _in_flight = &in_flight;
+                    frame
+                }))
+            }))
+        }
     }))
 }
 
@@ -138,12 +256,10 @@ pub async fn serve(
                         let Some(counted) = counted_connection(&ctx, name, &connections, &peer.ip().to_string()) else {
                             continue;
                         };
-                        let service = tagged(router, peer, None);
-                        let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
+                        let ctx = ctx.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = conn.await {
-                                debug!(server = name, %peer, error = %e, "connection ended with an error");
-                            }
+                            let accepted = Accepted { io: stream, peer, identity: None, client: peer.ip().to_string() };
+                            serve_connection(&ctx, name, accepted, router, &builder, watcher, &h2).await;
                             drop(counted);
                         });
                     }
@@ -175,17 +291,14 @@ pub async fn serve(
                                 .peer_certificates()
                                 .and_then(|chain| chain.first())
                                 .and_then(|leaf| crate::identity::of_certificate(leaf));
-                            debug!(server = name, %peer, identity = ?identity.as_ref().map(|i| &*i.0), "TLS handshake done");
+                            debug!(server = name, %peer, identity = ?identity.as_ref().map(|i| i.to_string()), "TLS handshake done");
                             let client = match &identity {
-                                Some(id) => format!("identity {:?}", id.0),
+                                Some(id) => format!("identity {:?}", id.to_string()),
                                 None => peer.ip().to_string(),
                             };
                             let Some(counted) = counted_connection(&ctx, name, &connections, &client) else { return };
-                            let service = tagged(router, peer, identity);
-                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
-                            if let Err(e) = watcher.watch(conn).await {
-                                debug!(server = name, %peer, error = %e, "connection ended with an error");
-                            }
+                            let accepted = Accepted { io: stream, peer, identity, client };
+                            serve_connection(&ctx, name, accepted, router, &builder, watcher, &h2).await;
                             drop(counted);
                         });
                     }

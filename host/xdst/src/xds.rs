@@ -132,7 +132,7 @@ pub fn fetch(
     identity: Option<&PeerIdentity>,
     mut req: DiscoveryRequest,
 ) -> Result<SotwResponse, Status> {
-    let group = req.node.as_ref().map(|n| ctx.group_key.group_of(n)).unwrap_or_default();
+    let group = req.node.as_ref().map(|n| group_of(ctx, n)).transpose()?.unwrap_or_default();
     if req.node.is_none() {
         req.node = Some(Node { id: "fetch".into(), ..Default::default() });
     }
@@ -153,6 +153,23 @@ pub fn fetch(
     }))
 }
 
+/// The node group `node` names; INVALID_ARGUMENT for one over
+/// [`xdst_core::stream::MAX_NODE_NAME`] (read from `--node-group-key`'s metadata field, which
+/// the stream's own checks of id and cluster do not cover): it would go into every report.
+fn group_of(ctx: &Ctx, node: &Node) -> Result<String, Status> {
+    let group = ctx.group_key.group_of(node);
+    let max = xdst_core::stream::MAX_NODE_NAME;
+    if group.len() > max {
+        xdst_core::limits::Limit::NodeName.hit();
+        return Err(Status::invalid_argument(format!(
+            "the node group (--node-group-key {}) is {} bytes; at most {max} are accepted",
+            ctx.group_key,
+            group.len()
+        )));
+    }
+    Ok(group)
+}
+
 /// With mTLS, whether `identity` may use `group` and `node`: PERMISSION_DENIED naming the
 /// identity, the group and the node if not (counted, and logged at most once a minute per
 /// identity).
@@ -160,14 +177,14 @@ fn authorize(ctx: &Ctx, identity: Option<&PeerIdentity>, group: &str, node: &str
     let Some(rules) = &ctx.identities else { return Ok(()) };
     let refusal = match identity {
         None => "the client certificate names no identity (no URI SAN, DNS SAN or subject CN)".to_owned(),
-        Some(id) => match rules.authorize(&id.0, group, node) {
+        Some(id) => match rules.authorize(id, group, node) {
             Ok(()) => return Ok(()),
             Err(e) => e,
         },
     };
-    let who = identity.map(|i| &*i.0).unwrap_or_default();
+    let who = identity.map(|i| i.to_string()).unwrap_or_default();
     ctx.metrics.refusals.get_or_create(&label("reason", "identity")).inc();
-    if ctx.refusal_log.allow(who) {
+    if ctx.refusal_log.allow(&who) {
         warn!(identity = %who, group, node, error = %refusal, "stream refused (logged once a minute per identity)");
     }
     Err(Status::permission_denied(refusal))
@@ -175,7 +192,8 @@ fn authorize(ctx: &Ctx, identity: Option<&PeerIdentity>, group: &str, node: &str
 
 /// The node group a stream is served: the one its node names if that is listed
 /// (`--node-groups`, the resources directory's own groups, the identity rules), or, without
-/// a list, one of the first `--max-unlisted-node-groups` named within
+/// a list, one named after an intent document (a `per-gateway` Gateway's `namespace/name`:
+/// always), or one of the first `--max-unlisted-node-groups` named within
 /// [`crate::limits::UNLISTED_GROUP_WINDOW`]; else the default set
 /// (`""`), counted and logged, so that made-up groups cost no translation.
 fn admit_group(ctx: &Ctx, group: String, client: &str) -> String {
@@ -192,7 +210,10 @@ fn admit_group(ctx: &Ctx, group: String, client: &str) -> String {
     }
     let why = if !rules.listed.is_empty() {
         "it is not in --node-groups"
-    } else if ctx.nodes.has_group(&group) || ctx.unlisted_groups.admit(&group, rules.max_unlisted, Instant::now()) {
+    } else if ctx.nodes.has_group(&group)
+        || ctx.unlisted_groups.is_named(&group)
+        || ctx.unlisted_groups.admit(&group, rules.max_unlisted, Instant::now())
+    {
         return group;
     } else {
         "--max-unlisted-node-groups other groups were named in the last 10 minutes"
@@ -380,7 +401,7 @@ impl<M: Machine> Driver<M> {
     /// Who the stream belongs to: its client certificate's identity, else its address.
     fn owner(&self) -> String {
         match (&self.identity, &self.peer) {
-            (Some(id), _) => format!("identity {:?}", id.0),
+            (Some(id), _) => format!("identity {:?}", id.to_string()),
             (None, Some(peer)) => format!("address {}", peer.ip()),
             (None, None) => "an unknown client".to_owned(),
         }
@@ -416,22 +437,12 @@ impl<M: Machine> Driver<M> {
         if self.watch.is_none()
             && let Some(node) = M::request_node(&req)
         {
-            let group = self.ctx.group_key.group_of(node);
+            let group = group_of(&self.ctx, node)?;
             // Refused before the stream is attached to anything or sent a resource.
             authorize(&self.ctx, self.identity.as_ref(), &group, &node.id)?;
             let owner = self.owner();
             let group = admit_group(&self.ctx, group, &owner);
-            let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer).map_err(|holder| {
-                self.ctx.metrics.refusals.get_or_create(&label("reason", "node_owned")).inc();
-                let refusal = format!(
-                    "node id {:?} in node group {group:?} is in use by {holder}, not {owner}: each proxy needs its own node id",
-                    node.id
-                );
-                if self.ctx.refusal_log.allow(&owner) {
-                    warn!(node = %node.id, group = %group, error = %refusal, "stream refused (logged once a minute per client)");
-                }
-                Status::permission_denied(refusal)
-            })?;
+            let rollout = self.ctx.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer);
             let mut rx = self.ctx.cache.watch(&group);
             let snapshot = rx.borrow_and_update().clone();
             self.watch = Some((rx, snapshot.clone()));
@@ -443,7 +454,7 @@ impl<M: Machine> Driver<M> {
                 api = M::API,
                 service = self.label,
                 peer = ?self.peer,
-                identity = ?self.identity.as_ref().map(|i| &*i.0),
+                identity = ?self.identity.as_ref().map(|i| i.to_string()),
                 "stream opened"
             );
             self.registered = Some(self.ctx.nodes.add(StreamEntry {

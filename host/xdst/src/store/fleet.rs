@@ -3,8 +3,11 @@
 //! replica shows every node of every replica, and a replica that dies drops out when its
 //! lease expires (`LEASE_TTL`).
 //!
-//! A report is chunked ([`NODES_PER_KEY`] nodes a key), since etcd refuses a request over
-//! 1.5 MiB, and each node's entry is bounded (a NACK message is clipped).
+//! A report is chunked (at most [`NODES_PER_KEY`] nodes and [`MAX_CHUNK_BYTES`] a key), since
+//! etcd refuses a request over 1.5 MiB, and each node's entry is bounded: a NACK message is
+//! clipped, node ids and groups are bounded where the stream opens, and an entry still over
+//! [`MAX_NODE_ENTRY`] (a client asking for thousands of made-up types) keeps its id and group
+//! only.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,8 +25,12 @@ pub const REPLICAS_DIR: &str = "replicas/";
 pub const LEASE_TTL: i64 = 10;
 /// How often a replica publishes (and keeps its lease alive).
 pub const PUBLISH_EVERY: Duration = Duration::from_secs(2);
-/// Nodes per key.
+/// Nodes per key, at most.
 const NODES_PER_KEY: usize = 500;
+/// A key's value, at most (etcd's default request limit is 1.5 MiB).
+const MAX_CHUNK_BYTES: usize = 1 << 20;
+/// One node's entry, at most; past it, its types are left out.
+const MAX_NODE_ENTRY: usize = 64 << 10;
 /// The most of a NACK's message a fleet entry keeps.
 const MAX_NACK_MESSAGE: usize = 512;
 /// The largest fleet value read back; larger ones are reported, not parsed.
@@ -38,6 +45,9 @@ pub struct FleetNode {
     /// Per type (short name: `lds`, `cds`, ...): versions sent and acknowledged, and the last
     /// NACK's message.
     pub types: BTreeMap<String, FleetType>,
+    /// True when its types were left out, its entry being over [`MAX_NODE_ENTRY`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub types_left_out: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -108,9 +118,36 @@ pub fn nodes(ctx: &Ctx) -> Vec<FleetNode> {
                     }
                 }
             }
-            FleetNode { id: n.id, group: n.group, streams: n.streams.len(), types }
+            let node = FleetNode { id: n.id, group: n.group, streams: n.streams.len(), types, types_left_out: false };
+            if entry_size(&node) > MAX_NODE_ENTRY {
+                return FleetNode { types: BTreeMap::new(), types_left_out: true, ..node };
+            }
+            node
         })
         .collect()
+}
+
+fn entry_size(node: &FleetNode) -> usize {
+    serde_json::to_vec(node).map(|v| v.len()).unwrap_or(usize::MAX)
+}
+
+/// `nodes` in chunks of at most [`NODES_PER_KEY`] nodes and [`MAX_CHUNK_BYTES`] of entries
+/// (one chunk, empty, for none).
+fn chunked(nodes: &[FleetNode]) -> Vec<&[FleetNode]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, node) in nodes.iter().enumerate() {
+        let size = entry_size(node).min(MAX_NODE_ENTRY) + 1;
+        if i > start && (i - start == NODES_PER_KEY || bytes + size > MAX_CHUNK_BYTES) {
+            chunks.push(&nodes[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < nodes.len() || chunks.is_empty() {
+        chunks.push(&nodes[start..]);
+    }
+    chunks
 }
 
 /// `replica` as a key component: no `/`.
@@ -161,8 +198,7 @@ pub async fn publish(
             let id = lease.as_ref().map(|l| l.0).unwrap_or_default();
             let status = ctx.intent.as_ref().map(|s| s.status());
             let all = nodes(&ctx);
-            let chunks: Vec<&[FleetNode]> =
-                if all.is_empty() { vec![&[][..]] } else { all.chunks(NODES_PER_KEY).collect() };
+            let chunks = chunked(&all);
             let at =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             for (i, nodes) in chunks.iter().enumerate() {
@@ -237,6 +273,30 @@ pub async fn read(etcd: &Etcd) -> Result<Fleet, super::StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 33, item 9: however long the ids and however many the types, no key's value
+    /// comes near etcd's 1.5 MiB request limit.
+    #[test]
+    fn chunks_stay_under_etcds_request_limit() {
+        let long = |i: usize| format!("{i}-{}", "n".repeat(1020));
+        let types: BTreeMap<String, FleetType> = (0..6)
+            .map(|t| {
+                let nack = Some("x".repeat(MAX_NACK_MESSAGE));
+                (format!("t{t}"), FleetType { sent: Some("v".repeat(64)), acked: Some("v".repeat(64)), nack })
+            })
+            .collect();
+        let all: Vec<FleetNode> = (0..2_000)
+            .map(|i| FleetNode { id: long(i), group: long(i), streams: 1, types: types.clone(), types_left_out: false })
+            .collect();
+        let chunks = chunked(&all);
+        assert!(chunks.len() > all.len() / NODES_PER_KEY, "{} chunks", chunks.len());
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), all.len());
+        for c in &chunks {
+            let bytes: usize = c.iter().map(entry_size).sum();
+            assert!(bytes <= MAX_CHUNK_BYTES, "{bytes}");
+        }
+        assert_eq!(chunked(&[]).len(), 1);
+    }
 
     #[test]
     fn replica_names_cannot_add_key_levels() {
