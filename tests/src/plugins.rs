@@ -152,3 +152,41 @@ fn build_script(dir: &str) -> anyhow::Result<PathBuf> {
     BUILT.lock().unwrap().get_or_insert_with(HashMap::new).insert(dir.to_owned(), out.clone());
     Ok(out)
 }
+
+/// A core-module plugin (`tests/plugins/wat/waiter-core.wat`) named `name`, claiming `kind`,
+/// whose `xdst_translate` runs `wait` (WAT: `(call $sleep_forever)`, `(call $sock_accept_loop)`,
+/// ..., or nothing) and returns no resources.
+pub fn waiter_core(name: &str, kind: &str, wait: &str) -> anyhow::Result<Vec<u8>> {
+    let describe = format!(
+        r#"{{"name": "{name}", "version": "0.1.0", "kinds": ["{kind}"], "phase": "translate", "granularity": "whole-set"}}"#
+    );
+    let wat = include_str!("../plugins/wat/waiter-core.wat")
+        .replace("@DESCRIBE_LEN@", &describe.len().to_string())
+        .replace("@DESCRIBE@", &describe.replace('"', "\\\""))
+        .replace("@WAIT@", wait);
+    Ok(wat::parse_str(wat)?)
+}
+
+/// A component of the `xdst:plugin@0.1.0` world (`tests/plugins/wat/waiter-component.wat`)
+/// named `name`, claiming `kind`, whose `translate` runs `wait` (WAT: `(call $block_forever)`,
+/// `(call $poll_30s)`, or nothing) through `wasi:io/poll` and returns no resources.
+pub fn waiter_component(name: &str, kind: &str, wait: &str) -> anyhow::Result<Vec<u8>> {
+    let wat = include_str!("../plugins/wat/waiter-component.wat")
+        .replace("@NAME_LEN@", &name.len().to_string())
+        .replace("@NAME@", name)
+        .replace("@KIND_LEN@", &kind.len().to_string())
+        .replace("@KIND@", kind)
+        .replace("@WAIT@", wait);
+    Ok(wat::parse_str(wat)?)
+}
+
+/// Writes plugin `bytes` into `dir` as `file`, with `settings` (its `NAME.yaml`) first, each
+/// atomically, as [`install`] does for a built plugin.
+pub fn install_bytes(dir: &Path, file: &str, bytes: &[u8], settings: Option<&str>) -> anyhow::Result<()> {
+    let dest = dir.join(file);
+    if let Some(s) = settings {
+        write_atomic(&dest.with_extension("yaml"), s)?;
+    }
+    write_atomic(&dest, bytes)?;
+    Ok(())
+}
