@@ -178,3 +178,89 @@ pub async fn run<S: Store>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::{Entry, Expect, Revision, StoreError, Watch};
+    use super::*;
+
+    /// A store whose listing the test sets, and whose watches deliver the events queued for
+    /// them, then nothing.
+    #[derive(Default)]
+    struct Fake {
+        listing: Mutex<(Vec<Entry>, Revision)>,
+        lists: AtomicUsize,
+        watches: Mutex<Vec<Vec<WatchEvent>>>,
+    }
+
+    impl Store for Fake {
+        async fn list(&self, _: &str) -> Result<(Vec<Entry>, Revision), StoreError> {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+            Ok(self.listing.lock().unwrap().clone())
+        }
+        async fn watch(&self, _: &str, _: Revision) -> Result<Watch, StoreError> {
+            let mut w = self.watches.lock().unwrap();
+            let events = if w.is_empty() { Vec::new() } else { w.remove(0) };
+            Ok(futures::stream::iter(events.into_iter().map(Ok)).chain(futures::stream::pending()).boxed())
+        }
+        async fn write(&self, _: &str, _: Option<Vec<u8>>, _: Expect) -> Result<Revision, StoreError> {
+            unreachable!("the sync task never writes")
+        }
+        fn describe(&self) -> String {
+            "fake://".into()
+        }
+    }
+
+    /// Issue 33, item 10: a watch that finds another store, and a write that asks for a
+    /// listing, make the task list again; a listing behind the revision held is a rewind
+    /// (counted, the mirror takes it), one that is not is an ordinary listing.
+    #[tokio::test]
+    async fn a_store_that_went_back_in_time_is_listed_again_and_counted() {
+        let within = Duration::from_secs(5);
+        let fake = Arc::new(Fake::default());
+        let mirror = Arc::new(Mirror::new("fake://".into()));
+        mirror.replace(vec![Entry::new("intent/A/old", "x", 100)], 128);
+        *fake.listing.lock().unwrap() = (vec![Entry::new("intent/A/new", "y", 2)], 2);
+        fake.watches.lock().unwrap().push(vec![WatchEvent::Replaced { revision: 1, why: "behind".into() }]);
+        let rewound = Arc::new(AtomicUsize::new(0));
+        let r = rewound.clone();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(run(
+            fake.clone(),
+            "intent/",
+            mirror.clone(),
+            Arc::new(|| {}),
+            Arc::new(move |why| {
+                if why == Reload::Rewound {
+                    r.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+            stopped,
+        ));
+        assert!(mirror.wait_until(|m| m.state().rewinds == 1, within).await);
+        assert_eq!(mirror.revision(), 2);
+        assert_eq!(mirror.documents().into_iter().map(|(k, _)| k).collect::<Vec<_>>(), ["intent/A/new"]);
+        assert_eq!(mirror.state().rewound.map(|r| (r.from, r.to, r.why)), Some((128, 2, "behind".into())));
+        assert_eq!(rewound.load(Ordering::SeqCst), 1);
+
+        // A write's request: the store is where the mirror is, so no rewind.
+        let lists = fake.lists.load(Ordering::SeqCst);
+        mirror.request_relist();
+        let deadline = tokio::time::Instant::now() + within;
+        while fake.lists.load(Ordering::SeqCst) == lists {
+            assert!(tokio::time::Instant::now() < deadline, "no listing after a write's request");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The same store, behind again: a rewind.
+        *fake.listing.lock().unwrap() = (vec![], 1);
+        mirror.request_relist();
+        assert!(mirror.wait_until(|m| m.revision() == 1 && m.state().rewinds >= 2, within).await);
+        assert_eq!((mirror.state().rewinds, mirror.state().documents), (2, 0), "the listing at 2 was no rewind");
+        assert_eq!(rewound.load(Ordering::SeqCst), 2);
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+}
