@@ -673,6 +673,7 @@ async fn an_etcd_recreated_empty_is_listed_again_and_a_write_is_served_or_refuse
     let r = ready(a.admin_addr).await;
     let revision = r["store"]["revision"].as_i64().unwrap_or(i64::MAX);
     ensure!(r["ready"] == true && r["store"]["connected"] == true && revision < held, "{r}");
+    ensure!(r["store"]["rewinds"].as_u64() >= Some(1), "/readyz does not say the store went back: {r}");
     let s = status(a.admin_addr).await;
     ensure!(s["store"]["rewinds"].as_u64() >= Some(1), "{s}");
     ensure!(s["store"]["rewound"]["from"].as_i64() >= Some(held), "{s}");

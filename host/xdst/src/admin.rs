@@ -126,6 +126,9 @@ struct StoreReady {
     revision: crate::store::Revision,
     /// Unix seconds since `connected` last changed.
     since: u64,
+    /// Times the store went back in time (recreated, or restored from an older state) and
+    /// this replica took the new store's listing (issue 33, item 10).
+    rewinds: u64,
 }
 
 /// Ready once a good generation serves (or, serving a resources directory, once it loaded).
@@ -135,7 +138,12 @@ fn ready(ctx: &Ctx) -> axum::response::Response {
     let (ready, version, revision, store) = match &ctx.intent {
         Some(s) => {
             let st = s.status();
-            let store = st.store.map(|s| StoreReady { connected: s.connected, revision: s.revision, since: s.since });
+            let store = st.store.map(|s| StoreReady {
+                connected: s.connected,
+                revision: s.revision,
+                since: s.since,
+                rewinds: s.rewinds,
+            });
             (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store)
         }
         None => (true, None, None, None),
