@@ -328,13 +328,20 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let generations =
             generations::Generations::start(ctx.clone(), s.clone()).context("starting the generation thread")?;
         let generations = ctx.generations.get_or_init(|| generations);
-        // A bad first generation is an error: there is nothing to fall back to yet.
+        // A bad first generation (a plugin that fails or sleeps past its deadline, a store key
+        // that is not UTF-8) is reported like any other, and the ports open all the same:
+        // nothing is served yet and `/readyz` says not ready until a good generation, but a
+        // fix applies as soon as it is written, operators and probes can see why, and a
+        // rolling restart of replicas stops at this one instead of losing the fleet.
         let (c, s2) = (ctx.clone(), s.clone());
-        generations
-            .run(move || s2.generate(&c))
-            .await
-            .context("the first generation panicked")?
-            .context("translating intent")?;
+        match generations.run(move || s2.generate(&c)).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => tracing::error!(
+                error = %e.message(),
+                "the first generation failed: serving nothing, and not ready, until a good one"
+            ),
+            None => tracing::error!("the first generation did not finish: serving nothing until a good one"),
+        }
     }
     let tls = match &config.tls {
         Some(files) => Some(tls::Reloading::load(files.clone()).context("loading the TLS certificate")?),
