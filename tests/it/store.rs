@@ -15,6 +15,11 @@
 //!   good config keeps serving.
 //! - `store.tls`: a replica reaches an etcd that wants mutual TLS; one without a client
 //!   certificate waits, saying why.
+//! - Issue 33, item 10: etcd recreated empty on the same address is found behind the revision
+//!   held and listed again; a write is served when answered 200, or refused.
+//! - Issue 33, items 11 and 12: a key that is not UTF-8, or one holding another document,
+//!   fails the generation naming the key (escaped), watched, listed after a compaction, or at
+//!   a new replica's start.
 
 use std::net::SocketAddr;
 use std::path::Path;
