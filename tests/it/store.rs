@@ -631,12 +631,14 @@ async fn a_replica_reaches_etcd_over_mutual_tls() -> anyhow::Result<()> {
 
 /// Issue 33, item 10: etcd recreated empty on the same address (same ports, names and
 /// cluster token, so the same cluster id; its revisions start again from 1). The replica
-/// finds the store behind the revision it held, lists it again and serves what it holds;
-/// the next write through the API is served when it answers 200, or refused, never
-/// acknowledged and lost; a write by another client is served; `/readyz`, the status and a
+/// finds the store behind the revision it held and holds what it had: the last good config
+/// keeps serving (an emptied etcd must not empty every Envoy), and every write through the API
+/// is refused (503 naming the rewind and what ends it), never acknowledged and lost. An
+/// operator's `POST /reload` takes the store as it is now: another client's write to it is
+/// then served, and the next API write answers 200 and is served. `/readyz`, the status and a
 /// counter say what happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_etcd_recreated_empty_is_listed_again_and_a_write_is_served_or_refused() -> anyhow::Result<()> {
+async fn an_etcd_recreated_empty_is_held_until_an_operator_takes_it_and_no_write_is_lost() -> anyhow::Result<()> {
     xdst_tests::init_logging();
     let mut etcd = Etcd::start(1).await?;
     let setup = Setup::new()?;
@@ -654,33 +656,43 @@ async fn an_etcd_recreated_empty_is_listed_again_and_a_write_is_served_or_refuse
     ensure!(held > 40, "held {held}");
 
     etcd.recreate_empty().await?;
-    // Every answer until one is 200: a 200 is served when it is given.
+    // Every answer is a refusal until the replica says it holds (a write reaching the new
+    // store first is how it may find out).
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut refused = Vec::new();
     loop {
         let (code, w) = put(a.admin_addr, "new", 9100, None).await;
-        if code == 200 {
-            let got = served(a.admin_addr).await;
-            ensure!(got == [("new".to_owned(), 9100)], "200 {w}, but {got:?} is served");
-            ensure!(w["revision"].as_i64().unwrap_or(i64::MAX) < held, "{w}");
-            break;
-        }
         ensure!(code == 503, "a write to the recreated etcd: {code} {w}");
         refused.push(w["error"].as_str().unwrap_or_default().to_owned());
-        ensure!(Instant::now() < deadline, "no write was served within 30 s: {refused:?}");
+        if ready(a.admin_addr).await["store"]["held"] == true {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "the replica never held: {refused:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!("[store] writes refused before one was served: {refused:?}");
-
-    // Another client's write to the new etcd is watched from its revisions.
-    etcd.client().await?.put(key("other"), service("other", 9200), None).await?;
-    wait_served(a.admin_addr, &[("new", 9100), ("other", 9200)]).await?;
+    let (code, w) = put(a.admin_addr, "new", 9100, None).await;
+    let e = w["error"].as_str().unwrap_or_default();
+    ensure!(code == 503 && e.contains("went back in time") && e.contains("POST /reload"), "{code} {w}");
+    ensure!(served(a.admin_addr).await == [("old".to_owned(), 9039)], "the last good config did not stay");
     let r = ready(a.admin_addr).await;
-    let revision = r["store"]["revision"].as_i64().unwrap_or(i64::MAX);
-    ensure!(r["ready"] == true && r["store"]["connected"] == true && revision < held, "{r}");
-    ensure!(r["store"]["rewinds"].as_u64() >= Some(1), "/readyz does not say the store went back: {r}");
+    ensure!(r["ready"] == true && r["store"]["rewinds"].as_u64() >= Some(1), "{r}");
+    eprintln!("[store] writes refused while held: {refused:?}");
+
+    // Another client restores a document by hand; the operator takes the store as it is now.
+    etcd.client().await?.put(key("other"), service("other", 9200), None).await?;
+    let (code, body) = http_with(a.admin_addr, "POST", "/reload", &[TOKEN], "").await;
+    ensure!(code == 200 && body.contains("\"ok\""), "POST /reload: {code} {body}");
+    let got = served(a.admin_addr).await;
+    ensure!(
+        got.contains(&("other".to_owned(), 9200)) && !got.iter().any(|(n, _)| n == "old"),
+        "after POST /reload: {got:?}"
+    );
+    let (code, w) = put(a.admin_addr, "next", 9300, None).await;
+    ensure!(code == 200 && w["revision"].as_i64().unwrap_or(i64::MAX) < held, "{code} {w}");
+    ensure!(served(a.admin_addr).await.contains(&("next".to_owned(), 9300)), "a 200 that is not served");
+    let r = ready(a.admin_addr).await;
+    ensure!(r["store"]["held"] == false && r["store"]["connected"] == true, "{r}");
     let s = status(a.admin_addr).await;
-    ensure!(s["store"]["rewinds"].as_u64() >= Some(1), "{s}");
     ensure!(s["store"]["rewound"]["from"].as_i64() >= Some(held), "{s}");
     let rewound = metric(a.admin_addr, "xdst_store_reloads_total{reason=\"rewound\"} ").await;
     ensure!(rewound >= 1, "xdst_store_reloads_total{{reason=\"rewound\"}} is {rewound}");

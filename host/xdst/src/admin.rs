@@ -129,6 +129,9 @@ struct StoreReady {
     /// Times the store went back in time (recreated, or restored from an older state) and
     /// this replica took the new store's listing (issue 33, item 10).
     rewinds: u64,
+    /// The store went back in time and this replica keeps its last good config, refusing
+    /// writes, until an operator takes the store as it is now (`POST /reload`).
+    held: bool,
 }
 
 /// Ready once a good generation serves (or, serving a resources directory, once it loaded).
@@ -143,6 +146,7 @@ fn ready(ctx: &Ctx) -> axum::response::Response {
                 revision: s.revision,
                 since: s.since,
                 rewinds: s.rewinds,
+                held: s.held,
             });
             (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store)
         }
@@ -291,6 +295,17 @@ async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Respons
             st.loads_ok + st.loads_refused
         }
     };
+    // A store that went back in time is taken as it is now (the operator's word for it).
+    for held in crate::store::confirm_rewinds(ctx) {
+        tracing::warn!("POST /reload: taking the store as it is now, after it went back in time");
+        if !held.wait_until(|m| !m.is_held(), std::time::Duration::from_secs(30)).await {
+            return (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "the store that went back in time was not listed within 30 s; see /readyz\n",
+            )
+                .into_response();
+        }
+    }
     // Plugins from the store: the leader resolves them again, for every replica.
     let mut resolved_by = None;
     if let Some(held) = &ctx.plugin_set {

@@ -905,6 +905,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 info!("SIGHUP: rescanning");
+                for _ in xdst::store::confirm_rewinds(&ctx) {
+                    tracing::warn!("SIGHUP: taking the store as it is now, after it went back in time");
+                }
                 if let Some(held) = ctx.plugin_set.clone() {
                     // The leader resolves the store's plugin set again; its answer reaches
                     // every replica through the store.

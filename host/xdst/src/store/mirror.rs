@@ -37,8 +37,12 @@ pub struct StoreState {
     /// Full listings after the first: because the watch's revisions were compacted away.
     pub reloads_compacted: u64,
     /// Times the store was found to be another store (recreated, or restored from an older
-    /// state: behind the revision held, or another cluster) and the mirror took its listing.
+    /// state: behind the revision held, or another cluster).
     pub rewinds: u64,
+    /// The store went back in time and the mirror keeps what it held (the last good config
+    /// keeps serving, writes are refused) until an operator confirms the store as it is now
+    /// (`POST /reload`, SIGHUP): an etcd recreated empty must not empty every Envoy.
+    pub held: bool,
     /// The last time that happened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewound: Option<Rewound>,
@@ -65,6 +69,9 @@ pub struct Mirror {
     state: Mutex<StoreState>,
     revision: watch::Sender<Revision>,
     relist: tokio::sync::Notify,
+    /// An operator confirmed the store as it is now, while the mirror was held.
+    confirmed: std::sync::atomic::AtomicBool,
+    confirm: tokio::sync::Notify,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -83,6 +90,8 @@ impl Mirror {
             state: Mutex::new(StoreState { store, since: unix_now(), ..Default::default() }),
             revision: watch::channel(0).0,
             relist: tokio::sync::Notify::new(),
+            confirmed: std::sync::atomic::AtomicBool::new(false),
+            confirm: tokio::sync::Notify::new(),
         }
     }
 
@@ -150,14 +159,51 @@ impl Mirror {
         });
     }
 
-    /// Records that the store was found to be another store: the mirror held `from` and now
-    /// holds the new store's listing at `to`. Wakes whoever waits on the mirror.
-    pub fn note_rewound(&self, from: Revision, to: Revision, why: String) {
+    /// Records that the store was found to be another store (the mirror held `from`, the
+    /// store listed at `to`) and holds the mirror as it is until [`Mirror::confirm`]. Wakes
+    /// whoever waits on the mirror.
+    pub fn hold(&self, from: Revision, to: Revision, why: String) {
         {
             let mut st = locked(&self.state);
             st.rewinds += 1;
+            st.held = true;
             st.rewound = Some(Rewound { from, to, why, at: unix_now() });
         }
+        self.revision.send_modify(|_| {});
+    }
+
+    /// Whether the mirror is held after the store went back in time.
+    pub fn is_held(&self) -> bool {
+        locked(&self.state).held
+    }
+
+    /// An operator takes the store as it is now: a held mirror lists it and lets go (false
+    /// if the mirror was not held).
+    pub fn confirm(&self) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        self.confirmed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.confirm.notify_one();
+        true
+    }
+
+    /// Whether an operator confirmed the store since the mirror was held.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves when an operator confirmed the store (at once if already confirmed).
+    pub async fn confirmation(&self) {
+        while !self.is_confirmed() {
+            self.confirm.notified().await;
+        }
+    }
+
+    /// The held mirror took the store's listing: no longer held. Wakes whoever waits.
+    pub fn release(&self) {
+        self.confirmed.store(false, std::sync::atomic::Ordering::SeqCst);
+        locked(&self.state).held = false;
         self.revision.send_modify(|_| {});
     }
 
@@ -302,8 +348,8 @@ mod tests {
         assert_eq!(m.documents().len(), 1);
     }
 
-    /// Issue 33, item 10: a listing below the revision held is taken as it is (the store
-    /// went back in time), and waiters see it.
+    /// Issue 33, item 10: a listing below the revision held is taken as it is (once an
+    /// operator confirmed the store), and waiters see the hold.
     #[tokio::test]
     async fn a_listing_behind_the_mirror_takes_its_revision() {
         let m = Arc::new(Mirror::new("etcd://test/x".into()));
@@ -311,12 +357,15 @@ mod tests {
         let waiter = {
             let m = m.clone();
             tokio::spawn(async move {
-                m.wait_until(|m| m.state().rewinds == 1 && m.revision() >= 2, Duration::from_secs(5)).await
+                m.wait_until(|m| m.state().rewinds == 1 && m.is_held(), Duration::from_secs(5)).await
             })
         };
-        m.replace(vec![entry("intent/A/b", "2", 2)], 2);
-        m.note_rewound(128, 2, "test".into());
+        m.hold(128, 2, "test".into());
         assert!(waiter.await.unwrap());
+        assert!(m.confirm() && m.is_confirmed());
+        m.replace(vec![entry("intent/A/b", "2", 2)], 2);
+        m.release();
+        assert!(!m.is_held() && !m.is_confirmed());
         assert_eq!((m.revision(), m.state().revision), (2, 2));
         assert_eq!(m.state().rewound.map(|r| (r.from, r.to)), Some((128, 2)));
         m.apply(vec![Change::Put(entry("intent/A/c", "3", 3))], 3);

@@ -226,6 +226,15 @@ pub fn check_document_key(
     Ok(())
 }
 
+/// An operator's reload (`POST /reload`, SIGHUP) takes a store that went back in time as it is
+/// now: every held mirror (the intent's, the plugin set's) lists it again and lets go. The
+/// mirrors that were held.
+pub fn confirm_rewinds(ctx: &crate::context::Ctx) -> Vec<std::sync::Arc<Mirror>> {
+    let intent = ctx.intent.as_ref().and_then(|s| s.mirror().cloned());
+    let plugins = ctx.plugin_set.as_ref().map(|p| p.mirror.clone());
+    intent.into_iter().chain(plugins).filter(|m| m.confirm()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ pub enum Reload {
     Start,
     Compacted,
     /// The store went back in time (recreated empty, or restored from an older state): the
-    /// mirror now holds the new store's listing.
+    /// mirror is held as it was until an operator confirms the store as it is now.
     Rewound,
 }
 
@@ -75,24 +75,35 @@ pub async fn run<S: Store>(
         let attempt = async {
             if list {
                 let before = mirror.revision();
-                let (entries, revision) = store.list(dir).await?;
-                let differ = mirror.replace(entries, revision);
+                let (mut entries, mut revision) = store.list(dir).await?;
                 let doubt = suspect.take();
-                if revision < before || doubt.as_ref().is_some_and(|(_, certain)| *certain) {
-                    // The new store's content is what is served from now on, as any replica
-                    // that starts now would serve it; the last good generation keeps serving
-                    // until the one of this listing succeeds.
-                    let why = match doubt {
-                        Some((why, _)) => why,
-                        None => format!("a listing at revision {revision}, below revision {before} held"),
-                    };
-                    error!(
-                        store = %store.describe(), dir, held = before, revision, keys = mirror.state().documents, differ, %why,
-                        "the store went back in time (recreated, or restored from an older state): this replica now takes its \
-                         content as listed; writes acknowledged by the store before are gone from it"
-                    );
-                    mirror.note_rewound(before, revision, why);
-                    reloaded(Reload::Rewound);
+                let rewound = before > 0 && (revision < before || doubt.as_ref().is_some_and(|(_, certain)| *certain));
+                if rewound && !mirror.is_confirmed() {
+                    // Another store (recreated empty, or restored from an older state): taking
+                    // its content would take every node group's config with it. The mirror is
+                    // held as it is (the last good config keeps serving, writes are refused)
+                    // until an operator takes the store as it is now (POST /reload, SIGHUP).
+                    if !mirror.is_held() {
+                        let why = match doubt {
+                            Some((why, _)) => why,
+                            None => format!("a listing at revision {revision}, below revision {before} held"),
+                        };
+                        error!(
+                            store = %store.describe(), dir, held = before, revision, keys = entries.len(), %why,
+                            "the store went back in time (recreated, or restored from an older state): this replica keeps \
+                             serving its last good config and refuses writes until an operator takes the store as it is \
+                             now (POST /reload or SIGHUP) or restores it"
+                        );
+                        mirror.hold(before, revision, why);
+                        reloaded(Reload::Rewound);
+                    }
+                    mirror.confirmation().await;
+                    (entries, revision) = store.list(dir).await?;
+                }
+                let differ = mirror.replace(entries, revision);
+                if mirror.is_held() {
+                    warn!(store = %store.describe(), dir, from = before, revision, keys = mirror.state().documents, differ, "an operator took the store as it is now");
+                    mirror.release();
                 } else {
                     info!(store = %store.describe(), dir, from = before, revision, keys = mirror.state().documents, differ, "listed from the store");
                 }
@@ -240,11 +251,17 @@ mod tests {
             }),
             stopped,
         ));
-        assert!(mirror.wait_until(|m| m.state().rewinds == 1, within).await);
-        assert_eq!(mirror.revision(), 2);
-        assert_eq!(mirror.documents().into_iter().map(|(k, _)| k).collect::<Vec<_>>(), ["intent/A/new"]);
+        // Held: the mirror keeps what it had until an operator confirms.
+        assert!(mirror.wait_until(|m| m.state().rewinds == 1 && m.is_held(), within).await);
+        assert_eq!(mirror.revision(), 128);
+        assert_eq!(mirror.documents().into_iter().map(|(k, _)| k).collect::<Vec<_>>(), ["intent/A/old"]);
         assert_eq!(mirror.state().rewound.map(|r| (r.from, r.to, r.why)), Some((128, 2, "behind".into())));
         assert_eq!(rewound.load(Ordering::SeqCst), 1);
+        // Confirmed: the store as it is now is taken.
+        assert!(mirror.confirm());
+        assert!(mirror.wait_until(|m| !m.is_held() && m.revision() == 2, within).await);
+        assert_eq!(mirror.documents().into_iter().map(|(k, _)| k).collect::<Vec<_>>(), ["intent/A/new"]);
+        assert!(!mirror.confirm(), "nothing to confirm any more");
 
         // A write's request: the store is where the mirror is, so no rewind.
         let lists = fake.lists.load(Ordering::SeqCst);
@@ -254,11 +271,12 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "no listing after a write's request");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // The same store, behind again: a rewind.
+        assert!(!mirror.is_held(), "the listing at 2 was no rewind");
+        // The same store, behind again: a rewind, held again.
         *fake.listing.lock().unwrap() = (vec![], 1);
         mirror.request_relist();
-        assert!(mirror.wait_until(|m| m.revision() == 1 && m.state().rewinds >= 2, within).await);
-        assert_eq!((mirror.state().rewinds, mirror.state().documents), (2, 0), "the listing at 2 was no rewind");
+        assert!(mirror.wait_until(|m| m.is_held() && m.state().rewinds >= 2, within).await);
+        assert_eq!((mirror.state().rewinds, mirror.revision(), mirror.state().documents), (2, 2, 1));
         assert_eq!(rewound.load(Ordering::SeqCst), 2);
         stop.send(true).unwrap();
         task.await.unwrap();

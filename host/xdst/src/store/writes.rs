@@ -75,6 +75,12 @@ pub async fn write<S: Store>(
     if body.is_none() && held.is_none() && expect == Expect::Absent {
         return Outcome::refused(StatusCode::NOT_FOUND, format!("no {kind}/{name} in {}", store.describe()));
     }
+    if let Some(r) = mirror.state().rewound.filter(|_| mirror.is_held()) {
+        return Outcome::refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}; nothing was written", held_after_rewind(&*store, &r)),
+        );
+    }
     if !mirror.state().connected {
         let why = mirror.state().error.unwrap_or_default();
         return Outcome::refused(
@@ -128,19 +134,24 @@ pub async fn write<S: Store>(
             "the store answered a write with a revision at or below the one this replica holds: it went back in time; listing it again"
         );
         mirror.request_relist();
-        let relisted = |m: &super::Mirror| m.state().rewinds > rewinds && m.revision() >= revision;
-        if !mirror.wait_until(relisted, SEEN_WITHIN).await {
-            return Outcome {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                revision: Some(revision),
-                error: Some(format!(
-                    "{kind}/{name} was written at revision {revision} of {}, below revision {before} that this replica \
-                     held: the store went back in time (recreated, or restored from an older state). This replica has \
-                     not listed the new store within {SEEN_WITHIN:?}, so it does not serve the write yet; see /readyz \
-                     and retry",
-                    store.describe()
-                )),
-            };
+        let found = |m: &super::Mirror| m.is_held() || (m.state().rewinds > rewinds && m.revision() >= revision);
+        let answer = |why: String| Outcome {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            revision: Some(revision),
+            error: Some(format!(
+                "{kind}/{name} was written at revision {revision} of {}, below revision {before} that this replica \
+                 held, but it is not served: {why}",
+                store.describe()
+            )),
+        };
+        if !mirror.wait_until(found, SEEN_WITHIN).await {
+            return answer(format!(
+                "the store went back in time (recreated, or restored from an older state) and this replica has not \
+                 listed it within {SEEN_WITHIN:?}; see /readyz"
+            ));
+        }
+        if let Some(r) = mirror.state().rewound.filter(|_| mirror.is_held()) {
+            return answer(held_after_rewind(&*store, &r));
         }
     } else if !mirror.wait_for(revision, SEEN_WITHIN).await {
         return Outcome {
@@ -167,6 +178,19 @@ pub async fn write<S: Store>(
             error: Some("written; the generation that includes it panicked (see the log)".into()),
         },
     }
+}
+
+/// Why a replica whose store went back in time takes no writes, and what ends it.
+fn held_after_rewind(store: &impl Store, r: &super::mirror::Rewound) -> String {
+    format!(
+        "the store {} went back in time from revision {} to {} ({}). This replica keeps serving its last good \
+         config and takes no writes until an operator restores the store, or takes it as it is now with \
+         POST /reload (or SIGHUP) on each replica",
+        store.describe(),
+        r.from,
+        r.to,
+        r.why
+    )
 }
 
 #[cfg(test)]
