@@ -12,6 +12,9 @@
 # - the quickstart, end to end, and the replicas quickstart (etcd, two replicas, a failover)
 # Cargo builds into ${CARGO_TARGET_DIR:-~/.cache/xdst/target}, so repeated runs and fresh
 # clones on the same machine stay warm.
+# The upstream Gateway API conformance cases are an input from outside the repository: they
+# run when $XDST_GATEWAY_API_CASES or ../shared/gateway-api-conformance names their folder,
+# and are skipped otherwise (each test that needs them says so in one line; issue 34).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -19,6 +22,20 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/xdst/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 start=$(date +%s)
 step() { printf '\n[tests] %s (%ss)\n' "$*" "$(( $(date +%s) - start ))"; }
+
+if [ -n "${XDST_GATEWAY_API_CASES:-}" ]; then
+    [ -d "$XDST_GATEWAY_API_CASES" ] || {
+        echo "[tests] XDST_GATEWAY_API_CASES=$XDST_GATEWAY_API_CASES: no such directory" >&2
+        exit 1
+    }
+    echo "[tests] upstream Gateway API conformance cases: will run (XDST_GATEWAY_API_CASES=$XDST_GATEWAY_API_CASES)"
+elif [ -d "$root/../shared/gateway-api-conformance" ]; then
+    XDST_GATEWAY_API_CASES="$(cd "$root/../shared/gateway-api-conformance" && pwd)"
+    export XDST_GATEWAY_API_CASES
+    echo "[tests] upstream Gateway API conformance cases: will run ($XDST_GATEWAY_API_CASES)"
+else
+    echo "[tests] upstream Gateway API conformance cases: skipped (no ../shared/gateway-api-conformance beside $root and XDST_GATEWAY_API_CASES is not set)"
+fi
 
 step "installing test dependencies"
 tests/setup.sh
