@@ -9,16 +9,53 @@ use xdst_tests::fixtures::{self, basic_dir, write};
 use xdst_tests::server::start_in_process;
 use xdst_tests::xds::*;
 
-/// Polls `f` until it returns true, for up to 5 s.
-async fn eventually(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
+/// Polls `f` until it returns true, for up to [`WAIT`].
+async fn eventually(what: &str, f: impl AsyncFnMut() -> bool) {
+    xdst_tests::wait::until_true(what, WAIT, f).await.unwrap();
+}
+
+/// Issue 34: a probe on a SotW ADS stream that is answered at once (a first request for the
+/// endpoints of "backend", which exist), to send after the request under test: its answer
+/// arriving first shows that nothing else was sent in between.
+const PROBE: &str = "the answer to a probe for backend's endpoints";
+
+fn probe_req() -> DiscoveryRequest {
+    sotw_req(ENDPOINT, &["backend"])
+}
+
+fn is_probe_answer(r: &envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse) -> bool {
+    r.type_url == ENDPOINT && sotw_names(r) == ["backend"]
+}
+
+/// Issue 34: a type no one serves: a request for it is remembered and answered with nothing.
+const PROBE_TYPE: &str = "type.googleapis.com/no.such.Probe";
+
+/// Issue 34: the types of the first node's first stream on /debug/nodes, once they include
+/// [`PROBE_TYPE`]. Requests on a stream are handled in order, each answered before the next,
+/// so by then the server has answered whatever was sent before the probe.
+async fn shown_types(admin: std::net::SocketAddr) -> Vec<serde_json::Value> {
+    xdst_tests::wait::until("the probe request to be handled", WAIT, async || {
+        let (_, body) = http_get(admin, "/debug/nodes").await;
+        let nodes: serde_json::Value = serde_json::from_str(&body)?;
+        let types = nodes[0]["streams"][0]["types"].as_array().cloned().unwrap_or_default();
+        Ok(if types.iter().any(|t| t["type_url"] == PROBE_TYPE) {
+            xdst_tests::wait::Seen::Done(types)
+        } else {
+            xdst_tests::wait::Seen::Not(body)
+        })
+    })
+    .await
+    .unwrap()
+}
+
+/// Issue 34: the same on a Delta stream: a name that does not exist, answered in
+/// removed_resources (DELTA-4).
+fn delta_probe_req(type_url: &str) -> envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest {
+    delta_req(type_url, &["probe"], &[])
+}
+
+fn is_delta_probe_answer(r: &envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse) -> bool {
+    r.resources.is_empty() && r.removed_resources == ["probe"]
 }
 
 #[tokio::test]
@@ -50,12 +87,11 @@ async fn sotw_ads_wildcard_then_explicit_names_with_acks() {
     assert_eq!(sotw_names(&rds), ["local"]);
     assert_ne!(rds.nonce, lds.nonce, "SOTW-2: nonces are unique on a stream");
     s.send(sotw_ack(&rds, &["local"])).await;
-    // SOTW-5: nothing changed, nothing more is sent.
-    s.expect_silence("all types acknowledged and unchanged").await;
-
-    // An edit reaches the stream.
+    // SOTW-5: nothing changed, nothing more is sent: the next response is an edit's.
     write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 8081));
-    let eds2 = s.recv().await;
+    let eds2 = s
+        .expect_nothing_before("SOTW-5: all types acknowledged and unchanged", "the edit", |r| r.type_url == ENDPOINT)
+        .await;
     assert_eq!(eds2.type_url, ENDPOINT, "only the changed load assignment is pushed");
     assert_ne!(eds2.version_info, eds.version_info);
     server.shutdown().await;
@@ -79,16 +115,15 @@ async fn sotw_nack_is_recorded_and_not_answered_by_resending_the_same_bytes() {
     assert_eq!(second.type_url, CLUSTER);
     // SOTW-3: the NACK keeps the previous version and carries error_detail.
     s.send(sotw_nack(&second, &[], &first.version_info, "cluster backend: rejected by test")).await;
-    s.expect_silence("a NACK must not be answered with the same bytes").await;
-
-    let (status, body) = http_get(server.admin_addr, "/debug/nodes").await;
-    assert_eq!(status, 200);
-    let nodes: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let cds =
-        nodes[0]["streams"][0]["types"].as_array().unwrap().iter().find(|t| t["type_url"] == CLUSTER).unwrap().clone();
+    // Issue 34: a later request, handled after the NACK was answered or not; once the server
+    // shows it, its own record says it sent nothing more.
+    s.send(sotw_req(PROBE_TYPE, &["x"])).await;
+    let types = shown_types(server.admin_addr).await;
+    let cds = types.iter().find(|t| t["type_url"] == CLUSTER).unwrap().clone();
     assert_eq!(cds["last_nack"]["message"], "cluster backend: rejected by test", "{cds}");
     assert_eq!(cds["version_acked"], first.version_info.as_str());
     assert_eq!(cds["version_sent"], second.version_info.as_str());
+    assert_eq!(cds["nonce_sent"], second.nonce.as_str(), "a NACK must not be answered with the same bytes");
     let (_, metrics) = http_get(server.admin_addr, "/metrics").await;
     assert!(metrics.contains("xdst_nacks_total{type=\"cds\"} 1"), "{metrics}");
 
@@ -116,9 +151,12 @@ async fn sotw_stale_nonce_is_ignored() {
     assert_eq!(sotw_names(&second), ["backend", "more"]);
     // SOTW-4: a request answering the old nonce (asking for "backend" only) is stale.
     s.send(sotw_ack(&first, &["backend"])).await;
-    s.expect_silence("stale nonce").await;
+    s.send(probe_req()).await;
+    let probe = s.expect_nothing_before("stale nonce", PROBE, is_probe_answer).await;
+    s.send(sotw_ack(&probe, &["backend"])).await;
     s.send(sotw_ack(&second, &[])).await;
-    s.expect_silence("ack").await;
+    s.send(probe_req()).await;
+    s.expect_nothing_before("ack", PROBE, is_probe_answer).await;
     server.shutdown().await;
 }
 
@@ -143,10 +181,12 @@ async fn delta_subscription_changes_are_honoured_with_a_stale_nonce() {
     let third = s.recv().await;
     assert_eq!(third.removed_resources, ["missing"], "DELTA-4: a subscribed name that does not exist is reported");
     // backend was unsubscribed: its change is not sent, more's is.
+    // Whether or not the two edits make one generation, a push of backend would come first
+    // or with more's.
     write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 9090));
-    s.expect_silence("backend was unsubscribed").await;
     write(dir.path(), "more.yaml", &fixtures::cluster("more", 9091));
-    assert_eq!(delta_names(&s.recv().await), ["more"]);
+    let more = s.expect_nothing_before("backend was unsubscribed", "more's change", |r| !r.resources.is_empty()).await;
+    assert_eq!(delta_names(&more), ["more"]);
     server.shutdown().await;
 }
 
@@ -158,14 +198,13 @@ async fn a_name_subscribed_before_it_exists_is_delivered_when_it_appears() {
     let mut delta = delta_ads(server.xds_addr).await;
     // SOTW-10: nothing to send yet, but the name is remembered.
     sotw.send(sotw_req(ENDPOINT, &["later"])).await;
-    sotw.expect_silence("later does not exist").await;
     delta.send(delta_req(ENDPOINT, &["later"], &[])).await;
     let absent = delta.recv().await;
     assert_eq!(absent.removed_resources, ["later"]);
     delta.send(delta_ack(&absent)).await;
 
     write(dir.path(), "later.yaml", &fixtures::cluster("later", 8082));
-    assert_eq!(sotw_names(&sotw.recv().await), ["later"]);
+    sotw.expect_nothing_before("later did not exist", "later's endpoints", |r| sotw_names(r) == ["later"]).await;
     assert_eq!(delta_names(&delta.recv().await), ["later"]);
     server.shutdown().await;
 }
@@ -201,7 +240,8 @@ async fn delta_reconnect_with_initial_resource_versions_resends_nothing_unchange
     assert_eq!(delta_names(&resumed), ["more"]);
     assert!(resumed.removed_resources.is_empty());
     s.send(delta_ack(&resumed)).await;
-    s.expect_silence("everything is current").await;
+    s.send(delta_probe_req(ENDPOINT)).await;
+    s.expect_nothing_before("everything is current", "a probe's answer", is_delta_probe_answer).await;
 
     // Nothing changed at all: nothing is sent.
     let mut s2 = delta_ads(server.xds_addr).await;
@@ -213,7 +253,9 @@ async fn delta_reconnect_with_initial_resource_versions_resends_nothing_unchange
         .chain(held.iter().filter(|(n, _)| *n == "backend").map(|(n, v)| (n.clone(), v.clone())))
         .collect();
     s2.send(req).await;
-    s2.expect_silence("the client already holds every resource").await;
+    s2.send(delta_probe_req(ENDPOINT)).await;
+    s2.expect_nothing_before("the client already holds every resource", "a probe's answer", is_delta_probe_answer)
+        .await;
     server.shutdown().await;
 }
 
@@ -228,7 +270,8 @@ async fn sotw_reconnect_with_current_version_resends_nothing_for_wildcard() {
     // SOTW-12: a new stream reporting the current version of a wildcard CDS gets nothing.
     let mut s = sotw_ads(server.xds_addr).await;
     s.send(DiscoveryRequest { version_info: first.version_info.clone(), ..sotw_req(CLUSTER, &[]) }).await;
-    s.expect_silence("already current").await;
+    s.send(probe_req()).await;
+    s.expect_nothing_before("already current", PROBE, is_probe_answer).await;
     // An outdated version gets the current state.
     let mut s = sotw_ads(server.xds_addr).await;
     s.send(DiscoveryRequest { version_info: "0000000000000000".into(), ..sotw_req(CLUSTER, &[]) }).await;
@@ -283,7 +326,27 @@ async fn per_type_services_stream_delta_and_fetch() {
         RouteDiscoveryServiceClient::new(ch.clone()).stream_routes(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut rds = XdsStream::new(tx, resp);
     rds.send(sotw_req(ROUTE, &["local"])).await;
-    rds.expect_silence("routes are held until the EDS response is acknowledged").await;
+    // Issue 34: a second request on the stream, handled after the first was answered or held;
+    // once the server shows it, its record of what it sent on that stream says "nothing".
+    rds.send(sotw_req(ROUTE, &["local", "probe"])).await;
+    let routes = xdst_tests::wait::until("the second route request to be handled", WAIT, || async {
+        let (_, body) = http_get(server.admin_addr, "/debug/nodes").await;
+        let nodes: serde_json::Value = serde_json::from_str(&body)?;
+        let routes = nodes[0]["streams"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["types"].as_array().into_iter().flatten())
+            .find(|t| t["type_url"] == ROUTE && t["subscribed_names"] == 2)
+            .cloned();
+        Ok(match routes {
+            Some(t) => xdst_tests::wait::Seen::Done(t),
+            None => xdst_tests::wait::Seen::Not(body),
+        })
+    })
+    .await
+    .unwrap();
+    assert!(routes["version_sent"].is_null(), "routes are held until the EDS response is acknowledged: {routes}");
     eds.send(delta_ack(&endpoints)).await;
     assert_eq!(sotw_names(&rds.recv().await), ["local"]);
 
@@ -372,7 +435,8 @@ async fn oversized_requests_are_refused_and_disturb_nothing() {
 
     // The healthy stream answers an ACK with silence, and new streams are served.
     healthy.send(sotw_ack(&first, &[])).await;
-    healthy.expect_silence("an ACK after another stream's oversized request").await;
+    healthy.send(probe_req()).await;
+    healthy.expect_nothing_before("an ACK after another stream's oversized request", PROBE, is_probe_answer).await;
     let mut again = sotw_ads(server.xds_addr).await;
     again.send(sotw_req(CLUSTER, &[])).await;
     assert_eq!(sotw_names(&again.recv().await), ["backend"]);
@@ -484,9 +548,9 @@ async fn requests_without_node_or_type_are_refused_unknown_types_are_harmless() 
     // and the stream goes on serving known types.
     let mut s = sotw_ads(server.xds_addr).await;
     s.send(sotw_req("type.googleapis.com/no.such.Type", &["x"])).await;
-    s.expect_silence("nothing of that type exists").await;
     s.send(sotw_req(CLUSTER, &[])).await;
-    assert_eq!(sotw_names(&s.recv().await), ["backend"]);
+    let cds = s.expect_nothing_before("nothing of that type exists", "the clusters", |r| r.type_url == CLUSTER).await;
+    assert_eq!(sotw_names(&cds), ["backend"]);
 
     // An unknown gRPC method gets UNIMPLEMENTED.
     let mut grpc = tonic::client::Grpc::new(channel(server.xds_addr).await);
@@ -541,14 +605,14 @@ async fn bad_resource_files_are_refused_and_the_last_good_set_keeps_serving() {
         last_error().await.contains("cluster \"nowhere\", which does not exist")
     })
     .await;
-    s.expect_silence("nothing that was serving changed").await;
     let (_, metrics) = http_get(server.admin_addr, "/metrics").await;
     assert!(metrics.contains("xdst_resource_loads_total{result=\"refused\"} 3"), "{metrics}");
 
     // The fix applies without a restart.
     std::fs::remove_file(dir.path().join("bad.yaml")).unwrap();
     write(dir.path(), "more.yaml", &fixtures::cluster("more", 8081));
-    assert_eq!(sotw_names(&s.recv().await), ["backend", "more"]);
+    let fixed = s.expect_nothing_before("nothing that was serving changed", "the fix", |r| r.type_url == CLUSTER).await;
+    assert_eq!(sotw_names(&fixed), ["backend", "more"]);
     server.shutdown().await;
 }
 
@@ -572,7 +636,6 @@ async fn a_resources_directory_that_disappears_keeps_serving_and_recovers() {
         body.contains("disappeared")
     })
     .await;
-    s.expect_silence("the last good set keeps serving").await;
     let mut fresh = sotw_ads(server.xds_addr).await;
     fresh.send(sotw_req(CLUSTER, &[])).await;
     assert_eq!(fresh.recv().await.version_info, good.version_info);
@@ -583,7 +646,9 @@ async fn a_resources_directory_that_disappears_keeps_serving_and_recovers() {
     write(&dir, "route.yaml", &fixtures::route("local", "backend"));
     write(&dir, "backend.yaml", &fixtures::cluster("backend", 8080));
     write(&dir, "more.yaml", &fixtures::cluster("more", 8081));
-    assert_eq!(sotw_names(&s.recv().await), ["backend", "more"]);
+    let back =
+        s.expect_nothing_before("the last good set keeps serving", "the change", |r| r.type_url == CLUSTER).await;
+    assert_eq!(sotw_names(&back), ["backend", "more"]);
     server.shutdown().await;
 }
 
@@ -693,7 +758,10 @@ async fn a_silent_client_gets_its_listeners_after_the_grace_period() {
     assert_eq!(sotw_names(&s.recv().await), ["backend"]);
     // No ACK. The listeners wait for the clusters to be acknowledged...
     s.send(sotw_req(LISTENER, &[])).await;
-    s.expect_silence("listeners are held until the clusters are acknowledged").await;
+    s.send(probe_req()).await;
+    let probe =
+        s.expect_nothing_before("listeners are held until the clusters are acknowledged", PROBE, is_probe_answer).await;
+    s.send(sotw_ack(&probe, &["backend"])).await;
     // ...until the grace period ends.
     let listeners = s.recv().await;
     assert_eq!(listeners.type_url, LISTENER);

@@ -1,6 +1,9 @@
 //! Test harness for xdst's integration tests: an in-process or separate-process xdst,
 //! real Envoy processes, local upstreams, and the tools the tests and the load generator
-//! share. Everything binds to 127.0.0.1 on ports the OS picks, so tests run in parallel.
+//! share. Servers started in-process bind port 0 and read back the port the OS gave; a port a
+//! test must name before the bind comes from [`free_port`], below the kernel's ephemeral range.
+//! Everything binds to loopback (the Gateway API harness gives each case's Gateways
+//! `127.X.Y.Z` addresses of their own), so tests run in parallel.
 //!
 //! Tools (Envoy, Python grpcio, Node grpc-js-xds) are installed by `tests/setup.sh`, which
 //! the README test command runs first; a test that cannot find one fails and says so.
@@ -20,6 +23,7 @@ pub mod registry;
 pub mod server;
 pub mod traffic;
 pub mod upstream;
+pub mod wait;
 pub mod xds;
 
 use std::path::PathBuf;

@@ -14,8 +14,6 @@ use tonic::transport::Channel;
 
 /// How long a test waits for a response it expects.
 pub const WAIT: Duration = Duration::from_secs(5);
-/// How long a test listens to conclude that nothing is coming.
-pub const QUIET: Duration = Duration::from_millis(300);
 
 pub fn node(id: &str, cluster: &str) -> Option<Node> {
     Some(Node { id: id.into(), cluster: cluster.into(), ..Default::default() })
@@ -45,28 +43,38 @@ impl<Req, Resp> XdsStream<Req, Resp> {
 
     /// The next response; fails the test after [`WAIT`].
     pub async fn recv(&mut self) -> Resp {
-        match tokio::time::timeout(WAIT, self.rx.message()).await {
+        match crate::wait::within("a response", WAIT, self.rx.message()).await {
             Ok(Ok(Some(r))) => r,
             Ok(Ok(None)) => panic!("stream ended while a response was expected"),
             Ok(Err(status)) => panic!("stream failed while a response was expected: {status}"),
-            Err(_) => panic!("no response within {WAIT:?}"),
+            Err(e) => panic!("{e}"),
         }
     }
 
-    /// Asserts nothing arrives for [`QUIET`].
-    pub async fn expect_silence(&mut self, why: &str) {
-        if let Ok(msg) = tokio::time::timeout(QUIET, self.rx.message()).await {
-            match msg {
-                Ok(Some(_)) => panic!("unexpected response: {why}"),
-                other => panic!("stream ended ({:?}): {why}", other.err()),
-            }
+    /// Issue 34: the next response is `signal`, a response to something the test did after
+    /// the moment it checks (a probe request on this stream, a later change): the stream is
+    /// ordered, so anything wrong would have arrived first. Fails naming `why` otherwise.
+    pub async fn expect_nothing_before(&mut self, why: &str, signal: &str, is_signal: impl Fn(&Resp) -> bool) -> Resp
+    where
+        Resp: std::fmt::Debug,
+    {
+        let next = crate::wait::within(signal, WAIT, self.rx.message()).await;
+        match next {
+            Ok(Ok(Some(r))) if is_signal(&r) => r,
+            Ok(Ok(Some(r))) => panic!("a response arrived before {signal} ({why}): {r:?}"),
+            Ok(Ok(None)) => panic!("stream ended before {signal} ({why})"),
+            Ok(Err(status)) => panic!("stream failed before {signal} ({why}): {status}"),
+            Err(e) => panic!("{e} ({why})"),
         }
     }
 
     /// The status the server closed the stream with.
     pub async fn closed_with(&mut self) -> tonic::Status {
         loop {
-            match tokio::time::timeout(WAIT, self.rx.message()).await.expect("stream not closed in time") {
+            match crate::wait::within("the stream to close", WAIT, self.rx.message())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+            {
                 Ok(Some(_)) => continue,
                 Ok(None) => return tonic::Status::ok(""),
                 Err(s) => return s,
