@@ -1,5 +1,7 @@
-//! Keeps ARCHITECTURE.md and README.md honest: every workspace crate is described, every
-//! path they name exists, and the commands they give exist and are executable.
+//! Keeps ARCHITECTURE.md, README.md and docs/ honest: every workspace crate is described, every
+//! path they name exists, and the commands they give exist and are executable; every `--flag`
+//! README.md and docs/ name is defined by a CLI, every admin path they name is routed, and the
+//! README's conformance count is `CONFORMANCE.md`'s (issue 34, item 6).
 
 use std::path::Path;
 
@@ -65,4 +67,339 @@ fn readme_commands_exist_and_are_executable() {
     let ci = read(".ci/run");
     assert!(ci.contains("tests/run.sh"), ".ci/run must run the README test command");
     assert!(Path::new(&xdst_tests::repo_root().join(".ci/run")).exists());
+}
+
+/// README.md and every page under `docs/`, as (path, text).
+fn user_docs() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let root = xdst_tests::repo_root();
+    let mut files = vec![root.join("README.md")];
+    walk(&root.join("docs"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, text)
+        })
+        .collect()
+}
+
+/// Every `--flag` in `text` (not `---`, not the tail of a longer word), with its line number.
+fn flags(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let b = line.as_bytes();
+        let mut at = 0;
+        while let Some(found) = line[at..].find("--") {
+            let start = at + found;
+            let name_start = start + 2;
+            let before_ok = start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'-');
+            let end = name_start
+                + line[name_start..]
+                    .bytes()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    .count();
+            let name = line[name_start..end].trim_end_matches('-');
+            if before_ok && name.as_bytes().first().is_some_and(u8::is_ascii_lowercase) {
+                out.push((i + 1, format!("--{name}")));
+            }
+            at = end.max(start + 2);
+        }
+    }
+    out
+}
+
+/// Every flag `--help` shows for `bin` with `args` and, recursively, for each of its
+/// subcommands.
+fn help_flags(bin: &Path, args: &[String], into: &mut std::collections::BTreeSet<String>) {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("{} {args:?} --help: {e}", bin.display()));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !help.is_empty(), "{} {args:?} --help failed", bin.display());
+    into.extend(flags(&help).into_iter().map(|(_, f)| f));
+    let mut in_commands = false;
+    for line in help.lines() {
+        if line.starts_with("Commands:") {
+            in_commands = true;
+        } else if in_commands && !line.starts_with(' ') {
+            in_commands = false;
+        } else if in_commands
+            && let Some(sub) = line.strip_prefix("  ").and_then(|l| l.split_whitespace().next())
+            && !line.starts_with("   ")
+            && sub != "help"
+        {
+            let mut next = args.to_vec();
+            next.push(sub.to_owned());
+            help_flags(bin, &next, into);
+        }
+    }
+}
+
+/// Flags the repository's own scripts parse by hand (`--flag)` in a shell `case`, `"--flag"`
+/// in a test or an `add_argument`, a Rust `match` arm).
+fn script_flags(into: &mut std::collections::BTreeSet<String>) {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && name != "node_modules" && name != "target" {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "sh" || e == "py") {
+                out.push(path);
+            }
+        }
+    }
+    let root = xdst_tests::repo_root();
+    let mut files = vec![root.join("tests/bench/translate/src/main.rs")];
+    for dir in ["tests", "examples", "host/core/gen"] {
+        walk(&root.join(dir), &mut files);
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for (_, flag) in flags(&text) {
+            if text.contains(&format!("{flag})")) || text.contains(&format!("\"{flag}\"")) {
+                into.insert(flag);
+            }
+        }
+    }
+}
+
+/// Flags of tools that are not ours, which the docs name in commands to run.
+const OTHER_TOOLS: &[(&str, &str)] = &[
+    ("--release --target --test --lib --bin --workspace --all-targets --check", "cargo (and cargo fmt --check)"),
+    ("--nocapture --test-threads", "the Rust test harness, after `cargo test --`"),
+    ("--no-install-recommends", "apt-get"),
+    ("--disable-hot-restart", "envoy"),
+    ("--use", "asc, the AssemblyScript compiler"),
+    ("--tool --depth --detailed-freq --pid", "valgrind's massif and vgdb"),
+    ("--call-graph", "perf record"),
+];
+
+/// Issue 34, item 6: every `--flag` README.md and docs/ name exists: in the `xdst` CLI (every
+/// subcommand's `--help`), in the `--help` of the repository's other binaries, in a script's
+/// own argument parser, or in [`OTHER_TOOLS`].
+#[test]
+fn every_flag_named_in_the_docs_exists() {
+    let mut known = std::collections::BTreeSet::new();
+    help_flags(&xdst_tests::server::binary().unwrap(), &[], &mut known);
+    assert!(
+        known.contains("--admin-addr") && known.contains("--out-dir"),
+        "xdst's subcommands were not read: {known:?}"
+    );
+    for bin in [
+        env!("CARGO_BIN_EXE_xdst-loadgen"),
+        env!("CARGO_BIN_EXE_xdst-bench-unordered"),
+        env!("CARGO_BIN_EXE_xdst-propagation"),
+        env!("CARGO_BIN_EXE_xdst-plugin-bench"),
+    ] {
+        help_flags(Path::new(bin), &[], &mut known);
+    }
+    script_flags(&mut known);
+    known.extend(OTHER_TOOLS.iter().flat_map(|(flags, _)| flags.split(' ')).map(str::to_owned));
+    let mut missing = Vec::new();
+    for (doc, text) in user_docs() {
+        for (line, flag) in flags(&text) {
+            if !known.contains(&flag) {
+                missing.push(format!("{doc}:{line}: {flag}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags named in the docs that no CLI defines (xdst and its subcommands, the binaries in tests/, the \
+         scripts' parsers, or OTHER_TOOLS in tests/it/docs.rs):\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+/// Every admin path in `text` with its line and the method named before it, if any:
+/// each backticked `/path` or `METHOD /path`, and each `localhost:19000/path` (the default
+/// admin address) outside backticks. Not admin paths: a token with `*` or `...` (a family of
+/// paths), `//`, and files or other ports' paths ([`NOT_ADMIN`]).
+fn admin_paths(text: &str) -> Vec<(usize, Option<String>, String)> {
+    const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "HEAD"];
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut found: Vec<(Option<String>, String)> = Vec::new();
+        for (n, span) in line.split('`').enumerate() {
+            if n % 2 == 0 {
+                continue;
+            }
+            let words: Vec<&str> = span.split_whitespace().collect();
+            for (w, word) in words.iter().enumerate() {
+                if word.starts_with('/') && (w == 0 || METHODS.contains(&words[w - 1])) {
+                    found.push(((w > 0).then(|| words[w - 1].to_owned()), (*word).to_owned()));
+                }
+            }
+        }
+        for host in ["localhost:19000", "127.0.0.1:19000"] {
+            for (at, _) in line.match_indices(host) {
+                let rest = &line[at + host.len()..];
+                let path: String = rest.chars().take_while(|c| !c.is_whitespace() && !"`'\")".contains(*c)).collect();
+                if path.starts_with('/') {
+                    let method = line.contains("-X PUT").then(|| "PUT".to_owned());
+                    found.push((method, path));
+                }
+            }
+        }
+        for (method, path) in found {
+            if path.contains('*') || path.contains("...") || path.starts_with("//") {
+                continue;
+            }
+            let path = path.trim_end_matches([',', '.', ';', ':']).to_owned();
+            let first = path.trim_start_matches('/').split(['/', '?', '[']).next().unwrap_or("");
+            if NOT_ADMIN.contains(&first) {
+                continue;
+            }
+            out.push((i + 1, method, path));
+        }
+    }
+    out
+}
+
+/// First segments of paths the docs name that are not the admin port's: files, the xDS
+/// port's REST fetch (`/v3/discovery:...`) and gRPC method paths (`/service/method`).
+const NOT_ADMIN: &[&str] = &["tmp", "proc", "etc", "usr", "v3", "service"];
+
+/// Issue 34, item 6: every admin path README.md and docs/ name is routed by a real `xdst
+/// serve` (intent from the quickstart, both of its plugins, a write token): asked with the
+/// method the doc names (else `GET`), it is answered by a route: not with the router's own 404
+/// (no body), nor 405 when the doc named the method. `{id}`-style parameters are filled with a change id or a document the server has;
+/// writes are sent without the token, so they change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_admin_path_named_in_the_docs_is_routed() -> anyhow::Result<()> {
+    use xdst_tests::xds::http_with;
+    let root = xdst_tests::repo_root();
+    let intent = tempfile::tempdir()?;
+    let plugins = tempfile::tempdir()?;
+    std::fs::copy(root.join("examples/quickstart/intent/web.yaml"), intent.path().join("web.yaml"))?;
+    std::fs::copy(
+        root.join("examples/quickstart/gateway-api/gateway-api.yaml"),
+        intent.path().join("gateway-api.yaml"),
+    )?;
+    xdst_tests::plugins::install(plugins.path(), &xdst_tests::plugins::reference()?, "reference.wasm", None)?;
+    let settings = std::fs::read_to_string(root.join("examples/quickstart/gateway-api-plugin.yaml"))?;
+    xdst_tests::plugins::install(
+        plugins.path(),
+        &xdst_tests::plugins::gateway_api()?,
+        "gateway-api.wasm",
+        Some(&settings),
+    )?;
+    let token = tempfile::NamedTempFile::new()?;
+    std::fs::write(token.path(), "t0ken")?;
+    let xdst = xdst_tests::server::Process::start_intent(
+        intent.path(),
+        plugins.path(),
+        &["--admin-token-file", token.path().to_str().unwrap()],
+    )
+    .await?;
+    let admin = xdst.admin_addr;
+
+    // The router's own answer to a path it does not have: what a wrong doc would get.
+    let (status, body) = http_with(admin, "GET", "/no-such-admin-path", &[], "").await;
+    anyhow::ensure!(status == 404 && body.is_empty(), "an unrouted path: {status} {body:?}");
+
+    // Parameters: documents the server holds, with and without a namespace.
+    let (_, list) = http_with(admin, "GET", "/intent", &[], "").await;
+    let list: serde_json::Value = serde_json::from_str(&list)?;
+    let docs = list.as_array().cloned().unwrap_or_default();
+    let pick = |namespaced: bool| {
+        docs.iter().find(|d| d["namespace"].is_string() == namespaced).map(|d| {
+            (
+                d["kind"].as_str().unwrap_or("").to_owned(),
+                d["namespace"].as_str().unwrap_or("").to_owned(),
+                d["name"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+    };
+    let (plain, namespaced) = (pick(false).unwrap_or_default(), pick(true).unwrap_or_default());
+    anyhow::ensure!(!plain.0.is_empty() && !namespaced.0.is_empty(), "GET /intent: {list}");
+
+    let mut wrong = Vec::new();
+    let mut asked = 0;
+    for (doc, text) in user_docs() {
+        for (line, method, path) in admin_paths(&text) {
+            let (kind, ns, name) = if path.contains("{namespace}") { &namespaced } else { &plain };
+            let mut filled = path
+                .replace("{id}", "1")
+                .replace("{latest}", "1")
+                .replace("{kind}", kind)
+                .replace("{namespace}", ns)
+                .replace("{name}", name);
+            // `[?bodies=true]`: an optional query, asked for.
+            filled = filled.replace("[?", "?").replace(']', "");
+            let (status, body) = http_with(admin, method.as_deref().unwrap_or("GET"), &filled, &[], "").await;
+            asked += 1;
+            if (status == 404 && body.is_empty()) || (status == 405 && method.is_some()) || status == 0 {
+                let method = method.as_deref().unwrap_or("GET");
+                wrong.push(format!("{doc}:{line}: {method} {path} (asked {filled}): {status}"));
+            }
+        }
+    }
+    anyhow::ensure!(asked > 20, "only {asked} admin paths found in the docs: is the extraction broken?");
+    anyhow::ensure!(
+        wrong.is_empty(),
+        "admin paths named in the docs that the admin router does not answer:\n  {}",
+        wrong.join("\n  ")
+    );
+    Ok(())
+}
+
+/// Issue 34, item 6: the README's count of upstream Gateway API conformance cases is
+/// `plugins/gateway-api/CONFORMANCE.md`'s: its table's rows, how many pass, and how many pass
+/// on status alone.
+#[test]
+fn the_readme_conformance_count_matches_conformance_md() {
+    let table = read("plugins/gateway-api/CONFORMANCE.md");
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Case"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let cases = rows.len();
+    // `pass`, or `pass (status)`: on status alone.
+    let passing = rows.iter().filter(|r| r.get(1).is_some_and(|v| v.starts_with("pass"))).count();
+    let on_status = rows.iter().filter(|r| r.get(1) == Some(&"pass (status)")).count();
+    assert!(cases > 0, "CONFORMANCE.md has no table");
+    assert!(table.contains(&format!("{cases} upstream cases")), "CONFORMANCE.md's text does not say its {cases} cases");
+    let summary =
+        if passing == cases { format!("**all {cases} pass**") } else { format!("**{passing} of {cases} pass**") };
+    assert!(table.contains(&summary), "CONFORMANCE.md's summary does not say {summary} (its table)");
+    let status_only: usize = table
+        .split_once(" of them on status alone")
+        .and_then(|(before, _)| before.rsplit(' ').next()?.parse().ok())
+        .expect("CONFORMANCE.md says how many pass on status alone");
+    assert_eq!(
+        status_only, on_status,
+        "CONFORMANCE.md's summary and its table differ on the cases passing on status alone"
+    );
+
+    let readme = read("README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+    let claim = if passing == cases {
+        format!(
+            "all {cases} of the upstream conformance cases we run pass, {} through a real Envoy",
+            cases - status_only
+        )
+    } else {
+        format!("{passing} of the {cases} upstream conformance cases we run pass")
+    };
+    assert!(readme.contains(&claim), "README.md must say \"{claim}\" (plugins/gateway-api/CONFORMANCE.md)");
+    assert!(
+        readme.contains(&format!("and {status_only} on status alone")),
+        "README.md must say \"and {status_only} on status alone\" (CONFORMANCE.md)"
+    );
 }
