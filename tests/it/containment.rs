@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure};
 use tonic::transport::Channel;
 use xdst_tests::admin::{
-    WAIT, generations, node_plan, plugins_status, plugins_status_sized, versions, wait_for_failure, wait_for_ok,
-    wait_in_sync,
+    Held, WAIT, ensure_unchanged, generations, held, node_plan, plugins_status, plugins_status_sized, wait_for_failure,
+    wait_for_ok, wait_in_sync,
 };
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::free_port;
@@ -49,6 +49,9 @@ fn intent(up: &Upstream, port: u16) -> String {
         up.addr.port()
     )
 }
+
+/// The node id of the Envoy of [`Setup`].
+const NODE: &str = "containment";
 
 /// xdst serving intent through the reference plugin, its log in a file, and an Envoy routing
 /// through it.
@@ -92,7 +95,7 @@ impl Setup {
         let options =
             Options { env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), log: Some(log.clone()) };
         let xdst = Process::start_with_options("127.0.0.1:0", &args, &options).await?;
-        let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "containment")).await?;
+        let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, NODE)).await?;
         let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
         let deadline = Instant::now() + WAIT;
         while !matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "a") {
@@ -106,13 +109,18 @@ impl Setup {
         std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0)
     }
 
-    /// xdst is up, Envoy holds exactly `served` and still routes to `a`.
-    async fn still_serving(&mut self, served: &[(String, String)], what: &str) -> anyhow::Result<()> {
-        // Give a (wrong) push time to arrive before looking.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    /// What Envoy holds now.
+    async fn served(&self) -> anyhow::Result<Held> {
+        held(self.xdst.admin_addr, &self.envoy).await
+    }
+
+    /// xdst is up, Envoy holds exactly `served` and still routes to `a`. Called once the
+    /// counter of the generation under test moved: a push from it would have moved xdst's
+    /// target for the node before that (issue 34: no sleep to give a wrong push time).
+    async fn still_serving(&mut self, served: &Held, what: &str) -> anyhow::Result<()> {
         ensure!(self.xdst.alive(), "{what}: xdst exited; its log ends:\n{}", tail(&self.log));
+        ensure_unchanged(self.xdst.admin_addr, &self.envoy, served, what).await?;
         let stats = self.envoy.stats().await?;
-        ensure!(versions(&stats) == served, "{what}: Envoy's versions changed: {:?}", versions(&stats));
         ensure!(stats.count("control_plane.connected_state") == 1, "{what}: Envoy is not connected");
         let (status, body) = http_get(self.proxy, "/").await?;
         ensure!(status == 200 && body == "a", "{what}: traffic broke: {status} {body}");
@@ -133,8 +141,8 @@ async fn hostile_plugin_output_is_refused_bounded_and_changes_nothing() -> anyho
     xdst_tests::init_logging();
     let mut s = Setup::start(&[]).await?;
     let admin = s.xdst.admin_addr;
-    let served = versions(&s.envoy.stats().await?);
-    ensure!(served.len() >= 4, "expected version_text stats for every type: {served:?}");
+    let served = s.served().await?;
+    ensure!(served.versions.len() >= 4, "expected version_text stats for every type: {:?}", served.versions);
     let adversary = plugins::adversary()?;
     std::fs::write(s.intent.path().join("adversary.yaml"), "kind: Adversary\nmetadata: {name: one}\nspec: {}\n")?;
     let cases = [
@@ -235,7 +243,7 @@ async fn a_panicking_generation_is_reported_and_the_next_one_serves() -> anyhow:
     xdst_tests::init_logging();
     let mut s = Setup::start(&[("XDST_TEST_PANIC_ON_RESOURCE", "boom")]).await?;
     let admin = s.xdst.admin_addr;
-    let served = versions(&s.envoy.stats().await?);
+    let served = s.served().await?;
     let service = |name: &str| {
         format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  endpoints: [{{address: 127.0.0.1, port: 9}}]\n")
     };
@@ -279,13 +287,13 @@ async fn long_names_alias_bombs_and_huge_files_are_handled() -> anyhow::Result<(
     let name = "n".repeat(253);
     let doc =
         format!("kind: Service\nmetadata: {{name: {name}}}\nspec:\n  endpoints: [{{address: 127.0.0.1, port: 9}}]\n");
-    let before = node_plan(admin, "containment").await?["target_version"].as_str().unwrap_or_default().to_owned();
+    let before = node_plan(admin, NODE).await?["target_version"].as_str().unwrap_or_default().to_owned();
     let (status, body) =
         http_with(admin, "PUT", &format!("/intent/Service/{name}"), &[("Authorization", &auth)], &doc).await;
     ensure!(status == 200, "a 253-character name: {status} {body}");
     // Envoy holds the change before anything else is tried.
-    wait_in_sync(admin, "containment", &before).await?;
-    let served = versions(&s.envoy.stats().await?);
+    wait_in_sync(admin, NODE, &before).await?;
+    let served = s.served().await?;
     s.still_serving(&served, "long name").await?;
 
     // 10,000 aliases to a 10,000-element list: 100 million values from 60 KB.
@@ -353,7 +361,7 @@ async fn a_deeply_nested_resources_file_is_refused_with_its_field_path() -> anyh
         ensure!(Instant::now() < deadline, "Envoy did not proxy within {WAIT:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let served = versions(&envoy.stats().await?);
+    let served = held(xdst.admin_addr, &envoy).await?;
     for levels in [3_000, 100_000] {
         let mut text = String::from(
             r#"{"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "deep", "transport_socket": {"name": "tls", "typed_config": "#,
@@ -382,10 +390,9 @@ async fn a_deeply_nested_resources_file_is_refused_with_its_field_path() -> anyh
             error.contains("deep.json") && error.contains("field transport_socket.typed_config.value.value"),
             "{levels} levels: {error}"
         );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Issue 34: the refusal was counted; a push from that load would have moved the target.
         ensure!(xdst.alive(), "xdst exited");
-        let stats = envoy.stats().await?;
-        ensure!(versions(&stats) == served, "{levels} levels: Envoy's versions changed");
+        ensure_unchanged(xdst.admin_addr, &envoy, &served, &format!("{levels} levels")).await?;
         let (status, _) = http_get(proxy, "/").await?;
         ensure!(status == 200, "{levels} levels: traffic broke: {status}");
         eprintln!("[containment] resources file nested {levels} levels: {}", &error[..error.len().min(200)]);

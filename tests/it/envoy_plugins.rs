@@ -22,12 +22,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
-use xdst_tests::admin::{WAIT, plugins_status, versions, wait_for_failure, wait_for_ok};
+use xdst_tests::admin::Held;
+use xdst_tests::admin::{WAIT, ensure_unchanged, held, plugins_status, wait_for_failure, wait_for_ok};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::free_port;
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get, http_request};
+use xdst_tests::wait::{Seen, until};
 
 struct Upstreams {
     a: Upstream,
@@ -151,16 +153,13 @@ async fn check_routing(proxy: SocketAddr, ups: &Upstreams) -> anyhow::Result<()>
 }
 
 async fn wait_for_proxy(proxy: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok((200, _)) = http_get(proxy, "/").await {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("Envoy did not proxy on {proxy} within {WAIT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(format!("Envoy to proxy on {proxy}"), WAIT, async || {
+        Ok(match http_get(proxy, "/").await {
+            Ok((200, _)) => Seen::Done(()),
+            other => Seen::Not(format!("{other:?}")),
+        })
+    })
+    .await
 }
 
 /// A component that asks for outgoing HTTP, which no plugin is granted (the WASI interfaces
@@ -215,9 +214,8 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     );
 
     // Bad plugins and bad intent: nothing reaches Envoy.
-    let before = envoy.stats().await?;
-    let served = versions(&before);
-    ensure!(served.len() >= 4, "expected version_text stats for every type: {served:?}");
+    let served = held(xdst.admin_addr, &envoy).await?;
+    ensure!(served.versions.len() >= 4, "expected version_text stats for every type: {served:?}");
     let adversary = plugins::adversary()?;
     let cases: Vec<(&str, &str, &str)> = vec![
         ("infinite loop", "config: loop\nlimits: {deadlineMs: 300}\n", "stopped after its 300 ms deadline"),
@@ -239,7 +237,7 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
                 && message.contains(want),
             "{what}: the error should name the plugin and say {want:?}: {error:#}"
         );
-        still_serving(&envoy, &served, proxy, what).await?;
+        still_serving(&envoy, xdst.admin_addr, &served, proxy, what).await?;
         eprintln!("[serve] {what}: refused ({message}); Envoy unchanged");
     }
     std::fs::remove_file(intent.path().join("adversary.yaml"))?;
@@ -258,32 +256,21 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
         message.contains("\"ghost\", which does not exist") && message.contains("HttpGateway/web"),
         "dangling route: {error:#}"
     );
-    still_serving(&envoy, &served, proxy, "dangling route").await?;
+    still_serving(&envoy, xdst.admin_addr, &served, proxy, "dangling route").await?;
     eprintln!("[serve] dangling route: refused ({message}); Envoy unchanged");
     std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "b"))?;
 
     // A plugin that imports outgoing HTTP is refused at load: the other plugins go on serving
     // (and translating), and /debug/plugins says why (issue 5: keep last good).
     std::fs::write(plugin_dir.path().join("sneaky.wasm"), wat::parse_str(WASI_HTTP)?)?;
-    let deadline = Instant::now() + WAIT;
-    let refusal = loop {
-        let s = plugins_status(xdst.admin_addr).await?;
-        if let Some(r) = s["refused"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("sneaky.wasm"))))
-        {
-            break r.clone();
-        }
-        ensure!(Instant::now() < deadline, "sneaky.wasm was not refused within {WAIT:?}: {s:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let refusal = refusal_of(xdst.admin_addr, "sneaky.wasm").await?;
     let message = refusal["reason"].as_str().unwrap_or_default();
     ensure!(
         message.contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted")
             && refusal["serving"].is_null(),
         "WASI import: {refusal:#}"
     );
-    still_serving(&envoy, &served, proxy, "WASI import").await?;
+    still_serving(&envoy, xdst.admin_addr, &served, proxy, "WASI import").await?;
     eprintln!("[serve] WASI import: refused ({message}); Envoy unchanged");
     std::fs::remove_file(plugin_dir.path().join("sneaky.wasm"))?;
 
@@ -291,7 +278,7 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     // xDS connection Envoy opened at the start (nothing restarted, no stream dropped).
     let ok = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     wait_for_ok(xdst.admin_addr, ok).await?;
-    still_serving(&envoy, &served, proxy, "recovery").await?;
+    still_serving(&envoy, xdst.admin_addr, &served, proxy, "recovery").await?;
     let stats = envoy.stats().await?;
     ensure!(
         stats.count("cluster.xds_cluster.upstream_cx_total") == 1,
@@ -304,17 +291,32 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
 }
 
 /// Envoy still has exactly the versions it had, is connected, and proxies.
+/// The refusal of the plugin file `file` in `/debug/plugins`, once there is one.
+async fn refusal_of(admin: SocketAddr, file: &str) -> anyhow::Result<Value> {
+    until(format!("{file} to be refused"), WAIT, async || {
+        let s = plugins_status(admin).await?;
+        let refusal = s["refused"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with(file))))
+            .cloned();
+        Ok(match refusal {
+            Some(r) => Seen::Done(r),
+            None => Seen::Not(s.to_string()),
+        })
+    })
+    .await
+}
+
+/// Called once the counter of the generation under test moved (issue 34: no sleep).
 async fn still_serving(
     envoy: &Envoy,
-    served: &[(String, String)],
+    admin: SocketAddr,
+    served: &Held,
     proxy: SocketAddr,
     what: &str,
 ) -> anyhow::Result<()> {
-    // Give a (wrong) push time to arrive before looking.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    ensure_unchanged(admin, envoy, served, what).await?;
     let stats = envoy.stats().await?;
-    let now = versions(&stats);
-    ensure!(now == served, "{what}: Envoy's versions changed:\nbefore {served:?}\nnow    {now:?}");
     ensure!(stats.count("control_plane.connected_state") == 1, "{what}: Envoy is not connected");
     let (status, body) = http_get(proxy, "/").await?;
     ensure!(status == 200 && (body == "a" || body == "b"), "{what}: traffic broke: {status} {body}");
@@ -359,16 +361,13 @@ async fn envoy_runs_from_translate_out_dir_files() -> anyhow::Result<()> {
     // An edit, translated again: Envoy picks up the renamed files (split now to c).
     std::fs::write(intent.path().join("gateway.yaml"), gateway(port, "c"))?;
     translate(out.path())?;
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let picked = until("Envoy to pick up the new files", WAIT, async || {
         let (_, body) = http_get(proxy, "/").await?;
-        if body == "c" {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("Envoy did not pick up the new files within {WAIT:?}\n{}", envoy.log_tail(40));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(Seen::holds(body == "c", body))
+    })
+    .await;
+    if let Err(e) = picked {
+        bail!("{e:#}\n{}", envoy.log_tail(40));
     }
     let stats = envoy.stats().await?;
     ensure!(
@@ -456,23 +455,12 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
     eprintln!("[compose] Envoy routes with the JavaScript patch applied");
 
     // Fail-closed (the default): a bad configuration fails the patch; the last good stays.
-    let served = versions(&envoy.stats().await?);
+    let served = held(xdst.admin_addr, &envoy).await?;
     std::fs::write(plugin_dir.path().join("route-policy.yaml"), "priority: 10\nconfig:\n  retries: {attempts: 0}\n")?;
-    let deadline = Instant::now() + WAIT;
-    let refusal = loop {
-        let s = plugins_status(xdst.admin_addr).await?;
-        if let Some(r) = s["refused"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with("route-policy.wasm"))))
-        {
-            break r.clone();
-        }
-        ensure!(Instant::now() < deadline, "the failing fail-closed patch was not refused: {s:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let refusal = refusal_of(xdst.admin_addr, "route-policy.wasm").await?;
     let reason = refusal["reason"].as_str().unwrap_or_default();
     ensure!(reason.contains("route-policy") && reason.contains("config.retries.attempts"), "refusal: {refusal:#}");
-    ensure!(versions(&envoy.stats().await?) == served, "Envoy's config changed after a refused patch");
+    ensure_unchanged(xdst.admin_addr, &envoy, &served, "a refused patch").await?;
     let (failed, headed) = flaky_outcome(proxy).await?;
     ensure!(failed == 0 && headed, "fail-closed kept the last good config: {failed} failed, header: {headed}");
     eprintln!("[compose] fail-closed: refused ({reason}); Envoy unchanged");
@@ -485,15 +473,11 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
     )?;
     let status = wait_for_ok(xdst.admin_addr, ok_before).await?;
     ensure!(status.to_string().contains("skipped (failure policy fail-open)"), "no fail-open warning: {status:#}");
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until("fail-open: the patch to be skipped", WAIT, async || {
         let (failed, headed) = flaky_outcome(proxy).await?;
-        if failed >= 3 && !headed {
-            break;
-        }
-        ensure!(Instant::now() < deadline, "fail-open: the patch still applies ({failed} failed, header: {headed})");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Ok(Seen::holds(failed >= 3 && !headed, format!("{failed} failed, header: {headed}")))
+    })
+    .await?;
     eprintln!("[compose] fail-open: the patch is skipped with a warning; the translate plugin's config is served");
     Ok(())
 }
@@ -512,15 +496,14 @@ fn team_config(dir: &Path, edge: (i32, &str), strict: i32, split: bool) -> anyho
 }
 
 async fn wait_for_policy(proxy: SocketAddr, want: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until(format!("x-policy to become {want:?}"), WAIT, async || {
         let r = http_request(proxy, "/", &[("x-canary", "yes")]).await?;
-        if r.status == 200 && r.header("x-policy") == Some(want) {
-            return Ok(());
-        }
-        ensure!(Instant::now() < deadline, "x-policy never became {want:?}: {} {:?}", r.status, r.header("x-policy"));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Ok(Seen::holds(
+            r.status == 200 && r.header("x-policy") == Some(want),
+            format!("{} {:?}", r.status, r.header("x-policy")),
+        ))
+    })
+    .await
 }
 
 /// Issue 7, must-shows 2 and 3, through a configuration file (`xdst serve --config`):
@@ -593,7 +576,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     team_config(d, (30, "x-policy"), 20, true)?;
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     wait_for_ok(xdst.admin_addr, ok_before).await?;
-    let served = versions(&envoy.stats().await?);
+    let served = held(xdst.admin_addr, &envoy).await?;
     let failed_before = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
     std::fs::write(
         d.join("intent/split.yaml"),
@@ -607,7 +590,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
         ),
         "conflict: {err:#}"
     );
-    ensure!(versions(&envoy.stats().await?) == served, "Envoy's config changed after a conflict");
+    ensure_unchanged(xdst.admin_addr, &envoy, &served, "a conflict").await?;
     wait_for_policy(proxy, "edge").await?;
     std::fs::remove_file(d.join("intent/split.yaml"))?;
     eprintln!("[teams] conflict refused: {message}");
@@ -616,18 +599,17 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     team_config(d, (10, ":path"), 20, false)?;
     wait_for_ok(xdst.admin_addr, ok_before).await?;
-    let deadline = Instant::now() + WAIT;
-    let rejection = loop {
+    let rejection = until("a NACK of the routes in /debug/nodes", WAIT, async || {
         let (_, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
         let nodes: Value = serde_json::from_str(&body)?;
         let node =
             nodes.as_array().and_then(|n| n.iter().find(|n| n["id"] == "envoy-teams")).cloned().unwrap_or_default();
-        if let Some(r) = node["plan"]["last_rejection"].as_object().filter(|r| r["type"] == "rds") {
-            break (Value::Object(r.clone()), node["plan"]["stopped"].clone());
-        }
-        ensure!(Instant::now() < deadline, "no NACK in /debug/nodes: {node:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        Ok(match node["plan"]["last_rejection"].as_object().filter(|r| r["type"] == "rds") {
+            Some(r) => Seen::Done((Value::Object(r.clone()), node["plan"]["stopped"].clone())),
+            None => Seen::Not(node.to_string()),
+        })
+    })
+    .await?;
     let (last, stopped) = rejection;
     let web =
         last["resources"].as_array().and_then(|a| a.iter().find(|r| r["name"] == "web")).cloned().unwrap_or_default();

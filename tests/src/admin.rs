@@ -2,13 +2,14 @@
 //! the plugin status, generations that failed or succeeded, what Envoy holds.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, ensure};
+use anyhow::ensure;
 use serde_json::Value;
 
 use crate::envoy::Stats;
 use crate::upstream::http_get;
+use crate::wait::Seen;
 
 /// How long a test waits for a generation it caused.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -32,33 +33,23 @@ pub async fn generations(admin: SocketAddr, which: &str) -> anyhow::Result<u64> 
 
 /// Waits until a generation fails after `failed_before` failures, and returns its error.
 pub async fn wait_for_failure(admin: SocketAddr, failed_before: u64) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    crate::wait::until("a failed generation", WAIT, async || {
         let s = plugins_status(admin).await?;
-        if s["generations_failed"].as_u64().unwrap_or(0) > failed_before {
-            return Ok(s["last_error"].clone());
-        }
-        if Instant::now() > deadline {
-            bail!("no failed generation within {WAIT:?}: {s:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Ok(Seen::when(s["generations_failed"].as_u64().unwrap_or(0) > failed_before, s["last_error"].clone(), &s))
+    })
+    .await
 }
 
 /// Waits until a generation succeeds after `ok_before` successes with no error standing, and
 /// returns the status.
 pub async fn wait_for_ok(admin: SocketAddr, ok_before: u64) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    crate::wait::until("a good generation", WAIT, async || {
         let s = plugins_status(admin).await?;
-        if s["generations_ok"].as_u64().unwrap_or(0) > ok_before && s["last_error"].is_null() {
-            return Ok(s);
-        }
-        if Instant::now() > deadline {
-            bail!("no good generation within {WAIT:?}: {s:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let ok = s["generations_ok"].as_u64().unwrap_or(0) > ok_before && s["last_error"].is_null();
+        let seen = s.to_string();
+        Ok(Seen::when(ok, s, seen))
+    })
+    .await
 }
 
 /// The make-before-break plan of `node_id` in `/debug/nodes` (`Null` before it connects).
@@ -73,16 +64,53 @@ pub async fn node_plan(admin: SocketAddr, node_id: &str) -> anyhow::Result<Value
 /// Waits until `node_id` holds a target other than `previous` of every type it subscribes to,
 /// and returns that target's version: the positive signal that a change is live on the node.
 pub async fn wait_in_sync(admin: SocketAddr, node_id: &str, previous: &str) -> anyhow::Result<String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    crate::wait::until(format!("{node_id} to reach a new target"), WAIT, async || {
         let plan = node_plan(admin, node_id).await?;
-        let target = plan["target_version"].as_str().unwrap_or_default();
-        if plan["in_sync"] == true && target != previous {
-            return Ok(target.to_owned());
-        }
-        ensure!(Instant::now() < deadline, "{node_id} did not reach a new target within {WAIT:?}: {plan:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let target = plan["target_version"].as_str().unwrap_or_default().to_owned();
+        Ok(Seen::when(plan["in_sync"] == true && target != previous, target, &plan))
+    })
+    .await
+}
+
+/// Issue 34: the target version of `node_id` once it holds it (`in_sync`), waiting for that.
+/// After the counter of a generation or load under test has moved, an unchanged target shows
+/// that nothing was pushed: a push would have moved it before the counter.
+pub async fn settled_target(admin: SocketAddr, node_id: &str) -> anyhow::Result<String> {
+    crate::wait::until(format!("{node_id} to hold its target"), WAIT, async || {
+        let plan = node_plan(admin, node_id).await?;
+        let target = plan["target_version"].as_str().unwrap_or_default().to_owned();
+        Ok(Seen::when(plan["in_sync"] == true && !target.is_empty(), target, &plan))
+    })
+    .await
+}
+
+/// What an Envoy holds at one moment: its versions, and xdst's target for it once it holds
+/// that target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub versions: Vec<(String, String)>,
+    pub target: String,
+}
+
+/// What `envoy` holds now, once it holds xdst's target for it.
+pub async fn held(admin: SocketAddr, envoy: &crate::envoy::Envoy) -> anyhow::Result<Held> {
+    let target = settled_target(admin, &envoy.node_id).await?;
+    Ok(Held { versions: versions(&envoy.stats().await?), target })
+}
+
+/// Issue 34: `envoy` still holds `before`. Call it once the counter of the generation or load
+/// under test has moved: a push from it would have moved xdst's target for the node first,
+/// so no sleep is needed to give a wrong push time to arrive.
+pub async fn ensure_unchanged(
+    admin: SocketAddr,
+    envoy: &crate::envoy::Envoy,
+    before: &Held,
+    what: &str,
+) -> anyhow::Result<()> {
+    let now = held(admin, envoy).await?;
+    ensure!(now.target == before.target, "{what}: xdst's target for {} moved: {before:?} -> {now:?}", envoy.node_id);
+    ensure!(now.versions == before.versions, "{what}: Envoy's versions changed: {before:?} -> {now:?}");
+    Ok(())
 }
 
 /// Every `version_text` Envoy reports, sorted: what it has accepted of each type.
