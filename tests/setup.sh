@@ -30,7 +30,7 @@ APT_PACKAGES=(
     apache2-utils          # htpasswd: a registry that wants a login
     etcd-server            # etcd 3.4: the intent store of tests/it/store.rs (--store)
     clang lld wasi-libc libclang-rt-dev-wasm32 wabt # the C plugin recipe (guest-sdk/c/build.sh)
-    chromium               # the headless browser tests/it/status_page.rs drives (playwright-core)
+    chromium               # the headless browser tests/it/operator.rs drives (playwright-core)
     fonts-liberation       # a font for the pages it draws (--no-install-recommends brings none)
 )
 RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests

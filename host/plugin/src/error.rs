@@ -75,8 +75,8 @@ pub enum Fault {
 pub enum Failure {
     /// Not a valid component, or compiling it failed.
     Compile(String),
-    /// The component does not implement the `xdst:plugin@0.1.0` world, or imports
-    /// something it was not granted.
+    /// The plugin implements neither the `xdst:plugin@0.1.0` nor the `@0.2.0` world (nor,
+    /// for a core module, the core-module ABI), or imports something it was not granted.
     Incompatible(String),
     /// The plugin returned an error of its own (usually about the intent).
     Reported { message: String, document: Option<String>, field: Option<String> },

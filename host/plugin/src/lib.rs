@@ -3,9 +3,11 @@
 //! speaking the 0.1.0 contract as JSON through memory (`proto/core-abi`); all become one
 //! [`Plugin`], whose calls use the 0.1.0 types ([`wit`]) plus the statuses 0.2.0 added.
 //!
-//! - No ambient authority: a plugin gets `log`, and a component may import WASI, which is
-//!   linked to an empty WASI (no files, environment, arguments or network; stdout and stderr
-//!   go to the log). Any other import is refused at load, naming it.
+//! - No ambient authority: a plugin gets `log`; a component may import WASI (preview 2) and a
+//!   core module WASI preview 1 (`wasi_snapshot_preview1`, which Go's, Zig's and C's WASI
+//!   targets import), both linked to an empty WASI (no files, environment, arguments or
+//!   network; stdout and stderr go to the log; host waits end at the call's deadline). Any
+//!   other import is refused at load, naming it.
 //! - Every call runs in a fresh store from a pre-instantiated component, under a wall-clock
 //!   deadline (epoch interruption), a memory cap and an output size cap; fuel is optional.
 //! - Components are compiled once per SHA-256 and the compiled artifact is cached on disk.
