@@ -93,7 +93,8 @@ pub fn upstream_cases() -> Result<PathBuf, NoCases> {
             if dir.is_dir() { Ok(dir) } else { Err(NoCases::Missing(dir)) }
         }
         None => {
-            let dir = crate::repo_root().join("../shared/gateway-api-conformance");
+            let root = crate::repo_root();
+            let dir = root.parent().unwrap_or(&root).join("shared/gateway-api-conformance");
             if dir.is_dir() { Ok(dir) } else { Err(NoCases::Absent(dir)) }
         }
     }

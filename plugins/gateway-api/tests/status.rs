@@ -23,7 +23,9 @@ fn upstream_cases(test: &str) -> Option<PathBuf> {
         assert!(dir.is_dir(), "{VAR}={}: no such directory", dir.display());
         return Some(dir);
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/gateway-api-conformance");
+    // The directory the repository is in: plugins/gateway-api/../../..
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).ancestors().nth(3).map(PathBuf::from).unwrap_or_default();
+    let dir = beside.join("shared/gateway-api-conformance");
     if dir.is_dir() {
         return Some(dir);
     }
