@@ -7,17 +7,16 @@
 //! Removing a plugin whose kinds are still in the intent is an error (the last good stays).
 //! Once its documents are gone too, its resources go.
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::time::{Duration, Instant};
-
 use anyhow::{bail, ensure};
 use serde_json::Value;
-use xdst_tests::admin::{WAIT, plugins_status as status, versions};
+use std::net::SocketAddr;
+use std::path::Path;
+use xdst_tests::admin::{WAIT, ensure_unchanged, held, plugins_status as status, wait_for_failure};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get};
+use xdst_tests::wait::{Seen, until};
 
 fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
     xdst_core::files::write_atomic(&dir.join(file), bytes)?;
@@ -27,8 +26,7 @@ fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
 /// Waits until `file` is listed as refused for a reason saying `want`, and returns the
 /// refusal.
 async fn refused(admin: SocketAddr, file: &str, want: &str) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until(format!("{file} to be refused saying {want:?}"), WAIT, async || {
         let s = status(admin).await?;
         let found = s["refused"].as_array().and_then(|rs| {
             rs.iter().find(|r| {
@@ -36,14 +34,21 @@ async fn refused(admin: SocketAddr, file: &str, want: &str) -> anyhow::Result<Va
                     && r["reason"].as_str().is_some_and(|m| m.contains(want))
             })
         });
-        if let Some(r) = found {
-            return Ok(r.clone());
-        }
-        if Instant::now() > deadline {
-            bail!("{file} was not refused within {WAIT:?}: {s:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Ok(match found {
+            Some(r) => Seen::Done(r.clone()),
+            None => Seen::Not(s.to_string()),
+        })
+    })
+    .await
+}
+
+/// Until `proxy` answers `/` with 200 and `body`.
+async fn routes_to(proxy: SocketAddr, body: &str) -> anyhow::Result<()> {
+    until(format!("Envoy to route to {body}"), WAIT, async || {
+        let r = http_get(proxy, "/").await;
+        Ok(Seen::holds(matches!(r, Ok((200, ref b)) if b == body), format!("{r:?}")))
+    })
+    .await
 }
 
 fn services(ups: &[Upstream], timeout_ms: u32) -> String {
@@ -78,11 +83,7 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     let admin = xdst.admin_addr;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "refusals")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
-    let deadline = Instant::now() + WAIT;
-    while !matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u0") {
-        ensure!(Instant::now() < deadline, "Envoy did not route to u0 within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    routes_to(proxy, "u0").await?;
     let serving_digest =
         status(admin).await?["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "swap").unwrap()["digest"]
             .clone();
@@ -131,31 +132,36 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
         ),
     ];
     for (what, file, bytes, want) in cases {
-        let before = versions(&envoy.stats().await?);
+        let before = held(admin, &envoy).await?;
         install(plugin_dir.path(), file, &bytes)?;
         let r = refused(admin, file, want).await?;
         let reason = r["reason"].as_str().unwrap_or_default();
         if file == "swap.wasm" {
             ensure!(r["serving"] == serving_digest, "{what}: the previous version should be serving: {r:#}");
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        ensure!(versions(&envoy.stats().await?) == before, "{what}: Envoy's versions changed");
+        ensure_unchanged(admin, &envoy, &before, what).await?;
         ensure!(matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u0"), "{what}: routing changed");
         // Intent edits still go through, translated with what serves.
         timeout_ms += 1;
         let cds_before = envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default().to_owned();
         std::fs::write(intent.path().join("services.yaml"), services(&ups, timeout_ms))?;
-        let deadline = Instant::now() + WAIT;
-        while envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default() == cds_before {
-            ensure!(
-                Instant::now() < deadline,
-                "{what}: an intent edit was not served while the plugin was refused: {:#}",
-                status(admin).await?
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let served =
+            until(format!("{what}: an intent edit to be served while the plugin is refused"), WAIT, async || {
+                let cds = envoy.stats().await?.text("cluster_manager.cds.version_text").unwrap_or_default().to_owned();
+                Ok(Seen::holds(cds != cds_before, format!("cds {cds}")))
+            })
+            .await;
+        if let Err(e) = served {
+            bail!("{e:#}: {:#}", status(admin).await?);
         }
         let s = status(admin).await?;
         ensure!(s["last_error"].is_null(), "{what}: generations should succeed: {s:#}");
+        // Issue 34: the edit came after the refused file; Envoy holding it shows that the file
+        // was not taken on the way.
+        ensure!(
+            matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u0"),
+            "{what}: routing changed after the edit"
+        );
         eprintln!("[refusals] {what}: refused ({reason}); the previous version kept serving and translating");
         if file != "swap.wasm" {
             std::fs::remove_file(plugin_dir.path().join(file))?;
@@ -166,30 +172,20 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
 
     // Fixing the file recovers: a good new version is taken, routing follows, refusals clear.
     install(plugin_dir.path(), "swap.wasm", &plugins::swap_variant(&swap, [0, 0, 100, 0, 0, 0])?)?;
-    let deadline = Instant::now() + WAIT;
-    while !matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2") {
-        ensure!(Instant::now() < deadline, "the fixed plugin was not taken: {:#}", status(admin).await?);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if let Err(e) = routes_to(proxy, "u2").await {
+        bail!("the fixed plugin was not taken: {e:#}: {:#}", status(admin).await?);
     }
     let s = status(admin).await?;
     ensure!(s["refused"].as_array().is_some_and(|r| r.is_empty()), "refusals should clear once fixed: {s:#}");
 
     // Removing the plugin while its kind is still in the intent: an error, the last good stays.
-    let before = versions(&envoy.stats().await?);
+    let before = held(admin, &envoy).await?;
     let failed = s["generations_failed"].as_u64().unwrap_or(0);
     std::fs::remove_file(plugin_dir.path().join("swap.wasm"))?;
-    let deadline = Instant::now() + WAIT;
-    let error = loop {
-        let s = status(admin).await?;
-        if s["generations_failed"].as_u64().unwrap_or(0) > failed {
-            break s["last_error"]["message"].as_str().unwrap_or_default().to_owned();
-        }
-        ensure!(Instant::now() < deadline, "removing the plugin did not fail a generation: {s:#}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let error = wait_for_failure(admin, failed).await?["message"].as_str().unwrap_or_default().to_owned();
     ensure!(error.contains("Split"), "the error should name the kind left without a plugin: {error}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    ensure!(versions(&envoy.stats().await?) == before, "Envoy's versions changed after a refused removal");
+    // Issue 34: the failure was counted; a push from that generation would have come first.
+    ensure_unchanged(admin, &envoy, &before, "a refused removal").await?;
     ensure!(
         matches!(http_get(proxy, "/").await, Ok((200, ref b)) if b == "u2"),
         "routing changed after a refused removal"
@@ -197,10 +193,13 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
 
     // With its documents gone as well, its listener and routes go (through the planner).
     std::fs::remove_file(intent.path().join("split.yaml"))?;
-    let deadline = Instant::now() + WAIT;
-    while http_get(proxy, "/").await.is_ok() {
-        ensure!(Instant::now() < deadline, "the listener was not removed: {:#}", status(admin).await?);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let gone = until("the listener to be removed", WAIT, async || {
+        let r = http_get(proxy, "/").await;
+        Ok(Seen::holds(r.is_err(), format!("{r:?}")))
+    })
+    .await;
+    if let Err(e) = gone {
+        bail!("{e:#}: {:#}", status(admin).await?);
     }
     ensure!(status(admin).await?["last_error"].is_null());
     envoy.kill().await?;

@@ -31,9 +31,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use crate::upstream::http_get;
-
-/// How often the `wait_for*` functions read the stats.
-const POLL: Duration = Duration::from_millis(50);
+use crate::wait::Seen;
 
 /// The Envoy binary: `$ENVOY_BIN`, else the one `tests/setup.sh` installs into
 /// `cache_dir()/venv/bin/envoy`. Panics, naming `tests/setup.sh`, when neither exists.
@@ -254,7 +252,7 @@ impl Envoy {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("spawning {}", envoy_bin().display()))?;
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + crate::wait::patience(Duration::from_secs(20));
         let admin_addr = loop {
             // Envoy writes "127.0.0.1:PORT" once the admin listener is bound.
             if let Ok(text) = std::fs::read_to_string(&admin_path)
@@ -310,44 +308,35 @@ impl Envoy {
         timeout: Duration,
         ready: impl Fn(&Stats) -> bool,
     ) -> anyhow::Result<Stats> {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let waited = crate::wait::until(what, timeout, async || {
             let stats = self.stats().await?;
-            if ready(&stats) {
-                return Ok(stats);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "envoy {}: timed out after {timeout:?} waiting for: {what}\nxDS stats now:\n{}\nenvoy log:\n{}",
-                    self.node_id,
-                    stats.xds_related(),
-                    self.log_tail(20)
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+            Ok(if ready(&stats) {
+                Seen::Done(stats)
+            } else {
+                Seen::Not(format!("xDS stats:\n{}", stats.xds_related()))
+            })
+        })
+        .await;
+        waited.map_err(|e| anyhow::anyhow!("envoy {}: {e:#}\nenvoy log:\n{}", self.node_id, self.log_tail(20)))
     }
 
     /// Polls the stats until every expectation holds; on timeout, an error with the
     /// expected-versus-actual diff, the other xDS stats and the end of Envoy's log.
     pub async fn wait_for(&self, expect: &Expect, timeout: Duration) -> anyhow::Result<Stats> {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let waited = crate::wait::until("the stats to match", timeout, async || {
             let stats = self.stats().await?;
-            if expect.holds(&stats) {
-                return Ok(stats);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "envoy {}: stats did not match within {timeout:?} (- expected, + actual):\n{}\nxDS stats now:\n{}\nenvoy log:\n{}",
-                    self.node_id,
+            Ok(if expect.holds(&stats) {
+                Seen::Done(stats)
+            } else {
+                Seen::Not(format!(
+                    "(- expected, + actual):\n{}\nxDS stats now:\n{}",
                     expect.diff(&stats),
-                    stats.xds_related(),
-                    self.log_tail(20)
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+                    stats.xds_related()
+                ))
+            })
+        })
+        .await;
+        waited.map_err(|e| anyhow::anyhow!("envoy {}: {e:#}\nenvoy log:\n{}", self.node_id, self.log_tail(20)))
     }
 
     /// The last `lines` lines of Envoy's log.

@@ -3,9 +3,9 @@
 //! the status page in headless Chromium (`tests/clients/status_page.mjs`).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use serde_json::Value;
 
 use crate::xds::http_get;
@@ -35,18 +35,14 @@ pub async fn latest_change(admin: SocketAddr) -> anyhow::Result<Option<i64>> {
 /// Waits (up to 30 s) for a change newer than `after`: what an edit of the resources
 /// directory became.
 pub async fn next_change(admin: SocketAddr, after: Option<i64>) -> anyhow::Result<i64> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(id) = latest_change(admin).await?
-            && after.is_none_or(|a| id > a)
-        {
-            return Ok(id);
-        }
-        if Instant::now() > deadline {
-            bail!("no change after {after:?} within 30 s (did the edit load? see /debug/resources)");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("a change after {after:?} (did the edit load? see /debug/resources)");
+    crate::wait::until(what, Duration::from_secs(30), async || {
+        Ok(match latest_change(admin).await? {
+            Some(id) if after.is_none_or(|a| id > a) => crate::wait::Seen::Done(id),
+            latest => crate::wait::Seen::Not(format!("latest change {latest:?}")),
+        })
+    })
+    .await
 }
 
 /// `GET /changes/{id}[?group=G]`, parsed, and the size of the answer in bytes.

@@ -149,7 +149,7 @@ impl Process {
         // Ready comes after the first generation, which compiles every plugin: an 18 MB Python
         // component takes tens of seconds in a debug build on a busy 2-core machine. An exit
         // is seen at once, so the wait costs nothing when xdst fails.
-        let wait = Duration::from_secs(120);
+        let wait = crate::wait::patience(Duration::from_secs(120));
         let deadline = Instant::now() + wait;
         loop {
             if let Ok(text) = std::fs::read_to_string(&ready) {

@@ -288,17 +288,11 @@ impl KeepAlive {
 /// Polls `path` on `proxy` (an Envoy listener) until it answers `200 want`, for up to `wait`;
 /// on timeout the error shows the last answer.
 pub async fn wait_for_body(proxy: SocketAddr, path: &str, want: &str, wait: Duration) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
+    crate::wait::until(format!("GET {path} through envoy to answer (200, {want:?})"), wait, async || {
         let got = http_get(proxy, path).await;
-        match &got {
-            Ok((200, body)) if body == want => return Ok(()),
-            _ if std::time::Instant::now() > deadline => {
-                anyhow::bail!("GET {path} through envoy: want (200, {want:?}) within {wait:?}, last got {got:?}")
-            }
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+        Ok(crate::wait::Seen::holds(matches!(&got, Ok((200, body)) if body == want), format!("{got:?}")))
+    })
+    .await
 }
 
 #[cfg(test)]
