@@ -2,7 +2,7 @@
 //! directories at once, whatever the watcher saw, and `POST /reload` answers with the outcome.
 //! Writes without the token, with a wrong one, or on a server started without one are refused.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use xdst_tests::fixtures::{self, basic_dir, write};
@@ -53,15 +53,20 @@ async fn reload_and_sighup_rescan_now_and_writes_need_the_token() {
     write(dir.path(), "route.yaml", &fixtures::route("local", "backend"));
 
     // SIGHUP: the same rescan, from the process's supervisor.
-    tokio::time::sleep(Duration::from_millis(300)).await; // let the restore settle
+    // The restore is loaded before the count is taken (issue 34: a positive signal, not a pause).
+    xdst_tests::wait::until("the restored route.yaml to load", Duration::from_secs(5), async || {
+        let (_, body) = http_get(admin, "/debug/resources").await;
+        let v: Value = serde_json::from_str(&body)?;
+        Ok(xdst_tests::wait::Seen::holds(v["source"]["last_error"].is_null(), &v["source"]))
+    })
+    .await
+    .unwrap();
     let before = loads(admin).await;
     let pid = xdst.child.id().unwrap() as i32;
     assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while loads(admin).await == before {
-        assert!(Instant::now() < deadline, "SIGHUP did not rescan");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    xdst_tests::wait::until_true("SIGHUP to rescan", Duration::from_secs(5), async || loads(admin).await > before)
+        .await
+        .unwrap();
     xdst.kill().await.unwrap();
 
     // Without a token configured, admin writes are off.
