@@ -223,7 +223,16 @@ async fn the_plugin_text_bounds_are_set_by_flags() -> anyhow::Result<()> {
     let ok = generations(admin, "generations_ok").await?;
     let adversary = plugins::adversary()?;
     plugins::install(s.plugins.path(), &adversary, "adversary.wasm", Some("config: \"diagnostics:100\"\n"))?;
-    let status = wait_for_ok(admin, ok).await?;
+    // A good generation that ran the adversary: one already under way when the file was
+    // written (a node group connecting) may finish first, without it.
+    let mut ok = ok;
+    let status = loop {
+        let status = wait_for_ok(admin, ok).await?;
+        if status["last_generation"]["calls"].to_string().contains("\"adversary\"") {
+            break status;
+        }
+        ok = status["generations_ok"].as_u64().unwrap_or(ok + 1);
+    };
     let report = &status["last_generation"];
     ensure!(report["diagnostics_total"] == 6, "diagnostics: {report:#}");
     let diagnostics = report["diagnostics"].as_array().cloned().unwrap_or_default();

@@ -191,21 +191,23 @@ fn valid_kind(s: &str) -> Result<(), String> {
     }
 }
 
-/// A DNS-1123 label: 1-63 lowercase letters, digits and `-`, starting and ending with a letter
-/// or digit (a Kubernetes namespace).
-fn is_dns_label(s: &str) -> bool {
+/// Lowercase letters, digits and `-`, starting and ending with a letter or digit.
+fn is_dns_part(s: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| alnum(b) || b == b'-')
+    s.bytes().all(|b| alnum(b) || b == b'-')
         && s.bytes().next().is_some_and(alnum)
         && s.bytes().last().is_some_and(alnum)
 }
 
-/// A DNS-1123 subdomain: at most 253 characters, DNS-1123 labels joined by `.` (a Kubernetes
-/// object name).
+/// A DNS-1123 label: 1-63 of [`is_dns_part`]'s characters (a Kubernetes namespace).
+fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns_part(s)
+}
+
+/// A DNS-1123 subdomain as Kubernetes checks an object name: at most 253 characters, parts
+/// joined by `.` (Kubernetes does not limit a part to 63 here, and neither does xdst).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
+    s.len() <= 253 && s.split('.').all(is_dns_part)
 }
 
 /// Namespaces and names become path components: Kubernetes' own rules, under which a
@@ -434,7 +436,10 @@ mod tests {
     #[test]
     fn accepted_names_never_share_a_path() {
         assert!(valid_name(Some("x.yaml"), "y").unwrap_err().starts_with("metadata.namespace \"x.yaml\""));
-        for (ns, name) in [(Some("infra"), "web"), (None, "x"), (None, "x.yaml"), (Some("a-1"), "b.c-d.e")] {
+        let longest = "n".repeat(253);
+        for (ns, name) in
+            [(Some("infra"), "web"), (None, "x"), (None, "x.yaml"), (Some("a-1"), "b.c-d.e"), (None, longest.as_str())]
+        {
             assert_eq!(valid_name(ns, name), Ok(()), "{ns:?}/{name}");
         }
         for name in ["X", "a_b", "-a", "a-", "a..b", ".a", "a.", "", "a/b", "..", &"n".repeat(254)] {
