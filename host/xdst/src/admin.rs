@@ -268,88 +268,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-#[derive(Serialize)]
-struct ReloadReport {
-    /// `intent` or `resources`.
-    source: &'static str,
-    /// `ok` or `refused` (the last good set keeps serving).
-    result: &'static str,
-    error: Option<String>,
-    /// With the plugin set in the store: the replica that resolved it for this reload.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    plugins_resolved_by: Option<String>,
-}
-
-/// `POST /reload`: rescans now and answers with the outcome.
+/// `POST /reload`: [`crate::reload::reload`], answered with its outcome.
 async fn reload(ctx: &Ctx, headers: &http::HeaderMap) -> axum::response::Response {
     if let Err((status, why)) = authorize(ctx, headers) {
         return (status, why).into_response();
     }
-    let count = |ctx: &Ctx| match &ctx.intent {
-        Some(s) => {
-            let st = s.status();
-            st.generations_ok + st.generations_failed
-        }
-        None => {
-            let st = ctx.source.get();
-            st.loads_ok + st.loads_refused
-        }
-    };
-    // A store that went back in time is taken as it is now (the operator's word for it).
-    for held in crate::store::confirm_rewinds(ctx) {
-        tracing::warn!("POST /reload: taking the store as it is now, after it went back in time");
-        if !held.wait_until(|m| !m.is_held(), std::time::Duration::from_secs(30)).await {
-            return (
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                "the store that went back in time was not listed within 30 s; see /readyz\n",
-            )
-                .into_response();
-        }
+    match crate::reload::reload(ctx, "POST /reload").await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
-    // Plugins from the store: the leader resolves them again, for every replica.
-    let mut resolved_by = None;
-    if let Some(held) = &ctx.plugin_set {
-        match held.reload(std::time::Duration::from_secs(30)).await {
-            Ok(set) => resolved_by = Some(set.leader),
-            Err(e) => {
-                tracing::warn!(error = %e, "POST /reload: the plugin set was not resolved again");
-                return (http::StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response();
-            }
-        }
-    }
-    let before = count(ctx);
-    ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    ctx.rescan.notify_one();
-    tracing::info!("POST /reload: rescanning");
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while count(ctx) == before {
-        if tokio::time::Instant::now() > deadline {
-            return (http::StatusCode::ACCEPTED, "rescan requested; it has not finished within 30 s\n").into_response();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let report = match &ctx.intent {
-        Some(s) => {
-            let st = s.status();
-            let error = st.last_error.map(|e| e.message);
-            ReloadReport {
-                source: "intent",
-                result: if error.is_some() { "refused" } else { "ok" },
-                error,
-                plugins_resolved_by: resolved_by,
-            }
-        }
-        None => {
-            let st = ctx.source.get();
-            ReloadReport {
-                source: "resources",
-                result: if st.last_error.is_some() { "refused" } else { "ok" },
-                error: st.last_error,
-                plugins_resolved_by: None,
-            }
-        }
-    };
-    Json(report).into_response()
 }
 
 #[derive(Deserialize)]

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod plugin_tool;
 pub mod pulls;
+pub mod reload;
 pub mod rest;
 pub mod rollouts;
 pub mod server;

@@ -897,29 +897,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     #[cfg(unix)]
     {
-        // SIGHUP: rescan the watched directories now, as POST /reload does.
-        let rescan = server.ctx.rescan.clone();
+        // SIGHUP: the same reload as POST /reload.
         let ctx = server.ctx.clone();
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                info!("SIGHUP: rescanning");
-                for _ in xdst::store::confirm_rewinds(&ctx) {
-                    tracing::warn!("SIGHUP: taking the store as it is now, after it went back in time");
+                if let Err(e) = xdst::reload::reload(&ctx, "SIGHUP").await {
+                    tracing::warn!(error = %e, "SIGHUP: reload failed");
                 }
-                if let Some(held) = ctx.plugin_set.clone() {
-                    // The leader resolves the store's plugin set again; its answer reaches
-                    // every replica through the store.
-                    tokio::spawn(async move {
-                        match held.reload(std::time::Duration::from_secs(30)).await {
-                            Ok(set) => info!(leader = %set.leader, "SIGHUP: the plugin set was resolved again"),
-                            Err(e) => tracing::warn!(error = %e, "SIGHUP: the plugin set was not resolved again"),
-                        }
-                    });
-                }
-                ctx.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                rescan.notify_one();
             }
         });
     }
