@@ -20,7 +20,7 @@
 //! Each change is timed twice: by xdst (`last_convergence_seconds` on `/debug/nodes`: the
 //! change reaching the node to its last step acknowledged) and by the test (the intent file
 //! written to Envoy holding all of it). `docs/PERFORMANCE.md` records the percentiles these
-//! tests print (`cargo test -p xdst-tests --test make_before_break -- --nocapture`).
+//! tests print (`cargo test -p xdst-tests --test it make_before_break:: -- --nocapture`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

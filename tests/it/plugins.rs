@@ -7,7 +7,7 @@
 //! --format yaml` prints them) are compared with `expected.yaml`. To re-bless after an
 //! intended change, run
 //!
-//!     XDST_BLESS=1 cargo test -p xdst-tests --test plugins golden
+//!     XDST_BLESS=1 cargo test -p xdst-tests --test it plugins::golden
 //!
 //! and review the diff of the expected files.
 

@@ -1,0 +1,42 @@
+//! xdst's integration tests, one binary with a module per suite (issue 34, item 4): wasmtime,
+//! tonic and etcd-client are linked once, not once per suite. Each module's header says what
+//! it proves and against which real parts (the `xdst` binary, Envoy, etcd, grpcio clients).
+//!
+//! One suite, or one test:
+//!
+//!     cargo test -p xdst-tests --test it grpc::
+//!     cargo test -p xdst-tests --test it plugin_swaps::a_swap_during_a_translation -- --nocapture
+//!
+//! No suite needs a process of its own: none sets process-wide state (environment variables,
+//! the working directory, `xdst_core` limits), and the in-process servers (`grpc`, `clients`,
+//! `tls`, `mtls`) count into their own metrics. Deadlines stretch with `$XDST_TEST_PATIENCE`
+//! (see `xdst_tests::wait`).
+
+mod admin_secrets;
+mod cli;
+mod clients;
+mod conformance;
+mod containment;
+mod distribution;
+mod docs;
+mod envoy;
+mod envoy_plugins;
+mod gateway_api;
+mod go_plugins;
+mod grpc;
+mod intent_api;
+mod limits;
+mod listener_lifecycle;
+mod make_before_break;
+mod mtls;
+mod operator;
+mod operator_trust;
+mod plugin_refusals;
+mod plugin_swaps;
+mod plugin_tool;
+mod plugins;
+mod reload;
+mod store;
+mod store_failover;
+mod store_plugins;
+mod tls;
