@@ -27,7 +27,8 @@ pub struct Context {
     /// Explicit reloads (`POST /reload`, SIGHUP) so far: a plugin configuration resolves its
     /// remote sources (registry tags, URLs) again when this moves, and only then.
     pub reloads: std::sync::atomic::AtomicU64,
-    /// The bearer token admin writes (`POST /reload`) must carry; none: writes are refused.
+    /// The bearer token admin writes (`POST /reload`, the intent API's `PUT` and `DELETE`) must
+    /// carry; none: writes are refused.
     pub admin_token: Option<String>,
     /// With mTLS: what each client certificate identity may use (None: no client
     /// certificates, every client may use every group).

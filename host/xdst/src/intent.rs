@@ -78,6 +78,14 @@ impl GenerationError {
         xdst_plugin::clip(&self.to_string(), MAX_ERROR_BYTES)
     }
 
+    /// Whether the operator's own setup is at fault (the intent directory, the plugins
+    /// directory, the plugin list: a pin, a signature, a source), rather than a document, a
+    /// store key or what a plugin made of them. At start the first is fatal, as a bad flag is;
+    /// the second leaves `serve` running, not ready, until a good generation.
+    pub fn is_setup(&self) -> bool {
+        matches!(self, GenerationError::Dir(..) | GenerationError::Plugins(_) | GenerationError::Config(_))
+    }
+
     /// The plugin at fault, if one is.
     pub fn plugin(&self) -> Option<String> {
         match self {

@@ -1,5 +1,7 @@
 //! The `xdst` server: the protocol core of `xdst-core` wrapped in gRPC (ADS and per-type
-//! services, SotW and Delta), REST fetch, an admin port and a watched resources directory.
+//! services, SotW and Delta), REST fetch and CSDS, over TLS or mTLS; config from a watched
+//! resources directory, or from intent (files, or etcd shared by replicas) translated by
+//! plugins; and an admin port (the intent API, `/changes`, the status page, `/metrics`).
 //!
 //! The binary is a thin CLI over [`start`]; tests and embedders run the same server
 //! in-process:
@@ -96,7 +98,8 @@ pub struct Config {
     /// Push every change at once, without make-before-break ordering (unsafe: for
     /// demonstrations and the tests that show what ordering prevents).
     pub unsafe_unordered_push: bool,
-    /// The bearer token for admin writes (`POST /reload`); without one they are refused.
+    /// The bearer token for admin writes (`POST /reload`, the intent API's `PUT` and `DELETE`);
+    /// without one they are refused.
     pub admin_token: Option<String>,
     /// The largest gRPC request message and REST request body accepted, in bytes.
     pub max_request_size: usize,
@@ -329,14 +332,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let generations =
             generations::Generations::start(ctx.clone(), s.clone()).context("starting the generation thread")?;
         let generations = ctx.generations.get_or_init(|| generations);
-        // A bad first generation (a plugin that fails or sleeps past its deadline, a store key
-        // that is not UTF-8) is reported like any other, and the ports open all the same:
-        // nothing is served yet and `/readyz` says not ready until a good generation, but a
-        // fix applies as soon as it is written, operators and probes can see why, and a
-        // rolling restart of replicas stops at this one instead of losing the fleet.
+        // A first generation that fails on the data (a document, a store key that is not
+        // UTF-8, a plugin that fails or sleeps past its deadline on them) is reported like any
+        // other, and the ports open all the same: nothing is served yet and `/readyz` says
+        // not ready until a good generation, but a fix applies as soon as it is written,
+        // operators and probes can see why, and a rolling restart of replicas stops at this
+        // one instead of losing the fleet. One that fails on the setup (a plugin list's pin,
+        // signature or source, the directories) is fatal, as a bad flag is.
         let (c, s2) = (ctx.clone(), s.clone());
         match generations.run(move || s2.generate(&c)).await {
             Some(Ok(())) => {}
+            Some(Err(e)) if e.is_setup() => return Err(anyhow::Error::new(e).context("translating intent")),
             Some(Err(e)) => tracing::error!(
                 error = %e.message(),
                 "the first generation failed: serving nothing, and not ready, until a good one"

@@ -38,7 +38,7 @@ enum Command {
     #[command(after_help = TRANSLATE_HELP)]
     Translate(TranslateArgs),
     /// Write, build, test, inspect and push plugins, in Rust, C, JavaScript, Python,
-    /// AssemblyScript or Go.
+    /// AssemblyScript, Go or Zig.
     #[command(subcommand)]
     Plugin(PluginCommand),
     /// Move intent between a directory and a store (etcd), for replicas (`serve --store`).
@@ -123,7 +123,7 @@ enum PluginCommand {
     /// Scaffold a plugin that builds, declares one intent kind and has one passing test case.
     #[command(after_help = NEW_HELP)]
     New {
-        /// The language: rust, c, js, python, assemblyscript or go.
+        /// The language: rust, c, js, python, assemblyscript, go or zig.
         #[arg(long, value_enum)]
         lang: xdst::plugin_tool::Lang,
         /// The plugin's name (lowercase, dashes: team-gateway); also the directory's.
@@ -464,7 +464,8 @@ struct ServeArgs {
     /// Quiet window that merges a burst of resource changes into one push.
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     debounce: Duration,
-    /// How often the resources directory is rescanned in case a change notification was lost.
+    /// How often the watched directories (resources, intent, plugins) are rescanned in case a
+    /// change notification was lost.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     resync: Duration,
     /// On SIGINT/SIGTERM, how long open connections get before they are closed.
@@ -489,7 +490,8 @@ struct ServeArgs {
     /// while a route still sends traffic to it. For demonstrations and tests only.
     #[arg(long)]
     unsafe_unordered_push: bool,
-    /// A file holding the bearer token that admin writes (POST /reload) must carry
+    /// A file holding the bearer token that admin writes (POST /reload, intent API PUT and
+    /// DELETE) must carry
     /// (`Authorization: Bearer <token>`). Without it (or XDST_ADMIN_TOKEN) admin writes are
     /// refused. A file, not a flag, so the token does not show in `ps`.
     #[arg(long, value_name = "FILE")]
