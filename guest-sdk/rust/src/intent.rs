@@ -188,7 +188,7 @@ mod tests {
     fn namespaced_documents_and_bodies_outside_spec() {
         #[derive(Debug, Deserialize)]
         struct Slice {
-            #[allow(dead_code)]
+            #[allow(dead_code, reason = "read only to check that the document deserializes")]
             endpoints: Vec<BTreeMap<String, Vec<String>>>,
         }
         let d = IntentDocument {
@@ -245,7 +245,7 @@ mod tests {
 
         #[derive(Debug, Deserialize)]
         struct Required {
-            #[allow(dead_code)]
+            #[allow(dead_code, reason = "read only to check that the document deserializes")]
             port: u16,
         }
         let e = doc(r#"{"kind":"X"}"#).spec::<Required>().unwrap_err();

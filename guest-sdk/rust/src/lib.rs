@@ -80,7 +80,7 @@ pub use xds_api::pb as envoy;
 pub use prost;
 
 #[doc(hidden)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "generated bindings")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../proto/wit/xdst-plugin-0.2.0",

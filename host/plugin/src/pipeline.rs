@@ -404,7 +404,7 @@ impl Pipeline {
     /// Runs one `patch` plugin over `current`: it gets every document of its kinds and every
     /// resource, and returns the resources it changes (same type and name) or adds. Returns
     /// what to take out, what to put in, and its diagnostics.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity, reason = "what to take out, what to put in, diagnostics: used once")]
     fn run_patch(
         &self,
         p: &Configured,

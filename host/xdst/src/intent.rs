@@ -382,7 +382,7 @@ pub struct IntentSource {
 pub type Statuses = BTreeMap<Arc<str>, Arc<str>>;
 
 /// Where the plugins are listed.
-#[allow(clippy::large_enum_variant)] // one per server, never moved in a hot path
+#[allow(clippy::large_enum_variant, reason = "one per server, never moved in a hot path")]
 pub enum PluginSet {
     /// Every `*.wasm` in a directory, with `NAME.yaml` settings beside it.
     Dir(PathBuf),
@@ -926,7 +926,7 @@ impl IntentSource {
 
     /// Translates `intent` for every group: the publication, and the default group's plugin
     /// diagnostics and document statuses.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity, reason = "a tuple of three named outputs, used once")]
     fn translate(
         &self,
         groups: &[String],

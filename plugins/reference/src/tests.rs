@@ -112,7 +112,7 @@ fn service_with_localities_and_health_check() {
     let c: Cluster = decode(&out.resources[0], CLUSTER, "reviews", "Service/reviews");
     assert_eq!(c.lb_policy, LbPolicy::LeastRequest as i32);
     assert_eq!(c.connect_timeout.unwrap().nanos, 250_000_000);
-    #[allow(deprecated)]
+    #[allow(deprecated, reason = "checks the deprecated field Envoy still reads")]
     let h2 = c.http2_protocol_options.is_some();
     assert!(h2, "grpc means an HTTP/2 upstream");
     assert!(

@@ -83,7 +83,7 @@ impl EdsCluster {
     /// Speaks HTTP/2 (prior knowledge, cleartext unless a transport socket is added) to the
     /// endpoints: what gRPC backends behind Envoy need.
     pub fn http2(mut self) -> Self {
-        #[allow(deprecated)]
+        #[allow(deprecated, reason = "the field Envoy and gRPC still read for HTTP/2 upstreams")]
         {
             self.0.http2_protocol_options = Some(Http2ProtocolOptions::default());
         }

@@ -141,7 +141,7 @@ fn route_configuration() {
     };
     let split: Vec<_> = wc.clusters.iter().map(|c| (c.name.as_str(), c.weight.as_ref().unwrap().value)).collect();
     assert_eq!(split, [("api-v1", 90), ("api-v2", 10)]);
-    #[allow(deprecated)]
+    #[allow(deprecated, reason = "checks the deprecated field stays unset")]
     let total = &wc.total_weight;
     assert!(total.is_none(), "total_weight is deprecated: Envoy sums the weights");
     let timeout = action.timeout.as_ref().unwrap();
@@ -221,7 +221,7 @@ fn eds_cluster() {
     assert_eq!(t.max_connections.unwrap().value, 100);
     assert_eq!(t.max_retries.unwrap().value, 5);
     assert!(t.max_requests.is_none());
-    #[allow(deprecated)]
+    #[allow(deprecated, reason = "checks the deprecated field stays unset")]
     let h2 = c.http2_protocol_options.is_some();
     assert!(h2);
     assert!(c.common_lb_config.unwrap().locality_config_specifier.is_some());

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use xdst_plugin::{Runtime, RuntimeConfig};
 
 /// Builds the adversarial plugin for wasm32 and wraps it into a component (once per run).
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test binary uses some of the shared helpers")]
 pub fn adversary_component() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
@@ -36,13 +36,13 @@ pub fn runtime() -> &'static Runtime {
 /// A core-ABI plugin (`proto/core-abi`) in WAT: `describe` returns `describe`; `translate`'s
 /// body is `translate`, which may call `$out(len)` to return `len` bytes of `data` (placed at
 /// 4096). `extra` goes first (imports). `xdst_alloc` grows memory for every request.
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test binary uses some of the shared helpers")]
 pub fn core_plugin(describe: &str, extra: &str, translate: &str, data: &str) -> Vec<u8> {
     core_plugin_with(describe, extra, "", translate, data)
 }
 
 /// [`core_plugin`] with `memories` declared after the exported memory (which stays memory 0).
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test binary uses some of the shared helpers")]
 pub fn core_plugin_with(describe: &str, extra: &str, memories: &str, translate: &str, data: &str) -> Vec<u8> {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let wat = format!(
@@ -72,7 +72,7 @@ pub fn core_plugin_with(describe: &str, extra: &str, memories: &str, translate: 
 }
 
 /// A core-ABI plugin that returns `json` from every `translate`.
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test binary uses some of the shared helpers")]
 pub fn core_returning(describe: &str, json: &str) -> Vec<u8> {
     core_plugin(describe, "", &format!("(call $out (i32.const {}))", json.len()), json)
 }

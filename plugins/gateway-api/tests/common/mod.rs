@@ -29,7 +29,7 @@ pub fn run(yaml: &str, config: &str) -> (TranslateResponse, BTreeMap<String, Val
 }
 
 /// `(type, status, reason)` of each condition in a status's `conditions` array.
-#[allow(dead_code)]
+#[allow(dead_code, reason = "each test binary uses some of the shared helpers")]
 pub fn conditions(list: &Value) -> Vec<(String, String, String)> {
     list.as_array()
         .unwrap()
