@@ -22,12 +22,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
 use xdst_tests::fixtures;
 use xdst_tests::server::Process;
 use xdst_tests::upstream::{Upstream, http_get};
+use xdst_tests::wait::{Seen, until};
 
 async fn wait_for_body(proxy: SocketAddr, path: &str, want: &str) -> anyhow::Result<()> {
     xdst_tests::upstream::wait_for_body(proxy, path, want, WAIT).await
@@ -297,18 +298,15 @@ async fn served_versions(admin: SocketAddr) -> anyhow::Result<BTreeMap<String, S
 
 /// Waits until xdst has loaded an edit: the served version of `type_url` is no longer `old`.
 async fn wait_for_version_change(admin: SocketAddr, type_url: &str, old: &str) -> anyhow::Result<String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until(format!("xdst to serve {type_url} at a version other than {old}"), WAIT, async || {
         let v = served_versions(admin).await?;
         if v[type_url] != old {
-            return Ok(v[type_url].clone());
+            return Ok(Seen::Done(v[type_url].clone()));
         }
-        if Instant::now() > deadline {
-            let source = xdst_json(admin, "/debug/resources").await.map(|v| v["source"].clone()).unwrap_or_default();
-            bail!("xdst still serves {type_url} at {old} after {WAIT:?}; source status: {source:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        let source = xdst_json(admin, "/debug/resources").await.map(|v| v["source"].clone()).unwrap_or_default();
+        Ok(Seen::Not(format!("source status: {source:#}")))
+    })
+    .await
 }
 
 /// The per-type status entries of `node`'s newest stream in `/debug/nodes`.
@@ -322,8 +320,7 @@ fn node_types(nodes: &Value, node: &str) -> Option<Vec<Value>> {
 /// each type's last response was ACKed (version_acked = version_sent) or NACKed (its
 /// nonce is the last NACK's), or nothing was sent.
 async fn wait_for_settled(admin: SocketAddr, node: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until(format!("node {node} settled on all four types in /debug/nodes"), WAIT, async || {
         let nodes = xdst_json(admin, "/debug/nodes").await?;
         let settled = node_types(&nodes, node).is_some_and(|types| {
             [LDS, RDS, CDS, EDS].iter().all(|t| {
@@ -335,32 +332,21 @@ async fn wait_for_settled(admin: SocketAddr, node: &str) -> anyhow::Result<()> {
                 })
             })
         });
-        if settled {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("xdst /debug/nodes: node {node} not settled on all four types within {WAIT:?}:\n{nodes:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Ok(Seen::holds(settled, format!("{nodes:#}")))
+    })
+    .await
 }
 
 /// Waits until `node`'s stream shows a NACK of the last `type_url` response it was sent,
 /// and returns that type's status entry.
 async fn wait_for_nack(admin: SocketAddr, node: &str, type_url: &str) -> anyhow::Result<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    until(format!("a NACK of the last {type_url} response to {node} in /debug/nodes"), WAIT, async || {
         let nodes = xdst_json(admin, "/debug/nodes").await?;
         let entry = node_types(&nodes, node).and_then(|types| types.into_iter().find(|s| s["type_url"] == type_url));
-        if let Some(s) = &entry
-            && !s["last_nack"].is_null()
-            && s["last_nack"]["nonce"] == s["nonce_sent"]
-        {
-            return Ok(entry.unwrap());
-        }
-        if Instant::now() > deadline {
-            bail!("xdst /debug/nodes: no NACK of the last {type_url} response to {node} within {WAIT:?}:\n{nodes:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Ok(match entry {
+            Some(s) if !s["last_nack"].is_null() && s["last_nack"]["nonce"] == s["nonce_sent"] => Seen::Done(s),
+            _ => Seen::Not(format!("{nodes:#}")),
+        })
+    })
+    .await
 }

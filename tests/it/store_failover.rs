@@ -16,14 +16,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use serde_json::Value;
+use xdst_tests::admin::settled_target;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect, Stats};
 use xdst_tests::etcd::Etcd;
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::traffic::{Allowed, Traffic};
 use xdst_tests::upstream::Upstream;
+use xdst_tests::wait::{Seen, until, until_true};
 use xdst_tests::xds::{http_get, http_with};
 
 const TOKEN: (&str, &str) = ("Authorization", "Bearer f4ilover");
@@ -99,34 +101,32 @@ async fn failover(api: ApiType) -> anyhow::Result<()> {
     xdst_tests::upstream::wait_for_body(proxy, "/", "a", WAIT).await?;
 
     // Which replica is Envoy's stream on?
-    let deadline = Instant::now() + WAIT;
-    let on = loop {
+    let on = until(format!("a replica to show node {node}"), WAIT, async || {
         let mut on = None;
         for (i, r) in replicas.iter().enumerate() {
             if serves_node(r.as_ref().unwrap().admin_addr, &node).await {
                 on = Some(i);
             }
         }
-        if let Some(i) = on {
-            break i;
-        }
-        if Instant::now() > deadline {
-            bail!("neither replica shows node {node}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        Ok(match on {
+            Some(i) => Seen::Done(i),
+            None => Seen::Not("neither replica shows it".into()),
+        })
+    })
+    .await?;
     let other = 1 - on;
     let other_admin = replicas[other].as_ref().unwrap().admin_addr;
     // Both replicas hold the revision Envoy was configured from.
-    let deadline = Instant::now() + WAIT;
-    while xdst_tests::admin::plugins_status(other_admin).await?["last_ok_revision"].as_i64().unwrap_or(0) < rev {
-        ensure!(Instant::now() < deadline, "replica {other} never translated revision {rev}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Settled: every version present, and steady for a moment.
+    until(format!("replica {other} to translate revision {rev}"), WAIT, async || {
+        let last = xdst_tests::admin::plugins_status(other_admin).await?["last_ok_revision"].as_i64().unwrap_or(0);
+        Ok(Seen::holds(last >= rev, format!("last_ok_revision {last}")))
+    })
+    .await?;
+    // Settled: every version present, and the replica Envoy is on says Envoy holds its target
+    // (issue 34: its own record, not a pause).
     let before =
         envoy.wait_for(&Expect::new().count("control_plane.connected_state", 1).at_least(UPDATES[3], 1), WAIT).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    settled_target(replicas[on].as_ref().unwrap().admin_addr, &node).await?;
     let before: Stats = {
         let now = envoy.stats().await?;
         ensure!(
@@ -137,15 +137,16 @@ async fn failover(api: ApiType) -> anyhow::Result<()> {
     };
 
     let traffic = Traffic::start_checked(proxy, "/", 250, xdst_tests::traffic::Expect::new(Allowed::answers(&["a"])));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    until("traffic through Envoy before the failover", WAIT, async || {
+        let ok = traffic.report().ok;
+        Ok(Seen::holds(ok >= 500, format!("{ok} answers")))
+    })
+    .await?;
     let killed_at = Instant::now();
     replicas[on].take().unwrap().kill().await?;
     eprintln!("[failover {}] replica {on} SIGKILLed; Envoy's stream was on it", api.as_str());
-    let deadline = Instant::now() + WAIT;
-    while !serves_node(other_admin, &node).await {
-        ensure!(Instant::now() < deadline, "Envoy did not reconnect to replica {other} within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_true(format!("Envoy to reconnect to replica {other}"), WAIT, async || serves_node(other_admin, &node).await)
+        .await?;
     let reconnected = killed_at.elapsed();
     let mut expect = Expect::new().count("control_plane.connected_state", 1).same_text(&before, &VERSIONS);
     expect = expect.unchanged(&before, &APPLIED);
@@ -154,10 +155,18 @@ async fn failover(api: ApiType) -> anyhow::Result<()> {
         _ => expect.unchanged(&before, &UPDATES[..2]),
     };
     envoy.wait_for(&expect, WAIT).await?;
-    // Long enough for a late re-send to land and be counted.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Issue 34: the surviving replica says Envoy holds its target: whatever it sent on the new
+    // stream was acknowledged, so counted by Envoy, by then.
+    settled_target(other_admin, &node).await?;
     let after = envoy.stats().await?;
     ensure!(expect.holds(&after), "after the failover: {}", expect.diff(&after));
+    // A second of traffic after it, counted, before the traffic is judged.
+    let answered = traffic.report().ok;
+    until("traffic through Envoy after the failover", WAIT, async || {
+        let ok = traffic.report().ok;
+        Ok(Seen::holds(ok >= answered + 250, format!("{} answers since", ok - answered)))
+    })
+    .await?;
     let report = traffic.stop().await;
     eprintln!(
         "[failover {}] reconnected to replica {other} after {reconnected:?}; {} requests, {} failed, {} unexpected",
