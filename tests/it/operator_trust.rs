@@ -60,20 +60,20 @@ async fn serve(dir: &Path, grace: &str) -> anyhow::Result<Process> {
     Process::start(dir, "127.0.0.1:0", &["--plan-grace", grace, "--debounce", "20ms"]).await
 }
 
-/// Polls until `f` gives `Some`, within `timeout`; `what` names it on timeout.
+/// Polls until `f` gives `Some`, within `timeout`; `what` names it on timeout
+/// ([`xdst_tests::wait::until`]).
 async fn until<T, F: std::future::Future<Output = anyhow::Result<Option<T>>>>(
     what: &str,
     timeout: Duration,
     mut f: impl FnMut() -> F,
 ) -> anyhow::Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await? {
-            return Ok(v);
-        }
-        ensure!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    xdst_tests::wait::until(what, timeout, async || {
+        Ok(match f().await? {
+            Some(v) => xdst_tests::wait::Seen::Done(v),
+            None => xdst_tests::wait::Seen::Not("nothing yet".into()),
+        })
+    })
+    .await
 }
 
 /// Waits until xdst's grace expiries (`/metrics`) are more than `before`: proof that the

@@ -45,18 +45,14 @@ async fn running(admin: SocketAddr, name: &str) -> anyhow::Result<String> {
 
 /// Waits until every replica in `admins` runs `digest` of the split plugin.
 async fn all_run(admins: &[SocketAddr], digest: &str, what: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    xdst_tests::wait::until(format!("{what}: every replica to run {digest}"), WAIT, async || {
         let mut now = Vec::new();
         for a in admins {
             now.push(running(*a, "split").await?);
         }
-        if now.iter().all(|d| d == digest) {
-            return Ok(());
-        }
-        ensure!(Instant::now() < deadline, "{what}: replicas run {now:?}, not {digest}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Ok(xdst_tests::wait::Seen::holds(now.iter().all(|d| d == digest), format!("replicas run {now:?}")))
+    })
+    .await
 }
 
 /// The resolved set in etcd: (leader, the split plugin's pinned source).
