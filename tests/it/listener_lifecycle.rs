@@ -27,6 +27,7 @@ use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::traffic::{Allowed, Expect, KeepAliveTraffic, Traffic};
 use xdst_tests::upstream::{Upstream, http_get};
+use xdst_tests::wait::{Seen, until};
 
 /// Requests per second to the gateway that comes and goes.
 const RPS: u32 = 500;
@@ -136,7 +137,12 @@ async fn readd(api: ApiType) -> anyhow::Result<()> {
     let expect = Expect::new(Allowed::answers(&[&body(0)]));
     let traffic = Traffic::start_checked(web2, "/", RPS, expect.clone());
     let started = Instant::now();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Traffic is answered before the first removal (issue 34: a count, not a pause).
+    until("the first answers through web2", WAIT, async || {
+        let ok = traffic.report().ok;
+        Ok(Seen::holds(ok >= 20, format!("{ok} answered")))
+    })
+    .await?;
     for i in 1..=READDS {
         // Removed: the old Service's answers until Envoy has it, then refusals.
         expect.set(Allowed::answers(&[&body(i - 1)]).or_refused());
@@ -193,7 +199,11 @@ async fn drain(api: ApiType, unordered: bool) -> anyhow::Result<xdst_tests::traf
     let web2: SocketAddr = ([127, 0, 0, 1], run.ports.1).into();
     let traffic = KeepAliveTraffic::start(web2, "/", 8, RPS).await?;
     let started = Instant::now();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("kept-alive traffic answered before the removal", WAIT, async || {
+        let r = traffic.report();
+        Ok(Seen::holds(r.ok >= 50 || r.failed() > 0, format!("{r:?}")))
+    })
+    .await?;
     let before = traffic.report();
     ensure!(before.ok > 0 && before.failed() == 0, "kept-alive traffic before the removal: {before:?}");
     run.set(None).await?;

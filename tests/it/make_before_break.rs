@@ -310,6 +310,16 @@ impl Run {
     }
 }
 
+/// Until `n` more requests have been sent through `t` (each is judged as it is answered).
+async fn more_requests(t: &Traffic, n: u64) -> anyhow::Result<()> {
+    let from = t.report().sent;
+    xdst_tests::wait::until(format!("{n} more requests through Envoy"), WAIT, async || {
+        let sent = t.report().sent;
+        Ok(xdst_tests::wait::Seen::holds(sent >= from + n, format!("{} sent since", sent - from)))
+    })
+    .await
+}
+
 /// One scenario's outcome.
 struct Outcome {
     name: &'static str,
@@ -331,8 +341,10 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
     let proxy2: SocketAddr = ([127, 0, 0, 1], run.port2).into();
     let traffic = Traffic::start(proxy, "/", RPS);
     let traffic_started = Instant::now();
-    let settle = Duration::from_millis(300);
-    tokio::time::sleep(settle).await;
+    // After each change, traffic keeps being judged for a while: 300 ms worth of requests
+    // sent, however long they take on this machine (issue 34: counted, not slept).
+    let settle = u64::from(RPS) * 3 / 10;
+    more_requests(&traffic, settle).await?;
     let mut outcomes = Vec::new();
     let mut seen: (Report, Report) = (traffic.report(), Report::default());
 
@@ -358,7 +370,7 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
     let next =
         World { services: [("b".to_owned(), 1)].into(), web: vec![("b".to_owned(), 1)], web2: None, timeout_ms: 1000 };
     let t = run.change(next).await?;
-    tokio::time::sleep(settle).await;
+    more_requests(&traffic, settle).await?;
     record("a: route moves to a new cluster, old one deleted", vec![t], &traffic, None, &mut seen);
 
     // b: b is renamed b2.
@@ -369,7 +381,7 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
         timeout_ms: 1000,
     };
     let t = run.change(next).await?;
-    tokio::time::sleep(settle).await;
+    more_requests(&traffic, settle).await?;
     record("b: cluster renamed", vec![t], &traffic, None, &mut seen);
 
     // c: a new listener, its routes and two new clusters in one change.
@@ -385,7 +397,8 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
         ensure!(Instant::now() < deadline, "the new listener never answered: {:?}", t2.report());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(settle).await;
+    more_requests(&traffic, settle).await?;
+    more_requests(&t2, settle / 2).await?;
     record("c: new listener, routes and two clusters at once", vec![t], &traffic, Some(&t2), &mut seen);
     let traffic2 = Some(t2);
 
@@ -411,7 +424,7 @@ async fn scenarios(api: ApiType, unordered: bool) -> anyhow::Result<Vec<Outcome>
             timings.push(run.change(next).await.with_context(|| format!("random change {i} ({what}), seed {seed}"))?);
         }
     }
-    tokio::time::sleep(settle).await;
+    more_requests(&traffic, settle).await?;
     eprintln!("[{:?}{}] random changes (seed {seed}): {kinds:?}", api, if unordered { ", unordered" } else { "" });
     record("d: 100 random changes", timings, &traffic, traffic2.as_ref(), &mut seen);
 
