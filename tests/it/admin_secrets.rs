@@ -17,6 +17,19 @@ use xdst_tests::xds::http_with;
 const KEY_MARKER: &str = "KEY-MARKER-6d1f0c9a-never-shown";
 const CERT_MARKER: &str = "CERT-MARKER-0b7e42d1-never-shown";
 
+/// Every admin read endpoint that takes no parameters: each is searched for Secret material.
+const ADMIN_READS: &[&str] = &[
+    "/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/debug/nodes",
+    "/debug/resources",
+    "/debug/resources?bodies=true",
+    "/debug/plugins",
+    "/intent",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_admin_endpoint_returns_a_secret_body() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -51,17 +64,7 @@ tls_certificate:
             [m.to_string(), m[4..m.len() - 4].to_string(), b64[4..b64.len() - 4].to_string()]
         })
         .collect();
-    for path in [
-        "/",
-        "/healthz",
-        "/readyz",
-        "/metrics",
-        "/debug/nodes",
-        "/debug/resources",
-        "/debug/resources?bodies=true",
-        "/debug/plugins",
-        "/intent",
-    ] {
+    for path in ADMIN_READS {
         let (status, body) = http_get(xdst.admin_addr, path).await?;
         for n in &needles {
             ensure!(!body.contains(n.as_str()), "{path} ({status}) shows Secret material {n:?}: {body}");
@@ -274,31 +277,26 @@ async fn no_admin_endpoint_returns_an_intent_secrets_data() -> anyhow::Result<()
         let latest: serde_json::Value = serde_json::from_str(&latest.body).unwrap_or_default();
         let change = format!("/changes/{}", latest["latest"].as_i64().unwrap_or(1));
 
-        let reads = [
-            "/",
-            "/healthz",
-            "/readyz",
-            "/metrics",
-            "/debug/nodes",
-            "/debug/resources",
-            "/debug/resources?bodies=true",
-            "/debug/plugins",
-            "/intent",
-            "/intent/Secret/infra/tls",
-            "/intent/Secret/infra/api-made",
-            "/changes",
-            change.as_str(),
-            "/status/summary",
-            "/status/nodes",
-            "/status/graph",
-        ];
+        let reads: Vec<&str> = ADMIN_READS
+            .iter()
+            .copied()
+            .chain([
+                "/intent/Secret/infra/tls",
+                "/intent/Secret/infra/api-made",
+                "/changes",
+                change.as_str(),
+                "/status/summary",
+                "/status/nodes",
+                "/status/graph",
+            ])
+            .collect();
         let tokens: &[Option<&str>] =
             if open { &[None, Some("write-token-33")] } else { &[None, Some("read-token-33"), Some("write-token-33")] };
         let mut read_ok = 0;
         for token in tokens {
             let auth = token.map(|t| format!("Bearer {t}"));
             let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
-            for path in reads {
+            for &path in &reads {
                 let r = http_request(admin, path, &headers).await?;
                 read_ok += usize::from(r.status == 200);
                 shows(path, r.status, &r.body)?;

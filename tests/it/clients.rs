@@ -126,16 +126,7 @@ async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
         // grpc-js-xds needs a locality to pick an endpoint.
         "node": {"id": node_id, "cluster": "grpc-test", "locality": {"zone": "z1"}},
     });
-    let mut child = client
-        .command()
-        .args(["--target", "xds:///echo", "--count", &CALLS.to_string(), "--timeout", &CLIENT_TIMEOUT_S.to_string()])
-        .env("GRPC_XDS_BOOTSTRAP_CONFIG", bootstrap.to_string())
-        .env_remove("GRPC_XDS_BOOTSTRAP")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
+    let mut child = xdst_tests::proxyless_echo_client(client.command(), &bootstrap, CALLS, CLIENT_TIMEOUT_S)
         .with_context(|| format!("starting the {client:?} client"))?;
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();

@@ -35,19 +35,28 @@ async fn clusters(admin: SocketAddr) -> Vec<String> {
     names
 }
 
-#[tokio::test]
-async fn writes_are_authenticated_validated_and_undone_when_refused() {
+/// `xdst serve` with the reference plugin, intent `files` and the write token `api-t0ken`:
+/// the intent directory, the plugins directory (kept for the server's life) and the server.
+async fn serve(files: &[(&str, String)]) -> (tempfile::TempDir, tempfile::TempDir, Process) {
     let intent = tempfile::tempdir().unwrap();
     let plugin_dir = tempfile::tempdir().unwrap();
     plugins::install(plugin_dir.path(), &plugins::reference().unwrap(), "reference.wasm", None).unwrap();
-    std::fs::write(intent.path().join("services.yaml"), service("a", 8081)).unwrap();
-    std::fs::write(intent.path().join("gateway.yaml"), gateway("a")).unwrap();
+    for (name, body) in files {
+        std::fs::write(intent.path().join(name), body).unwrap();
+    }
     let token = intent.path().join(".token");
     std::fs::write(&token, "api-t0ken").unwrap();
     let xdst =
         Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()])
             .await
             .unwrap();
+    (intent, plugin_dir, xdst)
+}
+
+#[tokio::test]
+async fn writes_are_authenticated_validated_and_undone_when_refused() {
+    let (intent, _plugins, xdst) =
+        serve(&[("services.yaml", service("a", 8081)), ("gateway.yaml", gateway("a"))]).await;
     let admin = xdst.admin_addr;
     assert_eq!(clusters(admin).await, ["a"]);
 
@@ -164,16 +173,7 @@ async fn writes_are_authenticated_validated_and_undone_when_refused() {
 /// naming the field, and write nothing.
 #[tokio::test]
 async fn names_that_would_collide_on_disk_are_refused() {
-    let intent = tempfile::tempdir().unwrap();
-    let plugin_dir = tempfile::tempdir().unwrap();
-    plugins::install(plugin_dir.path(), &plugins::reference().unwrap(), "reference.wasm", None).unwrap();
-    std::fs::write(intent.path().join("services.yaml"), service("a", 8081)).unwrap();
-    let token = intent.path().join(".token");
-    std::fs::write(&token, "api-t0ken").unwrap();
-    let xdst =
-        Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()])
-            .await
-            .unwrap();
+    let (intent, _plugins, xdst) = serve(&[("services.yaml", service("a", 8081))]).await;
     let admin = xdst.admin_addr;
     let namespaced =
         "kind: Service\nmetadata: {name: y, namespace: x.yaml}\nspec:\n  endpoints: [{address: 127.0.0.1, port: 9}]\n";

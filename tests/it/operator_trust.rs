@@ -14,7 +14,6 @@
 //! Chromium (`tests/clients/status_page.mjs`).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -409,18 +408,10 @@ async fn an_api_listener_beside_envoy_resources_does_not_stall_plans() -> anyhow
     });
     // Three calls: the first is answered (the client resolved xds:///echo through xdst), the
     // others wait at the backend until released, so the client stays connected meanwhile.
-    let grpc = tokio::process::Command::new(xdst_tests::python())
-        .arg(xdst_tests::repo_root().join("tests/clients/xds_client.py"))
-        // Its deadline only has to outlast the test, on a loaded machine too.
-        .args(["--target", "xds:///echo", "--count", "3", "--timeout", "300"])
-        .env("GRPC_XDS_BOOTSTRAP_CONFIG", bootstrap.to_string())
-        .env_remove("GRPC_XDS_BOOTSTRAP")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting xds_client.py")?;
+    let mut cmd = tokio::process::Command::new(xdst_tests::python());
+    cmd.arg(xdst_tests::repo_root().join("tests/clients/xds_client.py"));
+    // Its deadline only has to outlast the test, on a loaded machine too.
+    let grpc = xdst_tests::proxyless_echo_client(cmd, &bootstrap, 3, 300).context("starting xds_client.py")?;
     let grpc = tokio::spawn(grpc.wait_with_output());
 
     let answered = echo.answered.clone();

@@ -100,6 +100,25 @@ pub fn python() -> PathBuf {
     tool("XDST_PYTHON", "venv/bin/python")
 }
 
+/// Starts a proxyless gRPC client (`cmd`: `tests/clients/xds_client.py` or `.mjs` with its
+/// arguments) making `count` calls to `xds:///echo`, each within `timeout_s`, through the xDS
+/// server its `bootstrap` names; stdout and stderr piped, killed on drop.
+pub fn proxyless_echo_client(
+    mut cmd: tokio::process::Command,
+    bootstrap: &serde_json::Value,
+    count: usize,
+    timeout_s: u64,
+) -> std::io::Result<tokio::process::Child> {
+    cmd.args(["--target", "xds:///echo", "--count", &count.to_string(), "--timeout", &timeout_s.to_string()])
+        .env("GRPC_XDS_BOOTSTRAP_CONFIG", bootstrap.to_string())
+        .env_remove("GRPC_XDS_BOOTSTRAP")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+}
+
 /// `$XDST_NODE_PATH`, else the node_modules `tests/setup.sh` installs.
 pub fn node_path() -> PathBuf {
     tool("XDST_NODE_PATH", "node/node_modules")
