@@ -99,8 +99,12 @@ async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
             resources: Some(res.path().to_owned()),
             resync: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(1),
-            tls: Some(xdst::tls::TlsFiles { cert: server.cert, key: server.key, client_ca: Some(ca.cert.clone()) }),
-            identities: xdst::identity::Rules(vec![xdst::identity::Rule {
+            tls: Some(xdst_serve::tls::TlsFiles {
+                cert: server.cert,
+                key: server.key,
+                client_ca: Some(ca.cert.clone()),
+            }),
+            identities: xdst_serve::identity::Rules(vec![xdst_serve::identity::Rule {
                 identity: identity.parse().map_err(anyhow::Error::msg)?,
                 groups: vec!["grpc-test".parse().map_err(anyhow::Error::msg)?],
                 nodes: vec!["grpc-*".parse().map_err(anyhow::Error::msg)?],
@@ -225,7 +229,7 @@ async fn wait_for_node(
     let deadline = Instant::now() + WAIT;
     loop {
         let nodes: Value = if tls {
-            serde_json::to_value(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()))?
+            serde_json::to_value(xdst.serving.nodes.report(&xdst.serving.rollouts.report()))?
         } else {
             let (status, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
             ensure!(status == 200, "xdst /debug/nodes: status {status}: {body}");

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
-use xdst::plugin_tool;
+use xdst::cli::plugin_tool;
 use xdst_core::intent::IntentSet;
 use xdst_plugin::pipeline::{Configured, PipelineError, translate};
 use xdst_plugin::{Failure, Limits, Plugin, Runtime, RuntimeConfig};
@@ -47,7 +47,7 @@ fn cases() -> anyhow::Result<Vec<(String, IntentSet)>> {
     for dir in dirs {
         let work = tempfile::tempdir()?;
         std::fs::copy(dir.join("intent.yaml"), work.path().join("intent.yaml"))?;
-        let (set, _) = xdst::intent::read_intent(work.path())?;
+        let (set, _) = xdst::generate::intent::read_intent(work.path())?;
         out.push((dir.file_name().unwrap().to_string_lossy().into_owned(), set));
     }
     anyhow::ensure!(out.len() >= 10, "only {} conformance cases", out.len());
@@ -68,7 +68,7 @@ fn run(plugin: &Arc<Plugin>, set: &IntentSet) -> Outcome {
             let mut map = BTreeMap::new();
             for (ty, resources) in out.snapshot.types() {
                 for r in resources.resources() {
-                    let yaml = pretty_json(&xdst::translate::resource_json(r));
+                    let yaml = pretty_json(&xdst::cli::translate::resource_json(r));
                     map.insert(format!("{} {}", plugin_tool::message_name(ty), r.name()), (r.body().to_vec(), yaml));
                 }
             }

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use xdst::identity::{IdentityPattern, Pattern, Rule, Rules};
+use xdst_serve::identity::{IdentityPattern, Pattern, Rule, Rules};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
 use xdst_tests::fixtures;
 use xdst_tests::pki::{Ca, Leaf};
@@ -84,7 +84,7 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
         resources: Some(res.path().to_owned()),
         resync: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
-        tls: Some(xdst::tls::TlsFiles {
+        tls: Some(xdst_serve::tls::TlsFiles {
             cert: server.cert.clone(),
             key: server.key.clone(),
             client_ca: Some(pki.ca.cert.clone()),
@@ -113,7 +113,7 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
     let port = envoy.listener_port("http").await?.context("envoy has no active listener \"http\"")?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for_body(proxy, "/", "a", WAIT).await?;
-    let nodes = serde_json::to_value(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()))?;
+    let nodes = serde_json::to_value(xdst.serving.nodes.report(&xdst.serving.rollouts.report()))?;
     let streams =
         &nodes.as_array().and_then(|n| n.iter().find(|n| n["id"] == node.as_str())).context("no node")?["streams"];
     ensure!(
@@ -229,7 +229,8 @@ async fn squatters_never_lock_out_the_envoy(
     let configured = Expect::new().count(CONNECTED, 1).count("listener_manager.total_listeners_active", 1);
     let a_identity = r#"identity "spiffe://test/team-a/envoy""#;
     let ops_identity = r#"identity "spiffe://test/ops/debug""#;
-    let labels = || xdst.ctx.rollouts.syncs().into_iter().filter(|s| s.id == node).map(|s| s.label).collect::<Vec<_>>();
+    let labels =
+        || xdst.serving.rollouts.syncs().into_iter().filter(|s| s.id == node).map(|s| s.label).collect::<Vec<_>>();
     let before = envoy.stats().await?;
     let refused = refusals_counted(xdst, "identity");
     // The squatter arrives while team A's Envoy is connected: it is a client of its own.
@@ -289,5 +290,5 @@ fn bootstrap(api: ApiType, xds: SocketAddr, node: &str, group: &str, ca: &Path, 
 }
 
 fn refusals_counted(xdst: &xdst::Running, reason: &'static str) -> u64 {
-    xdst.ctx.metrics.refusals.get_or_create(&xdst::metrics::label("reason", reason)).get()
+    xdst.serving.metrics.refusals.get_or_create(&xdst_serve::metrics::label("reason", reason)).get()
 }

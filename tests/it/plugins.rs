@@ -43,8 +43,8 @@ fn normalise(message: &str) -> String {
 }
 
 fn translate_case(intent: &Path, plugins: &Path) -> Result<String, String> {
-    match xdst::translate::run(intent, plugins, "", Some(plugin_cache())) {
-        Ok((out, _, _)) => Ok(xdst::translate::render_yaml(&out.snapshot)),
+    match xdst::cli::translate::run(intent, plugins, "", Some(plugin_cache())) {
+        Ok((out, _, _)) => Ok(xdst::cli::translate::render_yaml(&out.snapshot)),
         Err(e) => Err(normalise(&format!("{e:#}"))),
     }
 }
@@ -144,8 +144,8 @@ fn translating_twice_in_one_process_gives_identical_bytes() -> anyhow::Result<()
     let intent = all_intent()?;
     // Separate runtimes and a cold compile the second time: nothing may carry over.
     let cold = tempfile::tempdir()?;
-    let (a, _, docs) = xdst::translate::run(intent.path(), plugins.path(), "", Some(plugin_cache()))?;
-    let (b, _, _) = xdst::translate::run(intent.path(), plugins.path(), "", Some(cold.path().to_owned()))?;
+    let (a, _, docs) = xdst::cli::translate::run(intent.path(), plugins.path(), "", Some(plugin_cache()))?;
+    let (b, _, _) = xdst::cli::translate::run(intent.path(), plugins.path(), "", Some(cold.path().to_owned()))?;
     ensure!(
         docs >= 3 && a.snapshot.len() >= 8,
         "too little to compare: {docs} documents, {} resources",
@@ -153,7 +153,7 @@ fn translating_twice_in_one_process_gives_identical_bytes() -> anyhow::Result<()
     );
     ensure!(a.snapshot.version() == b.snapshot.version(), "versions differ");
     let bytes = |s: &xdst_core::snapshot::Snapshot| -> Vec<(String, String, Vec<u8>)> {
-        xdst::translate::ordered(s)
+        xdst::cli::translate::ordered(s)
             .into_iter()
             .map(|r| (r.type_url().to_string(), r.name().to_string(), r.delta_bytes().to_vec()))
             .collect()
@@ -183,8 +183,11 @@ fn translating_in_two_processes_gives_identical_bytes() -> anyhow::Result<()> {
     let second = run(c2.path(), None)?;
     ensure!(!first.is_empty() && first == second, "two processes printed different resources");
     // And the in-process translation prints the same.
-    let (inproc, _, _) = xdst::translate::run(intent.path(), plugins.path(), "", Some(plugin_cache()))?;
-    ensure!(xdst::translate::render_json(&inproc.snapshot).as_bytes() == first.as_slice(), "in-process output differs");
+    let (inproc, _, _) = xdst::cli::translate::run(intent.path(), plugins.path(), "", Some(plugin_cache()))?;
+    ensure!(
+        xdst::cli::translate::render_json(&inproc.snapshot).as_bytes() == first.as_slice(),
+        "in-process output differs"
+    );
 
     // Filesystem-subscription files: identical too.
     let (o1, o2) = (tempfile::tempdir()?, tempfile::tempdir()?);

@@ -188,7 +188,7 @@ async fn rotation_keeps_100_streams_and_new_connections_get_the_new_certificate(
         resources: Some(res.path().to_owned()),
         resync: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
-        tls: Some(xdst::tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None }),
+        tls: Some(xdst_serve::tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None }),
         ..Default::default()
     })
     .await?;
@@ -206,7 +206,10 @@ async fn rotation_keeps_100_streams_and_new_connections_get_the_new_certificate(
         versions.push(r.version_info.clone());
         streams.push(s);
     }
-    ensure!(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()).len() == STREAMS, "not every stream is registered");
+    ensure!(
+        xdst.serving.nodes.report(&xdst.serving.rollouts.report()).len() == STREAMS,
+        "not every stream is registered"
+    );
     ensure!(served_subject(xdst.xds_addr, pki.path())?.contains("xdst-first"));
 
     let second = ca.issue("xdst-second", &["DNS:localhost", "IP:127.0.0.1"])?;
@@ -225,7 +228,10 @@ async fn rotation_keeps_100_streams_and_new_connections_get_the_new_certificate(
         ensure!(r.type_url == CLUSTER && r.version_info != *before, "a stream got {r:?} after the rotation");
         s.send(sotw_ack(&r, &[])).await;
     }
-    ensure!(xdst.ctx.nodes.report(&xdst.ctx.rollouts.report()).len() == STREAMS, "a stream closed during the rotation");
+    ensure!(
+        xdst.serving.nodes.report(&xdst.serving.rollouts.report()).len() == STREAMS,
+        "a stream closed during the rotation"
+    );
     let mut late = sotw_ads_on(tls_channel(xdst.xds_addr, &ca.cert, None).await?).await;
     late.send(request(STREAMS)).await;
     ensure!(!late.recv().await.resources.is_empty(), "a client connecting after the rotation got nothing");

@@ -27,6 +27,7 @@
 
 pub mod cache;
 pub mod canonical;
+pub mod changes;
 pub mod client_status;
 pub mod consistency;
 pub mod decode;

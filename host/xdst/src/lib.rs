@@ -21,34 +21,9 @@
 //! ```
 
 pub mod admin;
-pub mod changes;
-pub mod codec;
-pub mod config;
-pub mod context;
-pub mod csds;
-pub mod distribution;
-pub mod generations;
-pub mod identity;
-pub mod intent;
-pub mod intent_api;
-pub mod limits;
-pub mod machine;
-pub mod memory;
-pub mod metrics;
-pub mod nodes;
-pub mod plugin_tool;
-pub mod pulls;
-pub mod reload;
-pub mod rest;
-pub mod rollouts;
-pub mod server;
-pub mod source;
-pub mod status;
-pub mod store;
-pub mod tls;
-pub mod translate;
-pub mod wait;
-pub mod xds;
+pub mod cli;
+pub mod generate;
+pub mod units;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -61,6 +36,10 @@ use tokio::task::JoinHandle;
 use tracing::info;
 use xdst_core::cache::Cache;
 use xdst_core::node::GroupKey;
+use xdst_serve::{Serving, admission, identity, server, tls};
+
+use crate::generate::plane::Plane;
+use crate::generate::{Generating, intent, plugins, source, store};
 
 /// Everything `xdst serve` can be told.
 #[derive(Debug, Clone)]
@@ -120,7 +99,7 @@ pub struct Config {
     /// How long a connection may have no request in flight (see [`server::H2::idle_timeout`]).
     pub idle_connection_timeout: Duration,
     /// Requests per stream (0: no limit).
-    pub request_rate: limits::RequestRate,
+    pub request_rate: admission::RequestRate,
     /// The node groups served as their own; empty: any, up to `max_unlisted_node_groups`.
     pub node_groups: Vec<identity::Pattern>,
     pub max_unlisted_node_groups: usize,
@@ -164,7 +143,7 @@ impl Default for Config {
             max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
             max_connections_per_client: server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             idle_connection_timeout: server::DEFAULT_IDLE_TIMEOUT,
-            request_rate: limits::RequestRate::DEFAULT,
+            request_rate: admission::RequestRate::DEFAULT,
             node_groups: Vec::new(),
             max_unlisted_node_groups: DEFAULT_MAX_UNLISTED_NODE_GROUPS,
         }
@@ -175,7 +154,10 @@ impl Default for Config {
 pub struct Running {
     pub xds_addr: SocketAddr,
     pub admin_addr: SocketAddr,
-    pub ctx: context::Ctx,
+    /// The serving plane: nodes, rollouts, the cache, metrics.
+    pub serving: Arc<Serving>,
+    /// The generation plane: intent, plugins, the store, the change ledger.
+    pub generating: Arc<Generating>,
     shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -199,15 +181,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             Some(c) => c.join("artifacts"),
             None => std::env::temp_dir().join(format!("xdst-artifacts-{}", std::process::id())),
         };
-        distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())
+        plugins::distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())
     };
     let plugins = match (&config.plugins, &config.plugin_list) {
         (Some(_), Some(f)) => {
             anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
         }
         (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
-        (None, Some(file)) => Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(
-            config::ListOrigin::File(file.clone()),
+        (None, Some(file)) => Some(intent::PluginSet::Config(plugins::list::ConfiguredPlugins::new(
+            plugins::list::ListOrigin::File(file.clone()),
             fetcher()?,
         ))),
         (None, None) => None,
@@ -230,7 +212,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     };
     // Tasks that start before the first generation, and what they wake once there is a context.
     let mut early_tasks = Vec::new();
-    let woken: Arc<std::sync::OnceLock<context::Ctx>> = Arc::default();
+    let woken: Arc<std::sync::OnceLock<Arc<Generating>>> = Arc::default();
     // With a store and no plugins given here, the plugin set is the store's: a leader resolves
     // it, every replica runs what the leader wrote.
     let (plugins, held_set) = match (plugins, &store) {
@@ -246,7 +228,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             )
             .await?;
             early_tasks.extend(tasks);
-            (Some(intent::PluginSet::Config(config::ConfiguredPlugins::new(held.origin(), fetcher))), Some(held))
+            (Some(intent::PluginSet::Config(plugins::list::ConfiguredPlugins::new(held.origin(), fetcher))), Some(held))
         }
         (plugins, _) => (plugins, None),
     };
@@ -288,50 +270,63 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             None
         }
     };
-    let ctx = Arc::new(context::Context {
+    let mut metrics = xdst_serve::metrics::Metrics::new();
+    let generation_metrics = generate::metrics::GenerationMetrics::register(&mut metrics);
+    let serving = Arc::new(Serving {
         cache: Cache::new(),
         group_key: config.group_key.clone(),
-        metrics: metrics::Metrics::new(),
-        nodes: nodes::Registry::default(),
-        rollouts: rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
+        metrics,
+        nodes: Default::default(),
+        rollouts: xdst_serve::rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
             grace: config.plan_grace,
             unordered: config.unsafe_unordered_push,
             drain: config.drain_time,
         }),
-        source: source::SourceStatus::default(),
         shutdown: shutdown_rx.clone(),
-        debounce: config.debounce,
-        intent: intent_source.clone(),
-        store: store.clone(),
-        plugin_set: held_set,
-        rescan: Arc::new(tokio::sync::Notify::new()),
-        reloads: Default::default(),
-        admin_token: config.admin_token.clone().filter(|t| !t.is_empty()),
         identities: client_roots.is_some().then(|| config.identities.clone()),
         refusal_log: Default::default(),
         request_rate: config.request_rate,
-        unlisted_groups: Default::default(),
-        node_groups: context::NodeGroups {
+        node_groups: admission::NodeGroups {
             listed: config.node_groups.clone(),
             max_unlisted: config.max_unlisted_node_groups,
         },
-        admin_read: context::AdminRead {
-            token: config.admin_read_token.clone().filter(|t| !t.is_empty()),
-            identities: config.admin_read_identities.clone(),
+        unlisted_groups: Default::default(),
+        access: xdst_serve::access::Access {
+            write_token: config.admin_token.clone().filter(|t| !t.is_empty()),
+            read_token: config.admin_read_token.clone().filter(|t| !t.is_empty()),
+            read_identities: config.admin_read_identities.clone(),
             open_metrics: config.open_metrics,
         },
         max_request_size: config.max_request_size,
-        generations: Default::default(),
-        changes: Default::default(),
+        translated: intent_source.is_some(),
     });
-    let _ = woken.set(ctx.clone());
+    let plane = Arc::new(Plane {
+        serving: serving.clone(),
+        metrics: generation_metrics,
+        changes: Default::default(),
+        debounce: config.debounce,
+        rescan: Arc::new(tokio::sync::Notify::new()),
+        reloads: Default::default(),
+    });
+    let generating = Arc::new(Generating {
+        plane: plane.clone(),
+        source: Default::default(),
+        intent: intent_source.clone(),
+        generations: Default::default(),
+        store: store.clone(),
+        plugin_set: held_set,
+    });
+    let _ = woken.set(generating.clone());
     if let Some(dir) = &config.resources {
-        source::reload(&ctx, dir).with_context(|| format!("loading {}", dir.display()))?;
+        source::reload(&plane, &generating.source, dir).with_context(|| format!("loading {}", dir.display()))?;
     }
     if let Some(s) = &intent_source {
-        let generations =
-            generations::Generations::start(ctx.clone(), s.clone()).context("starting the generation thread")?;
-        let generations = ctx.generations.get_or_init(|| generations);
+        let (p, s2) = (plane.clone(), s.clone());
+        let generations = generate::generations::Generations::start(shutdown_rx.clone(), move || {
+            let _ = s2.generate(&p);
+        })
+        .context("starting the generation thread")?;
+        let generations = generating.generations.get_or_init(|| generations);
         // A first generation that fails on the data (a document, a store key that is not
         // UTF-8, a plugin that fails or sleeps past its deadline on them) is reported like any
         // other, and the ports open all the same: nothing is served yet and `/readyz` says
@@ -339,8 +334,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         // operators and probes can see why, and a rolling restart of replicas stops at this
         // one instead of losing the fleet. One that fails on the setup (a plugin list's pin,
         // signature or source, the directories) is fatal, as a bad flag is.
-        let (c, s2) = (ctx.clone(), s.clone());
-        match generations.run(move || s2.generate(&c)).await {
+        let (p, s2) = (plane.clone(), s.clone());
+        match generations.run(move || s2.generate(&p)).await {
             Some(Ok(())) => {}
             Some(Err(e)) if e.is_setup() => return Err(anyhow::Error::new(e).context("translating intent")),
             Some(Err(e)) => tracing::error!(
@@ -393,8 +388,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         }
         (None, _) => (None, None),
     };
-    let xds_router = xds::routes(&ctx).merge(rest::routes(&ctx)).fallback(unknown_path);
-    let admin_router = admin::routes(&ctx, admin_addr);
+    let xds_router = xdst_serve::routes(&serving);
+    let admin_router = admin::routes(&generating, admin_addr);
     let mut tasks = vec![
         tokio::spawn(server::serve(
             "xds",
@@ -407,7 +402,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 ..Default::default()
             },
             xds_tls,
-            ctx.clone(),
+            serving.clone(),
             config.shutdown_grace,
         )),
         tokio::spawn(server::serve(
@@ -420,27 +415,27 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 ..Default::default()
             },
             admin_tls,
-            ctx.clone(),
+            serving.clone(),
             config.shutdown_grace,
         )),
     ];
     tasks.extend(early_tasks);
-    tasks.push(tokio::spawn(memory::return_freed(ctx.clone())));
+    tasks.push(tokio::spawn(xdst_serve::memory::return_freed(serving.clone())));
     if let Some(t) = tls {
         tasks.push(tokio::spawn(t.watch(shutdown_rx.clone())));
     }
     if let Some(dir) = config.resources.clone() {
-        tasks.push(tokio::spawn(source::watch(ctx.clone(), dir, config.resync)));
+        tasks.push(tokio::spawn(source::watch(plane.clone(), generating.source.clone(), dir, config.resync)));
     }
     if let (Some(etcd), Some(mirror)) = (store, intent_source.as_ref().and_then(|s| s.mirror().cloned())) {
-        let c2 = ctx.clone();
+        let store_reloads = plane.metrics.store_reloads.clone();
         let reloaded: Arc<dyn Fn(store::sync::Reload) + Send + Sync> = Arc::new(move |why| {
             let reason = match why {
                 store::sync::Reload::Start => "start",
                 store::sync::Reload::Compacted => "compacted",
                 store::sync::Reload::Rewound => "rewound",
             };
-            c2.metrics.store_reloads.get_or_create(&metrics::label("reason", reason)).inc();
+            store_reloads.get_or_create(&xdst_serve::metrics::label("reason", reason)).inc();
         });
         let changed = generation_request(woken.clone());
         tasks.push(tokio::spawn(store::sync::run(
@@ -452,12 +447,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             shutdown_rx.clone(),
         )));
         let replica = replica_name(&config, xds_addr);
-        tasks.push(tokio::spawn(store::fleet::publish(ctx.clone(), etcd, replica, (xds_addr, admin_addr))));
+        tasks.push(tokio::spawn(store::fleet::publish(
+            serving.clone(),
+            generating.intent.clone(),
+            etcd,
+            replica,
+            (xds_addr, admin_addr),
+        )));
     }
     if let Some(s) = intent_source {
-        tasks.push(tokio::spawn(intent::watch(ctx.clone(), s, config.resync)));
+        tasks.push(tokio::spawn(intent::watch(plane.clone(), s, config.resync, generation_request(woken.clone()))));
     }
-    Ok(Running { xds_addr, admin_addr, ctx, shutdown: shutdown_tx, tasks })
+    Ok(Running { xds_addr, admin_addr, serving, generating, shutdown: shutdown_tx, tasks })
 }
 
 /// This replica's name in the fleet view and the plugin election: `--replica-id`, or
@@ -471,9 +472,9 @@ fn replica_name(config: &Config, xds_addr: SocketAddr) -> String {
 
 /// Asks for a generation once there is a context (a store change seen before the first
 /// generation is in the listing that generation reads).
-fn generation_request(ctx: Arc<std::sync::OnceLock<context::Ctx>>) -> Arc<dyn Fn() + Send + Sync> {
+fn generation_request(generating: Arc<std::sync::OnceLock<Arc<Generating>>>) -> Arc<dyn Fn() + Send + Sync> {
     Arc::new(move || {
-        if let Some(g) = ctx.get().and_then(|c| c.generations.get()) {
+        if let Some(g) = generating.get().and_then(|g| g.generations.get()) {
             g.request();
         }
     })
@@ -495,21 +496,4 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(4096) // capped by net.core.somaxconn
-}
-
-/// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.
-async fn unknown_path(req: axum::extract::Request) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let grpc = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"));
-    if grpc {
-        tonic::Status::unimplemented(format!("xdst does not serve {}", req.uri().path()))
-            .into_http::<axum::body::Body>()
-            .into_response()
-    } else {
-        (http::StatusCode::NOT_FOUND, format!("no such path: {}\n", req.uri().path())).into_response()
-    }
 }

@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
     for dir in dirs.iter().filter(|d| d.join("expected.yaml").exists()) {
         let work = tempfile::tempdir()?;
         std::fs::copy(dir.join("intent.yaml"), work.path().join("intent.yaml"))?;
-        cases.push(xdst::intent::read_intent(work.path())?.0);
+        cases.push(xdst::generate::intent::read_intent(work.path())?.0);
     }
     let docs: usize = cases.iter().map(|c| c.len()).sum();
     let services = services(args.services)?;

@@ -1,0 +1,262 @@
+//! Per-client limits: request rate per stream ([`Bucket`]), open connections per client
+//! ([`Connections`]), and the log of refusals: a refusal or a limit hit is logged
+//! at most once a minute per client (its identity, or its address without mTLS), and always
+//! counted in `xdst_refusals_total`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often one client's refusals are logged.
+pub const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// The most clients remembered; past it, entries older than [`LOG_EVERY`] are dropped, and
+/// if none are, the oldest half (a flood of distinct clients then logs more, never grows
+/// memory).
+const MAX_CLIENTS: usize = 10_000;
+
+/// When each client was last logged.
+#[derive(Debug, Default)]
+pub struct LogOncePerMinute {
+    last: Mutex<HashMap<Box<str>, Instant>>,
+}
+
+impl LogOncePerMinute {
+    /// Whether to log for `client` now (and if so, the minute starts again).
+    pub fn allow(&self, client: &str) -> bool {
+        self.allow_at(client, Instant::now())
+    }
+
+    fn allow_at(&self, client: &str, now: Instant) -> bool {
+        let mut last = self.last.lock().unwrap();
+        if let Some(t) = last.get_mut(client) {
+            if now.duration_since(*t) < LOG_EVERY {
+                return false;
+            }
+            *t = now;
+            return true;
+        }
+        if last.len() >= MAX_CLIENTS {
+            last.retain(|_, t| now.duration_since(*t) < LOG_EVERY);
+            if last.len() >= MAX_CLIENTS {
+                let mut times: Vec<Instant> = last.values().copied().collect();
+                let (_, median, _) = times.select_nth_unstable(MAX_CLIENTS / 2);
+                let median = *median;
+                last.retain(|_, t| *t > median);
+            }
+        }
+        last.insert(client.into(), now);
+        true
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.last.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_a_minute_per_client_and_bounded() {
+        let log = LogOncePerMinute::default();
+        let t0 = Instant::now();
+        assert!(log.allow_at("a", t0));
+        assert!(!log.allow_at("a", t0 + Duration::from_secs(59)));
+        assert!(log.allow_at("b", t0 + Duration::from_secs(1)));
+        assert!(log.allow_at("a", t0 + Duration::from_secs(61)));
+        for i in 0..3 * MAX_CLIENTS {
+            log.allow_at(&format!("c{i}"), t0 + Duration::from_secs(62));
+        }
+        assert!(log.len() <= MAX_CLIENTS, "{}", log.len());
+    }
+}
+
+/// Requests a stream may send: `rate` a second on average, `burst` at once (a token bucket).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestRate {
+    pub rate: u32,
+    pub burst: u32,
+}
+
+impl RequestRate {
+    /// The default: 100 a second, 1,000 at once. Envoy sends one request per response (an
+    /// ACK or NACK) and one per subscription change, so a whole fleet's push is a handful per
+    /// stream.
+    pub const DEFAULT: RequestRate = RequestRate { rate: 100, burst: 1000 };
+}
+
+/// One stream's token bucket.
+#[derive(Debug)]
+pub struct Bucket {
+    tokens: f32,
+    at: std::time::Instant,
+}
+
+impl Bucket {
+    pub fn full(limit: RequestRate) -> Bucket {
+        Bucket { tokens: limit.burst as f32, at: std::time::Instant::now() }
+    }
+
+    /// Takes one request's token; false when the stream is over its rate.
+    pub fn take(&mut self, limit: RequestRate, now: std::time::Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f32();
+        self.at = now;
+        self.tokens = (self.tokens + elapsed * limit.rate as f32).min(limit.burst as f32);
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// Open connections per client (its certificate identity, or its address).
+#[derive(Debug)]
+pub struct Connections {
+    max: usize,
+    open: Mutex<HashMap<Box<str>, usize>>,
+}
+
+/// One open connection; counted until dropped.
+#[derive(Debug)]
+pub struct Connection {
+    of: std::sync::Arc<Connections>,
+    client: Box<str>,
+}
+
+impl Connections {
+    pub fn new(max: usize) -> Connections {
+        Connections { max, open: Mutex::default() }
+    }
+
+    /// Counts a connection of `client`, or None when it has `max` open already.
+    pub fn open(self: &std::sync::Arc<Self>, client: &str) -> Option<Connection> {
+        let mut open = self.open.lock().unwrap();
+        let n = open.entry(client.into()).or_default();
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Connection { of: self.clone(), client: client.into() })
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let mut open = self.of.open.lock().unwrap();
+        if let Some(n) = open.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.client);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_its_rate() {
+        let limit = RequestRate { rate: 10, burst: 5 };
+        let mut b = Bucket::full(limit);
+        let t0 = b.at;
+        assert_eq!((0..20).filter(|_| b.take(limit, t0)).count(), 5, "the burst");
+        assert!(!b.take(limit, t0 + Duration::from_millis(50)), "half a token");
+        assert!(b.take(limit, t0 + Duration::from_millis(100)), "one token a tenth of a second later");
+        assert_eq!((0..20).filter(|_| b.take(limit, t0 + Duration::from_secs(60))).count(), 5, "capped at the burst");
+    }
+
+    #[test]
+    fn connections_are_counted_per_client_until_dropped() {
+        let c = std::sync::Arc::new(Connections::new(2));
+        let a1 = c.open("a").unwrap();
+        let _a2 = c.open("a").unwrap();
+        assert!(c.open("a").is_none());
+        assert!(c.open("b").is_some());
+        drop(a1);
+        assert!(c.open("a").is_some());
+        assert!(c.open.lock().unwrap().get("b").is_none(), "a client with no connection is forgotten");
+    }
+}
+
+/// How long a node group nodes created by naming it counts against
+/// `--max-unlisted-node-groups` after it was last admitted: a client cycling made-up groups
+/// (open a stream, close it, name the next) gets no more translations than one holding them.
+pub const UNLISTED_GROUP_WINDOW: Duration = Duration::from_secs(600);
+
+/// Node groups admitted without being listed, and when each was last admitted.
+#[derive(Debug, Default)]
+pub struct UnlistedGroups {
+    seen: Mutex<HashMap<Box<str>, Instant>>,
+    /// The `namespace/name` (or `name`) of every intent document of the last generation: a
+    /// group named after a document is one the intent defines (a `per-gateway` Gateway's
+    /// group), always served as its own whatever made-up groups used up the quota.
+    named: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
+}
+
+impl UnlistedGroups {
+    /// The documents of the intent now, by `namespace/name` or `name`.
+    pub fn set_named<'a>(&self, names: impl Iterator<Item = (Option<&'a str>, &'a str)>) {
+        let named = names
+            .map(|(ns, name)| match ns {
+                Some(ns) => format!("{ns}/{name}").into_boxed_str(),
+                None => name.into(),
+            })
+            .collect();
+        *self.named.write().unwrap() = named;
+    }
+
+    /// Whether an intent document is named `group` (see [`UnlistedGroups::set_named`]).
+    pub fn is_named(&self, group: &str) -> bool {
+        self.named.read().unwrap().contains(group)
+    }
+
+    /// Whether `group` may be served as its own: it was admitted within the window, or fewer
+    /// than `max` groups were.
+    pub fn admit(&self, group: &str, max: usize, now: Instant) -> bool {
+        let mut seen = self.seen.lock().unwrap();
+        if let Some(t) = seen.get_mut(group) {
+            *t = now;
+            return true;
+        }
+        if seen.len() >= max {
+            seen.retain(|_, t| now.duration_since(*t) < UNLISTED_GROUP_WINDOW);
+            if seen.len() >= max {
+                return false;
+            }
+        }
+        seen.insert(group.into(), now);
+        true
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn unlisted_groups_are_capped_within_the_window() {
+        let g = UnlistedGroups::default();
+        let t0 = Instant::now();
+        assert!(g.admit("a", 2, t0) && g.admit("b", 2, t0));
+        assert!(!g.admit("c", 2, t0), "a third group within the window");
+        assert!(g.admit("a", 2, t0 + Duration::from_secs(1)), "one already admitted stays admitted");
+        assert!(!g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW - Duration::from_secs(1)), "b is still within its window");
+        assert!(g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW + Duration::from_secs(1)), "b's time is over");
+        g.set_named([(Some("infra"), "gw"), (None, "web")].into_iter());
+        assert!(g.is_named("infra/gw") && g.is_named("web") && !g.is_named("gw") && !g.is_named("infra"));
+    }
+}
+
+/// Which node groups nodes may use as their own (see `--node-groups`).
+#[derive(Debug, Default, Clone)]
+pub struct NodeGroups {
+    /// Listed groups; empty: any group a node names, up to `max_unlisted` at once.
+    pub listed: Vec<crate::identity::Pattern>,
+    pub max_unlisted: usize,
+}

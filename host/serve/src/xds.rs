@@ -1,0 +1,630 @@
+//! The xDS gRPC services: ADS (SotW and Delta) and the per-type LDS/RDS/CDS/EDS services
+//! (Stream, Delta, Fetch). Each stream is one task-free driver: the response stream itself
+//! reads requests and snapshot changes, feeds the state machine and yields what it returns,
+//! so writes on a stream are ordered by construction.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use axum::Router;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use futures::FutureExt;
+use futures::stream::BoxStream;
+use tokio::sync::watch;
+use tonic::{Status, Streaming};
+use tracing::{debug, info, warn};
+use xdst_core::delta::DeltaStream;
+use xdst_core::rollout::Offer;
+use xdst_core::snapshot::Snapshot;
+use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
+use xdst_core::stream::{Event, Scope};
+use xdst_core::types::{self, CLUSTER, ENDPOINT, LISTENER, ROUTE};
+
+use crate::Serving;
+use crate::codec::XdsCodec;
+use crate::identity::PeerIdentity;
+use crate::machine::{Machine, Sent};
+use crate::metrics::{by_api_service, by_type, label};
+use crate::nodes::StreamEntry;
+use crate::rollouts::NodeRollout;
+
+/// The peer of a connection, put in each request's extensions by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
+const ADS: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService";
+
+/// (gRPC service, method suffix, type URL, label)
+pub const PER_TYPE: [(&str, &str, &str, &str); 4] = [
+    ("/envoy.service.listener.v3.ListenerDiscoveryService", "Listeners", LISTENER, "lds"),
+    ("/envoy.service.route.v3.RouteDiscoveryService", "Routes", ROUTE, "rds"),
+    ("/envoy.service.cluster.v3.ClusterDiscoveryService", "Clusters", CLUSTER, "cds"),
+    ("/envoy.service.endpoint.v3.EndpointDiscoveryService", "Endpoints", ENDPOINT, "eds"),
+];
+
+/// Every gRPC route of the xDS port.
+pub fn routes(serving: &Arc<Serving>) -> Router {
+    let mut r = Router::new()
+        .route_service(
+            &format!("{ADS}/StreamAggregatedResources"),
+            stream_service::<SotwStream>(serving.clone(), Scope::Aggregated, "ads"),
+        )
+        .route_service(
+            &format!("{ADS}/DeltaAggregatedResources"),
+            stream_service::<DeltaStream>(serving.clone(), Scope::Aggregated, "ads"),
+        );
+    for (service, suffix, type_url, label) in PER_TYPE {
+        r = r
+            .route_service(
+                &format!("{service}/Stream{suffix}"),
+                stream_service::<SotwStream>(serving.clone(), Scope::Single(type_url), label),
+            )
+            .route_service(
+                &format!("{service}/Delta{suffix}"),
+                stream_service::<DeltaStream>(serving.clone(), Scope::Single(type_url), label),
+            )
+            .route_service(&format!("{service}/Fetch{suffix}"), fetch_service(serving.clone(), type_url));
+    }
+    let csds = crate::csds::service(serving);
+    r.route_service(&format!("{}/StreamClientStatus", crate::csds::SERVICE), csds.clone())
+        .route_service(&format!("{}/FetchClientStatus", crate::csds::SERVICE), csds)
+}
+
+type HttpRequest = http::Request<axum::body::Body>;
+
+fn stream_service<M: Machine>(
+    serving: Arc<Serving>,
+    scope: Scope,
+    label: &'static str,
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send>
++ Clone
++ Send {
+    tower::service_fn(move |req: HttpRequest| {
+        let serving = serving.clone();
+        let scope = scope.clone();
+        async move {
+            let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+            let identity = req.extensions().get::<PeerIdentity>().cloned();
+            let limit = serving.max_request_size;
+            let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
+                let driver =
+                    Driver::<M>::new(serving.clone(), scope.clone(), label, peer, identity.clone(), req.into_inner());
+                let stream: BoxStream<'static, Result<M::Response, Status>> =
+                    Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
+                std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
+            });
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default())
+                .max_decoding_message_size(limit);
+            Ok(grpc.streaming(open, req).await)
+        }
+    })
+}
+
+fn fetch_service(
+    serving: Arc<Serving>,
+    type_url: &'static str,
+) -> impl tower::Service<HttpRequest, Response = http::Response<tonic::body::Body>, Error = Infallible, Future: Send>
++ Clone
++ Send {
+    tower::service_fn(move |req: HttpRequest| {
+        let serving = serving.clone();
+        async move {
+            let limit = serving.max_request_size;
+            let identity = req.extensions().get::<PeerIdentity>().cloned();
+            let call = tower::service_fn(move |req: tonic::Request<DiscoveryRequest>| {
+                let out = fetch(&serving, type_url, identity.as_ref(), req.into_inner()).map(tonic::Response::new);
+                std::future::ready(out)
+            });
+            let mut grpc = tonic::server::Grpc::new(XdsCodec::<DiscoveryRequest, SotwResponse>::default())
+                .max_decoding_message_size(limit);
+            Ok(grpc.unary(call, req).await)
+        }
+    })
+}
+
+/// A one-shot fetch (gRPC Fetch* and REST): the current resources for the request.
+pub fn fetch(
+    serving: &Arc<Serving>,
+    type_url: &'static str,
+    identity: Option<&PeerIdentity>,
+    mut req: DiscoveryRequest,
+) -> Result<SotwResponse, Status> {
+    let group = req.node.as_ref().map(|n| group_of(serving, n)).transpose()?.unwrap_or_default();
+    if req.node.is_none() {
+        req.node = Some(Node { id: "fetch".into(), ..Default::default() });
+    }
+    let node_id = req.node.as_ref().map(|n| n.id.as_str()).unwrap_or_default();
+    authorize(serving, identity, &group, node_id)?;
+    // A fetch is always answered in full: the client's version is compared by the caller.
+    req.version_info.clear();
+    req.response_nonce.clear();
+    req.error_detail = None;
+    let mut machine = SotwStream::new(Scope::Single(type_url));
+    machine.handle_request(&req, SystemTime::now()).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let snapshot = serving.cache.snapshot(&group);
+    Ok(machine.poll(&snapshot).pop().unwrap_or_else(|| SotwResponse {
+        type_url: type_url.into(),
+        version: xdst_core::resource::set_version(std::iter::empty()).into(),
+        nonce: "".into(),
+        resources: Resources::Some(Vec::new()),
+    }))
+}
+
+/// The node group `node` names; INVALID_ARGUMENT for one over
+/// [`xdst_core::stream::MAX_NODE_NAME`] (read from `--node-group-key`'s metadata field, which
+/// the stream's own checks of id and cluster do not cover): it would go into every report.
+fn group_of(serving: &Arc<Serving>, node: &Node) -> Result<String, Status> {
+    let group = serving.group_key.group_of(node);
+    let max = xdst_core::stream::MAX_NODE_NAME;
+    if group.len() > max {
+        xdst_core::limits::Limit::NodeName.hit();
+        return Err(Status::invalid_argument(format!(
+            "the node group (--node-group-key {}) is {} bytes; at most {max} are accepted",
+            serving.group_key,
+            group.len()
+        )));
+    }
+    Ok(group)
+}
+
+/// With mTLS, whether `identity` may use `group` and `node`: PERMISSION_DENIED naming the
+/// identity, the group and the node if not (counted, and logged at most once a minute per
+/// identity).
+fn authorize(serving: &Arc<Serving>, identity: Option<&PeerIdentity>, group: &str, node: &str) -> Result<(), Status> {
+    let Some(rules) = &serving.identities else { return Ok(()) };
+    let refusal = match identity {
+        None => "the client certificate names no identity (no URI SAN, DNS SAN or subject CN)".to_owned(),
+        Some(id) => match rules.authorize(id, group, node) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        },
+    };
+    let who = identity.map(|i| i.to_string()).unwrap_or_default();
+    serving.metrics.refusals.get_or_create(&label("reason", "identity")).inc();
+    if serving.refusal_log.allow(&who) {
+        warn!(identity = %who, group, node, error = %refusal, "stream refused (logged once a minute per identity)");
+    }
+    Err(Status::permission_denied(refusal))
+}
+
+/// The node group a stream is served: the one its node names if that is listed
+/// (`--node-groups`, the resources directory's own groups, the identity rules), or, without
+/// a list, one named after an intent document (a `per-gateway` Gateway's `namespace/name`:
+/// always), or one of the first `--max-unlisted-node-groups` named within
+/// [`crate::admission::UNLISTED_GROUP_WINDOW`]; else the default set
+/// (`""`), counted and logged, so that made-up groups cost no translation.
+fn admit_group(serving: &Arc<Serving>, group: String, client: &str) -> String {
+    let rules = &serving.node_groups;
+    let listed = |g: &str| {
+        g.is_empty()
+            || rules.listed.iter().any(|p| p.matches(g))
+            // With mTLS the rules allowed it already.
+            || serving.identities.is_some()
+            || (!serving.translated && serving.cache.has_own(g))
+    };
+    if listed(&group) {
+        return group;
+    }
+    let why = if !rules.listed.is_empty() {
+        "it is not in --node-groups"
+    } else if serving.nodes.has_group(&group)
+        || serving.unlisted_groups.is_named(&group)
+        || serving.unlisted_groups.admit(&group, rules.max_unlisted, Instant::now())
+    {
+        return group;
+    } else {
+        "--max-unlisted-node-groups other groups were named in the last 10 minutes"
+    };
+    serving.metrics.refusals.get_or_create(&label("reason", "node_group")).inc();
+    if serving.refusal_log.allow(client) {
+        warn!(group = %group, client, "node group not served as its own: {why}; the node gets the default set (logged once a minute per client)");
+    }
+    String::new()
+}
+
+struct Driver<M: Machine> {
+    serving: Arc<Serving>,
+    machine: Arc<Mutex<M>>,
+    /// What the stream may carry: every type (ADS) or one.
+    scope: Scope,
+    label: &'static str,
+    peer: Option<std::net::SocketAddr>,
+    identity: Option<PeerIdentity>,
+    requests: Streaming<M::Request>,
+    /// The stream's request rate.
+    bucket: crate::admission::Bucket,
+    /// What the node's group is served: the target of its rollout.
+    watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
+    /// The node's rollout, shared with its other streams, and what it offers now.
+    rollout: Option<Arc<NodeRollout>>,
+    offer: Option<(u64, Arc<Offer>)>,
+    /// The offer's `resync` this stream last acted on.
+    resynced: u64,
+    queue: VecDeque<M::Response>,
+    /// The latest response per type and when it went out, for push-to-ACK latency.
+    sent_at: Vec<(Arc<str>, Arc<str>, Instant)>,
+    registered: Option<u64>,
+    node_id: String,
+    shutdown: watch::Receiver<bool>,
+    finished: bool,
+    /// The rollout's next deadline.
+    timer: Timer,
+}
+
+enum Wake<R> {
+    Request(Result<Option<R>, Status>),
+    /// The node's group has a new state.
+    Target,
+    /// The node's rollout offers something else.
+    Offer,
+    /// The rollout's grace period ended.
+    Deadline,
+    Shutdown,
+}
+
+impl<M: Machine> Driver<M> {
+    fn new(
+        serving: Arc<Serving>,
+        scope: Scope,
+        label: &'static str,
+        peer: Option<std::net::SocketAddr>,
+        identity: Option<PeerIdentity>,
+        requests: Streaming<M::Request>,
+    ) -> Self {
+        serving.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
+        let shutdown = serving.shutdown.clone();
+        let rate = serving.request_rate;
+        Driver {
+            machine: Arc::new(Mutex::new(M::new(scope.clone()))),
+            scope,
+            serving,
+            label,
+            peer,
+            identity,
+            requests,
+            bucket: crate::admission::Bucket::full(rate),
+            watch: None,
+            rollout: None,
+            offer: None,
+            resynced: 0,
+            queue: VecDeque::new(),
+            sent_at: Vec::new(),
+            registered: None,
+            node_id: String::new(),
+            shutdown,
+            finished: false,
+            timer: Timer::default(),
+        }
+    }
+
+    /// The stream's next response. The driver is boxed: `unfold` moves its state in and out
+    /// of this future for every response, and a pointer moves for less than the driver.
+    async fn next(mut self: Box<Self>) -> Option<(Result<M::Response, Status>, Box<Self>)> {
+        loop {
+            if let Some(r) = self.queue.pop_front() {
+                if self.queue.is_empty() {
+                    // Idle streams hold no queue (the next poll brings its own).
+                    self.queue = VecDeque::new();
+                }
+                self.record_sent(&r);
+                return Some((Ok(r), self));
+            }
+            if self.finished {
+                return None;
+            }
+            if *self.shutdown.borrow() {
+                self.finished = true;
+                return Some((Err(Status::unavailable("xdst is shutting down")), self));
+            }
+            // Another stream of the node may have moved its rollout while this one was busy
+            // (its wake-up then came before this stream waited).
+            if let (Some(r), Some((generation, _))) = (&self.rollout, &self.offer)
+                && r.generation() != *generation
+            {
+                self.poll();
+                continue;
+            }
+            self.timer.set(self.rollout.as_ref().and_then(|r| r.deadline()));
+            let wake = tokio::select! {
+                r = self.shutdown.changed() => {
+                    if r.is_err() {
+                        self.finished = true; // the server is gone
+                    }
+                    Wake::Shutdown
+                }
+                msg = self.requests.message() => Wake::Request(msg),
+                _ = changed(&mut self.watch) => Wake::Target,
+                _ = offer_changed(&self.rollout) => Wake::Offer,
+                _ = self.timer.fired() => Wake::Deadline,
+            };
+            match wake {
+                Wake::Shutdown => continue,
+                Wake::Request(Ok(Some(req))) => {
+                    if let Err(status) = self.on_request(req) {
+                        self.finished = true;
+                        return Some((Err(status), self));
+                    }
+                    // SOTW-6: take every request already received before answering, so a
+                    // burst for one type is answered once, for the latest.
+                    loop {
+                        match self.requests.message().now_or_never() {
+                            Some(Ok(Some(req))) => {
+                                if let Err(status) = self.on_request(req) {
+                                    self.finished = true;
+                                    return Some((Err(status), self));
+                                }
+                            }
+                            Some(Ok(None)) => {
+                                self.finished = true;
+                                break;
+                            }
+                            Some(Err(status)) => {
+                                self.stream_error("malformed", &status);
+                                self.finished = true;
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    self.poll();
+                }
+                Wake::Request(Ok(None)) => {
+                    debug!(node = %self.node_id, api = M::API, service = self.label, "client closed the stream");
+                    return None;
+                }
+                Wake::Request(Err(status)) => {
+                    self.stream_error("malformed", &status);
+                    self.finished = true;
+                    return Some((Err(status), self));
+                }
+                Wake::Target => {
+                    if let (Some(r), Some((_, target))) = (&self.rollout, &self.watch) {
+                        r.set_target(self.serving.rollouts.config(), target.clone(), &self.serving.metrics);
+                    }
+                    // Serve the new offer now rather than on the next wake.
+                    self.poll();
+                }
+                Wake::Offer => self.poll(),
+                Wake::Deadline => {
+                    if let Some(r) = &self.rollout {
+                        r.update(&self.serving.metrics, |r, now| r.tick(now));
+                    }
+                    self.poll();
+                }
+            }
+        }
+    }
+
+    /// Who the stream belongs to: its client certificate's identity, else its address.
+    fn owner(&self) -> String {
+        match (&self.identity, &self.peer) {
+            (Some(id), _) => format!("identity {:?}", id.to_string()),
+            (None, Some(peer)) => format!("address {}", peer.ip()),
+            (None, None) => "an unknown client".to_owned(),
+        }
+    }
+
+    fn stream_error(&self, reason: &'static str, status: &Status) {
+        self.serving.metrics.stream_errors.get_or_create(&label("reason", reason)).inc();
+        warn!(node = %self.node_id, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "closing stream");
+    }
+
+    fn on_request(&mut self, req: M::Request) -> Result<(), Status> {
+        let limit = self.serving.request_rate;
+        if limit.rate > 0 && !self.bucket.take(limit, Instant::now()) {
+            let owner = self.owner();
+            self.serving.metrics.refusals.get_or_create(&label("reason", "request_rate")).inc();
+            if self.serving.refusal_log.allow(&owner) {
+                warn!(node = %self.node_id, client = %owner, "stream ended: over its request rate (logged once a minute per client)");
+            }
+            return Err(Status::resource_exhausted(format!(
+                "more than {} requests a second ({} at once) on one stream (--max-requests-per-second)",
+                limit.rate, limit.burst
+            )));
+        }
+        let result = self.machine.lock().unwrap().handle(&req, SystemTime::now());
+        let events = match result {
+            Ok(events) => events,
+            Err(e) => {
+                let status = Status::invalid_argument(e.to_string());
+                self.stream_error("protocol", &status);
+                return Err(status);
+            }
+        };
+        if self.watch.is_none()
+            && let Some(node) = M::request_node(&req)
+        {
+            let group = group_of(&self.serving, node)?;
+            // Refused before the stream is attached to anything or sent a resource.
+            authorize(&self.serving, self.identity.as_ref(), &group, &node.id)?;
+            let owner = self.owner();
+            let group = admit_group(&self.serving, group, &owner);
+            let rollout = self.serving.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer);
+            let mut rx = self.serving.cache.watch(&group);
+            let snapshot = rx.borrow_and_update().clone();
+            self.watch = Some((rx, snapshot.clone()));
+            self.node_id = node.id.clone();
+            info!(
+                node = %node.id,
+                cluster = %node.cluster,
+                group = %group,
+                api = M::API,
+                service = self.label,
+                peer = ?self.peer,
+                identity = ?self.identity.as_ref().map(|i| i.to_string()),
+                "stream opened"
+            );
+            self.registered = Some(self.serving.nodes.add(StreamEntry {
+                api: M::API,
+                service: self.label,
+                group,
+                client: rollout.client,
+                connected_at: SystemTime::now(),
+                peer: self.peer,
+                identity: self.identity.clone(),
+                source: self.machine.clone(),
+            }));
+            rollout.set_target(self.serving.rollouts.config(), snapshot, &self.serving.metrics);
+            let (generation, current) = rollout.offer();
+            self.resynced = current.resync;
+            self.offer = Some((generation, current));
+            self.rollout = Some(rollout);
+        }
+        if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+            let changes = self.machine.lock().unwrap().subscription_changes();
+            for (type_url, wildcard, names) in changes {
+                rollout.update(&self.serving.metrics, |r, now| r.subscribe(stream, &type_url, wildcard, &names, now));
+            }
+        }
+        let m = &self.serving.metrics;
+        for event in events {
+            if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+                let (type_url, nonce, nack) = match &event {
+                    Event::Ack { type_url, nonce, .. } => (type_url, nonce, None),
+                    Event::Nack { type_url, nonce, message } => (type_url, nonce, Some(message.as_str())),
+                    // An older response answered: it still moved what the client holds.
+                    Event::Stale { type_url, nonce } => (type_url, nonce, M::request_error(&req)),
+                    Event::Resumed { type_url, holds } => {
+                        rollout.update(m, |r, now| r.resumed(stream, type_url, holds, now));
+                        continue;
+                    }
+                };
+                rollout.update(m, |r, now| r.answered(stream, type_url, nonce, nack, now));
+            }
+            match event {
+                Event::Ack { type_url, nonce, .. } => {
+                    m.ack(&type_url).inc();
+                    if let Some(i) = self.sent_at.iter().position(|(t, n, _)| *t == type_url && **n == *nonce) {
+                        let (_, _, at) = self.sent_at.swap_remove(i);
+                        m.push_ack(&type_url).observe(at.elapsed().as_secs_f64());
+                    }
+                }
+                Event::Nack { type_url, nonce, message } => {
+                    m.nacks.get_or_create(&by_type(&type_url)).inc();
+                    warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected");
+                }
+                Event::Resumed { type_url, .. } => {
+                    debug!(node = %self.node_id, r#type = types::short_name(&type_url), "client resumed with what it holds");
+                }
+                Event::Stale { type_url, nonce } => {
+                    m.stale_requests.get_or_create(&by_type(&type_url)).inc();
+                    debug!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, "stale nonce ignored");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self) {
+        let (Some(rollout), Some((generation, offer))) = (&self.rollout, &mut self.offer) else { return };
+        let mut machine = self.machine.lock().unwrap();
+        if rollout.generation() != *generation {
+            // The rollout moved on (this stream's doing, or another's): serve the latest offer.
+            let (g, next) = rollout.offer();
+            if next.resync != self.resynced {
+                self.resynced = next.resync;
+                machine.resync();
+            }
+            *generation = g;
+            *offer = next;
+            machine.snapshot_changed();
+        }
+        let out = machine.poll(&offer.snapshot, offer.hold);
+        if self.queue.is_empty() {
+            self.queue = VecDeque::from(out); // takes the vector's buffer, no copy
+        } else {
+            self.queue.extend(out);
+        }
+    }
+
+    fn record_sent(&mut self, r: &M::Response) {
+        self.serving.metrics.response(M::API, r.type_url()).inc();
+        debug!(node = %self.node_id, r#type = types::short_name(r.type_url()), nonce = %r.nonce(), resources = r.resource_count(), "response sent");
+        let entry = (r.type_url().clone(), r.nonce().clone(), Instant::now());
+        match self.sent_at.iter_mut().find(|(t, _, _)| t == r.type_url()) {
+            Some(slot) => *slot = entry,
+            None => self.sent_at.push(entry),
+        }
+        if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+            rollout.update(&self.serving.metrics, |ro, _| {
+                ro.sent(stream, r.type_url(), r.nonce().clone(), r.update());
+                Vec::new()
+            });
+        }
+    }
+}
+
+impl<M: Machine> Drop for Driver<M> {
+    fn drop(&mut self) {
+        self.serving.metrics.streams.get_or_create(&by_api_service(M::API, self.label)).dec();
+        // The stream's watch goes first, so that its group can be released: clients choose
+        // their group (the node's cluster, by default), and a group nobody watches any more
+        // must not stay behind.
+        let group = self.registered.and_then(|id| self.serving.nodes.group_of(id));
+        self.watch = None;
+        if let Some(group) = group {
+            self.serving.cache.release(&group);
+        }
+        if let Some(id) = self.registered {
+            self.serving.nodes.remove(id);
+            if let Some(r) = &self.rollout {
+                self.serving.rollouts.detach(r, id, &self.scope, &self.serving.metrics);
+            }
+            debug!(node = %self.node_id, api = M::API, service = self.label, "stream closed");
+        }
+    }
+}
+
+/// Waits for a watched value to change and takes it.
+async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
+    let Some((rx, current)) = watch else { return std::future::pending().await };
+    if rx.changed().await.is_err() {
+        // The cache and the rollouts outlive every stream; if one is gone the server is going
+        // down.
+        return std::future::pending().await;
+    }
+    *current = rx.borrow_and_update().clone();
+}
+
+async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {
+    match rollout {
+        Some(r) => r.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A timer kept across a driver's waits and moved only when the deadline does: one made and
+/// dropped per request cost a timer-wheel insert and removal each, and requests come by the
+/// thousand while rollouts have deadlines.
+#[derive(Default)]
+struct Timer(Option<(std::time::Instant, std::pin::Pin<Box<tokio::time::Sleep>>)>);
+
+impl Timer {
+    fn set(&mut self, deadline: Option<std::time::Instant>) {
+        match (deadline, &mut self.0) {
+            (None, t) => *t = None,
+            (Some(d), Some((at, _))) if *at == d => {}
+            (Some(d), Some((at, sleep))) => {
+                *at = d;
+                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            (Some(d), t @ None) => {
+                *t = Some((d, Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(d)))))
+            }
+        }
+    }
+
+    /// Resolves when the deadline passes (once: the next [`set`](Self::set) arms it again).
+    async fn fired(&mut self) {
+        match &mut self.0 {
+            Some((_, sleep)) => {
+                sleep.as_mut().await;
+                self.0 = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! `GET /changes` and `GET /changes/{id}[?group=G]`: "is my change live?" (see
+//! [`xdst_core::changes`]).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::generate::Generating;
+
+/// `GET /changes` (the newest change's id) and `GET /changes/{id}[?group=G]`.
+pub fn routes(generating: &Arc<Generating>) -> Router {
+    let (c1, c2) = (generating.clone(), generating.clone());
+    Router::new()
+        .route("/changes", get(move || async move { Json(serde_json::json!({"latest": c1.plane.changes.latest()})) }))
+        .route(
+            "/changes/{id}",
+            get(move |Path(id): Path<String>, q: Query<ChangeQuery>| async move {
+                let Some(id) = id.parse::<i64>().ok().filter(|id| *id >= 1) else {
+                    let why = format!(
+                        "change id {id:?} is not a change: ids are whole numbers from 1 (a write's `change`, or \
+                         GET /changes)\n"
+                    );
+                    return (http::StatusCode::BAD_REQUEST, why).into_response();
+                };
+                let nodes = c2.serving().rollouts.syncs();
+                let changes = &c2.plane.changes;
+                if let Some(g) = q.group.as_deref()
+                    && !changes.knows_group(g)
+                    && !nodes.iter().any(|n| n.group == g)
+                {
+                    let why = format!(
+                        "no node group {g:?}: no generation was translated for it and no node of it is connected \
+                         (GET /status/summary lists the groups)\n"
+                    );
+                    return (http::StatusCode::NOT_FOUND, why).into_response();
+                }
+                Json(changes.report(id, &nodes, q.group.as_deref())).into_response()
+            }),
+        )
+}
+
+#[derive(Deserialize)]
+struct ChangeQuery {
+    group: Option<String>,
+}

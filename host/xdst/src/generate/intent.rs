@@ -1,0 +1,1074 @@
+//! The intent source: `--intent DIR --plugins DIR`.
+//!
+//! Every `*.yaml`, `*.yml` and `*.json` file under the intent directory (subdirectories
+//! included) holds intent documents; every `*.wasm` file in the plugins directory is a plugin
+//! (see [`xdst_plugin::dir`]). A generation loads both, translates the intent for the default
+//! node group and for every node group with a connected node, and publishes the result.
+//! Translation is incremental: only plugins whose documents, configuration or code changed
+//! run again, and a `per-document` plugin only on the documents that changed.
+//!
+//! Any failure (a malformed document, a plugin that traps or runs out of time, an invalid
+//! resource, a dangling reference) fails that generation only: the last good resources keep
+//! serving, and the error is logged, counted in `/metrics` and shown by `/debug/plugins`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+use tracing::{error, info, warn};
+use xdst_core::cache::Publication;
+use xdst_core::decode::DecodeError;
+use xdst_core::intent::{DuplicateIntent, IntentSet, parse_file};
+use xdst_core::snapshot::Snapshot;
+use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
+use xdst_plugin::pipeline::{Configured, Pipeline, PipelineError, Translation};
+
+use crate::generate::plane::Plane;
+use xdst_serve::metrics::label;
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    #[error("intent directory {0}: {1}")]
+    Dir(PathBuf, std::io::Error),
+    #[error("{0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateIntent),
+    #[error(transparent)]
+    Plugins(#[from] DirError),
+    #[error("{}{error}", group_prefix(group))]
+    Pipeline { group: String, error: PipelineError },
+    #[error("{0}")]
+    Publish(String),
+    /// A document in the store that cannot be used (too large, not text, too many).
+    #[error("{0}")]
+    Store(String),
+    #[error(transparent)]
+    Config(#[from] crate::generate::plugins::list::ConfigError),
+    /// A bug: the generation panicked. Its incremental state was dropped; the next one starts
+    /// afresh.
+    #[error("internal error: the generation panicked ({0}); the last good resources keep serving")]
+    Panic(String),
+}
+
+/// A lock that a panic in an earlier generation may have poisoned: what it guards is either
+/// reset after the panic ([`IntentSource::recover`]) or consistent at every step.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn group_prefix(group: &str) -> String {
+    if group.is_empty() { String::new() } else { format!("node group {group:?}: ") }
+}
+
+/// Plugin diagnostics a generation logs and shows in `/debug/plugins`; the rest are counted.
+pub const MAX_DIAGNOSTICS_SHOWN: usize = 20;
+
+/// The most of a generation error's text that the log, `/debug/plugins` and API answers show.
+pub const MAX_ERROR_BYTES: usize = 16 << 10;
+
+impl GenerationError {
+    /// The error's text, bounded by [`MAX_ERROR_BYTES`]: what every report of it shows.
+    pub fn message(&self) -> String {
+        xdst_plugin::clip(&self.to_string(), MAX_ERROR_BYTES)
+    }
+
+    /// Whether the operator's own setup is at fault (the intent directory, the plugins
+    /// directory, the plugin list: a pin, a signature, a source), rather than a document, a
+    /// store key or what a plugin made of them. At start the first is fatal, as a bad flag is;
+    /// the second leaves `serve` running, not ready, until a good generation.
+    pub fn is_setup(&self) -> bool {
+        matches!(self, GenerationError::Dir(..) | GenerationError::Plugins(_) | GenerationError::Config(_))
+    }
+
+    /// The plugin at fault, if one is.
+    pub fn plugin(&self) -> Option<String> {
+        match self {
+            GenerationError::Pipeline { error, .. } => error.plugin().map(str::to_owned),
+            GenerationError::Plugins(DirError::Load { error, .. }) => Some(error.plugin.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Parsed intent files, by path, with the text they were parsed from: a file that did not
+/// change is not parsed again, and its documents stay the same allocations.
+pub type ParseCache = std::collections::HashMap<PathBuf, (String, Vec<Arc<xdst_core::intent::IntentDocument>>)>;
+
+/// Reads every intent document under `dir`, in path order. Labels are paths relative to `dir`.
+pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
+    read_intent_cached(dir, &mut ParseCache::new())
+}
+
+/// [`read_intent`], reusing (and refreshing) `cache`.
+pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentSet, usize), GenerationError> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| GenerationError::Dir(d.clone(), e))? {
+            let entry = entry.map_err(|e| GenerationError::Dir(d.clone(), e))?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if crate::generate::source::is_resource_file(&path) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut set = IntentSet::default();
+    let mut fresh = ParseCache::new();
+    for f in &files {
+        let text = xdst_core::files::read_text(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
+        let docs = match cache.remove(f) {
+            Some((old, docs)) if old == text => docs,
+            _ => {
+                let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
+                parse_file(&label, &text)?.into_iter().map(Arc::new).collect()
+            }
+        };
+        for doc in &docs {
+            set.add_shared(doc.clone())?;
+        }
+        fresh.insert(f.clone(), (text, docs));
+    }
+    *cache = fresh;
+    Ok((set, files.len()))
+}
+
+/// Where intent documents come from.
+pub enum IntentInput {
+    /// Every `*.yaml|*.yml|*.json` file under a directory.
+    Dir(PathBuf),
+    /// The mirror of a shared store (`--store`).
+    Store(Arc<crate::generate::store::Mirror>),
+}
+
+impl IntentInput {
+    /// How logs and `/debug/plugins` name it.
+    pub fn describe(&self) -> String {
+        match self {
+            IntentInput::Dir(d) => d.display().to_string(),
+            IntentInput::Store(m) => m.state().store,
+        }
+    }
+}
+
+/// A change to one store document, checked before it is written: the key and its new text
+/// (None: deleted).
+pub type Overlay<'a> = (&'a str, Option<&'a str>);
+
+/// Reads the intent documents a store mirror holds (with `overlay` applied), in key order.
+/// Labels are the keys (`intent/Service/web`), the same in every replica.
+pub fn read_mirror(
+    mirror: &crate::generate::store::Mirror,
+    overlay: Option<Overlay<'_>>,
+    max_documents: usize,
+    cache: &mut ParseCache,
+) -> Result<IntentSet, GenerationError> {
+    let held = mirror.documents();
+    let mut docs: BTreeMap<String, std::borrow::Cow<'_, str>> = BTreeMap::new();
+    let max = xdst_core::files::max_text_bytes();
+    let store = mirror.state().store;
+    mirror.check_keys().map_err(GenerationError::Store)?;
+    for (key, h) in &held {
+        if h.value.len() > max {
+            return Err(GenerationError::Store(format!(
+                "{store} key {key}: {} bytes, over the {max}-byte limit (--max-file-size)",
+                h.value.len()
+            )));
+        }
+        let text = std::str::from_utf8(&h.value)
+            .map_err(|_| GenerationError::Store(format!("{store} key {key}: not UTF-8 text")))?;
+        docs.insert(key.clone(), text.into());
+    }
+    if let Some((key, text)) = overlay {
+        match text {
+            Some(t) => docs.insert(key.to_owned(), t.into()),
+            None => docs.remove(key),
+        };
+    }
+    if docs.len() > max_documents {
+        return Err(GenerationError::Store(format!(
+            "{store}: {} intent documents, over the limit of {max_documents} (--max-store-documents)",
+            docs.len()
+        )));
+    }
+    let mut set = IntentSet::default();
+    let mut fresh = ParseCache::new();
+    for (key, text) in docs {
+        let path = PathBuf::from(&key);
+        let parsed = match cache.get(&path) {
+            Some((old, parsed)) if *old == *text => parsed.clone(),
+            _ => parse_file(&key, &text)?.into_iter().map(Arc::new).collect(),
+        };
+        crate::generate::store::check_document_key(&store, &key, &parsed).map_err(GenerationError::Store)?;
+        for doc in &parsed {
+            set.add_shared(doc.clone())?;
+        }
+        fresh.insert(path, (text.into_owned(), parsed));
+    }
+    // The overlay's parse is a candidate's: keep the cache to what the mirror holds.
+    if overlay.is_none() {
+        *cache = fresh;
+    }
+    Ok(set)
+}
+
+/// Consistency problems an error lists; the rest are counted.
+const MAX_PROBLEMS_SHOWN: usize = 20;
+
+/// Adds, to a publish error, which plugin and intent document produced each resource named.
+pub fn explain_publish(e: &xdst_core::cache::PublishError, snapshot: &Snapshot) -> String {
+    let mut parts = Vec::new();
+    for err in &e.errors {
+        let mut s = err.to_string();
+        if let xdst_core::consistency::ConsistencyError::Dangling(d) = err
+            && let Some(origin) = snapshot.resource(d.from_type, &d.from).and_then(|r| r.origin().map(str::to_owned))
+        {
+            s.push_str(&format!(" ({origin})"));
+        }
+        parts.push(s);
+    }
+    let group = match &e.group {
+        Some(g) => format!("node group {g:?}: "),
+        None => String::new(),
+    };
+    let more = parts.len().saturating_sub(MAX_PROBLEMS_SHOWN);
+    parts.truncate(MAX_PROBLEMS_SHOWN);
+    if more > 0 {
+        parts.push(format!("and {more} more"));
+    }
+    format!("{group}refused by the consistency check: {}", parts.join("; "))
+}
+
+/// What `/debug/plugins` shows.
+#[derive(Default, Clone, Serialize)]
+pub struct Status {
+    pub intent_dir: String,
+    /// The plugins directory, or the configuration file listing the plugins.
+    pub plugins_dir: String,
+    pub plugins: Vec<PluginReport>,
+    /// With a configuration file: each plugin's source and what it resolved to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<crate::generate::plugins::list::SourceReport>,
+    pub generations_ok: u64,
+    pub generations_failed: u64,
+    /// Unix seconds of the last good generation.
+    pub last_ok_at: Option<u64>,
+    pub last_ok_version: Option<String>,
+    /// With `--store`: the store revision the last good generation translated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_ok_revision: Option<crate::generate::store::Revision>,
+    /// With `--store`: whether it is reachable, and the revision the mirror holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::generate::store::mirror::StoreState>,
+    pub last_error: Option<ErrorReport>,
+    pub last_generation: Option<GenerationReport>,
+    /// Every plugin's calls since the server started: how many, and how long they took.
+    pub timings: BTreeMap<String, PluginTiming>,
+    /// Plugin files whose current contents were refused; the previous version of each (if it
+    /// had one) keeps serving until the file is fixed.
+    pub refused: Vec<RefusalReport>,
+}
+
+/// A plugin's calls: how many, and their time in milliseconds.
+#[derive(Clone, Default, Serialize)]
+pub struct PluginTiming {
+    pub calls: u64,
+    pub total_ms: f64,
+    pub last_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Serialize)]
+pub struct RefusalReport {
+    pub file: String,
+    /// The refused contents.
+    pub digest: String,
+    pub reason: String,
+    /// Unix seconds.
+    pub at: u64,
+    /// The digest still serving in its place, if the file had a good version.
+    pub serving: Option<String>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct PluginReport {
+    pub name: String,
+    pub version: String,
+    pub file: String,
+    /// Where its code came from: the path, or the registry reference with its digest.
+    pub source: String,
+    pub digest: String,
+    pub kinds: Vec<String>,
+    pub phase: &'static str,
+    pub granularity: &'static str,
+    pub limits: LimitsReport,
+    pub config: serde_json::Value,
+}
+
+#[derive(Clone, Serialize)]
+pub struct LimitsReport {
+    pub deadline_ms: u64,
+    pub memory_bytes: usize,
+    pub output_bytes: usize,
+    pub fuel: Option<u64>,
+    pub capabilities: Vec<&'static str>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct ErrorReport {
+    pub message: String,
+    pub plugin: Option<String>,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+#[derive(Clone, Serialize)]
+pub struct GenerationReport {
+    pub ok: bool,
+    pub elapsed_ms: f64,
+    pub documents: usize,
+    pub groups: Vec<String>,
+    /// Plugins called, with how many documents each was given (per group).
+    pub calls: BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
+    pub resources: usize,
+    /// The first [`MAX_DIAGNOSTICS_SHOWN`].
+    pub diagnostics: Vec<DiagnosticReport>,
+    /// How many the generation's plugins reported in all.
+    pub diagnostics_total: usize,
+}
+
+#[derive(Clone, Serialize)]
+pub struct DiagnosticReport {
+    pub plugin: String,
+    pub severity: &'static str,
+    pub message: String,
+    pub document: Option<String>,
+    pub field: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The loaded plugins and one pipeline per node group.
+pub struct IntentSource {
+    input: IntentInput,
+    /// With a store: the most documents it may hold.
+    max_store_documents: usize,
+    plugins: PluginSet,
+    loader: Arc<DirLoader>,
+    /// Plugin versions compiling off the generation thread, and their results.
+    background: Arc<Mutex<Background>>,
+    pipelines: Mutex<BTreeMap<String, Pipeline>>,
+    parsed: Mutex<ParseCache>,
+    status: Mutex<Status>,
+    state: Mutex<PluginState>,
+    /// The documents' statuses of the last good generation (default group), by document id.
+    statuses: Mutex<Arc<Statuses>>,
+}
+
+/// Document id -> its status (a JSON object), as the plugins computed it.
+pub type Statuses = BTreeMap<Arc<str>, Arc<str>>;
+
+/// Where the plugins are listed.
+#[allow(clippy::large_enum_variant, reason = "one per server, never moved in a hot path")]
+pub enum PluginSet {
+    /// Every `*.wasm` in a directory, with `NAME.yaml` settings beside it.
+    Dir(PathBuf),
+    /// The `plugins` list of a configuration file.
+    Config(crate::generate::plugins::list::ConfiguredPlugins),
+}
+
+/// Plugin versions being compiled in the background, by content key, and those done.
+#[derive(Default)]
+struct Background {
+    compiling: std::collections::HashSet<String>,
+    done: std::collections::HashMap<String, Result<Loaded, String>>,
+}
+
+/// Keep last good, per plugin file.
+#[derive(Default)]
+struct PluginState {
+    /// What each file served in the last good generation.
+    good: BTreeMap<PathBuf, Loaded>,
+    /// The contents (key) each of those came from.
+    good_keys: BTreeMap<PathBuf, String>,
+    /// The plugins of the last good generation, in its order.
+    good_chosen: Vec<Loaded>,
+    /// File contents refused (by digest), with why: used no more until the file changes.
+    refused: BTreeMap<PathBuf, Refusal>,
+    /// The plugin files (or configuration entries) listed by the last generation.
+    listed: std::collections::BTreeSet<PathBuf>,
+}
+
+#[derive(Clone)]
+struct Refusal {
+    digest: String,
+    reason: String,
+    at: u64,
+}
+
+impl IntentSource {
+    pub fn new(input: IntentInput, plugins: PluginSet, loader: DirLoader) -> Self {
+        let status = Status {
+            intent_dir: input.describe(),
+            plugins_dir: match &plugins {
+                PluginSet::Dir(d) => d.display().to_string(),
+                PluginSet::Config(c) => c.describe(),
+            },
+            ..Default::default()
+        };
+        IntentSource {
+            input,
+            max_store_documents: crate::generate::store::DEFAULT_MAX_DOCUMENTS,
+            plugins,
+            loader: Arc::new(loader),
+            background: Arc::new(Mutex::new(Background::default())),
+            pipelines: Mutex::new(BTreeMap::new()),
+            parsed: Mutex::new(ParseCache::new()),
+            status: Mutex::new(status),
+            state: Mutex::new(PluginState::default()),
+            statuses: Mutex::new(Arc::new(Statuses::new())),
+        }
+    }
+
+    /// The status of document `id` in the last good generation, if its plugin gave one.
+    pub fn status_of(&self, id: &str) -> Option<Arc<str>> {
+        locked(&self.statuses).get(id).cloned()
+    }
+
+    /// With a store: how many documents it may hold.
+    pub fn with_max_store_documents(mut self, n: usize) -> Self {
+        self.max_store_documents = n;
+        self
+    }
+
+    /// The intent directory, when intent comes from files.
+    pub fn intent_dir(&self) -> Option<&Path> {
+        match &self.input {
+            IntentInput::Dir(d) => Some(d),
+            IntentInput::Store(_) => None,
+        }
+    }
+
+    /// The store mirror, when intent comes from a store.
+    pub fn mirror(&self) -> Option<&Arc<crate::generate::store::Mirror>> {
+        match &self.input {
+            IntentInput::Store(m) => Some(m),
+            IntentInput::Dir(_) => None,
+        }
+    }
+
+    /// The intent as it is now (on disk, or in the store mirror), through the same parse cache
+    /// generations use (only files that changed are parsed again).
+    pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
+        match &self.input {
+            IntentInput::Dir(d) => read_intent_cached(d, &mut locked(&self.parsed)).map(|(set, _)| set),
+            IntentInput::Store(m) => read_mirror(m, None, self.max_store_documents, &mut locked(&self.parsed)),
+        }
+    }
+
+    /// The directories to watch: the intent directory (files only) and the plugins'.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = self.intent_dir().map(Path::to_owned).into_iter().collect();
+        match &self.plugins {
+            PluginSet::Dir(d) => dirs.push(d.clone()),
+            PluginSet::Config(c) => dirs.extend(c.dirs()),
+        }
+        dirs
+    }
+
+    pub fn status(&self) -> Status {
+        let mut st = locked(&self.status).clone();
+        st.store = self.mirror().map(|m| m.state());
+        st
+    }
+
+    pub fn note_missing(&self, dir: &Path) {
+        locked(&self.status).last_error = Some(ErrorReport {
+            message: format!("directory {} disappeared", dir.display()),
+            plugin: None,
+            at: unix_now(),
+        });
+    }
+
+    /// Runs one generation and publishes it; on failure what was serving stays. A panic is
+    /// caught and reported like any failure; it also drops the incremental state (parsed files,
+    /// translation memos), so the next generation starts afresh.
+    pub fn generate(&self, plane: &Plane) -> Result<(), GenerationError> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.generate_once(plane))) {
+            Ok(result) => result,
+            Err(payload) => {
+                let cause = crate::generate::generations::panic_message(payload.as_ref());
+                Err(self.recover(plane, cause))
+            }
+        }
+    }
+
+    /// After a panic: forget what the panic may have left half-updated, and report it.
+    fn recover(&self, plane: &Plane, cause: String) -> GenerationError {
+        locked(&self.pipelines).clear();
+        locked(&self.parsed).clear();
+        let e = GenerationError::Panic(cause);
+        let mut st = locked(&self.status);
+        st.generations_failed += 1;
+        st.last_error = Some(ErrorReport { message: e.message(), plugin: None, at: unix_now() });
+        plane.metrics.generations.get_or_create(&label("result", "failed")).inc();
+        plane.metrics.generation_panics.inc();
+        error!(error = %e.message(), "generation panicked; its state was reset and the next generation starts afresh");
+        e
+    }
+
+    fn generate_once(&self, plane: &Plane) -> Result<(), GenerationError> {
+        let started = Instant::now();
+        let mut groups: Vec<String> = vec![String::new()];
+        groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
+        let mut calls = BTreeMap::new();
+        let mut documents = 0;
+        let mut report_plugins = None;
+        let mut store_revision = None;
+        let result = (|| -> Result<_, GenerationError> {
+            let revision = self.mirror().map(|m| m.revision());
+            let intent = self.read_current()?;
+            plane
+                .serving
+                .unlisted_groups
+                .set_named(intent.documents().map(|d| (d.namespace.as_deref(), d.name.as_str())));
+            store_revision = revision;
+            documents = intent.len();
+            let chosen = self.choose_plugins(plane)?;
+            report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+            match self.translate_and_publish(plane, &groups, &chosen, &intent, &mut calls) {
+                Ok(out) => {
+                    self.accept(&chosen);
+                    Ok(out)
+                }
+                Err(e) => {
+                    // A plugin that changed since the last good generation and makes it fail is
+                    // refused, if the generation succeeds with its previous version (or, for a
+                    // new plugin, without it). Otherwise the error is not the plugin's.
+                    let candidates: Vec<usize> =
+                        chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
+                    let named = e.plugin();
+                    let blamed = candidates
+                        .iter()
+                        .copied()
+                        .find(|&i| named.as_deref() == Some(chosen[i].loaded.name.as_str()))
+                        .or_else(|| (candidates.len() == 1).then(|| candidates[0]));
+                    let Some(i) = blamed else { return Err(e) };
+                    let mut without = chosen.clone();
+                    let bad = without.remove(i);
+                    if let Some(good) = locked(&self.state).good.get(&bad.file).cloned() {
+                        without.insert(
+                            i,
+                            Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false },
+                        );
+                    }
+                    let mut retry_calls = BTreeMap::new();
+                    match self.translate_and_publish(plane, &groups, &without, &intent, &mut retry_calls) {
+                        Ok(out) => {
+                            self.refuse(
+                                plane,
+                                &bad.file,
+                                &bad.key,
+                                &format!("fails on the current intent: {}", e.message()),
+                            );
+                            report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+                            calls = retry_calls;
+                            self.accept(&without);
+                            Ok(out)
+                        }
+                        Err(_) => Err(e),
+                    }
+                }
+            }
+        })();
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        plane.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
+        let refused = self.refusal_reports();
+        let mut st = locked(&self.status);
+        if let Some(p) = report_plugins {
+            st.plugins = p;
+        }
+        st.refused = refused;
+        for cs in calls.values() {
+            for call in cs {
+                let plugin = [("plugin", call.plugin.clone().into())];
+                plane.metrics.plugin_calls.get_or_create(&plugin).inc();
+                plane.metrics.plugin_seconds.get_or_create(&plugin).observe(call.seconds);
+                let t = st.timings.entry(call.plugin.clone()).or_default();
+                let ms = call.seconds * 1e3;
+                t.calls += 1;
+                t.total_ms += ms;
+                t.last_ms = ms;
+                t.max_ms = t.max_ms.max(ms);
+            }
+        }
+        match result {
+            Ok((report, counts, resources, version, diagnostics, statuses)) => {
+                *locked(&self.statuses) = Arc::new(statuses);
+                st.generations_ok += 1;
+                st.last_ok_at = Some(unix_now());
+                // The change this generation is: the store revision it translated, or the next
+                // number on this server if it changed what is served.
+                plane.changes.record_published(store_revision, &plane.serving.cache);
+                st.last_ok_version = Some(version.clone());
+                st.last_ok_revision = store_revision;
+                st.last_error = None;
+                // Each call's diagnostics are bounded; a generation makes many calls.
+                let shown = &diagnostics[..diagnostics.len().min(MAX_DIAGNOSTICS_SHOWN)];
+                for (plugin, d) in shown {
+                    warn!(plugin, document = ?d.document, field = ?d.field, "{}", d.message);
+                }
+                if diagnostics.len() > shown.len() {
+                    warn!(
+                        total = diagnostics.len(),
+                        "{} more plugin diagnostics not shown",
+                        diagnostics.len() - shown.len()
+                    );
+                }
+                st.last_generation = Some(GenerationReport {
+                    ok: true,
+                    elapsed_ms,
+                    documents,
+                    groups: groups.clone(),
+                    calls,
+                    resources,
+                    diagnostics: shown.iter().map(diagnostic_report).collect(),
+                    diagnostics_total: diagnostics.len(),
+                });
+                plane.metrics.generations.get_or_create(&label("result", "ok")).inc();
+                for (t, n) in counts {
+                    plane.metrics.resources.get_or_create(&xdst_serve::metrics::by_type(&t)).set(n as i64);
+                }
+                info!(
+                    documents,
+                    resources,
+                    version,
+                    store_revision,
+                    changed_groups = ?report.changed_groups,
+                    elapsed_ms = elapsed_ms as u64,
+                    "intent translated and published"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let plugin = e.plugin();
+                st.generations_failed += 1;
+                st.last_error = Some(ErrorReport { message: e.message(), plugin: plugin.clone(), at: unix_now() });
+                st.last_generation = Some(GenerationReport {
+                    ok: false,
+                    elapsed_ms,
+                    documents,
+                    groups,
+                    calls,
+                    resources: 0,
+                    diagnostics: vec![],
+                    diagnostics_total: 0,
+                });
+                plane.metrics.generations.get_or_create(&label("result", "failed")).inc();
+                if let Some(p) = &plugin {
+                    plane.metrics.plugin_failures.get_or_create(&[("plugin", p.clone().into())]).inc();
+                }
+                error!(error = %e.message(), plugin = ?plugin, "generation refused; the last good resources keep serving");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A plugin chosen for a generation: the file's current contents, or its last good version.
+#[derive(Clone)]
+struct Choice {
+    file: PathBuf,
+    /// The file's contents (the module and its settings), hashed.
+    key: String,
+    loaded: Loaded,
+    /// Whether this is new since the last good generation (and so may be refused).
+    candidate: bool,
+}
+
+type Published = (
+    xdst_core::cache::PublishReport,
+    Vec<(String, usize)>,
+    usize,
+    String,
+    Vec<(String, xdst_plugin::wit::Diagnostic)>,
+    Statuses,
+);
+
+impl IntentSource {
+    /// What each plugin file contributes: its current contents unless they were refused (then
+    /// its last good version, or nothing). A file that fails to load is refused the same way,
+    /// except before the first good generation, when there is nothing to fall back to.
+    fn choose_plugins(&self, plane: &Plane) -> Result<Vec<Choice>, GenerationError> {
+        let first = locked(&self.state).good.is_empty();
+        let entries: Vec<Entry> = match &self.plugins {
+            PluginSet::Dir(d) => self.loader.files(d)?.iter().map(|f| Entry::file(f)).collect(),
+            PluginSet::Config(c) => {
+                // Remote sources are fetched in the background, except while nothing serves.
+                let rescan = plane.rescan.clone();
+                let reloads = plane.reloads.load(std::sync::atomic::Ordering::SeqCst);
+                let entries = c.entries(reloads, first, move || rescan.notify_one());
+                locked(&self.status).sources = c.reports();
+                entries?
+            }
+        };
+        locked(&self.state).listed = entries.iter().map(|e| e.id.clone()).collect();
+        let mut chosen: Vec<Choice> = Vec::new();
+        for entry in entries {
+            let file = entry.id.clone();
+            let key = entry.key()?;
+            let (refused, good, unchanged) = {
+                let st = locked(&self.state);
+                (
+                    st.refused.get(&file).is_some_and(|r| r.digest == key),
+                    st.good.get(&file).cloned(),
+                    st.good_keys.get(&file) == Some(&key),
+                )
+            };
+            if unchanged && let Some(good) = good {
+                chosen.push(Choice { file, key, loaded: good, candidate: false });
+                continue;
+            }
+            if refused {
+                if let Some(good) = good {
+                    chosen.push(Choice { file, key, loaded: good, candidate: false });
+                }
+                continue;
+            }
+            // A new version of a plugin that has a good one compiles off this thread: the good
+            // one keeps translating meanwhile, and the finished compile starts a generation.
+            if let Some(g) = &good {
+                let mut bg = locked(&self.background);
+                match bg.done.remove(&key) {
+                    Some(Ok(loaded)) => {
+                        let candidate = g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config;
+                        chosen.push(Choice { file, key, loaded, candidate });
+                        continue;
+                    }
+                    Some(Err(reason)) => {
+                        drop(bg);
+                        self.refuse(plane, &file, &key, &reason);
+                        chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
+                        continue;
+                    }
+                    None if !self.loader.is_entry_loaded(&entry) => {
+                        if bg.compiling.insert(key.clone()) {
+                            let (loader, background, rescan, entry, key) = (
+                                self.loader.clone(),
+                                self.background.clone(),
+                                plane.rescan.clone(),
+                                entry.clone(),
+                                key.clone(),
+                            );
+                            info!(
+                                file = %file.display(),
+                                source = %entry.source,
+                                "plugin changed: compiling it in the background; the previous version keeps serving"
+                            );
+                            std::thread::spawn(move || {
+                                let result = loader
+                                    .load_entry(&entry)
+                                    .map_err(|e| xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
+                                let mut bg = locked(&background);
+                                bg.compiling.remove(&key);
+                                bg.done.insert(key, result);
+                                drop(bg);
+                                rescan.notify_one();
+                            });
+                        }
+                        chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
+                        continue;
+                    }
+                    None => {}
+                }
+            }
+            match self.loader.load_entry(&entry) {
+                Ok(loaded) => {
+                    let candidate = good
+                        .as_ref()
+                        .is_none_or(|g| g.plugin.digest() != loaded.plugin.digest() || g.config != loaded.config);
+                    chosen.push(Choice { file, key, loaded, candidate });
+                }
+                Err(e) if first => return Err(e.into()),
+                Err(e) => {
+                    self.refuse(plane, &file, &key, &xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
+                    if let Some(good) = good {
+                        chosen.push(Choice { file, key, loaded: good, candidate: false });
+                    }
+                }
+            }
+        }
+        // Two files with one plugin name: the newcomer is refused.
+        let mut i = 0;
+        while i < chosen.len() {
+            let name = chosen[i].loaded.name.clone();
+            if let Some(j) = (0..chosen.len()).find(|&j| j != i && chosen[j].loaded.name == name) {
+                let newcomer = if chosen[i].candidate {
+                    i
+                } else if chosen[j].candidate {
+                    j
+                } else {
+                    i.max(j)
+                };
+                if first || !chosen[newcomer].candidate {
+                    let (a, b) = (chosen[i.min(j)].file.clone(), chosen[i.max(j)].file.clone());
+                    return Err(DirError::DuplicateName { name, first: a, second: b }.into());
+                }
+                let other = chosen[if newcomer == i { j } else { i }].file.display().to_string();
+                let bad = chosen.remove(newcomer);
+                self.refuse(plane, &bad.file, &bad.key, &format!("plugin name {name:?} is already used by {other}"));
+                i = 0;
+                continue;
+            }
+            i += 1;
+        }
+        Ok(chosen)
+    }
+
+    fn refuse(&self, plane: &Plane, file: &Path, key: &str, reason: &str) {
+        let mut st = locked(&self.state);
+        let serving = st.good.get(file).map(|g| g.plugin.digest().to_owned());
+        warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
+        let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        plane.metrics.plugin_refusals.get_or_create(&[("file", label.into())]).inc();
+        st.refused
+            .insert(file.to_owned(), Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now() });
+    }
+
+    /// A good generation ran with `chosen`: they are the new last good; refusals of files now
+    /// fixed or gone are dropped.
+    fn accept(&self, chosen: &[Choice]) {
+        let mut st = locked(&self.state);
+        st.good = chosen.iter().map(|c| (c.file.clone(), c.loaded.clone())).collect();
+        st.good_chosen = chosen.iter().map(|c| c.loaded.clone()).collect();
+        // A file kept at its last good version (its new contents refused or still compiling)
+        // keeps the key that version came from.
+        let previous = std::mem::take(&mut st.good_keys);
+        st.good_keys = chosen
+            .iter()
+            .filter_map(|c| {
+                let key = if c.candidate || !previous.contains_key(&c.file) {
+                    Some(c.key.clone())
+                } else {
+                    previous.get(&c.file).cloned()
+                };
+                key.map(|k| (c.file.clone(), k))
+            })
+            .collect();
+        // A refusal stands while the file holds the refused contents: not once the file (or
+        // configuration entry) is gone, or its (new) contents were taken.
+        let listed = std::mem::take(&mut st.listed);
+        st.refused.retain(|f, r| {
+            listed.contains(f)
+                && match chosen.iter().find(|c| c.file == *f) {
+                    Some(c) => !c.candidate && c.key == r.digest,
+                    None => true,
+                }
+        });
+        st.listed = listed;
+        self.loader.keep_only(st.good.values());
+        // Results of compiles that are no longer any file's contents.
+        let keys: std::collections::HashSet<&str> = chosen.iter().map(|c| c.key.as_str()).collect();
+        locked(&self.background).done.retain(|k, _| keys.contains(k.as_str()));
+    }
+
+    /// Translates `intent` with `chosen` for every group and publishes the result.
+    fn translate_and_publish(
+        &self,
+        plane: &Plane,
+        groups: &[String],
+        chosen: &[Choice],
+        intent: &xdst_core::intent::IntentSet,
+        calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
+    ) -> Result<Published, GenerationError> {
+        let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
+        let (publication, diagnostics, statuses) = self.translate(groups, &configured, intent, calls)?;
+        let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let resources = publication.default.len();
+        let version = publication.default.version();
+        let check = publication.clone();
+        let report = plane.serving.cache.publish(publication).map_err(|e| publish_error(&e, &check))?;
+        Ok((report, counts, resources, version, diagnostics, statuses))
+    }
+
+    /// Whether `intent` would translate and pass the checks with the plugins of the last good
+    /// generation, for every group served: what a store write is checked with before it is
+    /// committed. Nothing is published.
+    pub fn check_candidate(&self, plane: &Plane, overlay: Overlay<'_>) -> Result<(), GenerationError> {
+        let Some(mirror) = self.mirror() else {
+            return Err(GenerationError::Store("intent does not come from a store".into()));
+        };
+        let intent = read_mirror(mirror, Some(overlay), self.max_store_documents, &mut locked(&self.parsed))?;
+        let configured: Vec<Configured> = {
+            let st = locked(&self.state);
+            if st.good_chosen.is_empty() {
+                return Err(GenerationError::Store(
+                    "no generation has succeeded yet, so there is nothing to check a write against".into(),
+                ));
+            }
+            st.good_chosen.iter().map(Loaded::configured).collect()
+        };
+        let mut groups: Vec<String> = vec![String::new()];
+        groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
+        let (publication, ..) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
+        plane.serving.cache.check(&publication).map_err(|e| publish_error(&e, &publication))
+    }
+
+    /// Translates `intent` for every group: the publication, and the default group's plugin
+    /// diagnostics and document statuses.
+    #[allow(clippy::type_complexity, reason = "a tuple of three named outputs, used once")]
+    fn translate(
+        &self,
+        groups: &[String],
+        configured: &[Configured],
+        intent: &xdst_core::intent::IntentSet,
+        calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
+    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses), GenerationError> {
+        // Pipelines are memos of past translations: keep them even if publishing fails.
+        let mut pipelines = locked(&self.pipelines);
+        let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
+        let mut kept = BTreeMap::new();
+        for g in groups {
+            let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
+            let out = p.run(configured, intent);
+            kept.insert(g.clone(), p);
+            let out = match out {
+                Ok(out) => out,
+                Err(error) => {
+                    kept.extend(std::mem::take(&mut *pipelines));
+                    *pipelines = kept;
+                    return Err(GenerationError::Pipeline { group: g.clone(), error });
+                }
+            };
+            calls.insert(g.clone(), out.calls.clone());
+            translations.insert(g.clone(), out);
+        }
+        *pipelines = kept;
+        drop(pipelines);
+        let default = translations.remove("").expect("the default group is always translated");
+        let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
+        for (g, t) in translations {
+            if !t.snapshot.same_content(&publication.default) {
+                publication.groups.insert(g, t.snapshot);
+            }
+        }
+        Ok((publication, default.diagnostics, default.statuses))
+    }
+
+    /// Refusals, for `/debug/plugins`.
+    fn refusal_reports(&self) -> Vec<RefusalReport> {
+        let st = locked(&self.state);
+        st.refused
+            .iter()
+            .map(|(f, r)| RefusalReport {
+                file: f.display().to_string(),
+                digest: format!("sha256:{}", r.digest.trim_start_matches("sha256:")),
+                reason: r.reason.clone(),
+                at: r.at,
+                serving: st.good.get(f).map(|g| g.plugin.digest().to_owned()),
+            })
+            .collect()
+    }
+}
+
+/// A refused publication, explained with the authors of what it names.
+fn publish_error(e: &xdst_core::cache::PublishError, p: &Publication) -> GenerationError {
+    let snap = match &e.group {
+        Some(g) => p.groups.get(g).unwrap_or(&p.default),
+        None => &p.default,
+    };
+    GenerationError::Publish(explain_publish(e, snap))
+}
+
+fn plugin_report(l: &Loaded) -> PluginReport {
+    let info = l.plugin.info();
+    let limits = l.plugin.limits();
+    PluginReport {
+        name: l.name.clone(),
+        version: info.version.clone(),
+        file: l.file.display().to_string(),
+        source: l.source.clone(),
+        digest: l.plugin.digest().to_owned(),
+        kinds: info.kinds.clone(),
+        phase: match info.phase {
+            xdst_plugin::wit::Phase::Translate => "translate",
+            xdst_plugin::wit::Phase::Patch => "patch",
+        },
+        granularity: match info.granularity {
+            xdst_plugin::wit::Granularity::PerDocument => "per-document",
+            xdst_plugin::wit::Granularity::WholeSet => "whole-set",
+        },
+        limits: LimitsReport {
+            deadline_ms: limits.deadline.as_millis() as u64,
+            memory_bytes: limits.memory_bytes,
+            output_bytes: limits.output_bytes,
+            fuel: limits.fuel,
+            capabilities: limits.capabilities.names(),
+        },
+        config: serde_json::from_str(&l.config).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn diagnostic_report((plugin, d): &(String, xdst_plugin::wit::Diagnostic)) -> DiagnosticReport {
+    DiagnosticReport {
+        plugin: plugin.clone(),
+        severity: match d.severity {
+            xdst_plugin::wit::Severity::Info => "info",
+            xdst_plugin::wit::Severity::Warning => "warning",
+        },
+        message: d.message.clone(),
+        document: d.document.clone(),
+        field: d.field.clone(),
+    }
+}
+
+/// Watches both directories and connected node groups, and runs a generation on each change.
+/// `request` asks the generation thread for a generation.
+pub async fn watch(
+    plane: Arc<Plane>,
+    source: Arc<IntentSource>,
+    resync: std::time::Duration,
+    request: Arc<dyn Fn() + Send + Sync>,
+) {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    // Forward the node registry's group changes (the serving plane's) and forced
+    // rescans (`POST /reload`, SIGHUP).
+    {
+        let plane = plane.clone();
+        let wake = wake.clone();
+        let mut shutdown = plane.serving.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = plane.serving.nodes.groups_changed.notified() => wake.notify_one(),
+                    _ = plane.rescan.notified() => wake.notify_one(),
+                    _ = shutdown.changed() => return,
+                }
+            }
+        });
+    }
+    let s2 = source.clone();
+    crate::generate::source::watch_dirs(
+        plane,
+        source.dirs(),
+        resync,
+        Some(wake),
+        // The generation thread does the work; this only asks for it.
+        request,
+        move |d| s2.note_missing(d),
+    )
+    .await
+}

@@ -1,0 +1,251 @@
+//! Intent in a shared store, so that many xdst processes serve one intent
+//! (`--store etcd://HOST:PORT[,HOST:PORT...]/PREFIX`).
+//!
+//! A [`Store`] is what every backend provides: a consistent listing at a revision, a watch from
+//! a revision that either delivers every change or says the history is gone, and a
+//! compare-and-swap write of one key. etcd ([`etcd::Etcd`]) is the one built; the shape fits a
+//! Postgres table with a revision column and a Kubernetes API server's list and watch.
+//!
+//! The rest of xdst never talks to the store while translating: [`sync::run`] keeps a
+//! [`Mirror`] of the intent documents current beside the generation thread, and a generation
+//! reads the mirror as it would a directory. See `docs/design/010-replicas-on-etcd.md`.
+
+pub mod etcd;
+pub mod fleet;
+pub mod mirror;
+pub mod plugins;
+pub mod sync;
+pub mod transfer;
+pub mod writes;
+
+use std::time::Duration;
+
+pub use mirror::Mirror;
+
+/// Where intent documents live under a store's prefix: `<prefix>/intent/<kind>/<name>`.
+pub const INTENT_DIR: &str = "intent/";
+
+/// A store revision: etcd's, which counts every change to the whole store.
+pub type Revision = i64;
+
+/// One key under the prefix, as listed or watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The key relative to the prefix (`intent/Service/web`); a key that is not UTF-8 is
+    /// escaped ([`key_text`]) and `not_utf8` says so.
+    pub key: String,
+    pub value: Vec<u8>,
+    /// The revision of the key's last change.
+    pub mod_revision: Revision,
+    /// The key's bytes are not UTF-8: it names nothing xdst can serve, and a generation that
+    /// reads it fails naming it (issue 33, item 11).
+    pub not_utf8: bool,
+}
+
+impl Entry {
+    pub fn new(key: impl Into<String>, value: impl Into<Vec<u8>>, mod_revision: Revision) -> Entry {
+        Entry { key: key.into(), value: value.into(), mod_revision, not_utf8: false }
+    }
+}
+
+/// A key's bytes as text: the key itself when it is UTF-8 (`false`), else its bytes with
+/// everything but printable ASCII escaped (`intent/Service/w\xffeb`, `true`).
+pub fn key_text(raw: &[u8]) -> (String, bool) {
+    match std::str::from_utf8(raw) {
+        Ok(k) => (k.to_owned(), false),
+        Err(_) => (raw.escape_ascii().to_string(), true),
+    }
+}
+
+/// A change seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Put(Entry),
+    Delete { key: String, revision: Revision, not_utf8: bool },
+}
+
+/// What a watch delivers: changes up to a revision, the news that the revisions asked for
+/// are gone (compacted), or that the store is not the one watched before (its revision is
+/// below the one asked for, or it names another cluster: recreated, or restored from an older
+/// state). After either of the last two the watcher must list everything again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    Changes { changes: Vec<Change>, revision: Revision },
+    Compacted { compacted: Revision },
+    Replaced { revision: Revision, why: String },
+}
+
+/// What a compare-and-swap write expects of the key before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The key does not exist.
+    Absent,
+    /// The key's last change was at this revision.
+    ModRevision(Revision),
+}
+
+impl Expect {
+    pub fn of(mod_revision: Option<Revision>) -> Expect {
+        match mod_revision {
+            Some(r) if r > 0 => Expect::ModRevision(r),
+            _ => Expect::Absent,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached or did not answer in time.
+    #[error("the store {store} is unreachable: {cause}")]
+    Unreachable { store: String, cause: String },
+    /// A compare-and-swap found the key changed: at `current` (None: the key is absent).
+    #[error("{key} changed meanwhile: {}", match current { Some(r) => format!("it is at revision {r}"), None => "it no longer exists".to_owned() })]
+    Conflict { key: String, current: Option<Revision> },
+    /// The store answered, but with something xdst cannot use.
+    #[error("the store {store}: {cause}")]
+    Invalid { store: String, cause: String },
+}
+
+/// A stream of watch events; `Err` ends it (the watcher reconnects from its revision).
+pub type Watch = futures::stream::BoxStream<'static, Result<WatchEvent, StoreError>>;
+
+/// A shared store of intent. Keys are relative to the store's prefix.
+pub trait Store: Send + Sync + 'static {
+    /// Every key under `dir`, and the store revision they were read at.
+    fn list(&self, dir: &str) -> impl Future<Output = Result<(Vec<Entry>, Revision), StoreError>> + Send;
+    /// Every change under `dir` after `after`, in order.
+    fn watch(&self, dir: &str, after: Revision) -> impl Future<Output = Result<Watch, StoreError>> + Send;
+    /// Writes (`Some`) or deletes (`None`) `key` if it is as `expect` says; the revision of
+    /// the write.
+    fn write(
+        &self,
+        key: &str,
+        value: Option<Vec<u8>>,
+        expect: Expect,
+    ) -> impl Future<Output = Result<Revision, StoreError>> + Send;
+    /// How the store is named in logs and errors (`etcd://127.0.0.1:2379/xdst`).
+    fn describe(&self) -> String;
+}
+
+/// `--store`: where the store is and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub endpoints: Vec<String>,
+    /// Every key xdst reads or writes starts with this (`/xdst/`).
+    pub prefix: String,
+    pub tls: Option<StoreTls>,
+    /// How long one request may take before the store counts as unreachable.
+    pub timeout: Duration,
+    /// The most intent documents the mirror holds; more fail the generation. (A value is
+    /// bounded like a file, by `--max-file-size`.)
+    pub max_documents: usize,
+}
+
+/// TLS towards etcd: the CA that signed its certificate, and a client certificate if etcd
+/// wants one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreTls {
+    pub ca: std::path::PathBuf,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+/// The default of [`StoreConfig::max_documents`].
+pub const DEFAULT_MAX_DOCUMENTS: usize = 100_000;
+/// The default of [`StoreConfig::timeout`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl StoreConfig {
+    /// Parses `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (`etcds://` for TLS, which needs
+    /// [`StoreTls`] too).
+    pub fn parse(url: &str) -> Result<StoreConfig, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("{url:?}: a store is etcd://HOST:PORT[,HOST:PORT...]/PREFIX"))?;
+        if scheme != "etcd" {
+            return Err(format!("{url:?}: the store {scheme:?} is not supported (etcd:// is)"));
+        }
+        let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let endpoints: Vec<String> = hosts.split(',').filter(|h| !h.is_empty()).map(str::to_owned).collect();
+        if endpoints.is_empty() {
+            return Err(format!("{url:?}: name at least one etcd endpoint (HOST:PORT)"));
+        }
+        for e in &endpoints {
+            let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(format!("{url:?}: {e:?} is not HOST:PORT"));
+            }
+        }
+        let prefix = prefix.trim_matches('/');
+        if prefix.is_empty() {
+            return Err(format!(
+                "{url:?}: name a key prefix (etcd://HOST:PORT/xdst): every key xdst uses goes under it"
+            ));
+        }
+        Ok(StoreConfig {
+            endpoints,
+            prefix: format!("/{prefix}/"),
+            tls: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_documents: DEFAULT_MAX_DOCUMENTS,
+        })
+    }
+
+    /// `etcd://HOST:PORT,.../PREFIX`, as given.
+    pub fn url(&self) -> String {
+        format!("etcd://{}{}", self.endpoints.join(","), self.prefix.trim_end_matches('/'))
+    }
+}
+
+/// The key of an intent document: `intent/KIND/NAME`, or `intent/KIND/NAMESPACE/NAME` (the
+/// qualified name is `namespace/name`).
+pub fn intent_key(kind: &str, qualified_name: &str) -> String {
+    format!("{INTENT_DIR}{kind}/{qualified_name}")
+}
+
+/// A key holds the one document it names: `intent/HttpGateway/web2` holding `Service/web2` is
+/// refused, naming the key, never taken as `Service/web2` (issue 33, item 12). `store` names
+/// the store in the error.
+pub fn check_document_key(
+    store: &str,
+    key: &str,
+    documents: &[std::sync::Arc<xdst_core::intent::IntentDocument>],
+) -> Result<(), String> {
+    for doc in documents {
+        let named = intent_key(&doc.kind, doc.qualified_name());
+        if named != key {
+            return Err(format!(
+                "{store} key {key} holds {}, which belongs under {named}: a key holds the document it names \
+                 (write it through PUT /intent/{}, or to {named}, and delete {key})",
+                doc.id(),
+                doc.id()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_urls_parse_and_mistakes_say_what_is_wrong() {
+        let c = StoreConfig::parse("etcd://127.0.0.1:2379,127.0.0.1:22379/xdst/prod").unwrap();
+        assert_eq!(c.endpoints, ["127.0.0.1:2379", "127.0.0.1:22379"]);
+        assert_eq!(c.prefix, "/xdst/prod/");
+        assert_eq!(c.url(), "etcd://127.0.0.1:2379,127.0.0.1:22379/xdst/prod");
+        for (bad, says) in [
+            ("127.0.0.1:2379/xdst", "etcd://HOST:PORT"),
+            ("postgres://db:5432/xdst", "not supported"),
+            ("etcd:///xdst", "at least one etcd endpoint"),
+            ("etcd://localhost/xdst", "not HOST:PORT"),
+            ("etcd://localhost:2379", "name a key prefix"),
+            ("etcd://localhost:2379/", "name a key prefix"),
+        ] {
+            let e = StoreConfig::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

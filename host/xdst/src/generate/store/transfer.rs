@@ -1,0 +1,123 @@
+//! `xdst store import DIR` and `xdst store export DIR`: move a files setup's intent into a
+//! store and back.
+//!
+//! Import reads DIR exactly as `serve --intent DIR` would (a file that does not parse, or two
+//! documents with one id, stops it before anything is written) and writes each document to
+//! `<prefix>/intent/<kind>/[<namespace>/]<name>` as YAML, skipping those already there with the
+//! same content. Export writes every document of the store to
+//! `DIR/<kind>/[<namespace>/]<name>.yaml`.
+//!
+//! With `--plugins FILE`, import also writes the `plugins:` list of the configuration file
+//! FILE to `<prefix>/plugins/list` (checked first: remote sources only, see
+//! [`super::plugins`]), and export writes the stored list to FILE.
+
+use std::path::Path;
+
+use super::{Expect, Store, StoreError, intent_key};
+
+/// What an import or export did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    pub written: usize,
+    pub unchanged: usize,
+}
+
+/// Kinds, namespaces and names become keys and file names: keep them to what cannot escape a
+/// directory.
+fn safe(part: &str) -> bool {
+    !part.is_empty()
+        && !part.starts_with('.')
+        && part.len() <= 253
+        && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+    let (set, files) = crate::generate::intent::read_intent(dir)?;
+    let (held, _) = store.list(super::INTENT_DIR).await?;
+    let mut moved = Moved::default();
+    for doc in set.documents() {
+        anyhow::ensure!(
+            safe(&doc.kind) && doc.qualified_name().split('/').all(safe),
+            "{}: {} cannot be a store key (kind, namespace and name: letters, digits, '-', '_', '.')",
+            doc.origin,
+            doc.id()
+        );
+        let key = intent_key(&doc.kind, doc.qualified_name());
+        let text = serde_yaml_ng::to_string(&doc.json)?;
+        let current = held.iter().find(|e| e.key == key);
+        if current.is_some_and(|e| e.value == text.as_bytes()) {
+            moved.unchanged += 1;
+            continue;
+        }
+        let expect = Expect::of(current.map(|e| e.mod_revision));
+        match store.write(&key, Some(text.into_bytes()), expect).await {
+            Ok(_) => moved.written += 1,
+            Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{}: {e}; run the import again", doc.origin),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    tracing::info!(files, documents = set.len(), written = moved.written, unchanged = moved.unchanged, store = %store.describe(), "intent imported");
+    Ok(moved)
+}
+
+pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+    let (entries, revision) = store.list(super::INTENT_DIR).await?;
+    let mut moved = Moved::default();
+    for e in entries {
+        let rel = e.key.strip_prefix(super::INTENT_DIR).unwrap_or(&e.key);
+        let parts: Vec<&str> = rel.split('/').collect();
+        anyhow::ensure!(
+            (2..=3).contains(&parts.len()),
+            "store key {} is not intent/KIND/NAME or intent/KIND/NAMESPACE/NAME",
+            e.key
+        );
+        anyhow::ensure!(parts.iter().all(|p| safe(p)), "store key {} cannot be a file name", e.key);
+        let (name, dirs) = parts.split_last().expect("two or three parts");
+        let path = dirs.iter().fold(dir.to_owned(), |p, d| p.join(d)).join(format!("{name}.yaml"));
+        std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+        if std::fs::read(&path).is_ok_and(|old| old == e.value) {
+            moved.unchanged += 1;
+            continue;
+        }
+        xdst_core::files::write_atomic(&path, &e.value)?;
+        moved.written += 1;
+    }
+    tracing::info!(revision, written = moved.written, unchanged = moved.unchanged, dir = %dir.display(), "intent exported");
+    Ok(moved)
+}
+
+/// The `plugins:` list of the configuration file `file`, as the store holds it, checked.
+pub fn read_plugins_list(file: &Path) -> anyhow::Result<String> {
+    let origin = file.display().to_string();
+    let text = xdst_core::files::read_text(file).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    let value = xdst_core::documents::parse_one(&text).map_err(|e| anyhow::anyhow!("{origin}: {}", e.message))?;
+    let list = serde_yaml_ng::to_string(&serde_json::json!({"plugins": value["plugins"]}))?;
+    super::plugins::check_list(&origin, &list)?;
+    Ok(list)
+}
+
+/// Writes a plugins list (from [`read_plugins_list`]) to the store; whether it changed.
+pub async fn import_plugins(store: &impl Store, list: String) -> anyhow::Result<bool> {
+    use super::plugins::LIST_KEY;
+    let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
+    let current = held.iter().find(|e| e.key == LIST_KEY);
+    if current.is_some_and(|e| e.value == list.as_bytes()) {
+        return Ok(false);
+    }
+    match store.write(LIST_KEY, Some(list.into_bytes()), Expect::of(current.map(|e| e.mod_revision))).await {
+        Ok(_) => Ok(true),
+        Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{e}; run the import again"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes the store's plugins list to `file` (a configuration file with only `plugins:`).
+pub async fn export_plugins(store: &impl Store, file: &Path) -> anyhow::Result<()> {
+    let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
+    let list = held
+        .into_iter()
+        .find(|e| e.key == super::plugins::LIST_KEY)
+        .ok_or_else(|| anyhow::anyhow!("{} holds no plugins list", store.describe()))?;
+    xdst_core::files::write_atomic(file, &list.value)?;
+    Ok(())
+}

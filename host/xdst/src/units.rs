@@ -1,0 +1,55 @@
+//! Durations (`10ms`, `2s`, `1m`) and sizes (`8MiB`) as flags and configuration values take them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use xdst_core::node::GroupKey;
+
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).map(Some).map_err(serde::de::Error::custom)
+}
+
+pub fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<GroupKey>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+/// A size: bytes, or a number with KiB, MiB or GiB.
+pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    let s = match &v {
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => return Err(serde::de::Error::custom("a size: bytes, or a number with KiB, MiB or GiB")),
+    };
+    parse_size(&s).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: usize = digits.parse().map_err(|_| format!("{s:?} is not a size (e.g. 8MiB, 512KiB, 1048576)"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (B, KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1 << shift).filter(|&b| b > 0).ok_or_else(|| format!("{s:?} is not a usable size"))
+}
+
+/// `10ms`, `2s`, `1m`, or a number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
