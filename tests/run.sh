@@ -64,7 +64,7 @@ cargo test --locked --no-fail-fast -p xdst-guest -p xdst-plugin-reference -p xds
 
 step "fuzz targets (${XDST_FUZZ_CASES:-50000} random cases each, after the corpus in fuzz/corpus)"
 PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst-core --lib fuzz_tests
-PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst --lib rest::fuzz
+PROPTEST_CASES="${XDST_FUZZ_CASES:-50000}" cargo test --locked -q -p xdst-serve --lib rest::fuzz
 
 step "quickstart"
 examples/quickstart/run.sh --once > "$CARGO_TARGET_DIR/quickstart.log" 2>&1 || {

@@ -403,3 +403,151 @@ fn the_readme_conformance_count_matches_conformance_md() {
         "README.md must say \"and {status_only} on status alone\" (CONFORMANCE.md)"
     );
 }
+
+/// Issue 34: the serving plane does not depend on how resources are made. `xdst-serve` links
+/// none of wasmtime (plugins), etcd-client (the store) or ureq (fetching plugins).
+#[test]
+fn the_serving_crate_links_no_plugin_runtime_store_or_http_client() {
+    let out = xdst_tests::cargo()
+        .args(["tree", "-p", "xdst-serve", "-e", "normal", "--prefix", "none", "--locked"])
+        .current_dir(xdst_tests::repo_root())
+        .output()
+        .expect("running cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.lines().any(|l| l.starts_with("xdst-core ")), "cargo tree shows no xdst-core:\n{tree}");
+    for banned in ["wasmtime", "etcd-client", "ureq", "xdst-plugin", "xdst "] {
+        let found: Vec<&str> = tree.lines().filter(|l| l.starts_with(banned)).collect();
+        assert!(found.is_empty(), "xdst-serve depends on {banned}: {found:?}");
+    }
+}
+
+/// The modules of a crate's `src` (by file: `lib.rs` is `crate`, `a/mod.rs` and `a.rs` are
+/// `crate::a`) and, for each, the modules it names through `crate::` and `super::` paths
+/// outside comments and before its `#[cfg(test)]` items.
+fn module_graph(src: &Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(src, &mut files);
+    let module_of = |file: &Path| -> Vec<String> {
+        let rel = file.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            parts.pop();
+        }
+        std::iter::once("crate".to_owned()).chain(parts).collect()
+    };
+    let modules: std::collections::BTreeMap<String, &std::path::PathBuf> =
+        files.iter().map(|f| (module_of(f).join("::"), f)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for (name, file) in &modules {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut edges = std::collections::BTreeSet::new();
+        for line in text.lines().take_while(|l| l.trim() != "#[cfg(test)]") {
+            let code = line.split("//").next().unwrap_or("");
+            for (i, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
+                if i > 0 && code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue; // inside a longer path (`super::super::`, `xdst_crate::`)
+                }
+                let path: String =
+                    code[i..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':').collect();
+                let mut parts: Vec<String> = name.split("::").map(str::to_owned).collect();
+                let mut rest = path.split("::").filter(|s| !s.is_empty()).peekable();
+                if rest.peek() == Some(&"crate") {
+                    parts = vec![rest.next().unwrap().to_owned()];
+                }
+                while rest.peek() == Some(&"super") {
+                    rest.next();
+                    parts.pop();
+                }
+                parts.extend(rest.map(str::to_owned));
+                // The longest prefix that is a module of this crate.
+                let target = (1..=parts.len()).rev().map(|n| parts[..n].join("::")).find(|m| modules.contains_key(m));
+                if let Some(t) = target.filter(|t| t != name) {
+                    edges.insert(t);
+                }
+            }
+        }
+        graph.insert(name.clone(), edges);
+    }
+    graph
+}
+
+/// A cycle in `graph`, as the modules along it, if there is one.
+fn find_cycle(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        state: &mut std::collections::HashMap<String, bool>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(node.to_owned(), true);
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            match state.get(next) {
+                Some(true) => {
+                    let start = stack.iter().position(|m| m == next).unwrap();
+                    return Some(stack[start..].iter().cloned().chain([next.clone()]).collect());
+                }
+                Some(false) => {}
+                None => {
+                    if let Some(c) = visit(next, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(node.to_owned(), false);
+        None
+    }
+    let mut state = std::collections::HashMap::new();
+    graph.keys().find_map(|m| if state.contains_key(m) { None } else { visit(m, graph, &mut state, &mut Vec::new()) })
+}
+
+/// Issue 34: the modules of `host/xdst` and `host/serve` import one another in one direction
+/// only (the old `Context` tied intent, generations, source, rollouts and changes into one
+/// cycle, and the admin routes and the intent API into another).
+#[test]
+fn no_import_cycle_between_the_modules_of_the_host_crates() {
+    for src in ["host/xdst/src", "host/serve/src"] {
+        let graph = module_graph(&xdst_tests::repo_root().join(src));
+        assert!(graph.len() > 10 && graph.values().map(|e| e.len()).sum::<usize>() > 20, "{src}: {graph:?}");
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!("{src}: import cycle {}", cycle.join(" -> "));
+        }
+    }
+}
+
+/// The cycle check finds a cycle where there is one (through `super::`, across a `mod.rs`),
+/// and none in tests or comments.
+#[test]
+fn the_cycle_check_finds_a_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |p: &str, text: &str| {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "pub mod a;\npub mod b;\n");
+    write("a/mod.rs", "pub mod inner;\nuse crate::b::B;\n");
+    write("a/inner.rs", "// crate::b is named in a comment only\n");
+    write("b.rs", "pub struct B;\n#[cfg(test)]\nmod tests { use crate::a::inner; }\n");
+    assert_eq!(find_cycle(&module_graph(dir.path())), None);
+    write("b.rs", "pub struct B;\nfn f() { let _ = crate::a::inner::X; }\n");
+    write("a/inner.rs", "pub struct X;\n");
+    assert_eq!(find_cycle(&module_graph(dir.path())), None, "a -> b -> a::inner is no cycle");
+    write("a/inner.rs", "pub struct X;\npub fn g() { super::super::a::h(); }\n");
+    let cycle = find_cycle(&module_graph(dir.path())).expect("a -> b -> a::inner -> a");
+    assert_eq!(cycle.first(), cycle.last());
+    assert!(cycle.len() == 4, "{cycle:?}");
+}

@@ -365,11 +365,13 @@ async fn the_grafana_dashboard_queries_only_metrics_xdst_serves() -> anyhow::Res
         .map(str::to_owned)
         .collect();
     // A family with no series yet (no NACK so far) is not in /metrics: the names registered
-    // in host/xdst/src/metrics.rs count too.
-    let source = std::fs::read_to_string(xdst_tests::repo_root().join("host/xdst/src/metrics.rs"))?;
-    for part in source.split("register(").skip(1) {
-        if let Some(name) = part.trim_start().strip_prefix('"').and_then(|r| r.split('"').next()) {
-            served.insert(format!("xdst_{name}"));
+    // by each plane's metrics count too.
+    for file in ["host/serve/src/metrics.rs", "host/xdst/src/generate/metrics.rs"] {
+        let source = std::fs::read_to_string(xdst_tests::repo_root().join(file))?;
+        for part in source.split("register(").skip(1) {
+            if let Some(name) = part.trim_start().strip_prefix('"').and_then(|r| r.split('"').next()) {
+                served.insert(format!("xdst_{name}"));
+            }
         }
     }
     let dashboard = std::fs::read_to_string(xdst_tests::repo_root().join("examples/grafana/xdst-dashboard.json"))?;
