@@ -319,7 +319,7 @@ fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, St
         if let Some(j) = names.insert(e.name.clone(), i) {
             return Err((format!("plugins[{i}].name"), format!("{:?} is also the name of plugins[{j}]", e.name)));
         }
-        Source::parse(&e.source, base).map_err(|m| (format!("plugins[{i}].source"), m))?;
+        Source::parse(&e.source, base).map_err(|m| (format!("plugins[{i}].source"), m.to_string()))?;
         let settings = settings_of(e);
         settings.limits().map_err(|(f, m)| (format!("plugins[{i}].{f}"), m))?;
         settings.pin().map_err(|m| (format!("plugins[{i}].sha256"), m))?;
@@ -552,8 +552,9 @@ impl ConfiguredPlugins {
                         (Source::Path(p), _) => self
                             .pulls
                             .fetcher()
-                            .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
-                        (_, Some(sig)) => sig.clone(),
+                            .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default())
+                            .map_err(|e| e.to_string()),
+                        (_, Some(sig)) => sig.clone().map_err(|e| e.to_string()),
                         (_, None) => Err(format!("no signature was fetched for {source}")),
                     };
                     Some(xdst_plugin::dir::SignatureCheck {
@@ -605,8 +606,10 @@ impl ConfiguredPlugins {
                 return match previous {
                     Some((r, signature)) => {
                         // A signature asked for since: the one cached beside the code, if any.
-                        let signature = signature
-                            .or_else(|| with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest)));
+                        let signature = signature.or_else(|| {
+                            with_signature
+                                .then(|| self.pulls.fetcher().cached_signature(&r.digest).map_err(std::sync::Arc::new))
+                        });
                         Remote::Use { r, signature, error: None }
                     }
                     None => Remote::Pending(self.pulls.running_for(&key).unwrap_or_default()),
@@ -624,7 +627,8 @@ impl ConfiguredPlugins {
                 // What it resolved to before, and that resolution's signature (cached beside it).
                 let keep = previous.or_else(|| {
                     fallback.map(|r| {
-                        let sig = with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest));
+                        let sig = with_signature
+                            .then(|| self.pulls.fetcher().cached_signature(&r.digest).map_err(std::sync::Arc::new));
                         (r, sig)
                     })
                 });
@@ -637,9 +641,9 @@ impl ConfiguredPlugins {
                             digest = %r.digest,
                             "cannot resolve the plugin's source; the digest it last resolved to (cached) is used"
                         );
-                        Remote::Use { r, signature, error: Some(err) }
+                        Remote::Use { r, signature, error: Some(err.to_string()) }
                     }
-                    None => Remote::Failed(err),
+                    None => Remote::Failed(err.to_string()),
                 }
             }
         }
