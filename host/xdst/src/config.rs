@@ -368,7 +368,7 @@ pub enum ListOrigin {
     File(PathBuf),
     /// A list held elsewhere (the plugin set a store's leader resolved): `name` in errors, and
     /// `read` giving its text (a configuration file's `plugins:` section) or why there is none.
-    Held { name: String, read: Box<dyn Fn() -> Result<String, String> + Send + Sync> },
+    Held { name: String, read: Box<dyn Fn() -> Result<String, Box<dyn std::error::Error + Send + Sync>> + Send + Sync> },
 }
 
 #[derive(Default)]
@@ -458,7 +458,7 @@ impl ConfiguredPlugins {
         let file = self.anchor();
         let text = match &self.origin {
             ListOrigin::File(f) => xdst_core::files::read_text(f).map_err(|e| e.to_string()),
-            ListOrigin::Held { read, .. } => read(),
+            ListOrigin::Held { read, .. } => read().map_err(|e| e.to_string()),
         }
         .map_err(|message| ConfigError { file: file.display().to_string(), field: None, message })?;
         let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
