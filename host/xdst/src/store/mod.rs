@@ -97,13 +97,45 @@ impl Expect {
 pub enum StoreError {
     /// The store could not be reached or did not answer in time.
     #[error("the store {store} is unreachable: {cause}")]
-    Unreachable { store: String, cause: String },
+    Unreachable {
+        store: String,
+        #[source]
+        cause: StoreCause,
+    },
     /// A compare-and-swap found the key changed: at `current` (None: the key is absent).
     #[error("{key} changed meanwhile: {}", match current { Some(r) => format!("it is at revision {r}"), None => "it no longer exists".to_owned() })]
     Conflict { key: String, current: Option<Revision> },
     /// The store answered, but with something xdst cannot use.
     #[error("the store {store}: {cause}")]
-    Invalid { store: String, cause: String },
+    Invalid {
+        store: String,
+        #[source]
+        cause: StoreCause,
+    },
+}
+
+/// Why a store is unreachable, or what it answered that xdst cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCause {
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    /// A TLS file for reaching the store cannot be read.
+    #[error("{}: {cause}", file.display())]
+    ReadFile {
+        file: std::path::PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the watch ended")]
+    WatchEnded,
+    /// The store cancelled a watch, for this reason.
+    #[error("etcd cancelled the watch: {0}")]
+    WatchCancelled(String),
+    /// A key (escaped) outside the prefix asked for.
+    #[error("key {0} is outside the prefix")]
+    OutsidePrefix(String),
 }
 
 /// A stream of watch events; `Err` ends it (the watcher reconnects from its revision).
