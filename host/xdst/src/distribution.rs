@@ -72,7 +72,7 @@ pub enum FetchError {
         cause: Box<FetchError>,
     },
     #[error(transparent)]
-    Http(#[from] ureq::Error),
+    Http(Box<ureq::Error>),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -90,6 +90,12 @@ pub enum FetchError {
         #[source]
         cause: ed25519_dalek::pkcs8::Error,
     },
+}
+
+impl From<ureq::Error> for FetchError {
+    fn from(e: ureq::Error) -> FetchError {
+        FetchError::Http(Box::new(e))
+    }
 }
 
 /// Says what was being done when an error happened, as anyhow's `with_context` does.
@@ -329,8 +335,8 @@ impl Fetcher {
     /// Resolves `source` now: a path is taken as it is; a URL or OCI reference is fetched
     /// (unless its digest is cached) and remembered. If the fetch fails and the source was
     /// resolved before, the error comes with that resolution to fall back to.
-    pub fn resolve(&self, source: &Source) -> Result<Resolved, (FetchError, Option<Fallback>)> {
-        let remembered = |e: FetchError| (e, self.remembered(source).map(|resolved| Fallback { resolved }));
+    pub fn resolve(&self, source: &Source) -> Result<Resolved, (FetchError, Option<Box<Fallback>>)> {
+        let remembered = |e: FetchError| (e, self.remembered(source).map(|resolved| Box::new(Fallback { resolved })));
         match source {
             Source::Path(p) => {
                 let bytes = std::fs::read(p).doing(|| format!("reading {}", p.display())).map_err(|e| (e, None))?;

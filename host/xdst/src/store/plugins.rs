@@ -125,7 +125,7 @@ enum ResolveError {
         name: String,
         given: String,
         #[source]
-        cause: FetchError,
+        cause: Box<FetchError>,
     },
     #[error(transparent)]
     Yaml(#[from] serde_yaml_ng::Error),
@@ -276,8 +276,11 @@ fn resolve_list(fetcher: &Fetcher, text: &str) -> Result<String, ResolveError> {
         if !source.is_remote() {
             return Err(ResolveError::Path { index: i, given: raw });
         }
-        let r =
-            fetcher.resolve(&source).map_err(|(cause, _)| ResolveError::Fetch { name, given: raw.clone(), cause })?;
+        let r = fetcher.resolve(&source).map_err(|(cause, _)| ResolveError::Fetch {
+            name,
+            given: raw.clone(),
+            cause: Box::new(cause),
+        })?;
         p["source"] = r.pinned.clone().into();
         if !raw.starts_with("oci://") {
             p["sha256"] = r.digest.clone().into();
