@@ -271,7 +271,7 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
                 "intent comes from one place: `intent` (a directory) or `store`".into(),
             ));
         }
-        crate::store::StoreConfig::parse(&st.url).map_err(|e| err(Some("store.url".into()), e))?;
+        crate::store::StoreConfig::parse(&st.url).map_err(|e| err(Some("store.url".into()), e.to_string()))?;
         if let Some(t) = &st.tls
             && t.cert.is_some() != t.key.is_some()
         {

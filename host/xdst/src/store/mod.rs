@@ -159,6 +159,21 @@ pub trait Store: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
+/// What is wrong with a `--store` URL (`url` as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreUrlError {
+    #[error("{url:?}: a store is etcd://HOST:PORT[,HOST:PORT...]/PREFIX")]
+    NoScheme { url: String },
+    #[error("{url:?}: the store {scheme:?} is not supported (etcd:// is)")]
+    Scheme { url: String, scheme: String },
+    #[error("{url:?}: name at least one etcd endpoint (HOST:PORT)")]
+    NoEndpoint { url: String },
+    #[error("{url:?}: {endpoint:?} is not HOST:PORT")]
+    Endpoint { url: String, endpoint: String },
+    #[error("{url:?}: name a key prefix (etcd://HOST:PORT/xdst): every key xdst uses goes under it")]
+    NoPrefix { url: String },
+}
+
 /// `--store`: where the store is and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -191,29 +206,26 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 impl StoreConfig {
     /// Parses `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (`etcds://` for TLS, which needs
     /// [`StoreTls`] too).
-    pub fn parse(url: &str) -> Result<StoreConfig, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("{url:?}: a store is etcd://HOST:PORT[,HOST:PORT...]/PREFIX"))?;
+    pub fn parse(url: &str) -> Result<StoreConfig, StoreUrlError> {
+        let given = || url.to_owned();
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| StoreUrlError::NoScheme { url: given() })?;
         if scheme != "etcd" {
-            return Err(format!("{url:?}: the store {scheme:?} is not supported (etcd:// is)"));
+            return Err(StoreUrlError::Scheme { url: given(), scheme: scheme.to_owned() });
         }
         let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let endpoints: Vec<String> = hosts.split(',').filter(|h| !h.is_empty()).map(str::to_owned).collect();
         if endpoints.is_empty() {
-            return Err(format!("{url:?}: name at least one etcd endpoint (HOST:PORT)"));
+            return Err(StoreUrlError::NoEndpoint { url: given() });
         }
         for e in &endpoints {
             let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
-                return Err(format!("{url:?}: {e:?} is not HOST:PORT"));
+                return Err(StoreUrlError::Endpoint { url: given(), endpoint: e.clone() });
             }
         }
         let prefix = prefix.trim_matches('/');
         if prefix.is_empty() {
-            return Err(format!(
-                "{url:?}: name a key prefix (etcd://HOST:PORT/xdst): every key xdst uses goes under it"
-            ));
+            return Err(StoreUrlError::NoPrefix { url: given() });
         }
         Ok(StoreConfig {
             endpoints,
@@ -238,7 +250,8 @@ pub fn intent_key(kind: &str, qualified_name: &str) -> String {
 
 /// A key holds the one document it names: `intent/HttpGateway/web2` holding `Service/web2` is
 /// refused, naming the key, never taken as `Service/web2` (issue 33, item 12). `store` names
-/// the store in the error.
+/// the store in the error. The error is the text the generation fails with
+/// ([`crate::intent::GenerationError::Store`]).
 pub fn check_document_key(
     store: &str,
     key: &str,
@@ -285,7 +298,7 @@ mod tests {
             ("etcd://localhost:2379", "name a key prefix"),
             ("etcd://localhost:2379/", "name a key prefix"),
         ] {
-            let e = StoreConfig::parse(bad).unwrap_err();
+            let e = StoreConfig::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }
