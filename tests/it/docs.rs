@@ -458,8 +458,10 @@ fn module_graph(src: &Path) -> std::collections::BTreeMap<String, std::collectio
                 if i > 0 && code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
                     continue; // inside a longer path (`super::super::`, `xdst_crate::`)
                 }
-                let path: String =
-                    code[i..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':').collect();
+                let path: String = code[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':')
+                    .collect();
                 let mut parts: Vec<String> = name.split("::").map(str::to_owned).collect();
                 let mut rest = path.split("::").filter(|s| !s.is_empty()).peekable();
                 if rest.peek() == Some(&"crate") {

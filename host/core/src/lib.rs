@@ -34,6 +34,7 @@ pub mod decode;
 pub mod delta;
 pub mod descriptors;
 pub mod documents;
+pub mod errors;
 pub mod files;
 pub mod flow_nesting;
 pub mod intent;

@@ -97,6 +97,7 @@ impl IdentityPattern {
 impl std::str::FromStr for IdentityPattern {
     type Err = String;
 
+    /// The error is the message a configuration error shows for the field (through serde).
     fn from_str(s: &str) -> Result<Self, String> {
         if s == "*" {
             return Ok(IdentityPattern { kind: None, name: Pattern::Prefix(String::new()) });
@@ -153,6 +154,7 @@ impl Pattern {
 impl std::str::FromStr for Pattern {
     type Err = String;
 
+    /// The error is the message a configuration error shows for the field (through serde).
     fn from_str(s: &str) -> Result<Self, String> {
         if s.is_empty() {
             return Err("an empty pattern matches nothing; use \"*\" for anything".into());
@@ -204,7 +206,8 @@ pub struct Rules(pub Vec<Rule>);
 
 impl Rules {
     /// Whether `identity` may use `group` with node id `node`; the refusal says what is
-    /// missing, naming the identity, the group and the node.
+    /// missing, naming the identity, the group and the node. The error is the text the client
+    /// is sent (`PERMISSION_DENIED`).
     pub fn authorize(&self, identity: &PeerIdentity, group: &str, node: &str) -> Result<(), String> {
         let mut matching = self.0.iter().filter(|r| r.identity.matches(identity)).peekable();
         if matching.peek().is_none() {

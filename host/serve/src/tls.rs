@@ -7,13 +7,52 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context as _;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::watch;
 use tracing::{info, warn};
+
+/// Why a certificate, a key or a CA file cannot be used; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading the client CA {}", file.display())]
+    ReadClientCa {
+        file: PathBuf,
+        #[source]
+        cause: rustls_pki_types::pem::Error,
+    },
+    #[error("the client CA file {} holds no usable CA certificate ({ignored} unparsable)", file.display())]
+    NoClientCa { file: PathBuf, ignored: usize },
+    #[error("reading the TLS certificate {}", file.display())]
+    ReadCert {
+        file: PathBuf,
+        #[source]
+        cause: rustls_pki_types::pem::Error,
+    },
+    #[error("the TLS certificate file {} holds no CERTIFICATE block", file.display())]
+    NoCert { file: PathBuf },
+    #[error("reading the TLS key {} (PKCS#8, PKCS#1 or SEC1 PEM)", file.display())]
+    ReadKey {
+        file: PathBuf,
+        #[source]
+        cause: rustls_pki_types::pem::Error,
+    },
+    #[error("the TLS key {} is not an RSA, ECDSA or Ed25519 key rustls can use", file.display())]
+    UnusableKey {
+        file: PathBuf,
+        #[source]
+        cause: rustls::Error,
+    },
+    #[error("the TLS key {} does not belong to the certificate {}", key.display(), cert.display())]
+    KeyMismatch {
+        key: PathBuf,
+        cert: PathBuf,
+        #[source]
+        cause: rustls::Error,
+    },
+}
 
 /// Where the server certificate chain and its key are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +75,14 @@ pub enum ClientAuth {
 }
 
 /// The client CA's certificates; an error names the file.
-pub fn client_roots(file: &Path) -> anyhow::Result<Arc<rustls::RootCertStore>> {
+pub fn client_roots(file: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
         .and_then(|certs| certs.collect::<Result<_, _>>())
-        .with_context(|| format!("reading the client CA {}", file.display()))?;
+        .map_err(|cause| TlsError::ReadClientCa { file: file.to_owned(), cause })?;
     let mut roots = rustls::RootCertStore::empty();
     let (added, ignored) = roots.add_parsable_certificates(certs);
     if added == 0 {
-        anyhow::bail!("the client CA file {} holds no usable CA certificate ({ignored} unparsable)", file.display());
+        return Err(TlsError::NoClientCa { file: file.to_owned(), ignored });
     }
     Ok(Arc::new(roots))
 }
@@ -71,7 +110,7 @@ impl ResolvesServerCert for Reloading {
 
 impl Reloading {
     /// Loads the pair; an error names the file at fault.
-    pub fn load(files: TlsFiles) -> anyhow::Result<Arc<Reloading>> {
+    pub fn load(files: TlsFiles) -> Result<Arc<Reloading>, TlsError> {
         let key = load_pair(&files)?;
         Ok(Arc::new(Reloading { files, current: RwLock::new(Arc::new(key)) }))
     }
@@ -103,7 +142,7 @@ impl Reloading {
                     }
                 }
                 Err(e) => {
-                    warn!(error = %format!("{e:#}"), "TLS certificate not reloaded; the previous one stays in use")
+                    warn!(error = %xdst_core::errors::chain(&e), "TLS certificate not reloaded; the previous one stays in use")
                 }
             }
         }
@@ -137,21 +176,22 @@ pub fn server_config(resolver: Arc<Reloading>, clients: ClientAuth) -> Arc<rustl
     Arc::new(config)
 }
 
-fn load_pair(files: &TlsFiles) -> anyhow::Result<CertifiedKey> {
+fn load_pair(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
-        .with_context(|| format!("reading the TLS certificate {}", files.cert.display()))?;
+        .map_err(|cause| TlsError::ReadCert { file: files.cert.clone(), cause })?;
     if chain.is_empty() {
-        anyhow::bail!("the TLS certificate file {} holds no CERTIFICATE block", files.cert.display());
+        return Err(TlsError::NoCert { file: files.cert.clone() });
     }
     let key = PrivateKeyDer::from_pem_file(&files.key)
-        .with_context(|| format!("reading the TLS key {} (PKCS#8, PKCS#1 or SEC1 PEM)", files.key.display()))?;
-    let signer = rustls::crypto::ring::sign::any_supported_type(&key).with_context(|| {
-        format!("the TLS key {} is not an RSA, ECDSA or Ed25519 key rustls can use", files.key.display())
-    })?;
+        .map_err(|cause| TlsError::ReadKey { file: files.key.clone(), cause })?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|cause| TlsError::UnusableKey { file: files.key.clone(), cause })?;
     let pair = CertifiedKey::new(chain, signer);
-    pair.keys_match().with_context(|| {
-        format!("the TLS key {} does not belong to the certificate {}", files.key.display(), files.cert.display())
+    pair.keys_match().map_err(|cause| TlsError::KeyMismatch {
+        key: files.key.clone(),
+        cause,
+        cert: files.cert.clone(),
     })?;
     Ok(pair)
 }

@@ -15,7 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -28,6 +27,113 @@ pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The largest plugin or manifest fetched.
 const MAX_BYTES: u64 = 512 << 20;
 
+type Result<T, E = FetchError> = std::result::Result<T, E>;
+
+/// Why a plugin source cannot be taken (before anything is fetched).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// `http://` to a host that is not loopback.
+    #[error("{0:?}: plain http:// is only allowed for loopback hosts; use https://")]
+    PlainHttp(String),
+    #[error("{0:?}: unknown scheme (a source is a path, an https:// URL or an oci:// reference)")]
+    UnknownScheme(String),
+    /// An OCI reference (`reference` without `oci://`) that does not parse.
+    #[error(
+        "oci://{reference}: {problem} (expected oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST)"
+    )]
+    Oci { reference: String, problem: OciProblem },
+}
+
+/// What is wrong with an OCI reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OciProblem {
+    #[error("no repository")]
+    NoRepository,
+    #[error("no registry")]
+    NoRegistry,
+    #[error("the digest is not sha256: and 64 lowercase hex digits")]
+    Digest,
+    #[error("the repository must be lowercase letters, digits, '.', '_', '-' and '/'")]
+    Repository,
+    #[error("a tag is up to 128 letters, digits, '.', '_' and '-'")]
+    Tag,
+}
+
+/// Why a fetch, a push or signing failed: what was being done (`GET URL`, `reading FILE`),
+/// down to the cause (an HTTP, I/O or JSON error), or what a registry, a server or a file got
+/// wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// `doing` failed because of `cause`.
+    #[error("{doing}")]
+    Doing {
+        doing: String,
+        #[source]
+        cause: Box<FetchError>,
+    },
+    #[error(transparent)]
+    Http(Box<ureq::Error>),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A refusal, or an answer or a file that cannot be used: the text says which.
+    #[error("{0}")]
+    Refused(String),
+    /// A signing key that is not an ed25519 private key in PEM.
+    #[error(
+        "{}: not an ed25519 private key in PEM (openssl genpkey -algorithm ed25519 writes one): {cause}",
+        file.display()
+    )]
+    Key {
+        file: PathBuf,
+        #[source]
+        cause: ed25519_dalek::pkcs8::Error,
+    },
+}
+
+impl From<ureq::Error> for FetchError {
+    fn from(e: ureq::Error) -> FetchError {
+        FetchError::Http(Box::new(e))
+    }
+}
+
+/// Says what was being done when an error happened, as anyhow's `with_context` does.
+trait Doing<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: Into<FetchError>> Doing<T> for std::result::Result<T, E> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| FetchError::Doing { doing: what(), cause: Box::new(e.into()) })
+    }
+}
+
+/// Why a plugin's signature cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    /// A path source's `<path>.sig` cannot be read.
+    #[error("{}: {cause}", file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// None was fetched for `digest` (`file` is where it would be cached).
+    #[error("no signature fetched for {digest} ({}: {cause})", file.display())]
+    NotCached {
+        digest: String,
+        file: PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// Fetching it failed, and none is cached.
+    #[error("{}", chain(.0))]
+    Fetch(#[source] FetchError),
+}
+
+pub use xdst_core::errors::chain;
+
 /// Where a plugin's code is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -39,18 +145,18 @@ pub enum Source {
 impl Source {
     /// Parses `oci://...`, `https://...` (or `http://` for loopback hosts), or a path (relative
     /// to `base`).
-    pub fn parse(s: &str, base: &Path) -> Result<Source, String> {
+    pub fn parse(s: &str, base: &Path) -> Result<Source, SourceError> {
         if let Some(rest) = s.strip_prefix("oci://") {
             return OciRef::parse(rest).map(Source::Oci);
         }
         if s.starts_with("https://") || s.starts_with("http://") {
             if s.starts_with("http://") && !is_loopback(host_of(&s["http://".len()..])) {
-                return Err(format!("{s:?}: plain http:// is only allowed for loopback hosts; use https://"));
+                return Err(SourceError::PlainHttp(s.to_owned()));
             }
             return Ok(Source::Https(s.to_owned()));
         }
         if s.contains("://") {
-            return Err(format!("{s:?}: unknown scheme (a source is a path, an https:// URL or an oci:// reference)"));
+            return Err(SourceError::UnknownScheme(s.to_owned()));
         }
         Ok(Source::Path(base.join(s)))
     }
@@ -81,19 +187,15 @@ pub struct OciRef {
 }
 
 impl OciRef {
-    pub fn parse(s: &str) -> Result<OciRef, String> {
-        let bad = |why: &str| {
-            format!(
-                "oci://{s}: {why} (expected oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST)"
-            )
-        };
-        let (registry, rest) = s.split_once('/').ok_or_else(|| bad("no repository"))?;
+    pub fn parse(s: &str) -> Result<OciRef, SourceError> {
+        let bad = |problem| SourceError::Oci { reference: s.to_owned(), problem };
+        let (registry, rest) = s.split_once('/').ok_or_else(|| bad(OciProblem::NoRepository))?;
         if registry.is_empty() {
-            return Err(bad("no registry"));
+            return Err(bad(OciProblem::NoRegistry));
         }
         let (repository, reference) = if let Some((repo, digest)) = rest.split_once('@') {
             if !is_digest(digest) {
-                return Err(bad("the digest is not sha256: and 64 lowercase hex digits"));
+                return Err(bad(OciProblem::Digest));
             }
             (repo, digest.to_owned())
         } else {
@@ -108,14 +210,14 @@ impl OciRef {
                     && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
             });
         if !repo_ok {
-            return Err(bad("the repository must be lowercase letters, digits, '.', '_', '-' and '/'"));
+            return Err(bad(OciProblem::Repository));
         }
         let tag_ok = reference.starts_with("sha256:")
             || (!reference.is_empty()
                 && reference.len() <= 128
                 && reference.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)));
         if !tag_ok {
-            return Err(bad("a tag is up to 128 letters, digits, '.', '_' and '-'"));
+            return Err(bad(OciProblem::Tag));
         }
         Ok(OciRef { registry: registry.to_owned(), repository: repository.to_owned(), reference })
     }
@@ -176,19 +278,18 @@ pub struct Fetcher {
     auths: std::collections::BTreeMap<String, String>,
 }
 
-/// A fetch that failed, with a remembered resolution to fall back to.
+/// A remembered resolution to fall back to, beside a fetch that failed.
 pub struct Fallback {
     pub resolved: Resolved,
-    pub error: anyhow::Error,
 }
 
 impl Fetcher {
     /// `dir` holds `blobs/` and `refs/`; `insecure` registries (`host:port`) are spoken to over
     /// plain HTTP; `ca_file` (PEM) replaces the built-in web roots for HTTPS.
-    pub fn new(dir: PathBuf, insecure: Vec<String>, ca_file: Option<&Path>) -> anyhow::Result<Fetcher> {
+    pub fn new(dir: PathBuf, insecure: Vec<String>, ca_file: Option<&Path>) -> Result<Fetcher> {
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(ca) = ca_file {
-            let pem = std::fs::read(ca).with_context(|| format!("reading caFile {}", ca.display()))?;
+            let pem = std::fs::read(ca).doing(|| format!("reading caFile {}", ca.display()))?;
             let certs: Vec<_> = ureq::tls::parse_pem(&pem)
                 .filter_map(|item| match item {
                     Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
@@ -196,9 +297,9 @@ impl Fetcher {
                     Err(e) => Some(Err(e)),
                 })
                 .collect::<Result<_, _>>()
-                .with_context(|| format!("caFile {}: not PEM", ca.display()))?;
+                .doing(|| format!("caFile {}: not PEM", ca.display()))?;
             if certs.is_empty() {
-                bail!("caFile {}: no certificates in it", ca.display());
+                return Err(FetchError::Refused(format!("caFile {}: no certificates in it", ca.display())));
             }
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
         }
@@ -220,15 +321,11 @@ impl Fetcher {
     /// Resolves `source` now: a path is taken as it is; a URL or OCI reference is fetched
     /// (unless its digest is cached) and remembered. If the fetch fails and the source was
     /// resolved before, the error comes with that resolution to fall back to.
-    pub fn resolve(&self, source: &Source) -> Result<Resolved, (anyhow::Error, Option<Fallback>)> {
-        let remembered = |e: anyhow::Error| {
-            let fallback = self.remembered(source).map(|resolved| Fallback { resolved, error: anyhow!("{e:#}") });
-            (e, fallback)
-        };
+    pub fn resolve(&self, source: &Source) -> Result<Resolved, (FetchError, Option<Box<Fallback>>)> {
+        let remembered = |e: FetchError| (e, self.remembered(source).map(|resolved| Box::new(Fallback { resolved })));
         match source {
             Source::Path(p) => {
-                let bytes =
-                    std::fs::read(p).with_context(|| format!("reading {}", p.display())).map_err(|e| (e, None))?;
+                let bytes = std::fs::read(p).doing(|| format!("reading {}", p.display())).map_err(|e| (e, None))?;
                 Ok(Resolved {
                     path: p.clone(),
                     digest: xdst_plugin::digest(&bytes),
@@ -281,20 +378,19 @@ impl Fetcher {
         (xdst_plugin::digest(&bytes) == digest).then_some(path)
     }
 
-    fn store(&self, bytes: &[u8]) -> anyhow::Result<(PathBuf, String)> {
+    fn store(&self, bytes: &[u8]) -> Result<(PathBuf, String)> {
         let digest = xdst_plugin::digest(bytes);
         let path = self.blob_path(&digest);
-        xdst_core::files::write_atomic(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        xdst_core::files::write_atomic(&path, bytes).doing(|| format!("writing {}", path.display()))?;
         Ok((path, digest))
     }
 
-    fn download(&self, url: &str) -> anyhow::Result<Resolved> {
-        let mut resp = self.agent.get(url).call().with_context(|| format!("fetching {url}"))?;
+    fn download(&self, url: &str) -> Result<Resolved> {
+        let mut resp = self.agent.get(url).call().doing(|| format!("fetching {url}"))?;
         if resp.status() != 200 {
-            bail!("fetching {url}: HTTP {}", resp.status());
+            return Err(FetchError::Refused(format!("fetching {url}: HTTP {}", resp.status())));
         }
-        let bytes =
-            resp.body_mut().with_config().limit(MAX_BYTES).read_to_vec().with_context(|| format!("reading {url}"))?;
+        let bytes = resp.body_mut().with_config().limit(MAX_BYTES).read_to_vec().doing(|| format!("reading {url}"))?;
         let (path, digest) = self.store(&bytes)?;
         Ok(Resolved { path, pinned: format!("{url} ({digest})"), digest, manifest: None })
     }
@@ -311,7 +407,7 @@ impl Fetcher {
         scope: &str,
         make: &dyn Fn(Option<&str>) -> ureq::RequestBuilder<ureq::typestate::WithBody>,
         body: &[u8],
-    ) -> anyhow::Result<http::Response<ureq::Body>> {
+    ) -> Result<http::Response<ureq::Body>> {
         let resp = make(None).send(body)?;
         if resp.status() != 401 {
             return Ok(resp);
@@ -321,21 +417,23 @@ impl Fetcher {
         Ok(make(Some(&auth)).send(body)?)
     }
 
-    fn authorize(&self, oci: &OciRef, scope: &str, challenge: &str) -> anyhow::Result<String> {
+    fn authorize(&self, oci: &OciRef, scope: &str, challenge: &str) -> Result<String> {
         let basic = self.auths.get(&oci.registry);
         let lower = challenge.to_ascii_lowercase();
         if lower.starts_with("basic") {
             return basic.map(|b| format!("Basic {b}")).ok_or_else(|| {
-                anyhow!(
+                FetchError::Refused(format!(
                     "{}: the registry wants credentials \
                 (add them to ~/.docker/config.json, e.g. with `docker login {}`)",
-                    oci.registry,
-                    oci.registry
-                )
+                    oci.registry, oci.registry
+                ))
             });
         }
         if !lower.starts_with("bearer") {
-            bail!("{}: unsupported authentication challenge {challenge:?}", oci.registry);
+            return Err(FetchError::Refused(format!(
+                "{}: unsupported authentication challenge {challenge:?}",
+                oci.registry
+            )));
         }
         let param = |name: &str| {
             challenge.split(',').find_map(|p| {
@@ -343,7 +441,8 @@ impl Fetcher {
                 p.strip_prefix(name).and_then(|v| v.strip_prefix('=')).map(|v| v.trim_matches('"').to_owned())
             })
         };
-        let realm = param("realm").ok_or_else(|| anyhow!("{}: a bearer challenge without a realm", oci.registry))?;
+        let realm = param("realm")
+            .ok_or_else(|| FetchError::Refused(format!("{}: a bearer challenge without a realm", oci.registry)))?;
         let mut req = self.agent.get(&realm).query("scope", format!("repository:{}:{scope}", oci.repository));
         if let Some(service) = param("service") {
             req = req.query("service", service);
@@ -351,23 +450,27 @@ impl Fetcher {
         if let Some(b) = basic {
             req = req.header("authorization", format!("Basic {b}"));
         }
-        let mut resp = req.call().with_context(|| format!("getting a token from {realm}"))?;
+        let mut resp = req.call().doing(|| format!("getting a token from {realm}"))?;
         if resp.status() != 200 {
-            bail!("{}: the token service {realm} answered HTTP {}", oci.registry, resp.status());
+            return Err(FetchError::Refused(format!(
+                "{}: the token service {realm} answered HTTP {}",
+                oci.registry,
+                resp.status()
+            )));
         }
         #[derive(Deserialize)]
         struct Token {
             token: Option<String>,
             access_token: Option<String>,
         }
-        let t: Token = resp.body_mut().read_json().with_context(|| format!("reading the token from {realm}"))?;
+        let t: Token = resp.body_mut().read_json().doing(|| format!("reading the token from {realm}"))?;
         t.token
             .or(t.access_token)
             .map(|t| format!("Bearer {t}"))
-            .ok_or_else(|| anyhow!("{realm}: no token in the answer"))
+            .ok_or_else(|| FetchError::Refused(format!("{realm}: no token in the answer")))
     }
 
-    fn get(&self, oci: &OciRef, path: &str, accept: &str) -> anyhow::Result<http::Response<ureq::Body>> {
+    fn get(&self, oci: &OciRef, path: &str, accept: &str) -> Result<http::Response<ureq::Body>> {
         let url = format!("{}/v2/{}/{path}", self.base(&oci.registry), oci.repository);
         let make = |auth: Option<&str>| {
             let mut r = self.agent.get(&url).header("accept", accept).force_send_body();
@@ -376,57 +479,72 @@ impl Fetcher {
             }
             r
         };
-        self.send(oci, "pull", &make, &[]).with_context(|| format!("GET {url}"))
+        self.send(oci, "pull", &make, &[]).doing(|| format!("GET {url}"))
     }
 
     /// Pulls a wasm artifact: resolves the reference to a manifest digest, checks the layout,
     /// and fetches the layer unless it is cached.
-    pub fn pull(&self, oci: &OciRef) -> anyhow::Result<Resolved> {
+    pub fn pull(&self, oci: &OciRef) -> Result<Resolved> {
         let mut resp = self.get(oci, &format!("manifests/{}", oci.reference), MANIFEST_MEDIA_TYPE)?;
         match resp.status().as_u16() {
             200 => {}
-            404 => bail!("{oci}: no such manifest in the registry"),
-            s => bail!("{oci}: the registry answered HTTP {s} for the manifest"),
+            404 => return Err(FetchError::Refused(format!("{oci}: no such manifest in the registry"))),
+            s => return Err(FetchError::Refused(format!("{oci}: the registry answered HTTP {s} for the manifest"))),
         }
         let body = resp.body_mut().with_config().limit(4 << 20).read_to_vec()?;
         let manifest_digest = xdst_plugin::digest(&body);
         if oci.by_digest() && manifest_digest != oci.reference {
-            bail!("{oci}: the registry sent a manifest whose digest is {manifest_digest}");
+            return Err(FetchError::Refused(format!(
+                "{oci}: the registry sent a manifest whose digest is {manifest_digest}"
+            )));
         }
-        let manifest: Manifest = serde_json::from_slice(&body)
-            .with_context(|| format!("{oci}: the manifest is not an OCI image manifest"))?;
+        let manifest: Manifest =
+            serde_json::from_slice(&body).doing(|| format!("{oci}: the manifest is not an OCI image manifest"))?;
         if manifest.config.media_type != CONFIG_MEDIA_TYPE {
-            bail!(
+            return Err(FetchError::Refused(format!(
                 "{oci}: not a wasm artifact: its config's media type is {:?}, not {CONFIG_MEDIA_TYPE:?}",
                 manifest.config.media_type
-            );
+            )));
         }
         let wasm: Vec<&Descriptor> = manifest.layers.iter().filter(|l| l.media_type == LAYER_MEDIA_TYPE).collect();
         if manifest.layers.len() != 1 || wasm.len() != 1 {
-            bail!(
+            return Err(FetchError::Refused(format!(
                 "{oci}: a wasm artifact has exactly one layer, of media type {LAYER_MEDIA_TYPE:?}; this one has {}",
                 manifest.layers.iter().map(|l| l.media_type.as_str()).collect::<Vec<_>>().join(", ")
-            );
+            )));
         }
         let layer = wasm[0];
         if !is_digest(&layer.digest) {
-            bail!("{oci}: the layer's digest {:?} is not a sha256 digest", layer.digest);
+            return Err(FetchError::Refused(format!(
+                "{oci}: the layer's digest {:?} is not a sha256 digest",
+                layer.digest
+            )));
         }
         let pinned = oci.at(&manifest_digest).to_string();
         if let Some(path) = self.cached(&layer.digest) {
             return Ok(Resolved { path, digest: layer.digest.clone(), manifest: Some(manifest_digest), pinned });
         }
         if layer.size > MAX_BYTES {
-            bail!("{oci}: the layer is {} bytes; the limit is {MAX_BYTES}", layer.size);
+            return Err(FetchError::Refused(format!(
+                "{oci}: the layer is {} bytes; the limit is {MAX_BYTES}",
+                layer.size
+            )));
         }
         let mut resp = self.get(oci, &format!("blobs/{}", layer.digest), "*/*")?;
         if resp.status() != 200 {
-            bail!("{oci}: the registry answered HTTP {} for the layer {}", resp.status(), layer.digest);
+            return Err(FetchError::Refused(format!(
+                "{oci}: the registry answered HTTP {} for the layer {}",
+                resp.status(),
+                layer.digest
+            )));
         }
         let bytes = resp.body_mut().with_config().limit(MAX_BYTES).read_to_vec()?;
         let got = xdst_plugin::digest(&bytes);
         if got != layer.digest {
-            bail!("{oci}: the layer's bytes have digest {got}, but the manifest says {}", layer.digest);
+            return Err(FetchError::Refused(format!(
+                "{oci}: the layer's bytes have digest {got}, but the manifest says {}",
+                layer.digest
+            )));
         }
         let (path, digest) = self.store(&bytes)?;
         Ok(Resolved { path, digest, manifest: Some(manifest_digest), pinned })
@@ -435,74 +553,75 @@ impl Fetcher {
     /// The signature of the plugin with `digest` from `source`: `<path>.sig`, `<url>.sig`, or
     /// the registry's `sha256-<hex>.sig` tag. Fetched ones are cached beside the plugin, and the
     /// cached one is used when the fetch fails (a registry outage).
-    pub fn signature(&self, source: &Source, digest: &str) -> Result<Vec<u8>, String> {
+    pub fn signature(&self, source: &Source, digest: &str) -> Result<Vec<u8>, SignatureError> {
         if let Source::Path(p) = source {
-            let sig = PathBuf::from(format!("{}.sig", p.display()));
-            return std::fs::read(&sig).map_err(|e| format!("{}: {e}", sig.display()));
+            let file = PathBuf::from(format!("{}.sig", p.display()));
+            return std::fs::read(&file).map_err(|cause| SignatureError::Read { file, cause });
         }
         let cached = self.blob_path(digest).with_extension("sig");
-        self.fetch_signature(source, digest, &cached).or_else(|e| std::fs::read(&cached).map_err(|_| e))
+        self.fetch_signature(source, digest, &cached)
+            .or_else(|e| std::fs::read(&cached).map_err(|_| SignatureError::Fetch(e)))
     }
 
     /// The signature fetched earlier for `digest`, from the cache.
-    pub fn cached_signature(&self, digest: &str) -> Result<Vec<u8>, String> {
-        let cached = self.blob_path(digest).with_extension("sig");
-        std::fs::read(&cached).map_err(|e| format!("no signature fetched for {digest} ({}: {e})", cached.display()))
+    pub fn cached_signature(&self, digest: &str) -> Result<Vec<u8>, SignatureError> {
+        let file = self.blob_path(digest).with_extension("sig");
+        std::fs::read(&file).map_err(|cause| SignatureError::NotCached { digest: digest.to_owned(), file, cause })
     }
 
-    fn fetch_signature(&self, source: &Source, digest: &str, cached: &Path) -> Result<Vec<u8>, String> {
+    fn fetch_signature(&self, source: &Source, digest: &str, cached: &Path) -> Result<Vec<u8>> {
         match source {
             Source::Path(_) => unreachable!("read directly"),
             Source::Https(url) => {
                 let url = format!("{url}.sig");
-                let mut resp = self.agent.get(&url).call().map_err(|e| format!("fetching {url}: {e}"))?;
+                let mut resp = self.agent.get(&url).call().doing(|| format!("fetching {url}"))?;
                 if resp.status() != 200 {
-                    return Err(format!("fetching {url}: HTTP {}", resp.status()));
+                    return Err(FetchError::Refused(format!("fetching {url}: HTTP {}", resp.status())));
                 }
-                let bytes = resp
-                    .body_mut()
-                    .with_config()
-                    .limit(4096)
-                    .read_to_vec()
-                    .map_err(|e| format!("reading {url}: {e}"))?;
+                let bytes =
+                    resp.body_mut().with_config().limit(4096).read_to_vec().doing(|| format!("reading {url}"))?;
                 let _ = xdst_core::files::write_atomic(cached, &bytes);
                 Ok(bytes)
             }
             Source::Oci(oci) => {
                 let tag = oci.at(&signature_tag(digest));
-                let bytes = self.pull_signature(&tag).map_err(|e| format!("{e:#}"))?;
+                let bytes = self.pull_signature(&tag)?;
                 let _ = xdst_core::files::write_atomic(cached, &bytes);
                 Ok(bytes)
             }
         }
     }
 
-    fn pull_signature(&self, tag: &OciRef) -> anyhow::Result<Vec<u8>> {
+    fn pull_signature(&self, tag: &OciRef) -> Result<Vec<u8>> {
         let mut resp = self.get(tag, &format!("manifests/{}", tag.reference), MANIFEST_MEDIA_TYPE)?;
         match resp.status().as_u16() {
             200 => {}
-            404 => bail!("{tag}: no signature in the registry (push one with `xdst plugin push --sign KEY`)"),
-            s => bail!("{tag}: HTTP {s}"),
+            404 => {
+                return Err(FetchError::Refused(format!(
+                    "{tag}: no signature in the registry (push one with `xdst plugin push --sign KEY`)"
+                )));
+            }
+            s => return Err(FetchError::Refused(format!("{tag}: HTTP {s}"))),
         }
         let manifest: Manifest = serde_json::from_slice(&resp.body_mut().with_config().limit(1 << 20).read_to_vec()?)?;
         let layer = manifest
             .layers
             .iter()
             .find(|l| l.media_type == SIGNATURE_MEDIA_TYPE)
-            .ok_or_else(|| anyhow!("{tag}: no {SIGNATURE_MEDIA_TYPE} layer"))?;
+            .ok_or_else(|| FetchError::Refused(format!("{tag}: no {SIGNATURE_MEDIA_TYPE} layer")))?;
         let mut resp = self.get(tag, &format!("blobs/{}", layer.digest), "*/*")?;
         if resp.status() != 200 {
-            bail!("{tag}: HTTP {} for the signature blob", resp.status());
+            return Err(FetchError::Refused(format!("{tag}: HTTP {} for the signature blob", resp.status())));
         }
         let bytes = resp.body_mut().with_config().limit(4096).read_to_vec()?;
         if xdst_plugin::digest(&bytes) != layer.digest {
-            bail!("{tag}: the signature blob does not match its digest");
+            return Err(FetchError::Refused(format!("{tag}: the signature blob does not match its digest")));
         }
         Ok(bytes)
     }
 
     /// Pushes a signature of the plugin with `digest` to `oci`'s repository.
-    pub fn push_signature(&self, oci: &OciRef, digest: &str, signature: &[u8]) -> anyhow::Result<String> {
+    pub fn push_signature(&self, oci: &OciRef, digest: &str, signature: &[u8]) -> Result<String> {
         let tag = oci.at(&signature_tag(digest));
         let empty = b"{}";
         let config_digest = self.upload(oci, empty)?;
@@ -528,7 +647,7 @@ impl Fetcher {
         Ok(tag.to_string())
     }
 
-    fn put_manifest(&self, oci: &OciRef, body: &[u8]) -> anyhow::Result<()> {
+    fn put_manifest(&self, oci: &OciRef, body: &[u8]) -> Result<()> {
         let url = format!("{}/v2/{}/manifests/{}", self.base(&oci.registry), oci.repository, oci.reference);
         let make = |auth: Option<&str>| {
             let mut r = self.agent.put(&url).header("content-type", MANIFEST_MEDIA_TYPE);
@@ -537,19 +656,25 @@ impl Fetcher {
             }
             r
         };
-        let mut resp = self.send(oci, "pull,push", &make, body).with_context(|| format!("PUT {url}"))?;
+        let mut resp = self.send(oci, "pull,push", &make, body).doing(|| format!("PUT {url}"))?;
         if resp.status() != 201 {
             let text = resp.body_mut().read_to_string().unwrap_or_default();
-            bail!("{oci}: the registry refused the manifest: HTTP {}: {}", resp.status(), text.trim());
+            return Err(FetchError::Refused(format!(
+                "{oci}: the registry refused the manifest: HTTP {}: {}",
+                resp.status(),
+                text.trim()
+            )));
         }
         Ok(())
     }
 
     /// Pushes `wasm` (a plugin; `info` from loading it) as a wasm OCI artifact, and returns the
     /// manifest's digest.
-    pub fn push(&self, oci: &OciRef, wasm: &[u8], info: &PushInfo) -> anyhow::Result<String> {
+    pub fn push(&self, oci: &OciRef, wasm: &[u8], info: &PushInfo) -> Result<String> {
         if oci.by_digest() {
-            bail!("{oci}: push to a tag (oci://REGISTRY/REPOSITORY:TAG), not to a digest");
+            return Err(FetchError::Refused(format!(
+                "{oci}: push to a tag (oci://REGISTRY/REPOSITORY:TAG), not to a digest"
+            )));
         }
         let layer_digest = xdst_plugin::digest(wasm);
         let config = serde_json::to_vec(&serde_json::json!({
@@ -592,7 +717,7 @@ impl Fetcher {
     }
 
     /// Uploads a blob unless the registry has it; returns its digest.
-    fn upload(&self, oci: &OciRef, bytes: &[u8]) -> anyhow::Result<String> {
+    fn upload(&self, oci: &OciRef, bytes: &[u8]) -> Result<String> {
         let digest = xdst_plugin::digest(bytes);
         let base = self.base(&oci.registry);
         let head = format!("{base}/v2/{}/blobs/{digest}", oci.repository);
@@ -603,7 +728,7 @@ impl Fetcher {
             }
             r
         };
-        if self.send(oci, "pull,push", &make, &[]).with_context(|| format!("HEAD {head}"))?.status() == 200 {
+        if self.send(oci, "pull,push", &make, &[]).doing(|| format!("HEAD {head}"))?.status() == 200 {
             return Ok(digest);
         }
         let start = format!("{base}/v2/{}/blobs/uploads/", oci.repository);
@@ -614,15 +739,18 @@ impl Fetcher {
             }
             r
         };
-        let resp = self.send(oci, "pull,push", &make, &[]).with_context(|| format!("POST {start}"))?;
+        let resp = self.send(oci, "pull,push", &make, &[]).doing(|| format!("POST {start}"))?;
         if resp.status() != 202 {
-            bail!("{oci}: the registry refused to start an upload: HTTP {}", resp.status());
+            return Err(FetchError::Refused(format!(
+                "{oci}: the registry refused to start an upload: HTTP {}",
+                resp.status()
+            )));
         }
         let location = resp
             .headers()
             .get("location")
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| anyhow!("{oci}: an upload without a Location"))?;
+            .ok_or_else(|| FetchError::Refused(format!("{oci}: an upload without a Location")))?;
         let mut url = if location.starts_with('/') { format!("{base}{location}") } else { location.to_owned() };
         url.push(if url.contains('?') { '&' } else { '?' });
         url.push_str(&format!("digest={digest}"));
@@ -633,9 +761,12 @@ impl Fetcher {
             }
             r
         };
-        let resp = self.send(oci, "pull,push", &make, bytes).context("uploading a blob")?;
+        let resp = self.send(oci, "pull,push", &make, bytes).doing(|| "uploading a blob".into())?;
         if resp.status() != 201 {
-            bail!("{oci}: the registry refused the blob {digest}: HTTP {}", resp.status());
+            return Err(FetchError::Refused(format!(
+                "{oci}: the registry refused the blob {digest}: HTTP {}",
+                resp.status()
+            )));
         }
         Ok(digest)
     }
@@ -648,17 +779,13 @@ pub fn signature_tag(digest: &str) -> String {
 
 /// Signs a plugin's digest (`sha256:<hex>`) with an ed25519 private key (PKCS#8 PEM, as
 /// `openssl genpkey -algorithm ed25519` writes it); returns the signature as base64.
-pub fn sign(key_file: &Path, digest: &str) -> anyhow::Result<String> {
+pub fn sign(key_file: &Path, digest: &str) -> Result<String> {
     use base64::Engine as _;
     use ed25519_dalek::Signer as _;
     use ed25519_dalek::pkcs8::DecodePrivateKey;
-    let pem = std::fs::read_to_string(key_file).with_context(|| format!("reading {}", key_file.display()))?;
-    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|e| {
-        anyhow!(
-            "{}: not an ed25519 private key in PEM (openssl genpkey -algorithm ed25519 writes one): {e}",
-            key_file.display()
-        )
-    })?;
+    let pem = std::fs::read_to_string(key_file).doing(|| format!("reading {}", key_file.display()))?;
+    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem)
+        .map_err(|cause| FetchError::Key { file: key_file.to_owned(), cause })?;
     Ok(base64::engine::general_purpose::STANDARD.encode(key.sign(digest.as_bytes()).to_bytes()))
 }
 
@@ -749,8 +876,8 @@ mod tests {
         assert_eq!(Source::parse("p/a.wasm", base).unwrap(), Source::Path("/etc/xdst/p/a.wasm".into()));
         assert!(matches!(Source::parse("https://x.io/a.wasm", base).unwrap(), Source::Https(_)));
         assert!(matches!(Source::parse("http://127.0.0.1:8080/a.wasm", base).unwrap(), Source::Https(_)));
-        assert!(Source::parse("http://x.io/a.wasm", base).unwrap_err().contains("loopback"));
-        assert!(Source::parse("ftp://x.io/a.wasm", base).unwrap_err().contains("unknown scheme"));
+        assert!(Source::parse("http://x.io/a.wasm", base).unwrap_err().to_string().contains("loopback"));
+        assert!(Source::parse("ftp://x.io/a.wasm", base).unwrap_err().to_string().contains("unknown scheme"));
         assert!(
             is_loopback(host_of("127.0.0.1:5000"))
                 && is_loopback(host_of("localhost:5000"))

@@ -223,7 +223,8 @@ pub fn parse(file: &Path, text: &str) -> Result<FileConfig, ConfigError> {
                 "intent comes from one place: `intent` (a directory) or `store`".into(),
             ));
         }
-        crate::generate::store::StoreConfig::parse(&st.url).map_err(|e| err(Some("store.url".into()), e))?;
+        crate::generate::store::StoreConfig::parse(&st.url)
+            .map_err(|e| err(Some("store.url".into()), e.to_string()))?;
         if let Some(t) = &st.tls
             && t.cert.is_some() != t.key.is_some()
         {
@@ -271,7 +272,7 @@ fn check_plugins(entries: &[PluginEntry], base: &Path) -> Result<(), (String, St
         if let Some(j) = names.insert(e.name.clone(), i) {
             return Err((format!("plugins[{i}].name"), format!("{:?} is also the name of plugins[{j}]", e.name)));
         }
-        Source::parse(&e.source, base).map_err(|m| (format!("plugins[{i}].source"), m))?;
+        Source::parse(&e.source, base).map_err(|m| (format!("plugins[{i}].source"), m.to_string()))?;
         let settings = settings_of(e);
         settings.limits().map_err(|(f, m)| (format!("plugins[{i}].{f}"), m))?;
         settings.pin().map_err(|m| (format!("plugins[{i}].sha256"), m))?;
@@ -320,7 +321,7 @@ pub enum ListOrigin {
     File(PathBuf),
     /// A list held elsewhere (the plugin set a store's leader resolved): `name` in errors, and
     /// `read` giving its text (a configuration file's `plugins:` section) or why there is none.
-    Held { name: String, read: Box<dyn Fn() -> Result<String, String> + Send + Sync> },
+    Held { name: String, read: Box<dyn Fn() -> Result<String, Box<dyn std::error::Error + Send + Sync>> + Send + Sync> },
 }
 
 #[derive(Default)]
@@ -410,7 +411,7 @@ impl ConfiguredPlugins {
         let file = self.anchor();
         let text = match &self.origin {
             ListOrigin::File(f) => xdst_core::files::read_text(f).map_err(|e| e.to_string()),
-            ListOrigin::Held { read, .. } => read(),
+            ListOrigin::Held { read, .. } => read().map_err(|e| e.to_string()),
         }
         .map_err(|message| ConfigError { file: file.display().to_string(), field: None, message })?;
         let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -504,8 +505,9 @@ impl ConfiguredPlugins {
                         (Source::Path(p), _) => self
                             .pulls
                             .fetcher()
-                            .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default()),
-                        (_, Some(sig)) => sig.clone(),
+                            .signature(&source, &std::fs::read(p).map(|b| xdst_plugin::digest(&b)).unwrap_or_default())
+                            .map_err(|e| e.to_string()),
+                        (_, Some(sig)) => sig.clone().map_err(|e| e.to_string()),
                         (_, None) => Err(format!("no signature was fetched for {source}")),
                     };
                     Some(xdst_plugin::dir::SignatureCheck {
@@ -557,8 +559,10 @@ impl ConfiguredPlugins {
                 return match previous {
                     Some((r, signature)) => {
                         // A signature asked for since: the one cached beside the code, if any.
-                        let signature = signature
-                            .or_else(|| with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest)));
+                        let signature = signature.or_else(|| {
+                            with_signature
+                                .then(|| self.pulls.fetcher().cached_signature(&r.digest).map_err(std::sync::Arc::new))
+                        });
                         Remote::Use { r, signature, error: None }
                     }
                     None => Remote::Pending(self.pulls.running_for(&key).unwrap_or_default()),
@@ -576,7 +580,8 @@ impl ConfiguredPlugins {
                 // What it resolved to before, and that resolution's signature (cached beside it).
                 let keep = previous.or_else(|| {
                     fallback.map(|r| {
-                        let sig = with_signature.then(|| self.pulls.fetcher().cached_signature(&r.digest));
+                        let sig = with_signature
+                            .then(|| self.pulls.fetcher().cached_signature(&r.digest).map_err(std::sync::Arc::new));
                         (r, sig)
                     })
                 });
@@ -589,9 +594,9 @@ impl ConfiguredPlugins {
                             digest = %r.digest,
                             "cannot resolve the plugin's source; the digest it last resolved to (cached) is used"
                         );
-                        Remote::Use { r, signature, error: Some(err) }
+                        Remote::Use { r, signature, error: Some(err.to_string()) }
                     }
-                    None => Remote::Failed(err),
+                    None => Remote::Failed(err.to_string()),
                 }
             }
         }

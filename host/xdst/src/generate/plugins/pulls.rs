@@ -11,15 +11,31 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::generate::plugins::distribution::{Fetcher, Resolved, Source};
+use crate::generate::plugins::distribution::{FetchError, Fetcher, Resolved, SignatureError, Source, chain};
 
-/// A plugin's detached signature as fetched (or why it could not be).
-pub type Signature = Result<Vec<u8>, String>;
+/// A plugin's detached signature as fetched (or why it could not be; shared, as the signature
+/// is kept with the resolution it belongs to).
+pub type Signature = Result<Vec<u8>, Arc<SignatureError>>;
+
+/// Why a pull found nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    /// The fetch failed: its error and causes.
+    #[error("{}", chain(.0))]
+    Fetch(#[source] FetchError),
+    /// No thread could be started to fetch `what`.
+    #[error("cannot start a thread to fetch {what}: {cause}")]
+    Thread {
+        what: String,
+        #[source]
+        cause: std::io::Error,
+    },
+}
 
 /// What a pull found.
 pub struct Pulled {
     /// The resolution, or the error with what the source resolved to last (cached on disk).
-    pub result: Result<Resolved, (String, Option<Resolved>)>,
+    pub result: Result<Resolved, (PullError, Option<Resolved>)>,
     /// The signature for the resolved digest, when one was asked for and the pull succeeded.
     pub signature: Option<Signature>,
 }
@@ -72,7 +88,7 @@ impl Pulls {
         if let Err(e) = spawned {
             let mut st = self.state();
             st.running.remove(key);
-            let error = format!("cannot start a thread to fetch {source}: {e}");
+            let error = PullError::Thread { what: source.to_string(), cause: e };
             st.done.insert(key.to_owned(), Pulled { result: Err((error, None)), signature: None });
         }
     }
@@ -91,11 +107,11 @@ impl Pulls {
     pub fn pull_now(&self, source: &Source, with_signature: bool) -> Pulled {
         match self.fetcher.resolve(source) {
             Ok(r) => {
-                let signature = with_signature.then(|| self.fetcher.signature(source, &r.digest));
+                let signature = with_signature.then(|| self.fetcher.signature(source, &r.digest).map_err(Arc::new));
                 Pulled { result: Ok(r), signature }
             }
             Err((e, fallback)) => {
-                Pulled { result: Err((format!("{e:#}"), fallback.map(|f| f.resolved))), signature: None }
+                Pulled { result: Err((PullError::Fetch(e), fallback.map(|f| f.resolved))), signature: None }
             }
         }
     }

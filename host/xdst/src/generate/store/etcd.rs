@@ -10,7 +10,7 @@ use etcd_client::{
 };
 use futures::StreamExt;
 
-use super::{Change, Entry, Expect, Revision, Store, StoreConfig, StoreError, Watch, WatchEvent};
+use super::{Change, Entry, Expect, Revision, Store, StoreCause, StoreConfig, StoreError, Watch, WatchEvent};
 
 /// Keys per page of a listing: a page is one gRPC message, bounded by [`MAX_MESSAGE`].
 const PAGE: i64 = 256;
@@ -34,15 +34,15 @@ impl Etcd {
             .with_keep_alive(Duration::from_secs(2), config.timeout)
             .with_keep_alive_while_idle(true);
         if let Some(tls) = &config.tls {
-            let invalid = |what: &str, e: std::io::Error| StoreError::Invalid {
+            let invalid = |file: &std::path::Path, cause: std::io::Error| StoreError::Invalid {
                 store: config.url(),
-                cause: format!("{what}: {e}"),
+                cause: StoreCause::ReadFile { file: file.to_owned(), cause },
             };
-            let ca = std::fs::read(&tls.ca).map_err(|e| invalid(&tls.ca.display().to_string(), e))?;
+            let ca = std::fs::read(&tls.ca).map_err(|e| invalid(&tls.ca, e))?;
             let mut t = etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(ca));
             if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
-                let c = std::fs::read(cert).map_err(|e| invalid(&cert.display().to_string(), e))?;
-                let k = std::fs::read(key).map_err(|e| invalid(&key.display().to_string(), e))?;
+                let c = std::fs::read(cert).map_err(|e| invalid(cert, e))?;
+                let k = std::fs::read(key).map_err(|e| invalid(key, e))?;
                 t = t.identity(etcd_client::Identity::from_pem(c, k));
             }
             options = options.with_tls(t);
@@ -61,13 +61,10 @@ impl Etcd {
     /// values carry whole keys. A key that is not UTF-8 is no error here: it fails the
     /// generation that reads it, on every replica alike, never a listing (issue 33, item 11).
     fn relative(&self, key: &[u8]) -> Result<(String, bool), StoreError> {
-        relative(&self.config.prefix, key).ok_or_else(|| {
-            self.invalid(&format!("key {} is outside the prefix", super::key_text(key).0.escape_debug()))
+        relative(&self.config.prefix, key).ok_or_else(|| StoreError::Invalid {
+            store: self.config.url(),
+            cause: StoreCause::OutsidePrefix(super::key_text(key).0.escape_debug().to_string()),
         })
-    }
-
-    fn invalid(&self, cause: &str) -> StoreError {
-        StoreError::Invalid { store: self.config.url(), cause: cause.to_owned() }
     }
 
     async fn timed<T>(&self, f: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
@@ -75,7 +72,7 @@ impl Etcd {
             Ok(r) => r.map_err(|e| unreachable(&self.config, e)),
             Err(_) => Err(StoreError::Unreachable {
                 store: self.config.url(),
-                cause: format!("no answer within {:?}", self.config.timeout),
+                cause: StoreCause::Timeout(self.config.timeout),
             }),
         }
     }
@@ -102,7 +99,7 @@ fn relative(prefix: &str, key: &[u8]) -> Option<(String, bool)> {
 }
 
 fn unreachable(config: &StoreConfig, e: etcd_client::Error) -> StoreError {
-    StoreError::Unreachable { store: config.url(), cause: e.to_string() }
+    StoreError::Unreachable { store: config.url(), cause: e.into() }
 }
 
 /// Why a watch of a store from `after` (listed from `cluster`) watches another store, by the
@@ -185,11 +182,11 @@ impl Store for Etcd {
                     let message = match stream.message().await {
                         Ok(Some(m)) => m,
                         Ok(None) => {
-                            let e = StoreError::Unreachable { store: url, cause: "the watch ended".into() };
+                            let e = StoreError::Unreachable { store: url, cause: StoreCause::WatchEnded };
                             return Some((Err(e), None));
                         }
                         Err(e) => {
-                            let e = StoreError::Unreachable { store: url, cause: e.to_string() };
+                            let e = StoreError::Unreachable { store: url, cause: e.into() };
                             return Some((Err(e), None));
                         }
                     };
@@ -209,7 +206,7 @@ impl Store for Etcd {
                         return Some((Ok(event), None));
                     }
                     if message.canceled() {
-                        let cause = format!("etcd cancelled the watch: {}", message.cancel_reason());
+                        let cause = StoreCause::WatchCancelled(message.cancel_reason().to_owned());
                         return Some((Err(StoreError::Invalid { store: url, cause }), None));
                     }
                     if message.events().is_empty() {

@@ -207,7 +207,8 @@ impl Mirror {
         self.revision.send_modify(|_| {});
     }
 
-    /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11).
+    /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11). The
+    /// error is the text the generation fails with ([`crate::generate::intent::GenerationError::Store`]).
     pub fn check_keys(&self) -> Result<(), String> {
         match locked(&self.not_utf8).keys().next() {
             None => Ok(()),

@@ -97,13 +97,45 @@ impl Expect {
 pub enum StoreError {
     /// The store could not be reached or did not answer in time.
     #[error("the store {store} is unreachable: {cause}")]
-    Unreachable { store: String, cause: String },
+    Unreachable {
+        store: String,
+        #[source]
+        cause: StoreCause,
+    },
     /// A compare-and-swap found the key changed: at `current` (None: the key is absent).
     #[error("{key} changed meanwhile: {}", match current { Some(r) => format!("it is at revision {r}"), None => "it no longer exists".to_owned() })]
     Conflict { key: String, current: Option<Revision> },
     /// The store answered, but with something xdst cannot use.
     #[error("the store {store}: {cause}")]
-    Invalid { store: String, cause: String },
+    Invalid {
+        store: String,
+        #[source]
+        cause: StoreCause,
+    },
+}
+
+/// Why a store is unreachable, or what it answered that xdst cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCause {
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    /// A TLS file for reaching the store cannot be read.
+    #[error("{}: {cause}", file.display())]
+    ReadFile {
+        file: std::path::PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the watch ended")]
+    WatchEnded,
+    /// The store cancelled a watch, for this reason.
+    #[error("etcd cancelled the watch: {0}")]
+    WatchCancelled(String),
+    /// A key (escaped) outside the prefix asked for.
+    #[error("key {0} is outside the prefix")]
+    OutsidePrefix(String),
 }
 
 /// A stream of watch events; `Err` ends it (the watcher reconnects from its revision).
@@ -125,6 +157,21 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Revision, StoreError>> + Send;
     /// How the store is named in logs and errors (`etcd://127.0.0.1:2379/xdst`).
     fn describe(&self) -> String;
+}
+
+/// What is wrong with a `--store` URL (`url` as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreUrlError {
+    #[error("{url:?}: a store is etcd://HOST:PORT[,HOST:PORT...]/PREFIX")]
+    NoScheme { url: String },
+    #[error("{url:?}: the store {scheme:?} is not supported (etcd:// is)")]
+    Scheme { url: String, scheme: String },
+    #[error("{url:?}: name at least one etcd endpoint (HOST:PORT)")]
+    NoEndpoint { url: String },
+    #[error("{url:?}: {endpoint:?} is not HOST:PORT")]
+    Endpoint { url: String, endpoint: String },
+    #[error("{url:?}: name a key prefix (etcd://HOST:PORT/xdst): every key xdst uses goes under it")]
+    NoPrefix { url: String },
 }
 
 /// `--store`: where the store is and how to reach it.
@@ -159,29 +206,26 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 impl StoreConfig {
     /// Parses `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (`etcds://` for TLS, which needs
     /// [`StoreTls`] too).
-    pub fn parse(url: &str) -> Result<StoreConfig, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("{url:?}: a store is etcd://HOST:PORT[,HOST:PORT...]/PREFIX"))?;
+    pub fn parse(url: &str) -> Result<StoreConfig, StoreUrlError> {
+        let given = || url.to_owned();
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| StoreUrlError::NoScheme { url: given() })?;
         if scheme != "etcd" {
-            return Err(format!("{url:?}: the store {scheme:?} is not supported (etcd:// is)"));
+            return Err(StoreUrlError::Scheme { url: given(), scheme: scheme.to_owned() });
         }
         let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let endpoints: Vec<String> = hosts.split(',').filter(|h| !h.is_empty()).map(str::to_owned).collect();
         if endpoints.is_empty() {
-            return Err(format!("{url:?}: name at least one etcd endpoint (HOST:PORT)"));
+            return Err(StoreUrlError::NoEndpoint { url: given() });
         }
         for e in &endpoints {
             let ok = e.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
-                return Err(format!("{url:?}: {e:?} is not HOST:PORT"));
+                return Err(StoreUrlError::Endpoint { url: given(), endpoint: e.clone() });
             }
         }
         let prefix = prefix.trim_matches('/');
         if prefix.is_empty() {
-            return Err(format!(
-                "{url:?}: name a key prefix (etcd://HOST:PORT/xdst): every key xdst uses goes under it"
-            ));
+            return Err(StoreUrlError::NoPrefix { url: given() });
         }
         Ok(StoreConfig {
             endpoints,
@@ -206,7 +250,8 @@ pub fn intent_key(kind: &str, qualified_name: &str) -> String {
 
 /// A key holds the one document it names: `intent/HttpGateway/web2` holding `Service/web2` is
 /// refused, naming the key, never taken as `Service/web2` (issue 33, item 12). `store` names
-/// the store in the error.
+/// the store in the error. The error is the text the generation fails with
+/// ([`crate::generate::intent::GenerationError::Store`]).
 pub fn check_document_key(
     store: &str,
     key: &str,
@@ -244,7 +289,7 @@ mod tests {
             ("etcd://localhost:2379", "name a key prefix"),
             ("etcd://localhost:2379/", "name a key prefix"),
         ] {
-            let e = StoreConfig::parse(bad).unwrap_err();
+            let e = StoreConfig::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

@@ -24,7 +24,8 @@ use tracing::{info, warn};
 
 use super::etcd::Etcd;
 use super::mirror::Mirror;
-use crate::generate::plugins::distribution::{Fetcher, Source};
+use crate::generate::plugins::distribution::{FetchError, Fetcher, Source, SourceError, chain};
+use xdst_core::documents::DocumentError;
 
 /// Where the plugin set lives, under the prefix.
 pub const PLUGINS_DIR: &str = "plugins/";
@@ -41,6 +42,147 @@ pub const MAX_LIST: usize = 1 << 20;
 /// Waits between failed resolutions, doubling.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// Why the mirror holds no resolved set to run.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolvedError {
+    /// There is a list, not yet resolved.
+    #[error("{store}: no plugin set resolved yet (waiting for the plugin leader to resolve plugins/list)")]
+    Waiting { store: String },
+    /// There is no list to resolve.
+    #[error(
+        "{store}: no plugin set resolved yet (there is no plugins/list: `xdst store import --plugins FILE --store URL` \
+         writes one)"
+    )]
+    NoList { store: String },
+    #[error("{store}/{RESOLVED_KEY}: {bytes} bytes, over the {limit}-byte limit", limit = 2 * MAX_LIST)]
+    TooLarge { store: String, bytes: usize },
+    #[error("{store}/{RESOLVED_KEY}: {cause}")]
+    NotJson {
+        store: String,
+        #[source]
+        cause: serde_json::Error,
+    },
+}
+
+/// What is wrong with a plugins list for the store (`origin` names it).
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error("{origin}: {bytes} bytes, over the {MAX_LIST}-byte limit of a plugins list")]
+    TooLarge { origin: String, bytes: usize },
+    #[error("{origin}: {}", .cause.message)]
+    Parse {
+        origin: String,
+        #[source]
+        cause: DocumentError,
+    },
+    #[error(
+        "{origin}: field plugins[{index}].signature.publicKey: {key:?} must be an absolute path (each replica reads it \
+         from its own disk)"
+    )]
+    RelativeKey { origin: String, index: usize, key: String },
+    #[error("{origin}: {cause}")]
+    Config {
+        origin: String,
+        #[source]
+        cause: crate::generate::plugins::list::ConfigError,
+    },
+    #[error("{origin}: no `plugins:` list")]
+    NoList { origin: String },
+    #[error("{origin}: field plugins[{index}].source: {cause}")]
+    Source {
+        origin: String,
+        index: usize,
+        #[source]
+        cause: SourceError,
+    },
+    #[error(
+        "{origin}: field plugins[{index}].source: {given:?} is a path; every replica must run the same bytes, so a \
+         plugin in the store comes from a registry (oci://) or https:// (`xdst plugin push` puts it in a registry)"
+    )]
+    Path { origin: String, index: usize, given: String },
+}
+
+/// Why the leader cannot resolve the plugins list now (it tries again).
+#[derive(Debug, thiserror::Error)]
+enum ResolveError {
+    #[error("plugins/list is {0} bytes, over the {MAX_LIST}-byte limit")]
+    TooLarge(usize),
+    #[error("{}", .0.message)]
+    Parse(#[source] DocumentError),
+    #[error("no `plugins:` list")]
+    NoList,
+    #[error("plugins[{index}].source: {cause}")]
+    Source {
+        index: usize,
+        #[source]
+        cause: SourceError,
+    },
+    #[error("plugins[{index}].source: {given:?} is a path, not a registry or https:// source")]
+    Path { index: usize, given: String },
+    #[error("plugin {name:?}: cannot resolve {given}: {}", chain(cause))]
+    Fetch {
+        name: String,
+        given: String,
+        #[source]
+        cause: Box<FetchError>,
+    },
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml_ng::Error),
+}
+
+/// Why a replica could not start with the store's plugin set.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("listing the plugin set in {store}")]
+    List {
+        store: String,
+        #[source]
+        cause: super::StoreError,
+    },
+    /// There is no plugins list in the store.
+    #[error("{cause}; or give --plugins DIR")]
+    NoList {
+        #[source]
+        cause: ResolvedError,
+    },
+}
+
+/// Why a reload asked on this replica was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("asking for a reload: the store did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("asking for a reload: {0}")]
+    Store(#[source] etcd_client::Error),
+    #[error("the reload was asked (revision {asked}) but the plugin leader has not answered it within {within:?}")]
+    NotAnswered { asked: i64, within: Duration },
+}
+
+/// Why a replica stopped leading, or campaigning.
+#[derive(Debug, thiserror::Error)]
+enum LeadError {
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    #[error("no keep-alive answer within {0:?}")]
+    NoKeepAliveAnswer(Duration),
+    #[error("the lease expired")]
+    LeaseExpired,
+    #[error("the campaign answered without a leader key")]
+    NoLeaderKey,
+    #[error("resolving panicked: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("writing {RESOLVED_KEY}: no answer within {0:?}")]
+    WriteTimeout(Duration),
+    #[error("writing {RESOLVED_KEY}: {0}")]
+    Write(#[source] etcd_client::Error),
+    #[error("the leadership key is gone: another replica leads now")]
+    Deposed,
+    #[error("the store mirror closed")]
+    MirrorClosed,
+}
 
 /// The value of `plugins/resolved`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -69,83 +211,82 @@ fn wanted(mirror: &Mirror) -> Option<(i64, i64)> {
 }
 
 /// The resolved set the mirror holds.
-pub fn resolved(mirror: &Mirror) -> Result<ResolvedSet, String> {
+pub fn resolved(mirror: &Mirror) -> Result<ResolvedSet, ResolvedError> {
     let store = mirror.state().store;
-    let held = mirror.get(RESOLVED_KEY).ok_or_else(|| {
-        let why = if mirror.get(LIST_KEY).is_some() {
-            "waiting for the plugin leader to resolve plugins/list"
+    let Some(held) = mirror.get(RESOLVED_KEY) else {
+        return Err(if mirror.get(LIST_KEY).is_some() {
+            ResolvedError::Waiting { store }
         } else {
-            "there is no plugins/list: `xdst store import --plugins FILE --store URL` writes one"
-        };
-        format!("{store}: no plugin set resolved yet ({why})")
-    })?;
+            ResolvedError::NoList { store }
+        });
+    };
     // A pinned list is the list with digests added: bounded by twice the list's limit.
     if held.value.len() > 2 * MAX_LIST {
-        return Err(format!(
-            "{store}/{RESOLVED_KEY}: {} bytes, over the {}-byte limit",
-            held.value.len(),
-            2 * MAX_LIST
-        ));
+        return Err(ResolvedError::TooLarge { store, bytes: held.value.len() });
     }
-    serde_json::from_slice(&held.value).map_err(|e| format!("{store}/{RESOLVED_KEY}: {e}"))
+    serde_json::from_slice(&held.value).map_err(|cause| ResolvedError::NotJson { store, cause })
 }
 
 /// Checks a plugins list for the store: a configuration file's `plugins:` section whose sources
 /// are all remote and whose signature keys are absolute paths. `origin` names it in errors.
-pub fn check_list(origin: &str, text: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        text.len() <= MAX_LIST,
-        "{origin}: {} bytes, over the {MAX_LIST}-byte limit of a plugins list",
-        text.len()
-    );
-    let value = xdst_core::documents::parse_one(text).map_err(|e| anyhow::anyhow!("{origin}: {}", e.message))?;
+pub fn check_list(origin: &str, text: &str) -> Result<(), ListError> {
+    let origin = || origin.to_owned();
+    if text.len() > MAX_LIST {
+        return Err(ListError::TooLarge { origin: origin(), bytes: text.len() });
+    }
+    let value = xdst_core::documents::parse_one(text).map_err(|cause| ListError::Parse { origin: origin(), cause })?;
     for (i, p) in value["plugins"].as_array().into_iter().flatten().enumerate() {
-        if let Some(key) = p["signature"]["publicKey"].as_str() {
-            anyhow::ensure!(
-                key.starts_with('/'),
-                "{origin}: field plugins[{i}].signature.publicKey: {key:?} must be an absolute path (each replica reads it \
-                 from its own disk)"
-            );
+        if let Some(key) = p["signature"]["publicKey"].as_str()
+            && !key.starts_with('/')
+        {
+            return Err(ListError::RelativeKey { origin: origin(), index: i, key: key.to_owned() });
         }
     }
     let c = crate::generate::plugins::list::parse(std::path::Path::new("/"), text)
-        .map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        .map_err(|cause| ListError::Config { origin: origin(), cause })?;
     let plugins = c.plugins.unwrap_or_default();
-    anyhow::ensure!(!plugins.is_empty(), "{origin}: no `plugins:` list");
+    if plugins.is_empty() {
+        return Err(ListError::NoList { origin: origin() });
+    }
     for (i, e) in plugins.iter().enumerate() {
-        let source = Source::parse(&e.source, std::path::Path::new("/"))
-            .map_err(|m| anyhow::anyhow!("{origin}: field plugins[{i}].source: {m}"))?;
-        anyhow::ensure!(
-            source.is_remote(),
-            "{origin}: field plugins[{i}].source: {:?} is a path; every replica must run the same bytes, so a plugin in \
-             the store comes from a registry (oci://) or https:// (`xdst plugin push` puts it in a registry)",
-            e.source
-        );
+        let source = Source::parse(&e.source, std::path::Path::new("/")).map_err(|cause| ListError::Source {
+            origin: origin(),
+            index: i,
+            cause,
+        })?;
+        if !source.is_remote() {
+            return Err(ListError::Path { origin: origin(), index: i, given: e.source.clone() });
+        }
     }
     Ok(())
 }
 
 /// The list with every remote source resolved now: `oci://` tags become `@sha256:` manifest
 /// digests and `https://` sources get their `sha256`. Blocking (registry requests).
-fn resolve_list(fetcher: &Fetcher, text: &str) -> Result<String, String> {
-    let mut value = xdst_core::documents::parse_one(text).map_err(|e| e.message)?;
+fn resolve_list(fetcher: &Fetcher, text: &str) -> Result<String, ResolveError> {
+    let mut value = xdst_core::documents::parse_one(text).map_err(ResolveError::Parse)?;
     let Some(plugins) = value.get_mut("plugins").and_then(|p| p.as_array_mut()) else {
-        return Err("no `plugins:` list".into());
+        return Err(ResolveError::NoList);
     };
     for (i, p) in plugins.iter_mut().enumerate() {
         let name = p["name"].as_str().unwrap_or_default().to_owned();
         let raw = p["source"].as_str().unwrap_or_default().to_owned();
-        let source = Source::parse(&raw, std::path::Path::new("/")).map_err(|m| format!("plugins[{i}].source: {m}"))?;
+        let source =
+            Source::parse(&raw, std::path::Path::new("/")).map_err(|cause| ResolveError::Source { index: i, cause })?;
         if !source.is_remote() {
-            return Err(format!("plugins[{i}].source: {raw:?} is a path, not a registry or https:// source"));
+            return Err(ResolveError::Path { index: i, given: raw });
         }
-        let r = fetcher.resolve(&source).map_err(|(e, _)| format!("plugin {name:?}: cannot resolve {raw}: {e:#}"))?;
+        let r = fetcher.resolve(&source).map_err(|(cause, _)| ResolveError::Fetch {
+            name,
+            given: raw.clone(),
+            cause: Box::new(cause),
+        })?;
         p["source"] = r.pinned.clone().into();
         if !raw.starts_with("oci://") {
             p["sha256"] = r.digest.clone().into();
         }
     }
-    serde_yaml_ng::to_string(&value).map_err(|e| e.to_string())
+    Ok(serde_yaml_ng::to_string(&value)?)
 }
 
 fn unix_now() -> u64 {
@@ -169,13 +310,12 @@ impl HeldSet {
         fetcher: Fetcher,
         changed: Arc<dyn Fn() + Send + Sync>,
         shutdown: tokio::sync::watch::Receiver<bool>,
-    ) -> anyhow::Result<(Arc<HeldSet>, Vec<tokio::task::JoinHandle<()>>)> {
-        use anyhow::Context as _;
+    ) -> Result<(Arc<HeldSet>, Vec<tokio::task::JoinHandle<()>>), StartError> {
         let store = super::Store::describe(etcd.as_ref());
         let held = Arc::new(HeldSet { etcd: etcd.clone(), mirror: Arc::new(Mirror::new(store.clone())), replica });
         super::sync::list_at_start(etcd.as_ref(), PLUGINS_DIR, &held.mirror)
             .await
-            .with_context(|| format!("listing the plugin set in {store}"))?;
+            .map_err(|cause| StartError::List { store, cause })?;
         let tasks = vec![
             tokio::spawn(super::sync::run(
                 etcd.clone(),
@@ -196,19 +336,19 @@ impl HeldSet {
         let mirror = self.mirror.clone();
         crate::generate::plugins::list::ListOrigin::Held {
             name: format!("{}/{RESOLVED_KEY}", mirror.state().store),
-            read: Box::new(move || resolved(&mirror).map(|r| r.config)),
+            read: Box::new(move || resolved(&mirror).map(|r| r.config).map_err(Into::into)),
         }
     }
 
     /// Asks the leader to resolve the list again (a reload on this replica) and waits up to
     /// `within` for the set that answers it.
-    pub async fn reload(&self, within: Duration) -> Result<ResolvedSet, String> {
+    pub async fn reload(&self, within: Duration) -> Result<ResolvedSet, ReloadError> {
         let value = serde_json::json!({"replica": self.replica, "at": unix_now()}).to_string();
         let key = format!("{}{RELOAD_KEY}", self.etcd.prefix());
         let put = tokio::time::timeout(self.etcd.timeout(), self.etcd.client().put(key, value, None))
             .await
-            .map_err(|_| format!("asking for a reload: the store did not answer within {:?}", self.etcd.timeout()))?
-            .map_err(|e| format!("asking for a reload: {e}"))?;
+            .map_err(|_| ReloadError::Timeout(self.etcd.timeout()))?
+            .map_err(ReloadError::Store)?;
         let asked = put.header().map_or(0, |h| h.revision());
         let mut changes = self.mirror.subscribe();
         let wait = async {
@@ -223,22 +363,18 @@ impl HeldSet {
                 }
             }
         };
-        tokio::time::timeout(within, wait).await.map_err(|_| {
-            format!(
-                "the reload was asked (revision {asked}) but the plugin leader has not answered it within {within:?}"
-            )
-        })
+        tokio::time::timeout(within, wait).await.map_err(|_| ReloadError::NotAnswered { asked, within })
     }
 
     /// At start: waits until a resolved set is held (the leader, perhaps this replica, writes
     /// one), logging while it waits. No plugins list at all is an error: nothing would resolve.
-    pub async fn wait_resolved(&self) -> anyhow::Result<()> {
+    pub async fn wait_resolved(&self) -> Result<(), StartError> {
         let mut changes = self.mirror.subscribe();
         let mut logged: Option<std::time::Instant> = None;
         loop {
             match resolved(&self.mirror) {
                 Ok(_) => return Ok(()),
-                Err(e) if self.mirror.get(LIST_KEY).is_none() => anyhow::bail!("{e}; or give --plugins DIR"),
+                Err(cause) if self.mirror.get(LIST_KEY).is_none() => return Err(StartError::NoList { cause }),
                 Err(e) => {
                     if logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
                         info!(replica = %self.replica, "{e}");
@@ -295,17 +431,17 @@ pub async fn lead(
 }
 
 /// Keeps `lease` alive, campaigns with it and, once elected, leads; returns why it stopped.
-async fn hold(etcd: &Etcd, mirror: &Mirror, fetcher: &Fetcher, replica: &str, lease: i64) -> String {
+async fn hold(etcd: &Etcd, mirror: &Mirror, fetcher: &Fetcher, replica: &str, lease: i64) -> LeadError {
     let mut client = etcd.client();
     let keep = async {
-        let (mut keeper, mut answers) = client.lease_keep_alive(lease).await.map_err(|e| e.to_string())?;
+        let (mut keeper, mut answers) = client.lease_keep_alive(lease).await?;
         loop {
-            keeper.keep_alive().await.map_err(|e| e.to_string())?;
+            keeper.keep_alive().await?;
             match tokio::time::timeout(etcd.timeout(), answers.message()).await {
                 Ok(Ok(Some(a))) if a.ttl() > 0 => {}
-                Ok(Err(e)) => return Err(e.to_string()),
-                Err(_) => return Err(format!("no keep-alive answer within {:?}", etcd.timeout())),
-                _ => return Err::<(), String>("the lease expired".into()),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => return Err(LeadError::NoKeepAliveAnswer(etcd.timeout())),
+                _ => return Err::<std::convert::Infallible, LeadError>(LeadError::LeaseExpired),
             }
             tokio::time::sleep(KEEP_ALIVE_EVERY).await;
         }
@@ -313,15 +449,17 @@ async fn hold(etcd: &Etcd, mirror: &Mirror, fetcher: &Fetcher, replica: &str, le
     let mut campaigner = etcd.client();
     let work = async {
         let name = format!("{}{ELECTION}", etcd.prefix());
-        let won = campaigner.campaign(name, replica, lease).await.map_err(|e| e.to_string())?;
-        let key = won.leader().cloned().ok_or("the campaign answered without a leader key")?;
+        let won = campaigner.campaign(name, replica, lease).await?;
+        let key = won.leader().cloned().ok_or(LeadError::NoLeaderKey)?;
         info!(replica, "elected plugin leader: this replica resolves plugin sources for every replica");
         lead_as(etcd, mirror, fetcher, replica, &key).await
     };
-    tokio::select! {
-        r = keep => r.err().unwrap_or_default(),
-        r = work => r.err().unwrap_or_default(),
-    }
+    let ended = tokio::select! {
+        r = keep => r,
+        r = work => r,
+    };
+    let Err(e) = ended;
+    e
 }
 
 /// The leader's loop: whenever the list or a reload is newer than the resolved set, resolve
@@ -332,7 +470,7 @@ async fn lead_as(
     fetcher: &Fetcher,
     replica: &str,
     key: &LeaderKey,
-) -> Result<(), String> {
+) -> Result<std::convert::Infallible, LeadError> {
     let mut changes = mirror.subscribe();
     let mut retry = FIRST_RETRY;
     loop {
@@ -341,11 +479,9 @@ async fn lead_as(
             info!(replica, list_revision, reload_revision, "resolving the plugins list");
             let f = fetcher.clone();
             let result = if text.len() > MAX_LIST {
-                Err(format!("plugins/list is {} bytes, over the {MAX_LIST}-byte limit", text.len()))
+                Err(ResolveError::TooLarge(text.len()))
             } else {
-                tokio::task::spawn_blocking(move || resolve_list(&f, &text))
-                    .await
-                    .map_err(|e| format!("resolving panicked: {e}"))?
+                tokio::task::spawn_blocking(move || resolve_list(&f, &text)).await.map_err(LeadError::Panicked)?
             };
             match result {
                 Ok(config) => {
@@ -375,23 +511,23 @@ async fn lead_as(
             }
         }
         if changes.changed().await.is_err() {
-            return Err("the store mirror closed".into());
+            return Err(LeadError::MirrorClosed);
         }
     }
 }
 
 /// Writes the resolved set if `key` still holds the leadership; its revision.
-async fn write_as_leader(etcd: &Etcd, key: &LeaderKey, set: &ResolvedSet) -> Result<i64, String> {
-    let value = serde_json::to_vec(set).map_err(|e| e.to_string())?;
+async fn write_as_leader(etcd: &Etcd, key: &LeaderKey, set: &ResolvedSet) -> Result<i64, LeadError> {
+    let value = serde_json::to_vec(set)?;
     let txn = Txn::new()
         .when([Compare::create_revision(key.key(), CompareOp::Equal, key.rev())])
         .and_then([TxnOp::put(format!("{}{RESOLVED_KEY}", etcd.prefix()), value, None::<PutOptions>)]);
     let answer = tokio::time::timeout(etcd.timeout(), etcd.client().txn(txn))
         .await
-        .map_err(|_| format!("writing {RESOLVED_KEY}: no answer within {:?}", etcd.timeout()))?
-        .map_err(|e| format!("writing {RESOLVED_KEY}: {e}"))?;
+        .map_err(|_| LeadError::WriteTimeout(etcd.timeout()))?
+        .map_err(LeadError::Write)?;
     if !answer.succeeded() {
-        return Err("the leadership key is gone: another replica leads now".into());
+        return Err(LeadError::Deposed);
     }
     Ok(answer.header().map_or(0, |h| h.revision()))
 }
@@ -421,10 +557,10 @@ mod tests {
         let m = Mirror::new("etcd://x/p".into());
         let entry = |value: Vec<u8>| super::super::Entry::new(RESOLVED_KEY, value, 2);
         m.replace(vec![entry(vec![b' '; 2 * MAX_LIST + 1])], 2);
-        let e = resolved(&m).unwrap_err();
+        let e = resolved(&m).unwrap_err().to_string();
         assert!(e.contains("etcd://x/p/plugins/resolved") && e.contains("over the 2097152-byte limit"), "{e}");
         m.replace(vec![entry(b"{".to_vec())], 3);
-        assert!(resolved(&m).unwrap_err().contains("plugins/resolved: EOF"));
+        assert!(resolved(&m).unwrap_err().to_string().contains("plugins/resolved: EOF"));
     }
 
     #[test]

@@ -15,6 +15,52 @@ use std::path::Path;
 
 use super::{Expect, Store, StoreError, intent_key};
 
+/// Why an import or an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// The directory's intent does not read.
+    #[error(transparent)]
+    Intent(#[from] crate::generate::intent::GenerationError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml_ng::Error),
+    /// A document whose kind, namespace or name cannot be part of a key.
+    #[error("{origin}: {id} cannot be a store key (kind, namespace and name: letters, digits, '-', '_', '.')")]
+    UnsafeDocument { origin: String, id: String },
+    /// A document (from `origin`, or the plugins list when None) changed in the store meanwhile.
+    #[error("{}{cause}; run the import again", origin.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    Conflict {
+        origin: Option<String>,
+        #[source]
+        cause: StoreError,
+    },
+    #[error("store key {0} is not intent/KIND/NAME or intent/KIND/NAMESPACE/NAME")]
+    KeyShape(String),
+    #[error("store key {0} cannot be a file name")]
+    KeyNotFileName(String),
+    /// The configuration file given for its plugins list cannot be read.
+    #[error("{origin}: {cause}")]
+    Read {
+        origin: String,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("{origin}: {}", .cause.message)]
+    Parse {
+        origin: String,
+        #[source]
+        cause: xdst_core::documents::DocumentError,
+    },
+    #[error(transparent)]
+    List(#[from] super::plugins::ListError),
+    /// The store (named) holds no plugins list to export.
+    #[error("{0} holds no plugins list")]
+    NoList(String),
+}
+
 /// What an import or export did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Moved {
@@ -31,17 +77,14 @@ fn safe(part: &str) -> bool {
         && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+pub async fn import(store: &impl Store, dir: &Path) -> Result<Moved, TransferError> {
     let (set, files) = crate::generate::intent::read_intent(dir)?;
     let (held, _) = store.list(super::INTENT_DIR).await?;
     let mut moved = Moved::default();
     for doc in set.documents() {
-        anyhow::ensure!(
-            safe(&doc.kind) && doc.qualified_name().split('/').all(safe),
-            "{}: {} cannot be a store key (kind, namespace and name: letters, digits, '-', '_', '.')",
-            doc.origin,
-            doc.id()
-        );
+        if !(safe(&doc.kind) && doc.qualified_name().split('/').all(safe)) {
+            return Err(TransferError::UnsafeDocument { origin: doc.origin.to_string(), id: doc.id().to_string() });
+        }
         let key = intent_key(&doc.kind, doc.qualified_name());
         let text = serde_yaml_ng::to_string(&doc.json)?;
         let current = held.iter().find(|e| e.key == key);
@@ -52,7 +95,9 @@ pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
         let expect = Expect::of(current.map(|e| e.mod_revision));
         match store.write(&key, Some(text.into_bytes()), expect).await {
             Ok(_) => moved.written += 1,
-            Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{}: {e}; run the import again", doc.origin),
+            Err(cause @ StoreError::Conflict { .. }) => {
+                return Err(TransferError::Conflict { origin: Some(doc.origin.to_string()), cause });
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -60,18 +105,18 @@ pub async fn import(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
     Ok(moved)
 }
 
-pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
+pub async fn export(store: &impl Store, dir: &Path) -> Result<Moved, TransferError> {
     let (entries, revision) = store.list(super::INTENT_DIR).await?;
     let mut moved = Moved::default();
     for e in entries {
         let rel = e.key.strip_prefix(super::INTENT_DIR).unwrap_or(&e.key);
         let parts: Vec<&str> = rel.split('/').collect();
-        anyhow::ensure!(
-            (2..=3).contains(&parts.len()),
-            "store key {} is not intent/KIND/NAME or intent/KIND/NAMESPACE/NAME",
-            e.key
-        );
-        anyhow::ensure!(parts.iter().all(|p| safe(p)), "store key {} cannot be a file name", e.key);
+        if !(2..=3).contains(&parts.len()) {
+            return Err(TransferError::KeyShape(e.key));
+        }
+        if !parts.iter().all(|p| safe(p)) {
+            return Err(TransferError::KeyNotFileName(e.key));
+        }
         let (name, dirs) = parts.split_last().expect("two or three parts");
         let path = dirs.iter().fold(dir.to_owned(), |p, d| p.join(d)).join(format!("{name}.yaml"));
         std::fs::create_dir_all(path.parent().expect("has a parent"))?;
@@ -87,17 +132,19 @@ pub async fn export(store: &impl Store, dir: &Path) -> anyhow::Result<Moved> {
 }
 
 /// The `plugins:` list of the configuration file `file`, as the store holds it, checked.
-pub fn read_plugins_list(file: &Path) -> anyhow::Result<String> {
+pub fn read_plugins_list(file: &Path) -> Result<String, TransferError> {
     let origin = file.display().to_string();
-    let text = xdst_core::files::read_text(file).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-    let value = xdst_core::documents::parse_one(&text).map_err(|e| anyhow::anyhow!("{origin}: {}", e.message))?;
+    let text =
+        xdst_core::files::read_text(file).map_err(|cause| TransferError::Read { origin: origin.clone(), cause })?;
+    let value = xdst_core::documents::parse_one(&text)
+        .map_err(|cause| TransferError::Parse { origin: origin.clone(), cause })?;
     let list = serde_yaml_ng::to_string(&serde_json::json!({"plugins": value["plugins"]}))?;
     super::plugins::check_list(&origin, &list)?;
     Ok(list)
 }
 
 /// Writes a plugins list (from [`read_plugins_list`]) to the store; whether it changed.
-pub async fn import_plugins(store: &impl Store, list: String) -> anyhow::Result<bool> {
+pub async fn import_plugins(store: &impl Store, list: String) -> Result<bool, TransferError> {
     use super::plugins::LIST_KEY;
     let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
     let current = held.iter().find(|e| e.key == LIST_KEY);
@@ -106,18 +153,18 @@ pub async fn import_plugins(store: &impl Store, list: String) -> anyhow::Result<
     }
     match store.write(LIST_KEY, Some(list.into_bytes()), Expect::of(current.map(|e| e.mod_revision))).await {
         Ok(_) => Ok(true),
-        Err(e @ StoreError::Conflict { .. }) => anyhow::bail!("{e}; run the import again"),
+        Err(cause @ StoreError::Conflict { .. }) => Err(TransferError::Conflict { origin: None, cause }),
         Err(e) => Err(e.into()),
     }
 }
 
 /// Writes the store's plugins list to `file` (a configuration file with only `plugins:`).
-pub async fn export_plugins(store: &impl Store, file: &Path) -> anyhow::Result<()> {
+pub async fn export_plugins(store: &impl Store, file: &Path) -> Result<(), TransferError> {
     let (held, _) = store.list(super::plugins::PLUGINS_DIR).await?;
     let list = held
         .into_iter()
         .find(|e| e.key == super::plugins::LIST_KEY)
-        .ok_or_else(|| anyhow::anyhow!("{} holds no plugins list", store.describe()))?;
+        .ok_or_else(|| TransferError::NoList(store.describe()))?;
     xdst_core::files::write_atomic(file, &list.value)?;
     Ok(())
 }

@@ -39,7 +39,8 @@ impl Outcome {
     }
 }
 
-/// The revision an `If-Match` header names (`"42"` or `42`); `Err` for anything else.
+/// The revision an `If-Match` header names (`"42"` or `42`); `Err` for anything else. The
+/// error is the text the client is sent (with `400`).
 pub fn if_match(headers: &HeaderMap) -> Result<Option<Revision>, String> {
     let Some(v) = headers.get(http::header::IF_MATCH) else { return Ok(None) };
     let text = v.to_str().unwrap_or("").trim().trim_matches('"');
