@@ -93,18 +93,18 @@ async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
         let ca = xdst_tests::pki::Ca::new(pki.path(), "ca")?;
         let server = ca.issue("xdst", &["DNS:localhost"])?;
         let me = ca.issue("client", &[&format!("URI:{identity}")])?;
-        let xdst = xdst::start(xdst::Config {
+        let xdst = xdst::start(xdst::Settings {
             xds_addr: "127.0.0.1:0".parse()?,
             admin_addr: "127.0.0.1:0".parse()?,
             resources: Some(res.path().to_owned()),
             resync: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(1),
-            tls: Some(xdst_serve::tls::TlsFiles {
-                cert: server.cert,
-                key: server.key,
-                client_ca: Some(ca.cert.clone()),
-            }),
-            identities: xdst_serve::identity::Rules(vec![xdst_serve::identity::Rule {
+            tls: xdst::cli::settings::TlsSettings {
+                tls_cert: Some(server.cert),
+                tls_key: Some(server.key),
+                tls_client_ca: Some(ca.cert.clone()),
+            },
+            identities: Some(vec![xdst_serve::identity::Rule {
                 identity: identity.parse().map_err(anyhow::Error::msg)?,
                 groups: vec!["grpc-test".parse().map_err(anyhow::Error::msg)?],
                 nodes: vec!["grpc-*".parse().map_err(anyhow::Error::msg)?],
@@ -312,7 +312,7 @@ async fn python_grpcio_reaches_a_grpc_service_declared_in_intent() -> anyhow::Re
             echo.port
         ),
     )?;
-    let xdst = xdst::start(xdst::Config {
+    let xdst = xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse()?,
         admin_addr: "127.0.0.1:0".parse()?,
         intent: Some(intent.path().to_owned()),

@@ -443,7 +443,7 @@ async fn oversized_requests_are_refused_and_disturb_nothing() {
     server.shutdown().await;
 
     // A smaller limit (`--max-request-size 64KiB`) holds the same way.
-    let server = xdst::start(xdst::Config {
+    let server = xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         resources: Some(dir.path().to_owned()),
@@ -744,7 +744,7 @@ async fn any_type_in_the_cache_is_served_over_ads() {
 #[tokio::test]
 async fn a_silent_client_gets_its_listeners_after_the_grace_period() {
     let dir = basic_dir(10000, 8080);
-    let server = xdst::start(xdst::Config {
+    let server = xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
         resources: Some(dir.path().to_owned()),

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use xdst_serve::identity::{IdentityPattern, Pattern, Rule, Rules};
+use xdst_serve::identity::{IdentityPattern, Pattern, Rule};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect};
 use xdst_tests::fixtures;
 use xdst_tests::pki::{Ca, Leaf};
@@ -78,18 +78,18 @@ async fn scenario(api: ApiType, refusals: bool) -> anyhow::Result<()> {
     fixtures::write(&team_a_dir, "backend.yaml", &fixtures::cluster("backend", a.addr.port()));
     fixtures::write(&team_b_dir, "private.yaml", &fixtures::cluster("team-b-private", 9));
 
-    let xdst = xdst::start(xdst::Config {
+    let xdst = xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse()?,
         admin_addr: "127.0.0.1:0".parse()?,
         resources: Some(res.path().to_owned()),
         resync: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
-        tls: Some(xdst_serve::tls::TlsFiles {
-            cert: server.cert.clone(),
-            key: server.key.clone(),
-            client_ca: Some(pki.ca.cert.clone()),
-        }),
-        identities: Rules(vec![
+        tls: xdst::cli::settings::TlsSettings {
+            tls_cert: Some(server.cert.clone()),
+            tls_key: Some(server.key.clone()),
+            tls_client_ca: Some(pki.ca.cert.clone()),
+        },
+        identities: Some(vec![
             rule("spiffe://test/team-a/*", &["team-a"], &["a-*"]),
             rule("spiffe://test/team-b/*", &["team-b"], &["b-*"]),
             rule("spiffe://test/ops/*", &["*"], &["*"]),

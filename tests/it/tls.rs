@@ -182,13 +182,17 @@ async fn rotation_keeps_100_streams_and_new_connections_get_the_new_certificate(
     replace(&first.key, &key)?;
     let res = tempfile::tempdir()?;
     fixtures::write(res.path(), "backend.yaml", &fixtures::cluster("backend", 8080));
-    let xdst = xdst::start(xdst::Config {
+    let xdst = xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse()?,
         admin_addr: "127.0.0.1:0".parse()?,
         resources: Some(res.path().to_owned()),
         resync: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
-        tls: Some(xdst_serve::tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None }),
+        tls: xdst::cli::settings::TlsSettings {
+            tls_cert: Some(cert.clone()),
+            tls_key: Some(key.clone()),
+            tls_client_ca: None,
+        },
         ..Default::default()
     })
     .await?;

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 
 /// xdst in this process, on ports the OS picked.
 pub async fn start_in_process(resources: Option<&Path>) -> anyhow::Result<xdst::Running> {
-    xdst::start(xdst::Config {
+    xdst::start(xdst::Settings {
         xds_addr: "127.0.0.1:0".parse()?,
         admin_addr: "127.0.0.1:0".parse()?,
         resources: resources.map(Path::to_owned),

@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! let server = xdst::start(xdst::Config {
+//! let server = xdst::start(xdst::Settings {
 //!     xds_addr: "127.0.0.1:0".parse()?,
 //!     admin_addr: "127.0.0.1:0".parse()?,
 //!     resources: Some("examples/quickstart/resources".into()),
@@ -26,129 +26,25 @@ pub mod generate;
 pub mod units;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
 use xdst_core::cache::Cache;
-use xdst_core::node::GroupKey;
 use xdst_serve::{Serving, admission, identity, server, tls};
 
 use crate::generate::plane::Plane;
 use crate::generate::{Generating, intent, plugins, source, store};
 
-/// Everything `xdst serve` can be told.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub xds_addr: SocketAddr,
-    pub admin_addr: SocketAddr,
-    pub resources: Option<PathBuf>,
-    /// Intent documents to translate with the plugins in `plugins` (both or neither).
-    pub intent: Option<PathBuf>,
-    /// Intent in a shared store instead of `intent` (`--store etcd://...`).
-    pub store: Option<store::StoreConfig>,
-    /// With a store: how this replica is named in the fleet view (default `HOSTNAME:XDS_PORT`).
-    pub replica_id: Option<String>,
-    pub plugins: Option<PathBuf>,
-    /// A configuration file whose `plugins` list to run (instead of a `plugins` directory).
-    pub plugin_list: Option<PathBuf>,
-    /// Registries spoken to over plain HTTP (loopback ones always are).
-    pub insecure_registries: Vec<String>,
-    /// PEM certificates trusted for `https://` sources and registries.
-    pub ca_file: Option<PathBuf>,
-    /// Where compiled plugins are cached, and pulled ones under `artifacts/` (none: compile on
-    /// every start, pull into a temporary directory).
-    pub plugin_cache: Option<PathBuf>,
-    /// Meter fuel, so plugins' `limits.fuel` applies.
-    pub fuel: bool,
-    pub group_key: GroupKey,
-    pub debounce: Duration,
-    pub resync: Duration,
-    pub shutdown_grace: Duration,
-    /// How long a make-before-break step waits for a node's ACK before it proceeds anyway.
-    pub plan_grace: Duration,
-    /// How long clusters only a removed or changed listener named are kept (Envoy drains
-    /// the listener that long: its `--drain-time-s`).
-    pub drain_time: Duration,
-    /// Push every change at once, without make-before-break ordering (unsafe: for
-    /// demonstrations and the tests that show what ordering prevents).
-    pub unsafe_unordered_push: bool,
-    /// The bearer token for admin writes (`POST /reload`, the intent API's `PUT` and `DELETE`);
-    /// without one they are refused.
-    pub admin_token: Option<String>,
-    /// The largest gRPC request message and REST request body accepted, in bytes.
-    pub max_request_size: usize,
-    /// Serve both ports over TLS with this certificate and key (and client CA: mTLS).
-    pub tls: Option<tls::TlsFiles>,
-    /// With mTLS: which certificate identities may use which node groups and ids.
-    pub identities: identity::Rules,
-    /// The bearer token admin reads must carry (the write token works too).
-    pub admin_read_token: Option<String>,
-    /// With mTLS: client certificate identities allowed admin reads without a token.
-    pub admin_read_identities: Vec<identity::IdentityPattern>,
-    /// `/metrics` needs no read token.
-    pub open_metrics: bool,
-    /// HTTP/2 streams per xDS connection.
-    pub max_streams_per_connection: u32,
-    /// Open connections per client (identity, or address) on each port.
-    pub max_connections_per_client: usize,
-    /// How long a connection may have no request in flight (see [`server::H2::idle_timeout`]).
-    pub idle_connection_timeout: Duration,
-    /// Requests per stream (0: no limit).
-    pub request_rate: admission::RequestRate,
-    /// The node groups served as their own; empty: any, up to `max_unlisted_node_groups`.
-    pub node_groups: Vec<identity::Pattern>,
-    pub max_unlisted_node_groups: usize,
-}
+pub use cli::settings::Settings;
 
-/// The default for [`Config::max_unlisted_node_groups`].
+/// The default for [`Settings::max_unlisted_node_groups`].
 pub const DEFAULT_MAX_UNLISTED_NODE_GROUPS: usize = 100;
 
-/// The default for [`Config::max_request_size`]: Envoy's own requests are a few KiB.
+/// The default for [`Settings::max_request_size`]: Envoy's own requests are a few KiB.
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 << 20;
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            xds_addr: "127.0.0.1:18000".parse().unwrap(),
-            admin_addr: "127.0.0.1:19000".parse().unwrap(),
-            resources: None,
-            intent: None,
-            store: None,
-            replica_id: None,
-            plugins: None,
-            plugin_list: None,
-            insecure_registries: Vec::new(),
-            ca_file: None,
-            plugin_cache: None,
-            fuel: false,
-            group_key: GroupKey::Cluster,
-            debounce: Duration::from_millis(10),
-            resync: Duration::from_secs(2),
-            shutdown_grace: Duration::from_secs(5),
-            plan_grace: Duration::from_secs(10),
-            drain_time: xdst_core::rollout::DEFAULT_DRAIN,
-            unsafe_unordered_push: false,
-            admin_token: None,
-            max_request_size: DEFAULT_MAX_REQUEST_SIZE,
-            tls: None,
-            identities: identity::Rules::default(),
-            admin_read_token: None,
-            admin_read_identities: Vec::new(),
-            open_metrics: false,
-            max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
-            max_connections_per_client: server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
-            idle_connection_timeout: server::DEFAULT_IDLE_TIMEOUT,
-            request_rate: admission::RequestRate::DEFAULT,
-            node_groups: Vec::new(),
-            max_unlisted_node_groups: DEFAULT_MAX_UNLISTED_NODE_GROUPS,
-        }
-    }
-}
 
 /// A running server.
 pub struct Running {
@@ -174,7 +70,45 @@ impl Running {
 
 /// Loads the resources directory (a bad one is an error: there is nothing to fall back
 /// to yet), binds both ports and starts serving.
-pub async fn start(config: Config) -> anyhow::Result<Running> {
+pub async fn start(settings: Settings) -> anyhow::Result<Running> {
+    let config = &settings;
+    // What the settings name, read and parsed.
+    let store_config = match &config.store.store {
+        Some(url) => {
+            let mut s = store::StoreConfig::parse(url).map_err(|e| anyhow::anyhow!("--store {e}"))?;
+            s.max_documents = config.store.max_store_documents;
+            s.tls = config.store.store_tls.clone();
+            Some(s)
+        }
+        None => None,
+    };
+    let plugin_list = match (&config.plugin_list, &config.config) {
+        (Some(_), Some(file)) => Some(file.clone()),
+        (Some(_), None) => {
+            anyhow::bail!("a `plugins` list is read from a configuration file: give its path (`config`)")
+        }
+        (None, _) => None,
+    };
+    let tls_files = match (&config.tls.tls_cert, &config.tls.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: config.tls.tls_client_ca.clone() })
+        }
+        (None, None) => None,
+        _ => anyhow::bail!("TLS needs both --tls-cert and --tls-key"),
+    };
+    let identities = identity::Rules(config.identities.clone().unwrap_or_default());
+    let write_token = match &config.admin_token_file {
+        Some(f) => Some(token_file(f, "--admin-token-file")?),
+        None => config.admin_token.clone().filter(|t| !t.is_empty()),
+    };
+    let read_token = match &config.admin_read_token_file {
+        Some(f) => Some(token_file(f, "--admin-read-token-file")?),
+        None => None,
+    };
+    let request_rate = admission::RequestRate {
+        rate: config.max_requests_per_second,
+        burst: config.max_requests_per_second.saturating_mul(10),
+    };
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let fetcher = || {
         let artifacts = match &config.plugin_cache {
@@ -183,7 +117,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         };
         plugins::distribution::Fetcher::new(artifacts, config.insecure_registries.clone(), config.ca_file.as_deref())
     };
-    let plugins = match (&config.plugins, &config.plugin_list) {
+    let plugins = match (&config.plugins, &plugin_list) {
         (Some(_), Some(f)) => {
             anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
         }
@@ -194,7 +128,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         ))),
         (None, None) => None,
     };
-    let (input, store) = match (&config.intent, &config.store) {
+    let (input, store) = match (&config.intent, &store_config) {
         (Some(_), Some(s)) => {
             anyhow::bail!("--intent DIR cannot be combined with --store {}: intent comes from one place", s.url())
         }
@@ -218,7 +152,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let (plugins, held_set) = match (plugins, &store) {
         (None, Some(etcd)) => {
             let fetcher = fetcher()?;
-            let replica = replica_name(&config, config.xds_addr);
+            let replica = replica_name(config, config.xds_addr);
             let (held, tasks) = store::plugins::HeldSet::start(
                 etcd.clone(),
                 replica,
@@ -241,7 +175,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 cache_dir: config.plugin_cache.clone(),
                 fuel: config.fuel,
             })?;
-            let max_documents = config.store.as_ref().map_or(store::DEFAULT_MAX_DOCUMENTS, |s| s.max_documents);
+            let max_documents = config.store.max_store_documents;
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
                 .with_max_store_documents(max_documents);
             Some(Arc::new(source))
@@ -252,9 +186,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         (None, Some(_)) => anyhow::bail!("plugins need --intent DIR or --store: the documents to translate"),
         (None, None) => None,
     };
-    let client_roots = match config.tls.as_ref().and_then(|t| t.client_ca.as_ref()) {
+    let client_roots = match tls_files.as_ref().and_then(|t| t.client_ca.as_ref()) {
         Some(ca) => {
-            if config.identities.0.is_empty() {
+            if identities.0.is_empty() {
                 anyhow::bail!(
                     "mTLS (a client CA) needs `identities:` rules in the configuration file saying which node groups \
                      each client certificate may use (`- {{identity: '*', groups: ['*']}}` lets every certificate the \
@@ -264,7 +198,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             Some(tls::client_roots(ca)?)
         }
         None => {
-            if !config.identities.0.is_empty() || !config.admin_read_identities.is_empty() {
+            if !identities.0.is_empty() || !config.admin_read_identities.is_empty() {
                 anyhow::bail!("identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)");
             }
             None
@@ -274,7 +208,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let generation_metrics = generate::metrics::GenerationMetrics::register(&mut metrics);
     let serving = Arc::new(Serving {
         cache: Cache::new(),
-        group_key: config.group_key.clone(),
+        group_key: config.node_group_key.clone(),
         metrics,
         nodes: Default::default(),
         rollouts: xdst_serve::rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
@@ -283,17 +217,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             drain: config.drain_time,
         }),
         shutdown: shutdown_rx.clone(),
-        identities: client_roots.is_some().then(|| config.identities.clone()),
+        identities: client_roots.is_some().then(|| identities.clone()),
         refusal_log: Default::default(),
-        request_rate: config.request_rate,
+        request_rate,
         node_groups: admission::NodeGroups {
             listed: config.node_groups.clone(),
             max_unlisted: config.max_unlisted_node_groups,
         },
         unlisted_groups: Default::default(),
         access: xdst_serve::access::Access {
-            write_token: config.admin_token.clone().filter(|t| !t.is_empty()),
-            read_token: config.admin_read_token.clone().filter(|t| !t.is_empty()),
+            write_token,
+            read_token: read_token.clone(),
             read_identities: config.admin_read_identities.clone(),
             open_metrics: config.open_metrics,
         },
@@ -345,7 +279,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             None => tracing::error!("the first generation did not finish: serving nothing until a good one"),
         }
     }
-    let tls = match &config.tls {
+    let tls = match &tls_files {
         Some(files) => Some(tls::Reloading::load(files.clone()).context("loading the TLS certificate")?),
         None => None,
     };
@@ -355,8 +289,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
     let xds_addr = xds_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
-    info!(%xds_addr, %admin_addr, group_key = %config.group_key, tls = tls.is_some(), "xdst serving");
-    let admin_authenticated = config.admin_read_token.is_some() || !config.admin_read_identities.is_empty();
+    info!(%xds_addr, %admin_addr, group_key = %config.node_group_key, tls = tls.is_some(), "xdst serving");
+    let admin_authenticated = read_token.is_some() || !config.admin_read_identities.is_empty();
     for (port, addr, authenticated) in
         [("xDS", xds_addr, client_roots.is_some()), ("admin", admin_addr, admin_authenticated)]
     {
@@ -446,7 +380,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             reloaded,
             shutdown_rx.clone(),
         )));
-        let replica = replica_name(&config, xds_addr);
+        let replica = replica_name(config, xds_addr);
         tasks.push(tokio::spawn(store::fleet::publish(
             serving.clone(),
             generating.intent.clone(),
@@ -463,7 +397,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
 /// This replica's name in the fleet view and the plugin election: `--replica-id`, or
 /// HOSTNAME:XDS_PORT (HOSTNAME:pid-PID while the port is yet to be chosen).
-fn replica_name(config: &Config, xds_addr: SocketAddr) -> String {
+fn replica_name(config: &Settings, xds_addr: SocketAddr) -> String {
     config.replica_id.clone().unwrap_or_else(|| match xds_addr.port() {
         0 => format!("{}:pid-{}", hostname(), std::process::id()),
         port => format!("{}:{port}", hostname()),
@@ -478,6 +412,16 @@ fn generation_request(generating: Arc<std::sync::OnceLock<Arc<Generating>>>) -> 
             g.request();
         }
     })
+}
+
+/// A token from a file (trailing newline trimmed); an empty file is an error naming `flag`.
+fn token_file(file: &std::path::Path, flag: &str) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(file).with_context(|| format!("reading {flag} {}", file.display()))?;
+    let token = token.trim().to_owned();
+    if token.is_empty() {
+        anyhow::bail!("{flag} {} is empty", file.display());
+    }
+    Ok(token)
 }
 
 /// This machine's name, for the default replica id.

@@ -5,25 +5,27 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use xdst_core::node::GroupKey;
 
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+/// A duration in a configuration file (see [`parse_duration`]).
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    parse_duration(&s).map(Some).map_err(serde::de::Error::custom)
+    parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
-pub fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<GroupKey>, D::Error> {
+/// A node group key in a configuration file (`cluster`, `id`, `metadata:KEY`).
+pub fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<GroupKey, D::Error> {
     let s = String::deserialize(d)?;
-    s.parse().map(Some).map_err(serde::de::Error::custom)
+    s.parse().map_err(serde::de::Error::custom)
 }
 
 /// A size: bytes, or a number with KiB, MiB or GiB.
-pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     let v = serde_json::Value::deserialize(d)?;
     let s = match &v {
         serde_json::Value::Number(n) => n.to_string(),
         serde_json::Value::String(s) => s.clone(),
         _ => return Err(serde::de::Error::custom("a size: bytes, or a number with KiB, MiB or GiB")),
     };
-    parse_size(&s).map(Some).map_err(serde::de::Error::custom)
+    parse_size(&s).map_err(serde::de::Error::custom)
 }
 
 /// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes.

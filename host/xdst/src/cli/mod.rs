@@ -2,10 +2,10 @@
 //! `plugin`, `store`, `wait`).
 
 pub mod plugin_tool;
+pub mod settings;
 pub mod translate;
 pub mod wait;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +14,6 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing::info;
 use xdst_core::cache::Cache;
-use xdst_core::node::GroupKey;
 
 #[derive(Parser)]
 #[command(name = "xdst", version, about = "An xDS control plane for Envoy and proxyless gRPC clients", long_about = None)]
@@ -29,7 +28,7 @@ enum Command {
     /// translated by wasm plugins, or from a directory of Envoy resources, with an admin port
     /// for health, metrics and debugging.
     #[command(after_help = SERVE_HELP)]
-    Serve(Box<ServeArgs>),
+    Serve(Box<settings::Settings>),
     /// Load a resources directory exactly as `serve` would, report the first problem
     /// (file, document, field or dangling reference) and exit non-zero if there is one.
     Validate {
@@ -352,202 +351,6 @@ Pointing Envoy at xdst (bootstrap):
 
 Logging: RUST_LOG (default info), e.g. RUST_LOG=xdst=debug.";
 
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// A configuration file (YAML or JSON) with any of these flags (camelCase: xdsAddr,
-    /// planGrace, ...) and the `plugins` list: each plugin from a path, an https:// URL or an
-    /// OCI registry, with its sha256 pin, limits, capabilities, config, priority and failure
-    /// policy. Flags given here win over the file. See examples/xdst.yaml.
-    #[arg(long, value_name = "FILE", env = "XDST_CONFIG")]
-    config: Option<PathBuf>,
-    /// Address for xDS: gRPC (ADS, per-type services) and REST (POST /v3/discovery:*).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:18000", env = "XDST_XDS_ADDR")]
-    xds_addr: SocketAddr,
-    /// Address for the admin HTTP server: /healthz, /metrics, /debug/nodes, /debug/resources,
-    /// /debug/plugins.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:19000", env = "XDST_ADMIN_ADDR")]
-    admin_addr: SocketAddr,
-    /// Directory of Envoy resources to serve (watched for changes). Without it, xdst
-    /// serves an empty set.
-    #[arg(long, value_name = "DIR", env = "XDST_RESOURCES", conflicts_with_all = ["intent", "plugins"])]
-    resources: Option<PathBuf>,
-    /// Directory of intent documents to translate with --plugins (watched for changes).
-    #[arg(long, value_name = "DIR", env = "XDST_INTENT", conflicts_with = "store")]
-    intent: Option<PathBuf>,
-    /// Intent in etcd instead of a directory, shared by every replica started with the same
-    /// store: etcd://HOST:PORT[,HOST:PORT...]/PREFIX. Documents are keys PREFIX/intent/KIND/NAME;
-    /// each replica watches them and translates what it sees (replicas at one revision serve
-    /// byte-identical resources and versions). Intent API writes are etcd transactions (409
-    /// when the document changed meanwhile). At start, serve waits (retrying, with a warning
-    /// each time) until etcd answers; once serving, while etcd is unreachable the last good
-    /// config keeps serving, writes answer 503 and /readyz shows the store. Without --plugins
-    /// or a plugins list, the plugins are the store's (`xdst store import --plugins FILE`),
-    /// resolved by an elected replica. TLS towards etcd: the configuration file's
-    /// `store: {url, tls: {ca, cert, key}}`.
-    #[arg(long, value_name = "URL", env = "XDST_STORE")]
-    store: Option<String>,
-    /// With --store: the most intent documents the store may hold; more fail the generation
-    /// (the last good config keeps serving).
-    #[arg(long, value_name = "N", default_value_t = crate::generate::store::DEFAULT_MAX_DOCUMENTS)]
-    max_store_documents: usize,
-    /// With --store: this replica's name in the fleet view (/debug/nodes?fleet=true on any
-    /// replica shows every replica's nodes; a replica drops out 10 s after it stops)
-    /// [default: HOSTNAME:XDS_PORT].
-    #[arg(long, value_name = "NAME", env = "XDST_REPLICA_ID")]
-    replica_id: Option<String>,
-    /// Directory of plugins (*.wasm) that translate --intent (watched for changes: plugins
-    /// hot-reload without dropping streams).
-    #[arg(long, value_name = "DIR", env = "XDST_PLUGINS")]
-    plugins: Option<PathBuf>,
-    /// Where compiled plugins are cached, by SHA-256 [default: ~/.cache/xdst/plugins].
-    #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
-    plugin_cache: Option<PathBuf>,
-    /// Meter fuel so plugins' `limits.fuel` applies (deterministic budgets; slower).
-    #[arg(long)]
-    fuel: bool,
-    /// How nodes are grouped; each group can be served its own set: `cluster` (node.cluster),
-    /// `id` (node.id) or `metadata:<key>` (a string in node.metadata).
-    #[arg(long, value_name = "KEY", default_value = "cluster")]
-    node_group_key: GroupKey,
-    /// The largest intent, resources or configuration file xdst reads (bytes, or with KiB,
-    /// MiB, GiB). A larger file is refused, naming it, and what was serving stays. A parsed
-    /// file takes up to about forty times its size in memory.
-    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = crate::units::parse_size)]
-    max_file_size: usize,
-    /// The largest xDS request accepted: a gRPC message (a larger one ends that stream with
-    /// OUT_OF_RANGE) or a REST body (answered 413). Envoy's own requests are a few KiB.
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::units::parse_size)]
-    max_request_size: usize,
-    /// HTTP/2 streams one xDS connection may have open at once. Envoy opens one ADS stream
-    /// (or one per type); a client asking for more waits for one to close, as HTTP/2 has it.
-    #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_STREAMS_PER_CONNECTION)]
-    max_streams_per_connection: u32,
-    /// Connections one client may have open on a port: a client is its certificate identity
-    /// with mTLS, else its IP address (proxies behind one NAT address share it). A new one
-    /// beyond is closed at once, counted in xdst_refusals_total and logged.
-    #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT)]
-    max_connections_per_client: usize,
-    /// A connection with no request in flight for this long is closed, and a new one must
-    /// start its first request within this (at most 10s): a connection that asks for nothing
-    /// holds no place under --max-connections-per-client. An Envoy's or a gRPC client's xDS
-    /// connection always carries its stream. Counted in
-    /// xdst_refusals_total{reason="idle_connection"}.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
-    idle_connection_timeout: Duration,
-    /// Requests one xDS stream may send a second, on average; ten times as many at once. A
-    /// stream beyond is ended with RESOURCE_EXHAUSTED. Envoy sends one per response it
-    /// answers and one per subscription change. 0: no limit.
-    #[arg(long, value_name = "N", default_value_t = xdst_serve::admission::RequestRate::DEFAULT.rate)]
-    max_requests_per_second: u32,
-    /// The node groups xdst serves as their own (comma-separated, exact or ending in `*`).
-    /// A node naming another group (in node.cluster, or the --node-group-key) is served the
-    /// default set, untranslated for it. Groups of the resources directory (its
-    /// subdirectories) and of the identity rules are listed too. Without a list, groups are
-    /// created as nodes name them, up to --max-unlisted-node-groups.
-    #[arg(long, value_name = "PATTERNS", value_delimiter = ',')]
-    node_groups: Vec<xdst_serve::identity::Pattern>,
-    /// Without --node-groups: how many node groups nodes may create by naming them (each
-    /// is translated for) within 10 minutes; a node naming one more is served the default
-    /// set, logged and counted in xdst_refusals_total{reason="node_group"}. A group stays
-    /// its own while a node of it is connected.
-    #[arg(long, value_name = "N", default_value_t = crate::DEFAULT_MAX_UNLISTED_NODE_GROUPS)]
-    max_unlisted_node_groups: usize,
-    /// The most of one plugin error, diagnostic or log message kept; the rest is cut, noting
-    /// the full length.
-    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = crate::units::parse_size)]
-    max_plugin_message: usize,
-    /// Diagnostics kept from one plugin call; the rest are counted in one more.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    max_plugin_diagnostics: usize,
-    /// Log lines kept from one plugin call; the rest are dropped and counted.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    max_plugin_log_lines: usize,
-    /// Bytes of stdout, and of stderr, kept from one plugin call; the rest are dropped and
-    /// counted (the plugin goes on running).
-    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = crate::units::parse_size)]
-    max_plugin_stdio: usize,
-    /// Quiet window that merges a burst of resource changes into one push.
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
-    debounce: Duration,
-    /// How often the watched directories (resources, intent, plugins) are rescanned in case a
-    /// change notification was lost.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    resync: Duration,
-    /// On SIGINT/SIGTERM, how long open connections get before they are closed.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
-    shutdown_grace: Duration,
-    /// Make-before-break: how long a node's rollout waits for an ACK before it proceeds
-    /// without it (logged, and counted in xdst_plan_grace_expired_total). A change goes out
-    /// in one round trip unless it names something new to the node: a route configuration
-    /// waits for the new clusters (and endpoints) it names, a listener for what it names, and
-    /// a cluster is removed only once nothing the node holds names it.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, env = "XDST_PLAN_GRACE")]
-    plan_grace: Duration,
-    /// Make-before-break: how long the clusters a removed or changed listener named are kept
-    /// after the node acknowledges the change. Envoy keeps serving that listener's open
-    /// connections, with the routes it had, for its --drain-time-s (600 s by default): set
-    /// this to the same value. 0 keeps them only while the node still asks for a route
-    /// configuration naming them.
-    #[arg(long, value_name = "DURATION", default_value = "600s", value_parser = parse_duration)]
-    drain_time: Duration,
-    /// Push every change to every node at once, without make-before-break ordering. Unsafe:
-    /// a route can reach Envoy before the cluster it names, and a cluster can be removed
-    /// while a route still sends traffic to it. For demonstrations and tests only.
-    #[arg(long)]
-    unsafe_unordered_push: bool,
-    /// A file holding the bearer token that admin writes (POST /reload, intent API PUT and
-    /// DELETE) must carry
-    /// (`Authorization: Bearer <token>`). Without it (or XDST_ADMIN_TOKEN) admin writes are
-    /// refused. A file, not a flag, so the token does not show in `ps`.
-    #[arg(long, value_name = "FILE")]
-    admin_token_file: Option<PathBuf>,
-    /// Serve TLS on the xDS and admin ports with this PEM certificate (chain); needs
-    /// --tls-key. Both files are re-read when they change: new connections get the new
-    /// certificate, open ones keep theirs. (Config file: `tls: {cert: FILE, key: FILE}`.)
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// mTLS: the PEM certificate(s) of the CA that signs client certificates. xDS clients must
-    /// then present a certificate it signed (refused in the handshake otherwise), and the
-    /// configuration file's `identities:` rules say which node groups and node ids each
-    /// certificate identity (first URI SAN, else first DNS SAN, else subject CN) may use; a
-    /// stream naming others is refused with PERMISSION_DENIED. On the admin port a client
-    /// certificate is optional (see --admin-read-token-file). Read at start.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_client_ca: Option<PathBuf>,
-    /// A file holding the bearer token admin reads (/debug/*, GET /intent, /metrics) must
-    /// carry. With it (or with `adminReadIdentities` in the configuration file, client
-    /// certificates allowed to read), reads without it are refused with 401; the write
-    /// token is accepted for reads too. Without either, reads are open (as on loopback).
-    #[arg(long, value_name = "FILE", env = "XDST_ADMIN_READ_TOKEN_FILE")]
-    admin_read_token_file: Option<PathBuf>,
-    /// Serve /metrics without the read token (for a Prometheus that cannot send one).
-    #[arg(long)]
-    open_metrics: bool,
-    /// Write {"xds_addr": ..., "admin_addr": ...} to this file once listening (useful with
-    /// port 0).
-    #[arg(long, value_name = "FILE")]
-    ready_file: Option<PathBuf>,
-    /// Set from the configuration file only.
-    #[arg(skip)]
-    plugin_list: Option<PathBuf>,
-    /// Set from the configuration file only (`store.tls`).
-    #[arg(skip)]
-    store_tls: Option<crate::generate::store::StoreTls>,
-    /// Set from the configuration file only (`identities:`).
-    #[arg(skip)]
-    identities: Option<Vec<xdst_serve::identity::Rule>>,
-    /// Set from the configuration file only (`adminReadIdentities:`).
-    #[arg(skip)]
-    admin_read_identities: Vec<xdst_serve::identity::IdentityPattern>,
-    #[arg(skip)]
-    insecure_registries: Vec<String>,
-    #[arg(skip)]
-    ca_file: Option<PathBuf>,
-}
-
 use crate::units::parse_duration;
 
 /// Runs the command line and returns what the process exits with.
@@ -560,12 +363,19 @@ pub fn main() -> anyhow::Result<()> {
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
-        Command::Serve(mut args) => {
-            if let Some(file) = args.config.clone() {
+        Command::Serve(mut settings) => {
+            if let Some(file) = settings.config.clone() {
                 let given = matches.subcommand_matches("serve").expect("serve");
-                apply_config_file(&mut args, &file, given)?;
+                let from_file = settings::Settings::read_file(&file)?;
+                settings.merge_file(from_file, given);
+                // A plugins directory on the command line replaces the file's plugins list.
+                if settings.plugins.is_some()
+                    && given.value_source("plugins").is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
+                {
+                    settings.plugin_list = None;
+                }
             }
-            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*args))
+            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*settings))
         }
         Command::Validate { resources } => {
             let (p, files) = source::load(&resources)?;
@@ -753,152 +563,15 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fills in what the command line left to the configuration file: a flag given on the command
-/// line or by its environment variable wins.
-fn apply_config_file(args: &mut ServeArgs, file: &std::path::Path, given: &clap::ArgMatches) -> anyhow::Result<()> {
-    use clap::parser::ValueSource;
-    let c = crate::generate::plugins::list::read(file)?;
-    let set = |id: &str| matches!(given.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
-    macro_rules! take {
-        ($field:ident) => {
-            if !set(stringify!($field))
-                && let Some(v) = c.$field.clone()
-            {
-                args.$field = v;
-            }
-        };
-        (opt $field:ident) => {
-            if !set(stringify!($field)) && c.$field.is_some() {
-                args.$field = c.$field.clone();
-            }
-        };
+async fn serve(mut settings: settings::Settings) -> anyhow::Result<()> {
+    settings.plugin_cache = settings.plugin_cache.or_else(default_plugin_cache);
+    if settings.admin_token_file.is_none() {
+        settings.admin_token =
+            std::env::var("XDST_ADMIN_TOKEN").ok().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
     }
-    take!(xds_addr);
-    take!(admin_addr);
-    take!(opt resources);
-    take!(opt intent);
-    if let Some(st) = &c.store {
-        if !set("store") {
-            args.store = Some(st.url.clone());
-        }
-        if !set("max_store_documents")
-            && let Some(n) = st.max_documents
-        {
-            args.max_store_documents = n;
-        }
-        args.store_tls = st.tls.clone();
-    }
-    take!(opt plugin_cache);
-    take!(fuel);
-    take!(node_group_key);
-    take!(debounce);
-    take!(resync);
-    take!(shutdown_grace);
-    take!(plan_grace);
-    take!(drain_time);
-    take!(unsafe_unordered_push);
-    take!(max_file_size);
-    take!(max_request_size);
-    take!(max_streams_per_connection);
-    take!(max_connections_per_client);
-    take!(idle_connection_timeout);
-    take!(max_requests_per_second);
-    take!(node_groups);
-    take!(max_unlisted_node_groups);
-    take!(max_plugin_message);
-    take!(max_plugin_diagnostics);
-    take!(max_plugin_log_lines);
-    take!(max_plugin_stdio);
-    take!(opt admin_token_file);
-    take!(opt ready_file);
-    if !set("tls_cert")
-        && !set("tls_key")
-        && let Some(t) = &c.tls
-    {
-        args.tls_cert = Some(t.cert.clone());
-        args.tls_key = Some(t.key.clone());
-        if !set("tls_client_ca") {
-            args.tls_client_ca = t.client_ca.clone();
-        }
-    }
-    take!(opt admin_read_token_file);
-    take!(open_metrics);
-    args.identities = c.identities;
-    args.admin_read_identities = c.admin_read_identities;
-    if !set("plugins") {
-        if let Some(dir) = &c.plugins_dir {
-            args.plugins = Some(dir.clone());
-        } else if c.plugins.is_some() {
-            args.plugin_list = Some(file.to_owned());
-        }
-    }
-    args.insecure_registries = c.insecure_registries;
-    args.ca_file = c.ca_file;
-    Ok(())
-}
-
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    xdst_core::files::set_max_text_bytes(args.max_file_size);
-    xdst_plugin::text_limits::set(xdst_plugin::TextLimits {
-        message_bytes: args.max_plugin_message,
-        diagnostics: args.max_plugin_diagnostics,
-        log_lines: args.max_plugin_log_lines,
-        stdio_bytes: args.max_plugin_stdio,
-    });
-    let config = crate::Config {
-        xds_addr: args.xds_addr,
-        admin_addr: args.admin_addr,
-        resources: args.resources,
-        intent: args.intent,
-        store: match &args.store {
-            Some(url) => {
-                let mut s =
-                    crate::generate::store::StoreConfig::parse(url).map_err(|e| anyhow::anyhow!("--store {e}"))?;
-                s.max_documents = args.max_store_documents;
-                s.tls = args.store_tls.clone();
-                Some(s)
-            }
-            None => None,
-        },
-        replica_id: args.replica_id.clone(),
-        plugins: args.plugins,
-        plugin_list: args.plugin_list,
-        insecure_registries: args.insecure_registries,
-        ca_file: args.ca_file,
-        plugin_cache: args.plugin_cache.or_else(default_plugin_cache),
-        fuel: args.fuel,
-        group_key: args.node_group_key,
-        debounce: args.debounce,
-        resync: args.resync,
-        shutdown_grace: args.shutdown_grace,
-        max_request_size: args.max_request_size,
-        max_streams_per_connection: args.max_streams_per_connection,
-        max_connections_per_client: args.max_connections_per_client,
-        idle_connection_timeout: args.idle_connection_timeout,
-        request_rate: xdst_serve::admission::RequestRate {
-            rate: args.max_requests_per_second,
-            burst: args.max_requests_per_second.saturating_mul(10),
-        },
-        node_groups: args.node_groups,
-        max_unlisted_node_groups: args.max_unlisted_node_groups,
-        plan_grace: args.plan_grace,
-        drain_time: args.drain_time,
-        unsafe_unordered_push: args.unsafe_unordered_push,
-        admin_token: admin_token(args.admin_token_file.as_deref())?,
-        tls: match (args.tls_cert, args.tls_key) {
-            (Some(cert), Some(key)) => Some(xdst_serve::tls::TlsFiles { cert, key, client_ca: args.tls_client_ca }),
-            _ => None,
-        },
-        identities: xdst_serve::identity::Rules(args.identities.unwrap_or_default()),
-        admin_read_token: match &args.admin_read_token_file {
-            Some(f) => Some(token_file(f, "--admin-read-token-file")?),
-            None => None,
-        },
-        admin_read_identities: args.admin_read_identities,
-        open_metrics: args.open_metrics,
-    };
-    let server = crate::start(config).await?;
-    if let Some(path) = &args.ready_file {
+    let ready_file = settings.ready_file.clone();
+    let server = crate::start(settings).await?;
+    if let Some(path) = &ready_file {
         let body =
             serde_json::json!({"xds_addr": server.xds_addr.to_string(), "admin_addr": server.admin_addr.to_string()});
         xdst_core::files::write_atomic(path, body.to_string())
@@ -923,25 +596,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     server.shutdown().await;
     info!("stopped");
     Ok(())
-}
-
-/// The admin token: from `--admin-token-file` (trailing newline trimmed), else from the
-/// `XDST_ADMIN_TOKEN` environment variable.
-fn admin_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
-    match file {
-        Some(f) => token_file(f, "--admin-token-file").map(Some),
-        None => Ok(std::env::var("XDST_ADMIN_TOKEN").ok().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())),
-    }
-}
-
-/// A token from a file (trailing newline trimmed); an empty file is an error naming `flag`.
-fn token_file(file: &std::path::Path, flag: &str) -> anyhow::Result<String> {
-    let token = std::fs::read_to_string(file).with_context(|| format!("reading {flag} {}", file.display()))?;
-    let token = token.trim().to_owned();
-    if token.is_empty() {
-        anyhow::bail!("{flag} {} is empty", file.display());
-    }
-    Ok(token)
 }
 
 async fn shutdown_signal() {

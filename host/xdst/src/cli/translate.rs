@@ -45,13 +45,13 @@ pub fn run_config(
     group: &str,
     cache_dir: Option<PathBuf>,
 ) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
-    let c = crate::generate::plugins::list::read(file)?;
+    let c = crate::cli::settings::Settings::read_file(file)?;
     let intent = intent
         .map(Path::to_path_buf)
         .or(c.intent.clone())
         .ok_or_else(|| anyhow::anyhow!("no intent: give --intent DIR or `intent` in {}", file.display()))?;
     let cache_dir = c.plugin_cache.clone().or(cache_dir);
-    if let Some(dir) = &c.plugins_dir {
+    if let Some(dir) = &c.plugins {
         return run(&intent, dir, group, cache_dir);
     }
     let artifacts =

@@ -3,5 +3,6 @@
 //! pulled in the background by [`pulls`]. A plugins directory is `xdst_plugin::dir`'s.
 
 pub mod distribution;
+pub mod entry;
 pub mod list;
 pub mod pulls;

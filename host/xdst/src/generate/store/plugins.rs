@@ -242,9 +242,9 @@ pub fn check_list(origin: &str, text: &str) -> Result<(), ListError> {
             return Err(ListError::RelativeKey { origin: origin(), index: i, key: key.to_owned() });
         }
     }
-    let c = crate::generate::plugins::list::parse(std::path::Path::new("/"), text)
+    let c = crate::cli::settings::Settings::parse_file(std::path::Path::new("/"), text)
         .map_err(|cause| ListError::Config { origin: origin(), cause })?;
-    let plugins = c.plugins.unwrap_or_default();
+    let plugins = c.plugin_list.unwrap_or_default();
     if plugins.is_empty() {
         return Err(ListError::NoList { origin: origin() });
     }
