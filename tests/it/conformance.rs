@@ -31,7 +31,7 @@ fn runtime() -> &'static Runtime {
         // xdst's own default cache, so a port compiled here is not compiled again by the
         // `xdst serve` of the Envoy test (a Python component takes most of a minute).
         let cache = xdst_tests::cache_dir().join("plugins");
-        Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false }).unwrap()
+        Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false, ..Default::default() }).unwrap()
     })
 }
 

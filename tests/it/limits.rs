@@ -293,3 +293,35 @@ async fn silent_connections_are_closed_and_free_their_places() -> anyhow::Result
     ensure!(next.resources.len() == 2, "the open stream did not get the change");
     Ok(())
 }
+
+/// Issue 34: a bound is a setting of each server, not of the process, so `xdst::start` can be
+/// embedded twice in one process. Two servers read one resources directory with different
+/// `--max-file-size`: the tight one refuses the file at start (naming the limit), the other
+/// serves it.
+#[tokio::test]
+async fn two_servers_in_one_process_keep_their_own_file_size_bound() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    xdst_tests::fixtures::write(dir.path(), "backend.yaml", &xdst_tests::fixtures::cluster("backend", 8080));
+    let size = usize::try_from(std::fs::metadata(dir.path().join("backend.yaml"))?.len())?;
+    let settings = |max_file_size| xdst::Settings {
+        xds_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        resources: Some(dir.path().to_owned()),
+        max_file_size,
+        ..Default::default()
+    };
+    let roomy = xdst::start(settings(size)).await?;
+    let tight = xdst::start(settings(size - 1)).await;
+    let error = format!("{:#}", tight.err().context("a file over the tight bound must refuse the start")?);
+    ensure!(error.contains(&format!("over the limit of {} bytes", size - 1)), "{error}");
+    let (expected, _) = xdst::generate::source::load(dir.path(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES)?;
+    let served = roomy.serving.cache.snapshot("");
+    ensure!(
+        served.len() == expected.default.len() && !served.is_empty(),
+        "the roomy server serves {} resources of {}",
+        served.len(),
+        expected.default.len()
+    );
+    roomy.shutdown().await;
+    Ok(())
+}

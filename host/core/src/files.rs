@@ -3,28 +3,16 @@
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The default for [`max_text_bytes`]: 8 MiB, room for tens of thousands of documents. Parsed,
-/// a file takes up to about forty times its size in memory.
+/// The default of the largest intent, resources or configuration file xdst reads
+/// (`--max-file-size`): 8 MiB, room for tens of thousands of documents. Parsed, a file takes up
+/// to about forty times its size in memory.
 pub const DEFAULT_MAX_TEXT_BYTES: usize = 8 << 20;
 
-static MAX_TEXT_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_TEXT_BYTES);
-
-/// The largest intent, resources or configuration file xdst reads (`--max-file-size`).
-pub fn max_text_bytes() -> usize {
-    MAX_TEXT_BYTES.load(Ordering::Relaxed)
-}
-
-/// Sets [`max_text_bytes`] for this process.
-pub fn set_max_text_bytes(bytes: usize) {
-    MAX_TEXT_BYTES.store(bytes, Ordering::Relaxed);
-}
-
-/// Reads a text file of at most [`max_text_bytes`]; a larger one is an error saying so (and
-/// no more than the limit is ever read, even from a file that grows meanwhile).
-pub fn read_text(path: &Path) -> std::io::Result<String> {
-    let max = max_text_bytes();
+/// Reads a text file of at most `max` bytes; a larger one is an error saying so (and no more
+/// than the limit is ever read, even from a file that grows meanwhile).
+pub fn read_text(path: &Path, max: usize) -> std::io::Result<String> {
     let file = std::fs::File::open(path)?;
     let too_large = |len: u64| {
         std::io::Error::new(
@@ -93,9 +81,9 @@ mod tests {
     fn read_text_refuses_a_file_over_the_limit() {
         let path = std::env::temp_dir().join(format!("xdst-read-text-{}", std::process::id()));
         std::fs::write(&path, vec![b'a'; DEFAULT_MAX_TEXT_BYTES]).unwrap();
-        assert_eq!(read_text(&path).unwrap().len(), DEFAULT_MAX_TEXT_BYTES);
+        assert_eq!(read_text(&path, DEFAULT_MAX_TEXT_BYTES).unwrap().len(), DEFAULT_MAX_TEXT_BYTES);
         std::fs::write(&path, vec![b'a'; DEFAULT_MAX_TEXT_BYTES + 1]).unwrap();
-        let e = read_text(&path).unwrap_err();
+        let e = read_text(&path, DEFAULT_MAX_TEXT_BYTES).unwrap_err();
         assert!(e.to_string().contains("over the limit of 8388608 bytes"), "{e}");
         std::fs::remove_file(&path).unwrap();
     }

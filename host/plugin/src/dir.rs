@@ -399,7 +399,8 @@ impl DirLoader {
 fn read_settings(wasm: &Path) -> Result<Settings, DirError> {
     for ext in ["yaml", "yml", "json"] {
         let path = wasm.with_extension(ext);
-        let text = match xdst_core::files::read_text(&path) {
+        // A settings file is small: the default bound on one file holds it.
+        let text = match xdst_core::files::read_text(&path, xdst_core::files::DEFAULT_MAX_TEXT_BYTES) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(DirError::Read(path, e)),

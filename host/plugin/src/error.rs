@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// A plugin's own text (an error message, a diagnostic, a trap) reaches the log,
-/// `/debug/plugins` and API answers cut to `text_limits::get().message_bytes`, noting how long
+/// `/debug/plugins` and API answers cut to its runtime's `TextLimits::message_bytes`, noting how long
 /// it was. The same for the short strings a plugin names things with (a document id, a field path).
 pub const MAX_NAME_BYTES: usize = 512;
 
@@ -17,14 +17,15 @@ fn clip_opt(s: Option<String>) -> Option<String> {
     s.map(|s| if s.len() > MAX_NAME_BYTES { clip(&s, MAX_NAME_BYTES) } else { s })
 }
 
-fn clip_owned(s: String) -> String {
-    let max = crate::text_limits::get().message_bytes;
+fn clip_owned(s: String, max: usize) -> String {
+    let max = max.max(crate::text_limits::MIN_MESSAGE_BYTES);
     if s.len() > max { clip(&s, max) } else { s }
 }
 
 impl Failure {
-    /// The failure with its text bounded (`text_limits`, [`MAX_NAME_BYTES`]).
-    pub fn clipped(self) -> Failure {
+    /// The failure with its text bounded (`text`, [`MAX_NAME_BYTES`]).
+    pub fn clipped(self, text: crate::TextLimits) -> Failure {
+        let clip_owned = |m| clip_owned(m, text.message_bytes);
         match self {
             Failure::Compile(m) => Failure::Compile(clip_owned(m)),
             Failure::Incompatible(m) => Failure::Incompatible(clip_owned(m)),
@@ -39,14 +40,14 @@ impl Failure {
     }
 }
 
-/// Bounds a response's diagnostics: at most [`MAX_DIAGNOSTICS`], each clipped, and one more
+/// Bounds a response's diagnostics: at most `text.diagnostics`, each clipped, and one more
 /// saying how many were dropped.
-pub fn bound_diagnostics(diagnostics: &mut Vec<crate::wit::Diagnostic>) {
+pub fn bound_diagnostics(diagnostics: &mut Vec<crate::wit::Diagnostic>, text: crate::TextLimits) {
     let total = diagnostics.len();
-    let kept = crate::text_limits::get().diagnostics;
+    let kept = text.diagnostics;
     diagnostics.truncate(kept);
     for d in diagnostics.iter_mut() {
-        d.message = clip_owned(std::mem::take(&mut d.message));
+        d.message = clip_owned(std::mem::take(&mut d.message), text.message_bytes);
         d.document = clip_opt(d.document.take());
         d.field = clip_opt(d.field.take());
     }

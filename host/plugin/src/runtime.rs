@@ -149,6 +149,8 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Meter fuel (slower; deterministic budgets for plugins that set `Limits::fuel`).
     pub fuel: bool,
+    /// How much of a plugin's own text is kept (`xdst serve --max-plugin-message`, ...).
+    pub text: crate::TextLimits,
 }
 
 /// Compiles and runs plugins. One per process; cheap to share.
@@ -327,6 +329,7 @@ impl Runtime {
             engine: self.engine.clone(),
             limits,
             fuel_enabled: self.config.fuel,
+            text: self.config.text,
         };
         let v2 = matches!(plugin.code, Code::Component2(_));
         let info = plugin.call(
@@ -473,6 +476,8 @@ pub struct Plugin {
     engine: Engine,
     limits: Limits,
     fuel_enabled: bool,
+    /// How much of its own text is kept.
+    text: crate::TextLimits,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -542,7 +547,7 @@ impl Plugin {
         if bytes > self.limits.output_bytes {
             return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: self.limits.output_bytes }));
         }
-        crate::error::bound_diagnostics(&mut translated.response.diagnostics);
+        crate::error::bound_diagnostics(&mut translated.response.diagnostics, self.text);
         Ok(translated)
     }
 
@@ -554,7 +559,7 @@ impl Plugin {
             Failure::Memory { .. } => xdst_core::limits::Limit::PluginMemory.hit(),
             _ => {}
         }
-        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure: failure.clipped() }
+        PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure: failure.clipped(self.text) }
     }
 
     /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
@@ -576,6 +581,7 @@ impl Plugin {
                 capabilities: self.limits.capabilities,
                 deadline: std::time::Instant::now() + self.limits.deadline,
                 unsupported: Default::default(),
+                text: self.text,
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
@@ -684,6 +690,8 @@ pub struct CallState {
     deadline: std::time::Instant,
     /// The WASI functions xdst does not provide that the plugin called (`waits`).
     unsupported: waits::Unsupported,
+    /// How much of the plugin's own text is kept.
+    text: crate::TextLimits,
 }
 
 struct Wasi {
@@ -702,8 +710,7 @@ struct WasiP1 {
 /// The WASI a plugin gets: nothing granted (no preopened directories, environment, arguments
 /// or network: the builder's defaults), stdin empty, stdout and stderr to capped pipes the
 /// host logs; a stopped clock and fixed random bytes unless `capabilities` grant the real ones.
-fn empty_wasi(capabilities: &Capabilities) -> (wasmtime_wasi::WasiCtxBuilder, CappedPipe, CappedPipe) {
-    let cap = crate::text_limits::get().stdio_bytes;
+fn empty_wasi(capabilities: &Capabilities, cap: usize) -> (wasmtime_wasi::WasiCtxBuilder, CappedPipe, CappedPipe) {
     let stdout = CappedPipe::new(cap);
     let stderr = CappedPipe::new(cap);
     let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
@@ -724,7 +731,7 @@ fn empty_wasi(capabilities: &Capabilities) -> (wasmtime_wasi::WasiCtxBuilder, Ca
 impl wasmtime_wasi::WasiView for CallState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         let wasi = self.wasi.get_or_insert_with(|| {
-            let (mut builder, stdout, stderr) = empty_wasi(&self.capabilities);
+            let (mut builder, stdout, stderr) = empty_wasi(&self.capabilities, self.text.stdio_bytes);
             Wasi { ctx: builder.build(), table: Default::default(), stdout, stderr }
         });
         wasmtime_wasi::WasiCtxView { ctx: &mut wasi.ctx, table: &mut wasi.table }
@@ -745,16 +752,17 @@ impl CallState {
             capabilities: Capabilities::default(),
             deadline: std::time::Instant::now(),
             unsupported: Default::default(),
+            text: Default::default(),
         }
     }
 
     /// The empty WASI of a core module (`wasi_snapshot_preview1`), made on first use.
     pub(crate) fn wasi_p1(&mut self) -> &mut wasmtime_wasi::p1::WasiP1Ctx {
-        let capabilities = self.capabilities;
+        let (capabilities, text) = (self.capabilities, self.text);
         &mut self
             .wasi_p1
             .get_or_insert_with(|| {
-                let (mut builder, stdout, stderr) = empty_wasi(&capabilities);
+                let (mut builder, stdout, stderr) = empty_wasi(&capabilities, text.stdio_bytes);
                 WasiP1 { ctx: builder.build_p1(), stdout, stderr }
             })
             .ctx
@@ -766,7 +774,7 @@ impl CallState {
     pub(crate) fn write_log(&mut self, level: wit::xdst::plugin::log::Level, message: String) {
         use wit::xdst::plugin::log::Level;
         self.logs += 1;
-        let limits = crate::text_limits::get();
+        let limits = self.text;
         if self.logs > limits.log_lines {
             if self.logs == limits.log_lines + 1 {
                 xdst_core::limits::Limit::PluginLogLines.hit();
@@ -776,8 +784,9 @@ impl CallState {
             return;
         }
         let mut message = message;
-        if message.len() > limits.message_bytes {
-            let mut cut = limits.message_bytes;
+        let max = limits.message_bytes.max(crate::text_limits::MIN_MESSAGE_BYTES);
+        if message.len() > max {
+            let mut cut = max;
             while !message.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -816,7 +825,7 @@ impl CallState {
             }
             if dropped > 0 {
                 xdst_core::limits::Limit::PluginStdio.hit();
-                warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {} bytes to {name} in one call; the rest was dropped", crate::text_limits::get().stdio_bytes);
+                warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin wrote more than {} bytes to {name} in one call; the rest was dropped", self.text.stdio_bytes);
             }
         }
     }

@@ -1,9 +1,7 @@
 //! How much of a plugin's own text is kept: each error or diagnostic message, the diagnostics
-//! of one call, the log lines of one call, and its stdout and stderr. Set once at start
-//! (`xdst serve --max-plugin-message`, ...); what goes past is cut or dropped, noted, and
-//! counted (`xdst_limit_hits_total`).
-
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! of one call, the log lines of one call, and its stdout and stderr. Part of a runtime's
+//! settings (`RuntimeConfig::text`; `xdst serve --max-plugin-message`, ...); what goes past is
+//! cut or dropped, noted, and counted (`xdst_limit_hits_total`).
 
 /// The bounds on a plugin's own text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,33 +22,5 @@ impl Default for TextLimits {
     }
 }
 
-static MESSAGE_BYTES: AtomicUsize = AtomicUsize::new(4096);
-static DIAGNOSTICS: AtomicUsize = AtomicUsize::new(20);
-static LOG_LINES: AtomicUsize = AtomicUsize::new(100);
-static STDIO_BYTES: AtomicUsize = AtomicUsize::new(64 << 10);
-
-/// Sets the bounds for every plugin call from now on.
-pub fn set(limits: TextLimits) {
-    MESSAGE_BYTES.store(limits.message_bytes.max(64), Ordering::Relaxed);
-    DIAGNOSTICS.store(limits.diagnostics, Ordering::Relaxed);
-    LOG_LINES.store(limits.log_lines, Ordering::Relaxed);
-    STDIO_BYTES.store(limits.stdio_bytes, Ordering::Relaxed);
-}
-
-/// The bounds in force.
-pub fn get() -> TextLimits {
-    TextLimits {
-        message_bytes: MESSAGE_BYTES.load(Ordering::Relaxed),
-        diagnostics: DIAGNOSTICS.load(Ordering::Relaxed),
-        log_lines: LOG_LINES.load(Ordering::Relaxed),
-        stdio_bytes: STDIO_BYTES.load(Ordering::Relaxed),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_defaults_are_in_force_until_set() {
-        assert_eq!(super::get(), super::TextLimits::default());
-    }
-}
+/// The least of a message kept, whatever `message_bytes` says: enough to tell what it was.
+pub const MIN_MESSAGE_BYTES: usize = 64;

@@ -220,7 +220,7 @@ fn a_plugins_text_is_bounded_where_it_enters() {
     assert!(text.contains("[cut: 50000000 bytes in all]"), "{}", &text[text.len() - 200..]);
 
     let out = translate(&[adversary("diagnostics:20000")], &intent(ONE), "").unwrap();
-    assert_eq!(out.diagnostics.len(), xdst_plugin::text_limits::get().diagnostics + 1);
+    assert_eq!(out.diagnostics.len(), xdst_plugin::TextLimits::default().diagnostics + 1);
     let last = &out.diagnostics.last().unwrap().1;
     assert!(last.message.starts_with("19980 more diagnostics not kept (20000 in all"), "{}", last.message);
     let bytes: usize = out.diagnostics.iter().map(|(_, d)| d.message.len()).sum();

@@ -171,7 +171,8 @@ fn garbage_and_non_plugins_are_refused_with_the_file_name() {
 #[test]
 fn compiled_components_are_cached_by_digest() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false, ..Default::default() })
+        .unwrap();
     let p = rt.load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
     let hex = p.digest().trim_start_matches("sha256:").to_owned();
     let cached: Vec<_> =
@@ -179,7 +180,8 @@ fn compiled_components_are_cached_by_digest() {
     assert_eq!(cached.len(), 1);
     assert!(cached[0].starts_with(&hex) && cached[0].ends_with(".cwasm"), "{cached:?}");
     // A second runtime loads from the cache and behaves the same.
-    let rt2 = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let rt2 = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false, ..Default::default() })
+        .unwrap();
     let p2 = rt2.load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
     assert_eq!(p2.digest(), p.digest());
     assert_eq!(p2.translate(&request("ok")).unwrap().resources[0].name, "c1");
@@ -187,7 +189,7 @@ fn compiled_components_are_cached_by_digest() {
 
 #[test]
 fn fuel_limits_the_work_of_a_call() {
-    let rt = Runtime::new(RuntimeConfig { cache_dir: None, fuel: true }).unwrap();
+    let rt = Runtime::new(RuntimeConfig { cache_dir: None, fuel: true, ..Default::default() }).unwrap();
     let p = rt
         .load("adversary.wasm", adversary_component(), Limits { fuel: Some(10_000_000), ..Limits::default() })
         .unwrap();
@@ -200,7 +202,8 @@ fn fuel_limits_the_work_of_a_call() {
 #[test]
 fn ungranted_imports_are_refused_before_compiling() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false }).unwrap();
+    let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().to_owned()), fuel: false, ..Default::default() })
+        .unwrap();
     let wat = r#"(component
         (import "wasi:http/outgoing-handler@0.2.0" (instance
             (export "handle" (func (result u32))))))"#;

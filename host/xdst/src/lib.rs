@@ -122,10 +122,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
             anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
         }
         (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
-        (None, Some(file)) => Some(intent::PluginSet::Config(plugins::list::ConfiguredPlugins::new(
-            plugins::list::ListOrigin::File(file.clone()),
-            fetcher()?,
-        ))),
+        (None, Some(file)) => Some(intent::PluginSet::Config(
+            plugins::list::ConfiguredPlugins::new(plugins::list::ListOrigin::File(file.clone()), fetcher()?)
+                .with_max_file_size(config.max_file_size),
+        )),
         (None, None) => None,
     };
     let (input, store) = match (&config.intent, &store_config) {
@@ -174,10 +174,16 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
             let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
                 cache_dir: config.plugin_cache.clone(),
                 fuel: config.fuel,
+                text: xdst_plugin::TextLimits {
+                    message_bytes: config.max_plugin_message,
+                    diagnostics: config.max_plugin_diagnostics,
+                    log_lines: config.max_plugin_log_lines,
+                    stdio_bytes: config.max_plugin_stdio,
+                },
             })?;
-            let max_documents = config.store.max_store_documents;
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
-                .with_max_store_documents(max_documents);
+                .with_max_store_documents(config.store.max_store_documents)
+                .with_max_file_size(config.max_file_size);
             Some(Arc::new(source))
         }
         (Some(_), None) => {
@@ -241,6 +247,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         debounce: config.debounce,
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
+        max_file_bytes: config.max_file_size,
     });
     let generating = Arc::new(Generating {
         plane: plane.clone(),

@@ -152,7 +152,7 @@ fn services(n: usize) -> anyhow::Result<Option<IntentSet>> {
 /// The median time of `runs` full translations of `set` (a fresh pipeline each, limits wide
 /// enough for one call with every document), and the number of resources.
 fn translate_all(path: &Path, bytes: &[u8], set: &IntentSet, runs: usize) -> anyhow::Result<(Duration, usize)> {
-    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false })?;
+    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false, ..Default::default() })?;
     let limits = Limits {
         deadline: Duration::from_secs(120),
         memory_bytes: 4 << 30,
@@ -176,7 +176,7 @@ fn translate_all(path: &Path, bytes: &[u8], set: &IntentSet, runs: usize) -> any
 
 /// Compiles (no cache) and describes `compiles` times; the median time and the last plugin.
 fn admission(path: &Path, bytes: &[u8], compiles: usize) -> anyhow::Result<(Duration, Plugin)> {
-    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false })?;
+    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false, ..Default::default() })?;
     let mut times = Vec::new();
     let mut last = None;
     for _ in 0..compiles.max(1) {

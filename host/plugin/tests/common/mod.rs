@@ -29,7 +29,7 @@ pub fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         let cache = std::env::temp_dir().join("xdst-sandbox-tests");
-        Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false }).unwrap()
+        Runtime::new(RuntimeConfig { cache_dir: Some(cache), fuel: false, ..Default::default() }).unwrap()
     })
 }
 

@@ -378,7 +378,7 @@ pub fn main() -> anyhow::Result<()> {
             tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*settings))
         }
         Command::Validate { resources } => {
-            let (p, files) = source::load(&resources)?;
+            let (p, files) = source::load(&resources, xdst_core::files::DEFAULT_MAX_TEXT_BYTES)?;
             let cache = Cache::new();
             let total = p.default.len();
             let groups = p.groups.len();

@@ -216,7 +216,7 @@ fn tempdir(prefix: &str) -> anyhow::Result<PathBuf> {
 
 fn load(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Plugin> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let runtime = Runtime::new(RuntimeConfig { cache_dir, fuel: false })?;
+    let runtime = Runtime::new(RuntimeConfig { cache_dir, fuel: false, ..Default::default() })?;
     let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok(runtime.load_any(&label, &bytes, Limits::default())?)
 }

@@ -107,7 +107,7 @@ settings! {
     /// The `plugins` list of the configuration file (its entries are read again on reload).
     #[arg(skip)]
     #[serde(rename = "plugins")]
-    file plugin_list: Option<Vec<crate::generate::plugins::list::PluginEntry>>,
+    file plugin_list: Option<Vec<crate::generate::plugins::entry::PluginEntry>>,
     /// Where compiled plugins are cached, by SHA-256 [default: ~/.cache/xdst/plugins].
     #[arg(long, value_name = "DIR", env = "XDST_PLUGIN_CACHE")]
     flag plugin_cache: Option<PathBuf>,
@@ -343,13 +343,11 @@ impl Default for StoreSettings {
 }
 
 impl Settings {
-    /// Reads and checks a configuration file; relative paths become relative to its directory.
+    /// Reads and checks a configuration file (at most the default `--max-file-size`: the flag
+    /// is not known yet); relative paths become relative to its directory.
     pub fn read_file(file: &Path) -> Result<Settings, ConfigError> {
-        let text = xdst_core::files::read_text(file).map_err(|e| ConfigError {
-            file: file.display().to_string(),
-            field: None,
-            message: e.to_string(),
-        })?;
+        let text = xdst_core::files::read_text(file, xdst_core::files::DEFAULT_MAX_TEXT_BYTES)
+            .map_err(|e| ConfigError { file: file.display().to_string(), field: None, message: e.to_string() })?;
         Settings::parse_file(file, &text)
     }
 

@@ -25,7 +25,7 @@ pub fn run(
     group: &str,
     cache_dir: Option<PathBuf>,
 ) -> anyhow::Result<(Translation, Vec<Loaded>, usize)> {
-    let runtime = Runtime::new(RuntimeConfig { cache_dir, fuel: false })?;
+    let runtime = Runtime::new(RuntimeConfig { cache_dir, fuel: false, ..Default::default() })?;
     let loaded = DirLoader::new(runtime).load(plugins)?;
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
     let (set, _files) = crate::generate::intent::read_intent(intent)?;
@@ -66,7 +66,7 @@ pub fn run_config(
         fetcher,
     )
     .entries(0, true, || {})?;
-    let loader = DirLoader::new(Runtime::new(RuntimeConfig { cache_dir, fuel: false })?);
+    let loader = DirLoader::new(Runtime::new(RuntimeConfig { cache_dir, fuel: false, ..Default::default() })?);
     let loaded = entries.iter().map(|e| loader.load_entry(e)).collect::<Result<Vec<_>, _>>()?;
     let configured: Vec<Configured> = loaded.iter().map(Loaded::configured).collect();
     let (set, _files) = crate::generate::intent::read_intent(&intent)?;

@@ -100,13 +100,18 @@ impl GenerationError {
 /// change is not parsed again, and its documents stay the same allocations.
 pub type ParseCache = std::collections::HashMap<PathBuf, (String, Vec<Arc<xdst_core::intent::IntentDocument>>)>;
 
-/// Reads every intent document under `dir`, in path order. Labels are paths relative to `dir`.
+/// Reads every intent document under `dir`, in path order, each file bounded by the default
+/// `--max-file-size`. Labels are paths relative to `dir`.
 pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
-    read_intent_cached(dir, &mut ParseCache::new())
+    read_intent_cached(dir, &mut ParseCache::new(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES)
 }
 
-/// [`read_intent`], reusing (and refreshing) `cache`.
-pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentSet, usize), GenerationError> {
+/// [`read_intent`], reusing (and refreshing) `cache`, each file at most `max_file_bytes`.
+pub fn read_intent_cached(
+    dir: &Path,
+    cache: &mut ParseCache,
+    max_file_bytes: usize,
+) -> Result<(IntentSet, usize), GenerationError> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -127,7 +132,7 @@ pub fn read_intent_cached(dir: &Path, cache: &mut ParseCache) -> Result<(IntentS
     let mut set = IntentSet::default();
     let mut fresh = ParseCache::new();
     for f in &files {
-        let text = xdst_core::files::read_text(f).map_err(|e| GenerationError::Read(f.clone(), e))?;
+        let text = xdst_core::files::read_text(f, max_file_bytes).map_err(|e| GenerationError::Read(f.clone(), e))?;
         let docs = match cache.remove(f) {
             Some((old, docs)) if old == text => docs,
             _ => {
@@ -172,11 +177,12 @@ pub fn read_mirror(
     mirror: &crate::generate::store::Mirror,
     overlay: Option<Overlay<'_>>,
     max_documents: usize,
+    max_file_bytes: usize,
     cache: &mut ParseCache,
 ) -> Result<IntentSet, GenerationError> {
     let held = mirror.documents();
     let mut docs: BTreeMap<String, std::borrow::Cow<'_, str>> = BTreeMap::new();
-    let max = xdst_core::files::max_text_bytes();
+    let max = max_file_bytes;
     let store = mirror.state().store;
     mirror.check_keys().map_err(GenerationError::Store)?;
     for (key, h) in &held {
@@ -366,6 +372,8 @@ pub struct IntentSource {
     input: IntentInput,
     /// With a store: the most documents it may hold.
     max_store_documents: usize,
+    /// The largest intent file or store value read (`--max-file-size`).
+    max_file_bytes: usize,
     plugins: PluginSet,
     loader: Arc<DirLoader>,
     /// Plugin versions compiling off the generation thread, and their results.
@@ -432,6 +440,7 @@ impl IntentSource {
         IntentSource {
             input,
             max_store_documents: crate::generate::store::DEFAULT_MAX_DOCUMENTS,
+            max_file_bytes: xdst_core::files::DEFAULT_MAX_TEXT_BYTES,
             plugins,
             loader: Arc::new(loader),
             background: Arc::new(Mutex::new(Background::default())),
@@ -451,6 +460,12 @@ impl IntentSource {
     /// With a store: how many documents it may hold.
     pub fn with_max_store_documents(mut self, n: usize) -> Self {
         self.max_store_documents = n;
+        self
+    }
+
+    /// The largest intent file or store value read (`--max-file-size`).
+    pub fn with_max_file_size(mut self, bytes: usize) -> Self {
+        self.max_file_bytes = bytes;
         self
     }
 
@@ -474,8 +489,12 @@ impl IntentSource {
     /// generations use (only files that changed are parsed again).
     pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
         match &self.input {
-            IntentInput::Dir(d) => read_intent_cached(d, &mut locked(&self.parsed)).map(|(set, _)| set),
-            IntentInput::Store(m) => read_mirror(m, None, self.max_store_documents, &mut locked(&self.parsed)),
+            IntentInput::Dir(d) => {
+                read_intent_cached(d, &mut locked(&self.parsed), self.max_file_bytes).map(|(set, _)| set)
+            }
+            IntentInput::Store(m) => {
+                read_mirror(m, None, self.max_store_documents, self.max_file_bytes, &mut locked(&self.parsed))
+            }
         }
     }
 
@@ -911,7 +930,13 @@ impl IntentSource {
         let Some(mirror) = self.mirror() else {
             return Err(GenerationError::Store("intent does not come from a store".into()));
         };
-        let intent = read_mirror(mirror, Some(overlay), self.max_store_documents, &mut locked(&self.parsed))?;
+        let intent = read_mirror(
+            mirror,
+            Some(overlay),
+            self.max_store_documents,
+            self.max_file_bytes,
+            &mut locked(&self.parsed),
+        )?;
         let configured: Vec<Configured> = {
             let st = locked(&self.state);
             if st.good_chosen.is_empty() {

@@ -24,4 +24,6 @@ pub struct Plane {
     /// Explicit reloads (`POST /reload`, SIGHUP) so far: a plugin configuration resolves its
     /// remote sources (registry tags, URLs) again when this moves, and only then.
     pub reloads: AtomicU64,
+    /// The largest resources, intent or configuration file read (`--max-file-size`).
+    pub max_file_bytes: usize,
 }

@@ -97,10 +97,14 @@ fn list(dir: &Path) -> Result<(Vec<PathBuf>, Groups), LoadError> {
     Ok((files, groups))
 }
 
-fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
+fn decode_files(
+    root: &Path,
+    files: &[PathBuf],
+    max_file_bytes: usize,
+) -> Result<Vec<xdst_core::resource::Resource>, LoadError> {
     let mut out = Vec::new();
     for f in files {
-        let text = xdst_core::files::read_text(f).map_err(|e| LoadError::Read(f.clone(), e))?;
+        let text = xdst_core::files::read_text(f, max_file_bytes).map_err(|e| LoadError::Read(f.clone(), e))?;
         let label = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
         out.extend(decode_file(&label, &text)?);
     }
@@ -108,16 +112,17 @@ fn decode_files(root: &Path, files: &[PathBuf]) -> Result<Vec<xdst_core::resourc
 }
 
 /// Loads a resources directory into a publication (not yet checked for consistency).
-pub fn load(dir: &Path) -> Result<(Publication, usize), LoadError> {
+/// Each file is at most `max_file_bytes` (`--max-file-size`).
+pub fn load(dir: &Path, max_file_bytes: usize) -> Result<(Publication, usize), LoadError> {
     let (files, groups) = list(dir)?;
-    let shared = decode_files(dir, &files)?;
+    let shared = decode_files(dir, &files, max_file_bytes)?;
     let mut count = files.len();
     let default = Snapshot::from_resources(shared.iter().cloned())?;
     let mut by_group = BTreeMap::new();
     for (name, path) in groups {
         let (group_files, _) = list(&path)?;
         count += group_files.len();
-        let own = decode_files(dir, &group_files)?;
+        let own = decode_files(dir, &group_files, max_file_bytes)?;
         let snapshot = Snapshot::from_resources(shared.iter().cloned().chain(own))?;
         by_group.insert(name, snapshot);
     }
@@ -127,7 +132,7 @@ pub fn load(dir: &Path) -> Result<(Publication, usize), LoadError> {
 /// Loads and publishes once; on failure the previous set keeps serving.
 pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), LoadError> {
     let started = Instant::now();
-    let result = load(dir).and_then(|(p, files)| {
+    let result = load(dir, plane.max_file_bytes).and_then(|(p, files)| {
         let resources = p.default.len();
         let counts: Vec<(String, usize)> = p.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let report = plane.serving.cache.publish(p)?;

@@ -202,7 +202,7 @@ fn main() -> anyhow::Result<()> {
     let wasm_path =
         wasm_path.context("--wasm FILE: the reference plugin built for wasm32 (tests/bench/translate.sh builds it)")?;
     let bytes = std::fs::read(&wasm_path).with_context(|| format!("reading {wasm_path}"))?;
-    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false })?;
+    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false, ..Default::default() })?;
     let t = Instant::now();
     let limits =
         Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, ..Limits::default() };

@@ -45,6 +45,8 @@ pub struct ConfiguredPlugins {
     origin: ListOrigin,
     pulls: Pulls,
     state: Mutex<State>,
+    /// The largest configuration file read (`--max-file-size`).
+    max_file_bytes: usize,
 }
 
 /// Where a plugins list is read from.
@@ -83,7 +85,18 @@ enum Remote {
 
 impl ConfiguredPlugins {
     pub fn new(origin: ListOrigin, fetcher: Fetcher) -> Self {
-        ConfiguredPlugins { origin, pulls: Pulls::new(fetcher), state: Mutex::new(State::default()) }
+        ConfiguredPlugins {
+            origin,
+            pulls: Pulls::new(fetcher),
+            state: Mutex::new(State::default()),
+            max_file_bytes: xdst_core::files::DEFAULT_MAX_TEXT_BYTES,
+        }
+    }
+
+    /// The largest configuration file read (`--max-file-size`).
+    pub fn with_max_file_size(mut self, bytes: usize) -> Self {
+        self.max_file_bytes = bytes;
+        self
     }
 
     /// The file, or what holds the list.
@@ -142,7 +155,7 @@ impl ConfiguredPlugins {
     ) -> Result<Vec<Entry>, ConfigError> {
         let file = self.anchor();
         let text = match &self.origin {
-            ListOrigin::File(f) => xdst_core::files::read_text(f).map_err(|e| e.to_string()),
+            ListOrigin::File(f) => xdst_core::files::read_text(f, self.max_file_bytes).map_err(|e| e.to_string()),
             ListOrigin::Held { read, .. } => read().map_err(|e| e.to_string()),
         }
         .map_err(|message| ConfigError { file: file.display().to_string(), field: None, message })?;

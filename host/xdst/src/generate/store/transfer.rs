@@ -134,8 +134,8 @@ pub async fn export(store: &impl Store, dir: &Path) -> Result<Moved, TransferErr
 /// The `plugins:` list of the configuration file `file`, as the store holds it, checked.
 pub fn read_plugins_list(file: &Path) -> Result<String, TransferError> {
     let origin = file.display().to_string();
-    let text =
-        xdst_core::files::read_text(file).map_err(|cause| TransferError::Read { origin: origin.clone(), cause })?;
+    let text = xdst_core::files::read_text(file, xdst_core::files::DEFAULT_MAX_TEXT_BYTES)
+        .map_err(|cause| TransferError::Read { origin: origin.clone(), cause })?;
     let value = xdst_core::documents::parse_one(&text)
         .map_err(|cause| TransferError::Parse { origin: origin.clone(), cause })?;
     let list = serde_yaml_ng::to_string(&serde_json::json!({"plugins": value["plugins"]}))?;
