@@ -312,7 +312,7 @@ async fn two_servers_in_one_process_keep_their_own_file_size_bound() -> anyhow::
     };
     let roomy = xdst::start(settings(size)).await?;
     let tight = xdst::start(settings(size - 1)).await;
-    let error = format!("{:#}", tight.err().context("a file over the tight bound must refuse the start")?);
+    let error = xdst_core::errors::chain(&tight.err().context("a file over the tight bound must refuse the start")?);
     ensure!(error.contains(&format!("over the limit of {} bytes", size - 1)), "{error}");
     let (expected, _) = xdst::generate::source::load(dir.path(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES)?;
     let served = roomy.serving.cache.snapshot("");

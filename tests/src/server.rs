@@ -18,6 +18,7 @@ pub async fn start_in_process(resources: Option<&Path>) -> anyhow::Result<xdst::
         ..Default::default()
     })
     .await
+    .map_err(anyhow::Error::from)
 }
 
 /// The `xdst` binary next to this test's executable, built on demand.

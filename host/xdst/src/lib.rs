@@ -7,7 +7,7 @@
 //! in-process:
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = xdst::start(xdst::Settings {
 //!     xds_addr: "127.0.0.1:0".parse()?,
 //!     admin_addr: "127.0.0.1:0".parse()?,
@@ -28,7 +28,6 @@ pub mod units;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -45,6 +44,63 @@ pub const DEFAULT_MAX_UNLISTED_NODE_GROUPS: usize = 100;
 
 /// The default for [`Settings::max_request_size`]: Envoy's own requests are a few KiB.
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 4 << 20;
+
+/// Why the server did not start. Nothing was served.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Settings that contradict one another, or one that needs another; the text says which
+    /// (it is what the operator is shown, with no cause below it).
+    #[error("{0}")]
+    Settings(String),
+    #[error("--store {0}")]
+    StoreUrl(#[source] store::StoreUrlError),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("listing the intent in {url} (nothing to serve without it)")]
+    ListIntent {
+        url: String,
+        #[source]
+        cause: store::StoreError,
+    },
+    #[error(transparent)]
+    Fetcher(#[from] plugins::distribution::FetchError),
+    #[error(transparent)]
+    PluginSet(#[from] store::plugins::StartError),
+    #[error(transparent)]
+    Plugins(#[from] xdst_plugin::PluginError),
+    #[error(transparent)]
+    ClientCa(#[from] tls::TlsError),
+    #[error("loading the TLS certificate")]
+    Certificate(#[source] tls::TlsError),
+    #[error("loading {}", dir.display())]
+    Resources {
+        dir: std::path::PathBuf,
+        #[source]
+        cause: source::LoadError,
+    },
+    #[error("starting the generation thread")]
+    GenerationThread(#[source] std::io::Error),
+    /// The first generation failed on the setup (a plugin list's pin, signature or source, a
+    /// directory), as a bad flag fails.
+    #[error("translating intent")]
+    Setup(#[source] intent::GenerationError),
+    #[error("binding {flag} {addr}")]
+    Bind {
+        flag: &'static str,
+        addr: SocketAddr,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("reading {flag} {}", file.display())]
+    Token {
+        flag: &'static str,
+        file: std::path::PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("{flag} {} is empty", file.display())]
+    EmptyToken { flag: &'static str, file: std::path::PathBuf },
+}
 
 /// A running server.
 pub struct Running {
@@ -70,12 +126,12 @@ impl Running {
 
 /// Loads the resources directory (a bad one is an error: there is nothing to fall back
 /// to yet), binds both ports and starts serving.
-pub async fn start(settings: Settings) -> anyhow::Result<Running> {
+pub async fn start(settings: Settings) -> Result<Running, StartError> {
     let config = &settings;
     // What the settings name, read and parsed.
     let store_config = match &config.store.store {
         Some(url) => {
-            let mut s = store::StoreConfig::parse(url).map_err(|e| anyhow::anyhow!("--store {e}"))?;
+            let mut s = store::StoreConfig::parse(url).map_err(StartError::StoreUrl)?;
             s.max_documents = config.store.max_store_documents;
             s.tls = config.store.store_tls.clone();
             Some(s)
@@ -85,7 +141,9 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     let plugin_list = match (&config.plugin_list, &config.config) {
         (Some(_), Some(file)) => Some(file.clone()),
         (Some(_), None) => {
-            anyhow::bail!("a `plugins` list is read from a configuration file: give its path (`config`)")
+            return Err(StartError::Settings(
+                "a `plugins` list is read from a configuration file: give its path (`config`)".into(),
+            ));
         }
         (None, _) => None,
     };
@@ -94,7 +152,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
             Some(tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: config.tls.tls_client_ca.clone() })
         }
         (None, None) => None,
-        _ => anyhow::bail!("TLS needs both --tls-cert and --tls-key"),
+        _ => return Err(StartError::Settings("TLS needs both --tls-cert and --tls-key".into())),
     };
     let identities = identity::Rules(config.identities.clone().unwrap_or_default());
     let write_token = match &config.admin_token_file {
@@ -119,7 +177,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     };
     let plugins = match (&config.plugins, &plugin_list) {
         (Some(_), Some(f)) => {
-            anyhow::bail!("--plugins DIR cannot be combined with the plugins list of {}: give one", f.display())
+            return Err(StartError::Settings(format!(
+                "--plugins DIR cannot be combined with the plugins list of {}: give one",
+                f.display()
+            )));
         }
         (Some(dir), None) => Some(intent::PluginSet::Dir(dir.clone())),
         (None, Some(file)) => Some(intent::PluginSet::Config(
@@ -130,7 +191,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     };
     let (input, store) = match (&config.intent, &store_config) {
         (Some(_), Some(s)) => {
-            anyhow::bail!("--intent DIR cannot be combined with --store {}: intent comes from one place", s.url())
+            return Err(StartError::Settings(format!(
+                "--intent DIR cannot be combined with --store {}: intent comes from one place",
+                s.url()
+            )));
         }
         (Some(i), None) => (Some(intent::IntentInput::Dir(i.clone())), None),
         (None, Some(s)) => {
@@ -138,7 +202,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
             let mirror = Arc::new(store::Mirror::new(s.url()));
             let n = store::sync::list_at_start(etcd.as_ref(), store::INTENT_DIR, &mirror)
                 .await
-                .with_context(|| format!("listing the intent in {} (nothing to serve without it)", s.url()))?;
+                .map_err(|cause| StartError::ListIntent { url: s.url(), cause })?;
             info!(store = %s.url(), documents = n, revision = mirror.revision(), "intent listed from the store");
             (Some(intent::IntentInput::Store(mirror)), Some(etcd))
         }
@@ -169,7 +233,9 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     let intent_source = match (input, plugins) {
         (Some(i), Some(p)) => {
             if config.resources.is_some() {
-                anyhow::bail!("--resources cannot be combined with --intent/--store and plugins: serve one source");
+                return Err(StartError::Settings(
+                    "--resources cannot be combined with --intent/--store and plugins: serve one source".into(),
+                ));
             }
             let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
                 cache_dir: config.plugin_cache.clone(),
@@ -187,25 +253,32 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
             Some(Arc::new(source))
         }
         (Some(_), None) => {
-            anyhow::bail!("--intent or --store needs plugins: --plugins DIR, or a `plugins` list in --config")
+            return Err(StartError::Settings(
+                "--intent or --store needs plugins: --plugins DIR, or a `plugins` list in --config".into(),
+            ));
         }
-        (None, Some(_)) => anyhow::bail!("plugins need --intent DIR or --store: the documents to translate"),
+        (None, Some(_)) => {
+            return Err(StartError::Settings("plugins need --intent DIR or --store: the documents to translate".into()));
+        }
         (None, None) => None,
     };
     let client_roots = match tls_files.as_ref().and_then(|t| t.client_ca.as_ref()) {
         Some(ca) => {
             if identities.0.is_empty() {
-                anyhow::bail!(
+                return Err(StartError::Settings(
                     "mTLS (a client CA) needs `identities:` rules in the configuration file saying which node groups \
-                     each client certificate may use (`- {{identity: '*', groups: ['*']}}` lets every certificate the \
+                     each client certificate may use (`- {identity: '*', groups: ['*']}` lets every certificate the \
                      CA signed read every group)"
-                );
+                        .into(),
+                ));
             }
             Some(tls::client_roots(ca)?)
         }
         None => {
             if !identities.0.is_empty() || !config.admin_read_identities.is_empty() {
-                anyhow::bail!("identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)");
+                return Err(StartError::Settings(
+                    "identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)".into(),
+                ));
             }
             None
         }
@@ -259,14 +332,15 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     });
     let _ = woken.set(generating.clone());
     if let Some(dir) = &config.resources {
-        source::reload(&plane, &generating.source, dir).with_context(|| format!("loading {}", dir.display()))?;
+        source::reload(&plane, &generating.source, dir)
+            .map_err(|cause| StartError::Resources { dir: dir.clone(), cause })?;
     }
     if let Some(s) = &intent_source {
         let (p, s2) = (plane.clone(), s.clone());
         let generations = generate::generations::Generations::start(shutdown_rx.clone(), move || {
             let _ = s2.generate(&p);
         })
-        .context("starting the generation thread")?;
+        .map_err(StartError::GenerationThread)?;
         let generations = generating.generations.get_or_init(|| generations);
         // A first generation that fails on the data (a document, a store key that is not
         // UTF-8, a plugin that fails or sleeps past its deadline on them) is reported like any
@@ -278,7 +352,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         let (p, s2) = (plane.clone(), s.clone());
         match generations.run(move || s2.generate(&p)).await {
             Some(Ok(())) => {}
-            Some(Err(e)) if e.is_setup() => return Err(anyhow::Error::new(e).context("translating intent")),
+            Some(Err(e)) if e.is_setup() => return Err(StartError::Setup(e)),
             Some(Err(e)) => tracing::error!(
                 error = %e.message(),
                 "the first generation failed: serving nothing, and not ready, until a good one"
@@ -287,15 +361,15 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         }
     }
     let tls = match &tls_files {
-        Some(files) => Some(tls::Reloading::load(files.clone()).context("loading the TLS certificate")?),
+        Some(files) => Some(tls::Reloading::load(files.clone()).map_err(StartError::Certificate)?),
         None => None,
     };
-    let xds_listener = bind(config.xds_addr).with_context(|| format!("binding --xds-addr {}", config.xds_addr))?;
-    let admin_listener = TcpListener::bind(config.admin_addr)
-        .await
-        .with_context(|| format!("binding --admin-addr {}", config.admin_addr))?;
-    let xds_addr = xds_listener.local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
+    let bound = |flag, addr| move |cause| StartError::Bind { flag, addr, cause };
+    let xds_listener = bind(config.xds_addr).map_err(bound("--xds-addr", config.xds_addr))?;
+    let admin_listener =
+        TcpListener::bind(config.admin_addr).await.map_err(bound("--admin-addr", config.admin_addr))?;
+    let xds_addr = xds_listener.local_addr().map_err(bound("--xds-addr", config.xds_addr))?;
+    let admin_addr = admin_listener.local_addr().map_err(bound("--admin-addr", config.admin_addr))?;
     info!(%xds_addr, %admin_addr, group_key = %config.node_group_key, tls = tls.is_some(), "xdst serving");
     let admin_authenticated = read_token.is_some() || !config.admin_read_identities.is_empty();
     for (port, addr, authenticated) in
@@ -422,11 +496,11 @@ fn generation_request(generating: Arc<std::sync::OnceLock<Arc<Generating>>>) -> 
 }
 
 /// A token from a file (trailing newline trimmed); an empty file is an error naming `flag`.
-fn token_file(file: &std::path::Path, flag: &str) -> anyhow::Result<String> {
-    let token = std::fs::read_to_string(file).with_context(|| format!("reading {flag} {}", file.display()))?;
+fn token_file(file: &std::path::Path, flag: &'static str) -> Result<String, StartError> {
+    let token = std::fs::read_to_string(file).map_err(|cause| StartError::Token { flag, file: file.into(), cause })?;
     let token = token.trim().to_owned();
     if token.is_empty() {
-        anyhow::bail!("{flag} {} is empty", file.display());
+        return Err(StartError::EmptyToken { flag, file: file.into() });
     }
     Ok(token)
 }

@@ -28,7 +28,8 @@ pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     parse_size(&s).map_err(serde::de::Error::custom)
 }
 
-/// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes.
+/// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes. The error is the text clap or the
+/// configuration file's error shows, after the flag or the field it names.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
@@ -43,7 +44,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     n.checked_mul(1 << shift).filter(|&b| b > 0).ok_or_else(|| format!("{s:?} is not a usable size"))
 }
 
-/// `10ms`, `2s`, `1m`, or a number of seconds.
+/// `10ms`, `2s`, `1m`, or a number of seconds. The error is the text clap or the
+/// configuration file's error shows, after the flag or the field it names.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 10ms, 2s, 1m"))?;

@@ -179,7 +179,8 @@ struct Written {
     error: Option<String>,
 }
 
-/// Kinds become directory names: keep them to what cannot escape or hide.
+/// Kinds become directory names: keep them to what cannot escape or hide. The error is the
+/// text the client is sent (with `400`).
 fn valid_kind(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 253
@@ -213,6 +214,7 @@ fn is_dns_subdomain(s: &str) -> bool {
 
 /// Namespaces and names become path components: Kubernetes' own rules, under which a
 /// namespace directory (no `.`) never shares a path with a document file (`<name>.yaml`).
+/// The error is the text the client is sent (with `400`).
 fn valid_name(namespace: Option<&str>, name: &str) -> Result<(), String> {
     if let Some(ns) = namespace
         && !is_dns_label(ns)
@@ -304,7 +306,8 @@ impl Written {
     }
 }
 
-/// A body must hold one document, of the kind and name the path says.
+/// A body must hold one document, of the kind and name the path says. The error is the text
+/// the client is sent (with `400`).
 fn check_body(kind: &str, name: &str, body: Option<&str>) -> Result<(), String> {
     let Some(text) = body else { return Ok(()) };
     let docs = xdst_core::intent::parse_file(&format!("{kind}/{name}"), text).map_err(|e| e.to_string())?;

@@ -169,7 +169,8 @@ fn ready(generating: &Arc<Generating>) -> axum::response::Response {
 
 /// On a port listening on a loopback address, a request that names another host is refused
 /// (see the module's notes): a browser sends the name it resolved, so a page that rebinds its
-/// own name to 127.0.0.1 is told apart from an operator's `curl localhost:19000`.
+/// own name to 127.0.0.1 is told apart from an operator's `curl localhost:19000`. The error is
+/// the text the client is sent (with `421`).
 fn check_host(
     generating: &Arc<Generating>,
     listening: std::net::SocketAddr,

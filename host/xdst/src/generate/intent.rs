@@ -26,6 +26,7 @@ use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
 use xdst_plugin::pipeline::{Configured, Pipeline, PipelineError, Translation};
 
 use crate::generate::plane::Plane;
+use crate::generate::store::StoreProblem;
 use xdst_serve::metrics::label;
 
 /// Why a generation failed.
@@ -43,11 +44,17 @@ pub enum GenerationError {
     Plugins(#[from] DirError),
     #[error("{}{error}", group_prefix(group))]
     Pipeline { group: String, error: PipelineError },
-    #[error("{0}")]
-    Publish(String),
+    /// The cache refused the publication (a dangling reference): `explained` names the
+    /// documents and plugins behind it.
+    #[error("{explained}")]
+    Publish {
+        explained: String,
+        #[source]
+        cause: xdst_core::cache::PublishError,
+    },
     /// A document in the store that cannot be used (too large, not text, too many).
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] crate::generate::store::StoreProblem),
     #[error(transparent)]
     Config(#[from] crate::generate::plugins::list::ConfigError),
     /// A bug: the generation panicked. Its incremental state was dropped; the next one starts
@@ -184,16 +191,14 @@ pub fn read_mirror(
     let mut docs: BTreeMap<String, std::borrow::Cow<'_, str>> = BTreeMap::new();
     let max = max_file_bytes;
     let store = mirror.state().store;
-    mirror.check_keys().map_err(GenerationError::Store)?;
+    mirror.check_keys()?;
     for (key, h) in &held {
         if h.value.len() > max {
-            return Err(GenerationError::Store(format!(
-                "{store} key {key}: {} bytes, over the {max}-byte limit (--max-file-size)",
-                h.value.len()
-            )));
+            let (store, key, bytes) = (store.clone(), key.clone(), h.value.len());
+            return Err(StoreProblem::ValueTooLarge { store, key, bytes, max }.into());
         }
         let text = std::str::from_utf8(&h.value)
-            .map_err(|_| GenerationError::Store(format!("{store} key {key}: not UTF-8 text")))?;
+            .map_err(|_| StoreProblem::ValueNotText { store: store.clone(), key: key.clone() })?;
         docs.insert(key.clone(), text.into());
     }
     if let Some((key, text)) = overlay {
@@ -203,10 +208,7 @@ pub fn read_mirror(
         };
     }
     if docs.len() > max_documents {
-        return Err(GenerationError::Store(format!(
-            "{store}: {} intent documents, over the limit of {max_documents} (--max-store-documents)",
-            docs.len()
-        )));
+        return Err(StoreProblem::TooManyDocuments { store, count: docs.len(), max: max_documents }.into());
     }
     let mut set = IntentSet::default();
     let mut fresh = ParseCache::new();
@@ -216,7 +218,7 @@ pub fn read_mirror(
             Some((old, parsed)) if *old == *text => parsed.clone(),
             _ => parse_file(&key, &text)?.into_iter().map(Arc::new).collect(),
         };
-        crate::generate::store::check_document_key(&store, &key, &parsed).map_err(GenerationError::Store)?;
+        crate::generate::store::check_document_key(&store, &key, &parsed)?;
         for doc in &parsed {
             set.add_shared(doc.clone())?;
         }
@@ -402,7 +404,7 @@ pub enum PluginSet {
 #[derive(Default)]
 struct Background {
     compiling: std::collections::HashSet<String>,
-    done: std::collections::HashMap<String, Result<Loaded, String>>,
+    done: std::collections::HashMap<String, Result<Loaded, DirError>>,
 }
 
 /// Keep last good, per plugin file.
@@ -777,9 +779,9 @@ impl IntentSource {
                         chosen.push(Choice { file, key, loaded, candidate });
                         continue;
                     }
-                    Some(Err(reason)) => {
+                    Some(Err(e)) => {
                         drop(bg);
-                        self.refuse(plane, &file, &key, &reason);
+                        self.refuse(plane, &file, &key, &xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
                         chosen.push(Choice { file, key, loaded: g.clone(), candidate: false });
                         continue;
                     }
@@ -798,9 +800,7 @@ impl IntentSource {
                                 "plugin changed: compiling it in the background; the previous version keeps serving"
                             );
                             std::thread::spawn(move || {
-                                let result = loader
-                                    .load_entry(&entry)
-                                    .map_err(|e| xdst_plugin::clip(&e.to_string(), MAX_ERROR_BYTES));
+                                let result = loader.load_entry(&entry);
                                 let mut bg = locked(&background);
                                 bg.compiling.remove(&key);
                                 bg.done.insert(key, result);
@@ -919,7 +919,7 @@ impl IntentSource {
         let resources = publication.default.len();
         let version = publication.default.version();
         let check = publication.clone();
-        let report = plane.serving.cache.publish(publication).map_err(|e| publish_error(&e, &check))?;
+        let report = plane.serving.cache.publish(publication).map_err(|e| publish_error(e, &check))?;
         Ok((report, counts, resources, version, diagnostics, statuses))
     }
 
@@ -928,7 +928,7 @@ impl IntentSource {
     /// committed. Nothing is published.
     pub fn check_candidate(&self, plane: &Plane, overlay: Overlay<'_>) -> Result<(), GenerationError> {
         let Some(mirror) = self.mirror() else {
-            return Err(GenerationError::Store("intent does not come from a store".into()));
+            return Err(StoreProblem::NotAStore.into());
         };
         let intent = read_mirror(
             mirror,
@@ -940,16 +940,14 @@ impl IntentSource {
         let configured: Vec<Configured> = {
             let st = locked(&self.state);
             if st.good_chosen.is_empty() {
-                return Err(GenerationError::Store(
-                    "no generation has succeeded yet, so there is nothing to check a write against".into(),
-                ));
+                return Err(StoreProblem::NothingToCheckAgainst.into());
             }
             st.good_chosen.iter().map(Loaded::configured).collect()
         };
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
         let (publication, ..) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
-        plane.serving.cache.check(&publication).map_err(|e| publish_error(&e, &publication))
+        plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))
     }
 
     /// Translates `intent` for every group: the publication, and the default group's plugin
@@ -1010,12 +1008,12 @@ impl IntentSource {
 }
 
 /// A refused publication, explained with the authors of what it names.
-fn publish_error(e: &xdst_core::cache::PublishError, p: &Publication) -> GenerationError {
+fn publish_error(e: xdst_core::cache::PublishError, p: &Publication) -> GenerationError {
     let snap = match &e.group {
         Some(g) => p.groups.get(g).unwrap_or(&p.default),
         None => &p.default,
     };
-    GenerationError::Publish(explain_publish(e, snap))
+    GenerationError::Publish { explained: explain_publish(&e, snap), cause: e }
 }
 
 fn plugin_report(l: &Loaded) -> PluginReport {

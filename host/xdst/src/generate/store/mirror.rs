@@ -207,16 +207,11 @@ impl Mirror {
         self.revision.send_modify(|_| {});
     }
 
-    /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11). The
-    /// error is the text the generation fails with ([`crate::generate::intent::GenerationError::Store`]).
-    pub fn check_keys(&self) -> Result<(), String> {
+    /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11).
+    pub fn check_keys(&self) -> Result<(), super::StoreProblem> {
         match locked(&self.not_utf8).keys().next() {
             None => Ok(()),
-            Some(key) => Err(format!(
-                "{} key {key} (escaped): the key is not UTF-8, so it names no document; delete it \
-                 (etcdctl del with the key's bytes) and write the document under a UTF-8 key",
-                self.state().store
-            )),
+            Some(key) => Err(super::StoreProblem::KeyNotUtf8 { store: self.state().store, key: key.clone() }),
         }
     }
 
@@ -342,10 +337,10 @@ mod tests {
         let bad = Entry { not_utf8: true, ..Entry::new("intent/A/w\\xffeb", "x", 3) };
         assert_eq!(m.replace(vec![entry("intent/A/a", "1", 2), bad], 3), 2);
         assert_eq!(m.documents().len(), 1, "the bad key is no document");
-        let e = m.check_keys().unwrap_err();
+        let e = m.check_keys().unwrap_err().to_string();
         assert!(e.contains("etcd://test/x key intent/A/w\\xffeb (escaped): the key is not UTF-8"), "{e}");
         m.apply(vec![Change::Delete { key: "intent/A/w\\xffeb".into(), revision: 4, not_utf8: true }], 4);
-        assert_eq!(m.check_keys(), Ok(()));
+        assert!(m.check_keys().is_ok());
         assert_eq!(m.documents().len(), 1);
     }
 

@@ -248,24 +248,50 @@ pub fn intent_key(kind: &str, qualified_name: &str) -> String {
     format!("{INTENT_DIR}{kind}/{qualified_name}")
 }
 
+/// Why the store's documents cannot be translated as they are: the generation fails naming
+/// the store and the key, and the last good config keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreProblem {
+    #[error(
+        "{store} key {key} (escaped): the key is not UTF-8, so it names no document; delete it \
+         (etcdctl del with the key's bytes) and write the document under a UTF-8 key"
+    )]
+    KeyNotUtf8 { store: String, key: String },
+    #[error("{store} key {key}: {bytes} bytes, over the {max}-byte limit (--max-file-size)")]
+    ValueTooLarge { store: String, key: String, bytes: usize, max: usize },
+    #[error("{store} key {key}: not UTF-8 text")]
+    ValueNotText { store: String, key: String },
+    #[error("{store}: {count} intent documents, over the limit of {max} (--max-store-documents)")]
+    TooManyDocuments { store: String, count: usize, max: usize },
+    /// A key holds the one document it names (issue 33, item 12).
+    #[error(
+        "{store} key {key} holds {held}, which belongs under {named}: a key holds the document it names \
+         (write it through PUT /intent/{held}, or to {named}, and delete {key})"
+    )]
+    MisplacedDocument { store: String, key: String, held: String, named: String },
+    #[error("intent does not come from a store")]
+    NotAStore,
+    #[error("no generation has succeeded yet, so there is nothing to check a write against")]
+    NothingToCheckAgainst,
+}
+
 /// A key holds the one document it names: `intent/HttpGateway/web2` holding `Service/web2` is
 /// refused, naming the key, never taken as `Service/web2` (issue 33, item 12). `store` names
-/// the store in the error. The error is the text the generation fails with
-/// ([`crate::generate::intent::GenerationError::Store`]).
+/// the store in the error.
 pub fn check_document_key(
     store: &str,
     key: &str,
     documents: &[std::sync::Arc<xdst_core::intent::IntentDocument>],
-) -> Result<(), String> {
+) -> Result<(), StoreProblem> {
     for doc in documents {
         let named = intent_key(&doc.kind, doc.qualified_name());
         if named != key {
-            return Err(format!(
-                "{store} key {key} holds {}, which belongs under {named}: a key holds the document it names \
-                 (write it through PUT /intent/{}, or to {named}, and delete {key})",
-                doc.id(),
-                doc.id()
-            ));
+            return Err(StoreProblem::MisplacedDocument {
+                store: store.to_owned(),
+                key: key.to_owned(),
+                held: doc.id().to_string(),
+                named,
+            });
         }
     }
     Ok(())
