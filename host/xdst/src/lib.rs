@@ -258,7 +258,9 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
             ));
         }
         (None, Some(_)) => {
-            return Err(StartError::Settings("plugins need --intent DIR or --store: the documents to translate".into()));
+            return Err(StartError::Settings(
+                "plugins need --intent DIR or --store: the documents to translate".into(),
+            ));
         }
         (None, None) => None,
     };
