@@ -163,10 +163,6 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         Some(f) => Some(token_file(f, "--admin-read-token-file")?),
         None => None,
     };
-    let request_rate = admission::RequestRate {
-        rate: config.max_requests_per_second,
-        burst: config.max_requests_per_second.saturating_mul(10),
-    };
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let fetcher = || {
         let artifacts = match &config.plugin_cache {
@@ -237,16 +233,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                     "--resources cannot be combined with --intent/--store and plugins: serve one source".into(),
                 ));
             }
-            let runtime = xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
-                cache_dir: config.plugin_cache.clone(),
-                fuel: config.fuel,
-                text: xdst_plugin::TextLimits {
-                    message_bytes: config.max_plugin_message,
-                    diagnostics: config.max_plugin_diagnostics,
-                    log_lines: config.max_plugin_log_lines,
-                    stdio_bytes: config.max_plugin_stdio,
-                },
-            })?;
+            let runtime = plugin_runtime(config)?;
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
                 .with_max_store_documents(config.store.max_store_documents)
                 .with_max_file_size(config.max_file_size);
@@ -264,57 +251,17 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         }
         (None, None) => None,
     };
-    let client_roots = match tls_files.as_ref().and_then(|t| t.client_ca.as_ref()) {
-        Some(ca) => {
-            if identities.0.is_empty() {
-                return Err(StartError::Settings(
-                    "mTLS (a client CA) needs `identities:` rules in the configuration file saying which node groups \
-                     each client certificate may use (`- {identity: '*', groups: ['*']}` lets every certificate the \
-                     CA signed read every group)"
-                        .into(),
-                ));
-            }
-            Some(tls::client_roots(ca)?)
-        }
-        None => {
-            if !identities.0.is_empty() || !config.admin_read_identities.is_empty() {
-                return Err(StartError::Settings(
-                    "identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)".into(),
-                ));
-            }
-            None
-        }
-    };
+    let client_roots = client_roots(config, tls_files.as_ref(), &identities)?;
     let mut metrics = xdst_serve::metrics::Metrics::new();
     let generation_metrics = generate::metrics::GenerationMetrics::register(&mut metrics);
-    let serving = Arc::new(Serving {
-        cache: Cache::new(),
-        group_key: config.node_group_key.clone(),
-        metrics,
-        nodes: Default::default(),
-        rollouts: xdst_serve::rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
-            grace: config.plan_grace,
-            unordered: config.unsafe_unordered_push,
-            drain: config.drain_time,
-        }),
-        shutdown: shutdown_rx.clone(),
-        identities: client_roots.is_some().then(|| identities.clone()),
-        refusal_log: Default::default(),
-        request_rate,
-        node_groups: admission::NodeGroups {
-            listed: config.node_groups.clone(),
-            max_unlisted: config.max_unlisted_node_groups,
-        },
-        unlisted_groups: Default::default(),
-        access: xdst_serve::access::Access {
-            write_token,
-            read_token: read_token.clone(),
-            read_identities: config.admin_read_identities.clone(),
-            open_metrics: config.open_metrics,
-        },
-        max_request_size: config.max_request_size,
-        translated: intent_source.is_some(),
-    });
+    let access = xdst_serve::access::Access {
+        write_token,
+        read_token: read_token.clone(),
+        read_identities: config.admin_read_identities.clone(),
+        open_metrics: config.open_metrics,
+    };
+    let identities = client_roots.is_some().then_some(identities);
+    let serving = serving_plane(config, metrics, access, identities, intent_source.is_some(), shutdown_rx.clone());
     let plane = Arc::new(Plane {
         serving: serving.clone(),
         metrics: generation_metrics,
@@ -338,29 +285,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
             .map_err(|cause| StartError::Resources { dir: dir.clone(), cause })?;
     }
     if let Some(s) = &intent_source {
-        let (p, s2) = (plane.clone(), s.clone());
-        let generations = generate::generations::Generations::start(shutdown_rx.clone(), move || {
-            let _ = s2.generate(&p);
-        })
-        .map_err(StartError::GenerationThread)?;
-        let generations = generating.generations.get_or_init(|| generations);
-        // A first generation that fails on the data (a document, a store key that is not
-        // UTF-8, a plugin that fails or sleeps past its deadline on them) is reported like any
-        // other, and the ports open all the same: nothing is served yet and `/readyz` says
-        // not ready until a good generation, but a fix applies as soon as it is written,
-        // operators and probes can see why, and a rolling restart of replicas stops at this
-        // one instead of losing the fleet. One that fails on the setup (a plugin list's pin,
-        // signature or source, the directories) is fatal, as a bad flag is.
-        let (p, s2) = (plane.clone(), s.clone());
-        match generations.run(move || s2.generate(&p)).await {
-            Some(Ok(())) => {}
-            Some(Err(e)) if e.is_setup() => return Err(StartError::Setup(e)),
-            Some(Err(e)) => tracing::error!(
-                error = %e.message(),
-                "the first generation failed: serving nothing, and not ready, until a good one"
-            ),
-            None => tracing::error!("the first generation did not finish: serving nothing until a good one"),
-        }
+        first_generation(&generating, s, shutdown_rx.clone()).await?;
     }
     let tls = match &tls_files {
         Some(files) => Some(tls::Reloading::load(files.clone()).map_err(StartError::Certificate)?),
@@ -374,37 +299,9 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
     let admin_addr = admin_listener.local_addr().map_err(bound("--admin-addr", config.admin_addr))?;
     info!(%xds_addr, %admin_addr, group_key = %config.node_group_key, tls = tls.is_some(), "xdst serving");
     let admin_authenticated = read_token.is_some() || !config.admin_read_identities.is_empty();
-    for (port, addr, authenticated) in
-        [("xDS", xds_addr, client_roots.is_some()), ("admin", admin_addr, admin_authenticated)]
-    {
-        if !addr.ip().is_loopback() && !authenticated {
-            tracing::warn!(
-                %addr,
-                tls = tls.is_some(),
-                "the {port} port listens beyond this host and clients are not authenticated: anyone who reaches it \
-                 is served (xDS: any node group's resources, Secrets included; admin: every read)"
-            );
-        }
-    }
-    if config.unsafe_unordered_push {
-        tracing::warn!(
-            "--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them"
-        );
-    }
+    warn_about_exposure(config, (xds_addr, client_roots.is_some()), (admin_addr, admin_authenticated), tls.is_some());
 
-    // Both ports serve the same certificate (one resolver); with mTLS the xDS port requires a
-    // client certificate and the admin port takes one if offered (tokens work there too).
-    let (xds_tls, admin_tls) = match (&tls, &client_roots) {
-        (Some(t), Some(roots)) => (
-            Some(tls::server_config(t.clone(), tls::ClientAuth::Required(roots.clone()))),
-            Some(tls::server_config(t.clone(), tls::ClientAuth::Optional(roots.clone()))),
-        ),
-        (Some(t), None) => {
-            let c = tls::server_config(t.clone(), tls::ClientAuth::None);
-            (Some(c.clone()), Some(c))
-        }
-        (None, _) => (None, None),
-    };
+    let (xds_tls, admin_tls) = server_tls(tls.as_ref(), client_roots.as_ref());
     let xds_router = xdst_serve::routes(&serving);
     let admin_router = admin::routes(&generating, admin_addr);
     let mut tasks = vec![
@@ -473,9 +370,169 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         )));
     }
     if let Some(s) = intent_source {
-        tasks.push(tokio::spawn(intent::watch(plane.clone(), s, config.resync, generation_request(woken.clone()))));
+        tasks.push(tokio::spawn(intent::watch::watch(
+            plane.clone(),
+            s,
+            config.resync,
+            generation_request(woken.clone()),
+        )));
     }
     Ok(Running { xds_addr, admin_addr, serving, generating, shutdown: shutdown_tx, tasks })
+}
+
+/// With a client CA (mTLS), the roots client certificates must chain to; identity rules need
+/// one, and one needs rules.
+fn client_roots(
+    config: &Settings,
+    tls_files: Option<&tls::TlsFiles>,
+    identities: &identity::Rules,
+) -> Result<Option<Arc<rustls::RootCertStore>>, StartError> {
+    match tls_files.and_then(|t| t.client_ca.as_ref()) {
+        Some(ca) => {
+            if identities.0.is_empty() {
+                return Err(StartError::Settings(
+                    "mTLS (a client CA) needs `identities:` rules in the configuration file saying which node groups \
+                     each client certificate may use (`- {identity: '*', groups: ['*']}` lets every certificate the \
+                     CA signed read every group)"
+                        .into(),
+                ));
+            }
+            Ok(Some(tls::client_roots(ca)?))
+        }
+        None => {
+            if !identities.0.is_empty() || !config.admin_read_identities.is_empty() {
+                return Err(StartError::Settings(
+                    "identity rules need mTLS: a client CA (`tls.clientCa`, --tls-client-ca)".into(),
+                ));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The serving plane, as the settings say.
+fn serving_plane(
+    config: &Settings,
+    metrics: xdst_serve::metrics::Metrics,
+    access: xdst_serve::access::Access,
+    identities: Option<identity::Rules>,
+    translated: bool,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Arc<Serving> {
+    Arc::new(Serving {
+        cache: Cache::new(),
+        group_key: config.node_group_key.clone(),
+        metrics,
+        nodes: Default::default(),
+        rollouts: xdst_serve::rollouts::Rollouts::new(xdst_core::rollout::RolloutConfig {
+            grace: config.plan_grace,
+            unordered: config.unsafe_unordered_push,
+            drain: config.drain_time,
+        }),
+        shutdown,
+        identities,
+        refusal_log: Default::default(),
+        request_rate: admission::RequestRate {
+            rate: config.max_requests_per_second,
+            burst: config.max_requests_per_second.saturating_mul(10),
+        },
+        node_groups: admission::NodeGroups {
+            listed: config.node_groups.clone(),
+            max_unlisted: config.max_unlisted_node_groups,
+        },
+        unlisted_groups: Default::default(),
+        access,
+        max_request_size: config.max_request_size,
+        translated,
+    })
+}
+
+/// Starts the generation thread and runs the first generation on it. One that fails on the
+/// data leaves the server up and not ready; one that fails on the setup is the error.
+async fn first_generation(
+    generating: &Generating,
+    source: &Arc<intent::IntentSource>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), StartError> {
+    let (p, s2) = (generating.plane.clone(), source.clone());
+    let generations = generate::generations::Generations::start(shutdown, move || {
+        let _ = s2.generate(&p);
+    })
+    .map_err(StartError::GenerationThread)?;
+    let generations = generating.generations.get_or_init(|| generations);
+    // A first generation that fails on the data (a document, a store key that is not
+    // UTF-8, a plugin that fails or sleeps past its deadline on them) is reported like any
+    // other, and the ports open all the same: nothing is served yet and `/readyz` says
+    // not ready until a good generation, but a fix applies as soon as it is written,
+    // operators and probes can see why, and a rolling restart of replicas stops at this
+    // one instead of losing the fleet. One that fails on the setup (a plugin list's pin,
+    // signature or source, the directories) is fatal, as a bad flag is.
+    let (p, s2) = (generating.plane.clone(), source.clone());
+    match generations.run(move || s2.generate(&p)).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) if e.is_setup() => return Err(StartError::Setup(e)),
+        Some(Err(e)) => tracing::error!(
+            error = %e.message(),
+            "the first generation failed: serving nothing, and not ready, until a good one"
+        ),
+        None => tracing::error!("the first generation did not finish: serving nothing until a good one"),
+    }
+    Ok(())
+}
+
+/// The plugin host, with the settings' cache, fuel and text bounds.
+fn plugin_runtime(config: &Settings) -> Result<xdst_plugin::Runtime, xdst_plugin::PluginError> {
+    xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
+        cache_dir: config.plugin_cache.clone(),
+        fuel: config.fuel,
+        text: xdst_plugin::TextLimits {
+            message_bytes: config.max_plugin_message,
+            diagnostics: config.max_plugin_diagnostics,
+            log_lines: config.max_plugin_log_lines,
+            stdio_bytes: config.max_plugin_stdio,
+        },
+    })
+}
+
+/// Warns about a port that listens beyond this host to clients it does not authenticate,
+/// and about `--unsafe-unordered-push`. `xds` and `admin`: the address and whether clients
+/// are authenticated there.
+fn warn_about_exposure(config: &Settings, xds: (SocketAddr, bool), admin: (SocketAddr, bool), tls: bool) {
+    for (port, addr, authenticated) in [("xDS", xds.0, xds.1), ("admin", admin.0, admin.1)] {
+        if !addr.ip().is_loopback() && !authenticated {
+            tracing::warn!(
+                %addr,
+                tls,
+                "the {port} port listens beyond this host and clients are not authenticated: anyone who reaches it \
+                 is served (xDS: any node group's resources, Secrets included; admin: every read)"
+            );
+        }
+    }
+    if config.unsafe_unordered_push {
+        tracing::warn!(
+            "--unsafe-unordered-push: changes are pushed without make-before-break ordering; requests may fail while Envoy applies them"
+        );
+    }
+}
+
+/// The TLS settings of the xDS and the admin port: both serve the same certificate (one
+/// resolver); with mTLS the xDS port requires a client certificate and the admin port takes
+/// one if offered (tokens work there too).
+fn server_tls(
+    tls: Option<&Arc<tls::Reloading>>,
+    client_roots: Option<&Arc<rustls::RootCertStore>>,
+) -> (Option<Arc<rustls::ServerConfig>>, Option<Arc<rustls::ServerConfig>>) {
+    match (tls, client_roots) {
+        (Some(t), Some(roots)) => (
+            Some(tls::server_config(t.clone(), tls::ClientAuth::Required(roots.clone()))),
+            Some(tls::server_config(t.clone(), tls::ClientAuth::Optional(roots.clone()))),
+        ),
+        (Some(t), None) => {
+            let c = tls::server_config(t.clone(), tls::ClientAuth::None);
+            (Some(c.clone()), Some(c))
+        }
+        (None, _) => (None, None),
+    }
 }
 
 /// This replica's name in the fleet view and the plugin election: `--replica-id`, or

@@ -1,0 +1,155 @@
+//! What `/debug/plugins` shows of the plugins and the last generation.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use xdst_plugin::dir::Loaded;
+
+/// What `/debug/plugins` shows.
+#[derive(Default, Clone, Serialize)]
+pub struct Status {
+    pub intent_dir: String,
+    /// The plugins directory, or the configuration file listing the plugins.
+    pub plugins_dir: String,
+    pub plugins: Vec<PluginReport>,
+    /// With a configuration file: each plugin's source and what it resolved to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<crate::generate::plugins::list::SourceReport>,
+    pub generations_ok: u64,
+    pub generations_failed: u64,
+    /// Unix seconds of the last good generation.
+    pub last_ok_at: Option<u64>,
+    pub last_ok_version: Option<String>,
+    /// With `--store`: the store revision the last good generation translated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_ok_revision: Option<crate::generate::store::Revision>,
+    /// With `--store`: whether it is reachable, and the revision the mirror holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::generate::store::mirror::StoreState>,
+    pub last_error: Option<ErrorReport>,
+    pub last_generation: Option<GenerationReport>,
+    /// Every plugin's calls since the server started: how many, and how long they took.
+    pub timings: BTreeMap<String, PluginTiming>,
+    /// Plugin files whose current contents were refused; the previous version of each (if it
+    /// had one) keeps serving until the file is fixed.
+    pub refused: Vec<RefusalReport>,
+}
+
+/// A plugin's calls: how many, and their time in milliseconds.
+#[derive(Clone, Default, Serialize)]
+pub struct PluginTiming {
+    pub calls: u64,
+    pub total_ms: f64,
+    pub last_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Serialize)]
+pub struct RefusalReport {
+    pub file: String,
+    /// The refused contents.
+    pub digest: String,
+    pub reason: String,
+    /// Unix seconds.
+    pub at: u64,
+    /// The digest still serving in its place, if the file had a good version.
+    pub serving: Option<String>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct PluginReport {
+    pub name: String,
+    pub version: String,
+    pub file: String,
+    /// Where its code came from: the path, or the registry reference with its digest.
+    pub source: String,
+    pub digest: String,
+    pub kinds: Vec<String>,
+    pub phase: &'static str,
+    pub granularity: &'static str,
+    pub limits: LimitsReport,
+    pub config: serde_json::Value,
+}
+
+#[derive(Clone, Serialize)]
+pub struct LimitsReport {
+    pub deadline_ms: u64,
+    pub memory_bytes: usize,
+    pub output_bytes: usize,
+    pub fuel: Option<u64>,
+    pub capabilities: Vec<&'static str>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct ErrorReport {
+    pub message: String,
+    pub plugin: Option<String>,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+#[derive(Clone, Serialize)]
+pub struct GenerationReport {
+    pub ok: bool,
+    pub elapsed_ms: f64,
+    pub documents: usize,
+    pub groups: Vec<String>,
+    /// Plugins called, with how many documents each was given (per group).
+    pub calls: BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
+    pub resources: usize,
+    /// The first [`super::MAX_DIAGNOSTICS_SHOWN`].
+    pub diagnostics: Vec<DiagnosticReport>,
+    /// How many the generation's plugins reported in all.
+    pub diagnostics_total: usize,
+}
+
+#[derive(Clone, Serialize)]
+pub struct DiagnosticReport {
+    pub plugin: String,
+    pub severity: &'static str,
+    pub message: String,
+    pub document: Option<String>,
+    pub field: Option<String>,
+}
+
+pub(super) fn plugin_report(l: &Loaded) -> PluginReport {
+    let info = l.plugin.info();
+    let limits = l.plugin.limits();
+    PluginReport {
+        name: l.name.clone(),
+        version: info.version.clone(),
+        file: l.file.display().to_string(),
+        source: l.source.clone(),
+        digest: l.plugin.digest().to_owned(),
+        kinds: info.kinds.clone(),
+        phase: match info.phase {
+            xdst_plugin::wit::Phase::Translate => "translate",
+            xdst_plugin::wit::Phase::Patch => "patch",
+        },
+        granularity: match info.granularity {
+            xdst_plugin::wit::Granularity::PerDocument => "per-document",
+            xdst_plugin::wit::Granularity::WholeSet => "whole-set",
+        },
+        limits: LimitsReport {
+            deadline_ms: limits.deadline.as_millis() as u64,
+            memory_bytes: limits.memory_bytes,
+            output_bytes: limits.output_bytes,
+            fuel: limits.fuel,
+            capabilities: limits.capabilities.names(),
+        },
+        config: serde_json::from_str(&l.config).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+pub(super) fn diagnostic_report((plugin, d): &(String, xdst_plugin::wit::Diagnostic)) -> DiagnosticReport {
+    DiagnosticReport {
+        plugin: plugin.clone(),
+        severity: match d.severity {
+            xdst_plugin::wit::Severity::Info => "info",
+            xdst_plugin::wit::Severity::Warning => "warning",
+        },
+        message: d.message.clone(),
+        document: d.document.clone(),
+        field: d.field.clone(),
+    }
+}
