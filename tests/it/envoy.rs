@@ -10,7 +10,7 @@
 //!     files: Envoy reconnects, every `version_text` is unchanged, and no listener, cluster,
 //!     route or endpoint set is re-applied (checked after a later route edit, so everything
 //!     xdst sent on reconnect has reached Envoy first);
-//! (c) a Cluster with `connect_timeout: 0s` (xdst accepts it, Envoy's validation refuses it)
+//! (c) a STATIC Cluster whose endpoint is not an IP (xdst accepts it, Envoy's own code refuses it)
 //!     is NACKed: `update_rejected` rises, xdst's `/debug/nodes` shows Envoy's error and the
 //!     node's make-before-break plan stopped by it (counted in `xdst_plan_nack_stops_total`),
 //!     and the previous config keeps serving. (c) runs last so that (d) starts from a clean state.
@@ -176,13 +176,21 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     expect_body(proxy, "/", "b").await?;
     eprintln!("[{node}] (d) reconnected after a crash without re-applying anything after {:?}", started.elapsed());
 
-    // (c) A cluster Envoy refuses (its validation requires connect_timeout > 0; xdst does not
-    // check it). SOTW-3/DELTA-1: a NACK carries error_detail and keeps the previous version.
+    // (c) A cluster Envoy refuses in its own code, which xdst does not check: a STATIC
+    // cluster whose endpoint address is not an IP (what xdst checks before Envoy, such as
+    // `connect_timeout: 0s`, never reaches it; docs/design/016). SOTW-3/DELTA-1: a NACK
+    // carries error_detail and keeps the previous version.
     let before = envoy.stats().await?;
     let good_cds = before.text(CDS_VERSION).unwrap_or_default().to_owned();
-    let bad = fixtures::cluster("backend", b.addr.port());
-    ensure!(bad.contains("connect_timeout: 1s"), "fixtures::cluster changed shape:\n{bad}");
-    fixtures::write(dir, "backend.yaml", &bad.replace("connect_timeout: 1s", "connect_timeout: 0s"));
+    let bad = format!(
+        "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: backend\ntype: STATIC\n\
+         connect_timeout: 1s\nload_assignment: {{cluster_name: backend, endpoints: [{{lb_endpoints: [{{endpoint: \
+         {{address: {{socket_address: {{address: not-an-ip, port_value: {}}}}}}}}}]}}]}}\n---\n{}",
+        b.addr.port(),
+        // The endpoints stay, so every type keeps being served.
+        fixtures::endpoints("backend", b.addr.port())
+    );
+    fixtures::write(dir, "backend.yaml", &bad);
     let bad_cds = wait_for_version_change(xdst.admin_addr, CDS, &good_cds).await?;
     envoy
         .wait_for(
@@ -192,14 +200,24 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
                     before.count("cluster_manager.cds.update_rejected") + 1,
                 )
                 .same_text(&before, &VERSIONS)
-                .unchanged(&before, &APPLIED),
+                // Envoy counts `cluster_modified` for the cluster it began to rebuild before its
+                // own code refused the address; nothing else was applied, the versions stay, and
+                // the traffic below still reaches the previous config.
+                .unchanged(
+                    &before,
+                    &APPLIED
+                        .map(|n| n)
+                        .into_iter()
+                        .filter(|n| *n != "cluster_manager.cluster_modified")
+                        .collect::<Vec<_>>(),
+                ),
             WAIT,
         )
         .await?;
     let nack = wait_for_nack(xdst.admin_addr, &node, CDS).await?;
     let message = nack["last_nack"]["message"].as_str().unwrap_or_default();
     ensure!(
-        message.contains("ConnectTimeout") && message.contains("greater than 0s"),
+        message.contains("malformed IP address") && message.contains("not-an-ip"),
         "/debug/nodes last_nack does not carry Envoy's error: {nack:#}"
     );
     ensure!(
@@ -222,7 +240,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
         .unwrap_or_default();
     ensure!(
         plan["stopped"]["type"] == "cds"
-            && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("ConnectTimeout"))
+            && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("malformed IP address"))
             && plan["nack_stops"].as_u64() >= Some(1)
             && plan["step"] == "acks",
         "/debug/nodes should show the plan stopped by the CDS NACK: {plan:#}"

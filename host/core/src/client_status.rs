@@ -173,7 +173,7 @@ mod tests {
         use crate::plan::tests::{listener, listener_v, route};
         use crate::types::{LISTENER, ROUTE};
         let now = Instant::now();
-        let v1 = snap(vec![listener("good", 1, "r"), listener("bad", 2, "r"), route("r", &[])]);
+        let v1 = snap(vec![listener("good", 1, "r"), listener("bad", 2, "r"), route("r", &["c"])]);
         let mut r = Rollout::new(RolloutConfig::default(), Arc::new(v1.clone()), now);
         let l = Arc::<str>::from(LISTENER);
         r.subscribe(0, &l, true, &[], now);
@@ -181,7 +181,7 @@ mod tests {
         r.sent(0, &l, "n1".into(), Update::Replace(v1.get(LISTENER).unwrap().clone()));
         r.answered(0, &l, "n1", None, now);
         // Both change; the node refuses the whole response, naming "bad".
-        let v2 = snap(vec![listener_v("good", 1, "r", 7), listener_v("bad", 2, "r", 7), route("r", &[])]);
+        let v2 = snap(vec![listener_v("good", 1, "r", 7), listener_v("bad", 2, "r", 7), route("r", &["c"])]);
         r.set_target(Arc::new(v2.clone()), now);
         r.sent(0, &l, "n2".into(), Update::Replace(v2.get(LISTENER).unwrap().clone()));
         r.answered(0, &l, "n2", Some("Error adding/updating listener(s) bad: no"), now);
@@ -190,7 +190,7 @@ mod tests {
         assert!(s.iter().any(|(_, n, st)| n == "bad" && matches!(st, State::Nacked { same_as: None, .. })), "{s:?}");
 
         // A message naming neither: both are NACKED, the message shared, given with the first.
-        let v3 = snap(vec![listener_v("good", 1, "r", 8), listener_v("bad", 2, "r", 8), route("r", &[])]);
+        let v3 = snap(vec![listener_v("good", 1, "r", 8), listener_v("bad", 2, "r", 8), route("r", &["c"])]);
         r.set_target(Arc::new(v3.clone()), now);
         r.sent(0, &l, "n3".into(), Update::Replace(v3.get(LISTENER).unwrap().clone()));
         r.answered(0, &l, "n3", Some("rejected"), now);

@@ -48,6 +48,7 @@ pub mod snapshot;
 pub mod sotw;
 pub mod stream;
 pub mod types;
+pub mod validate;
 pub mod wire;
 
 #[cfg(test)]

@@ -990,6 +990,7 @@ name: {name}
 api_listener:
   api_listener:
     "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+    stat_prefix: grpc
     rds: {{route_config_name: {route}, config_source: {{ads: {{}}}}}}
     http_filters: [{{name: router, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}]
 "#
