@@ -54,6 +54,45 @@ impl Extensions {
     }
 }
 
+/// A message type's rules, read from its descriptor's options once.
+struct MessageRules {
+    /// `(validate.disabled)` or `(validate.ignored)`.
+    skip: bool,
+    /// The oneofs with `(validate.required)`, by name.
+    required_oneofs: Vec<String>,
+    /// Each field's `(validate.rules)`, in `desc.fields()` order.
+    fields: Vec<Option<DynamicMessage>>,
+}
+
+fn rules_of(ext: &Extensions, desc: &prost_reflect::MessageDescriptor) -> std::sync::Arc<MessageRules> {
+    static CACHE: OnceLock<Mutex<HashMap<String, std::sync::Arc<MessageRules>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(desc.full_name()) {
+        return r.clone();
+    }
+    let options = desc.options();
+    let rules = std::sync::Arc::new(MessageRules {
+        skip: flag(&options, &ext.disabled) || flag(&options, &ext.ignored),
+        required_oneofs: desc
+            .oneofs()
+            .filter(|o| flag(&o.options(), &ext.required))
+            .map(|o| o.name().to_owned())
+            .collect(),
+        fields: desc
+            .fields()
+            .map(|f| {
+                let options = f.options();
+                options
+                    .has_extension(&ext.rules)
+                    .then(|| options.get_extension(&ext.rules).as_message().cloned())
+                    .flatten()
+            })
+            .collect(),
+    });
+    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(desc.full_name().to_owned(), rules.clone());
+    rules
+}
+
 fn flag(options: &DynamicMessage, ext: &ExtensionDescriptor) -> bool {
     options.has_extension(ext) && options.get_extension(ext).as_bool() == Some(true)
 }
@@ -80,20 +119,20 @@ fn check_message(
     if desc.full_name() == "google.protobuf.Any" {
         return check_any(ext, msg, path, depth);
     }
-    let options = desc.options();
-    if flag(&options, &ext.disabled) || flag(&options, &ext.ignored) {
+    let rules = rules_of(ext, &desc);
+    if rules.skip {
         return Ok(());
     }
-    for oneof in desc.oneofs() {
-        if flag(&oneof.options(), &ext.required) && !oneof.fields().any(|f| msg.has_field(&f)) {
+    for oneof in desc.oneofs().filter(|o| rules.required_oneofs.iter().any(|n| n == o.name())) {
+        if !oneof.fields().any(|f| msg.has_field(&f)) {
             let names: Vec<String> = oneof.fields().map(|f| f.name().to_owned()).collect();
             let at = if path.is_empty() { oneof.name().to_owned() } else { format!("{path}.{}", oneof.name()) };
             return Err((at, format!("one of {} is required", names.join(", "))));
         }
     }
-    for field in desc.fields() {
+    for (field, field_rules) in desc.fields().zip(&rules.fields) {
         let len = push(path, field.name());
-        let result = check_field(ext, msg, &field, path, depth);
+        let result = check_field(ext, msg, &field, field_rules.as_ref(), path, depth);
         path.truncate(len);
         result?;
     }
@@ -114,12 +153,10 @@ fn check_field(
     ext: &Extensions,
     msg: &DynamicMessage,
     field: &FieldDescriptor,
+    rules: Option<&DynamicMessage>,
     path: &mut String,
     depth: usize,
 ) -> Result<(), (String, String)> {
-    let options = field.options();
-    let rules = options.has_extension(&ext.rules).then(|| options.get_extension(&ext.rules).into_owned());
-    let rules = rules.as_ref().and_then(Value::as_message);
     let set = msg.has_field(field);
     // A member of a oneof is checked only when it is the one set.
     if field.containing_oneof().is_some() && !set {
