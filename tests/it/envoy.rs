@@ -176,10 +176,10 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     expect_body(proxy, "/", "b").await?;
     eprintln!("[{node}] (d) reconnected after a crash without re-applying anything after {:?}", started.elapsed());
 
-    // (c) A cluster Envoy refuses in its own code, which xdst does not check: a STATIC
-    // cluster whose endpoint address is not an IP (what xdst checks before Envoy, such as
-    // `connect_timeout: 0s`, never reaches it; docs/design/016). SOTW-3/DELTA-1: a NACK
-    // carries error_detail and keeps the previous version.
+    // (c) A cluster Envoy refuses in its own code: a STATIC cluster whose endpoint address is
+    // not an IP. (Not a rule annotated in Envoy's protos, such as `connect_timeout > 0`: xdst
+    // is to refuse those before Envoy, docs/design/016, and this test must still see a NACK.)
+    // SOTW-3/DELTA-1: a NACK carries error_detail and keeps the previous version.
     let before = envoy.stats().await?;
     let good_cds = before.text(CDS_VERSION).unwrap_or_default().to_owned();
     let bad = format!(
