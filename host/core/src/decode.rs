@@ -107,7 +107,15 @@ pub fn decode_resource(value: serde_json::Value) -> Result<Resource, (Option<Str
     let name =
         resource_name(&msg).ok_or_else(|| (Some(name_field(&type_url).into()), "resource has no name".to_string()))?;
     let body = canonical_bytes(&msg)?;
+    envoy_checks(&msg)?;
     Ok(Resource::new(type_url, name, &body))
+}
+
+/// What Envoy checks when it receives the resource ([`crate::validate`]); an error names the
+/// field.
+fn envoy_checks(msg: &DynamicMessage) -> Result<(), (Option<String>, String)> {
+    crate::validate::check(msg)
+        .map_err(|(path, why)| (Some(path).filter(|p| !p.is_empty()), format!("Envoy would refuse it: {why}")))
 }
 
 /// The canonical encoding of a decoded resource; an error names the field where it stopped.
@@ -184,6 +192,7 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
         }
     }
     let body = canonical_bytes(&msg)?;
+    envoy_checks(&msg)?;
     Ok(Resource::new(type_url, name, &body))
 }
 

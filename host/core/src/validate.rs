@@ -61,14 +61,92 @@ impl Extensions {
 struct MessageRules {
     /// `(validate.disabled)` or `(validate.ignored)`.
     skip: bool,
-    /// The oneofs with `(validate.required)`, by name.
-    required_oneofs: Vec<String>,
-    /// Each field's `(validate.rules)`, in `desc.fields()` order.
-    fields: Vec<Option<DynamicMessage>>,
+    /// The oneofs with `(validate.required)`.
+    required_oneofs: Vec<prost_reflect::OneofDescriptor>,
+    /// The fields with rules or that hold messages (nothing else is checked), with their
+    /// rules compiled.
+    fields: Vec<FieldPlan>,
+}
+
+struct FieldPlan {
+    field: FieldDescriptor,
+    spec: Option<FieldSpec>,
+    holds_messages: bool,
+    in_oneof: bool,
+}
+
+/// One field's rules, compiled: what is checked is read once, not looked up by name at
+/// every check.
+#[derive(Default)]
+struct FieldSpec {
+    /// `message: {required: true}`, or `required` of `any`, `duration` or `timestamp`.
+    required: bool,
+    /// `message: {skip: true}`.
+    skip: bool,
+    spec: Spec,
+}
+
+#[derive(Default)]
+enum Spec {
+    #[default]
+    None,
+    String(Box<StringSpec>),
+    Int(NumSpec<i128>),
+    Float(NumSpec<f64>),
+    Enum {
+        defined_only: bool,
+        allowed: Vec<i128>,
+        refused: Vec<i128>,
+    },
+    Repeated {
+        min: Option<u64>,
+        max: Option<u64>,
+        ignore_empty: bool,
+        items: Option<Box<FieldSpec>>,
+    },
+    Map {
+        min: Option<u64>,
+        max: Option<u64>,
+        ignore_empty: bool,
+    },
+    /// Bounds in nanoseconds.
+    Duration(NumSpec<i128>),
+}
+
+struct NumSpec<T> {
+    constant: Option<T>,
+    lt: Option<T>,
+    lte: Option<T>,
+    gt: Option<T>,
+    gte: Option<T>,
+    allowed: Vec<i128>,
+    refused: Vec<i128>,
+    ignore_empty: bool,
+}
+
+#[derive(Default)]
+struct StringSpec {
+    len: Option<u64>,
+    min_len: Option<u64>,
+    max_len: Option<u64>,
+    min_bytes: Option<u64>,
+    max_bytes: Option<u64>,
+    prefix: Option<String>,
+    suffix: Option<String>,
+    contains: Option<String>,
+    not_contains: Option<String>,
+    allowed: Vec<String>,
+    refused: Vec<String>,
+    /// The pattern, compiled (a pattern this engine cannot compile is not checked).
+    pattern: Option<(String, regex::Regex)>,
+    /// A header name (`true`) or value (`false`) rule, with its pattern.
+    header: Option<(bool, regex::Regex)>,
+    ignore_empty: bool,
 }
 
 fn rules_of(ext: &Extensions, desc: &prost_reflect::MessageDescriptor) -> std::sync::Arc<MessageRules> {
-    static CACHE: OnceLock<Mutex<HashMap<String, std::sync::Arc<MessageRules>>>> = OnceLock::new();
+    type Cache = HashMap<String, std::sync::Arc<MessageRules>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(r) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(desc.full_name()) {
         return r.clone();
@@ -76,24 +154,145 @@ fn rules_of(ext: &Extensions, desc: &prost_reflect::MessageDescriptor) -> std::s
     let options = desc.options();
     let rules = std::sync::Arc::new(MessageRules {
         skip: flag(&options, &ext.disabled) || flag(&options, &ext.ignored),
-        required_oneofs: desc
-            .oneofs()
-            .filter(|o| flag(&o.options(), &ext.required))
-            .map(|o| o.name().to_owned())
-            .collect(),
+        required_oneofs: desc.oneofs().filter(|o| flag(&o.options(), &ext.required)).collect(),
         fields: desc
             .fields()
-            .map(|f| {
-                let options = f.options();
-                options
+            .filter_map(|field| {
+                let options = field.options();
+                let spec = options
                     .has_extension(&ext.rules)
-                    .then(|| options.get_extension(&ext.rules).as_message().cloned())
-                    .flatten()
+                    .then(|| options.get_extension(&ext.rules).as_message().map(compile))
+                    .flatten();
+                let holds_messages = matches!(field.kind(), Kind::Message(_));
+                let in_oneof = field.containing_oneof().is_some();
+                (spec.is_some() || holds_messages).then_some(FieldPlan { field, spec, holds_messages, in_oneof })
             })
             .collect(),
     });
     cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(desc.full_name().to_owned(), rules.clone());
     rules
+}
+
+/// A `validate.FieldRules` as plain values.
+fn compile(rules: &DynamicMessage) -> FieldSpec {
+    let mut f = FieldSpec::default();
+    if let Some(m) = sub(rules, "message") {
+        f.skip = bool_of(m, "skip");
+        f.required = bool_of(m, "required");
+    }
+    for name in ["any", "duration", "timestamp"] {
+        if sub(rules, name).is_some_and(|r| bool_of(r, "required")) {
+            f.required = true;
+        }
+    }
+    let num = |r: &DynamicMessage| NumSpec {
+        constant: opt_int(r, "const"),
+        lt: opt_int(r, "lt"),
+        lte: opt_int(r, "lte"),
+        gt: opt_int(r, "gt"),
+        gte: opt_int(r, "gte"),
+        allowed: int_list(r, "in"),
+        refused: int_list(r, "not_in"),
+        ignore_empty: bool_of(r, "ignore_empty"),
+    };
+    for name in ["int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"]
+    {
+        if let Some(r) = sub(rules, name) {
+            f.spec = Spec::Int(num(r));
+        }
+    }
+    for name in ["float", "double"] {
+        if let Some(r) = sub(rules, name) {
+            f.spec = Spec::Float(NumSpec {
+                constant: opt_float(r, "const"),
+                lt: opt_float(r, "lt"),
+                lte: opt_float(r, "lte"),
+                gt: opt_float(r, "gt"),
+                gte: opt_float(r, "gte"),
+                allowed: Vec::new(),
+                refused: Vec::new(),
+                ignore_empty: bool_of(r, "ignore_empty"),
+            });
+        }
+    }
+    if let Some(r) = sub(rules, "enum") {
+        f.spec = Spec::Enum {
+            defined_only: bool_of(r, "defined_only"),
+            allowed: int_list(r, "in"),
+            refused: int_list(r, "not_in"),
+        };
+    }
+    if let Some(r) = sub(rules, "repeated") {
+        f.spec = Spec::Repeated {
+            min: uint_of(r, "min_items"),
+            max: uint_of(r, "max_items"),
+            ignore_empty: bool_of(r, "ignore_empty"),
+            items: sub(r, "items").map(|i| Box::new(compile(i))),
+        };
+    }
+    if let Some(r) = sub(rules, "map") {
+        f.spec = Spec::Map {
+            min: uint_of(r, "min_pairs"),
+            max: uint_of(r, "max_pairs"),
+            ignore_empty: bool_of(r, "ignore_empty"),
+        };
+    }
+    if let Some(r) = sub(rules, "duration") {
+        let bound = |name: &str| sub(r, name).map(nanos_of);
+        f.spec = Spec::Duration(NumSpec {
+            constant: bound("const"),
+            lt: bound("lt"),
+            lte: bound("lte"),
+            gt: bound("gt"),
+            gte: bound("gte"),
+            allowed: Vec::new(),
+            refused: Vec::new(),
+            ignore_empty: false,
+        });
+    }
+    if let Some(r) = sub(rules, "string") {
+        let text = |name: &str| -> Option<String> {
+            if !r.has_field_by_name(name) {
+                return None;
+            }
+            r.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned))
+        };
+        let list = |name: &str| -> Vec<String> {
+            r.get_field_by_name(name)
+                .and_then(|l| l.as_list().map(|l| l.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()))
+                .unwrap_or_default()
+        };
+        let header = if r.has_field_by_name("well_known_regex") {
+            let strict = !r.has_field_by_name("strict") || bool_of(r, "strict");
+            let which = r.get_field_by_name("well_known_regex").and_then(|v| v.as_enum_number()).unwrap_or(0);
+            // validate.KnownRegex: 1 HTTP_HEADER_NAME, 2 HTTP_HEADER_VALUE.
+            let pattern = match (which, strict) {
+                (1, true) => Some(r"^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$"),
+                (1 | 2, _) => Some("^[^\u{0}\u{a}\u{d}]*$"),
+                _ => None,
+            };
+            pattern.and_then(|p| regex::Regex::new(p).ok()).map(|re| (which == 1, re))
+        } else {
+            None
+        };
+        f.spec = Spec::String(Box::new(StringSpec {
+            len: uint_of(r, "len"),
+            min_len: uint_of(r, "min_len"),
+            max_len: uint_of(r, "max_len"),
+            min_bytes: uint_of(r, "min_bytes"),
+            max_bytes: uint_of(r, "max_bytes"),
+            prefix: text("prefix"),
+            suffix: text("suffix"),
+            contains: text("contains"),
+            not_contains: text("not_contains"),
+            allowed: list("in"),
+            refused: list("not_in"),
+            pattern: text("pattern").and_then(|p| regex::Regex::new(&p).ok().map(|re| (p, re))),
+            header,
+            ignore_empty: bool_of(r, "ignore_empty"),
+        }));
+    }
+    f
 }
 
 fn flag(options: &DynamicMessage, ext: &ExtensionDescriptor) -> bool {
@@ -126,16 +325,24 @@ fn check_message(
     if rules.skip {
         return Ok(());
     }
-    for oneof in desc.oneofs().filter(|o| rules.required_oneofs.iter().any(|n| n == o.name())) {
+    for oneof in &rules.required_oneofs {
         if !oneof.fields().any(|f| msg.has_field(&f)) {
             let names: Vec<String> = oneof.fields().map(|f| f.name().to_owned()).collect();
             let at = if path.is_empty() { oneof.name().to_owned() } else { format!("{path}.{}", oneof.name()) };
             return Err((at, format!("one of {} is required", names.join(", "))));
         }
     }
-    for (field, field_rules) in desc.fields().zip(&rules.fields) {
+    for plan in &rules.fields {
+        let (field, spec) = (&plan.field, plan.spec.as_ref());
+        let set = msg.has_field(field);
+        // Unset: a member of a oneof is checked only when it is the one set, a field holding
+        // messages only when required.
+        let singular_message = plan.holds_messages && !plan.field.is_list() && !plan.field.is_map();
+        if !set && (plan.in_oneof || spec.is_none() || (singular_message && !spec.is_some_and(|s| s.required))) {
+            continue;
+        }
         let len = push(path, field.name());
-        let result = check_field(ext, msg, &field, field_rules.as_ref(), path, depth);
+        let result = check_field(ext, msg, field, spec, set, path, depth);
         path.truncate(len);
         result?;
     }
@@ -156,69 +363,42 @@ fn check_field(
     ext: &Extensions,
     msg: &DynamicMessage,
     field: &FieldDescriptor,
-    rules: Option<&DynamicMessage>,
+    spec: Option<&FieldSpec>,
+    set: bool,
     path: &mut String,
     depth: usize,
 ) -> Result<(), (String, String)> {
-    let set = msg.has_field(field);
-    // A member of a oneof is checked only when it is the one set.
-    if field.containing_oneof().is_some() && !set {
-        return Ok(());
-    }
-    let holds_messages = matches!(field.kind(), Kind::Message(_));
-    // Nothing to check: a field without rules that holds no messages, or one that holds
-    // messages but is unset.
-    if rules.is_none() && (!holds_messages || !set) {
-        return Ok(());
-    }
-    if let Some(rules) = rules {
-        if let Some(m) = sub(rules, "message") {
-            if bool_of(m, "skip") {
-                return Ok(());
-            }
-            if bool_of(m, "required") && !set {
-                return Err((path.clone(), "value is required".into()));
-            }
+    if let Some(spec) = spec {
+        if spec.skip {
+            return Ok(());
         }
-        for required in ["any", "duration", "timestamp"] {
-            if let Some(r) = sub(rules, required)
-                && bool_of(r, "required")
-                && !set
-            {
-                return Err((path.clone(), "value is required".into()));
-            }
+        if spec.required && !set {
+            return Err((path.clone(), "value is required".into()));
         }
     }
     let value = msg.get_field(field);
     if field.is_list() {
         let items = value.as_list().unwrap_or_default();
-        if let Some(r) = rules.and_then(|r| sub(r, "repeated")) {
-            if !(items.is_empty() && bool_of(r, "ignore_empty")) {
-                if let Some(min) = uint_of(r, "min_items")
-                    && (items.len() as u64) < min
+        let mut item_spec = None;
+        if let Some(Spec::Repeated { min, max, ignore_empty, items: each }) = spec.map(|s| &s.spec) {
+            if !(items.is_empty() && *ignore_empty) {
+                if let Some(min) = min
+                    && (items.len() as u64) < *min
                 {
                     return Err((path.clone(), format!("value must contain at least {min} item(s)")));
                 }
-                if let Some(max) = uint_of(r, "max_items")
-                    && items.len() as u64 > max
+                if let Some(max) = max
+                    && items.len() as u64 > *max
                 {
                     return Err((path.clone(), format!("value must contain no more than {max} item(s)")));
                 }
             }
-            let item_rules = sub(r, "items");
-            for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                let _ = write!(path, "[{i}]");
-                let result = check_value(ext, field, item, item_rules, path, depth);
-                path.truncate(len);
-                result?;
-            }
-            return Ok(());
+            item_spec = each.as_deref();
         }
         for (i, item) in items.iter().enumerate() {
             let len = path.len();
             let _ = write!(path, "[{i}]");
-            let result = check_value(ext, field, item, None, path, depth);
+            let result = check_value(ext, field, item, item_spec, path, depth);
             path.truncate(len);
             result?;
         }
@@ -226,16 +406,16 @@ fn check_field(
     }
     if field.is_map() {
         let pairs = value.as_map().map(|m| m.len()).unwrap_or(0) as u64;
-        if let Some(r) = rules.and_then(|r| sub(r, "map"))
-            && !(pairs == 0 && bool_of(r, "ignore_empty"))
+        if let Some(Spec::Map { min, max, ignore_empty }) = spec.map(|s| &s.spec)
+            && !(pairs == 0 && *ignore_empty)
         {
-            if let Some(min) = uint_of(r, "min_pairs")
-                && pairs < min
+            if let Some(min) = min
+                && pairs < *min
             {
                 return Err((path.clone(), format!("value must contain at least {min} pair(s)")));
             }
-            if let Some(max) = uint_of(r, "max_pairs")
-                && pairs > max
+            if let Some(max) = max
+                && pairs > *max
             {
                 return Err((path.clone(), format!("value must contain no more than {max} pair(s)")));
             }
@@ -245,7 +425,7 @@ fn check_field(
             if matches!(value_field.kind(), Kind::Message(_)) {
                 for (key, v) in map {
                     let len = path.len();
-                    path.push_str(&format!("[{key:?}]"));
+                    let _ = write!(path, "[{key:?}]");
                     let result = match v.as_message() {
                         Some(m) => check_message(ext, m, path, depth + 1),
                         None => Ok(()),
@@ -257,76 +437,67 @@ fn check_field(
         }
         return Ok(());
     }
-    // A singular field: a message is checked only when set; a scalar always (proto3's unset is
-    // its default value, which the rules apply to, as protoc-gen-validate's code does).
-    if holds_messages && !set {
+    if !set && matches!(field.kind(), Kind::Message(_)) {
         return Ok(());
     }
-    check_value(ext, field, &value, rules, path, depth)
+    check_value(ext, field, &value, spec, path, depth)
 }
 
-/// One value (a singular field's, or a repeated field's item) against `rules`.
+/// One value (a singular field's, or a repeated field's item) against `spec`.
 fn check_value(
     ext: &Extensions,
     field: &FieldDescriptor,
     value: &Value,
-    rules: Option<&DynamicMessage>,
+    spec: Option<&FieldSpec>,
     path: &mut String,
     depth: usize,
 ) -> Result<(), (String, String)> {
     let fail = |why: String| Err((path.clone(), why));
-    match value {
-        Value::String(s) => {
-            if let Some(r) = rules.and_then(|r| sub(r, "string"))
-                && let Some(why) = string_problem(s, r)
+    let spec = spec.map(|s| &s.spec);
+    match (value, spec) {
+        (Value::String(s), Some(Spec::String(r))) => {
+            if let Some(why) = string_problem(s, r) {
+                return fail(why);
+            }
+        }
+        (Value::I32(_) | Value::I64(_) | Value::U32(_) | Value::U64(_), Some(Spec::Int(r))) => {
+            let n = int_of(value).unwrap_or(0);
+            if !(n == 0 && r.ignore_empty)
+                && let Some(why) = range_problem(n, r.constant, r.lt, r.lte, r.gt, r.gte)
+                    .or_else(|| in_lists(n, &r.allowed, &r.refused))
             {
                 return fail(why);
             }
         }
-        Value::I32(_) | Value::I64(_) | Value::U32(_) | Value::U64(_) => {
-            let kind = match field.kind() {
-                Kind::Int32 => "int32",
-                Kind::Int64 => "int64",
-                Kind::Uint32 => "uint32",
-                Kind::Uint64 => "uint64",
-                Kind::Sint32 => "sint32",
-                Kind::Sint64 => "sint64",
-                Kind::Fixed32 => "fixed32",
-                Kind::Fixed64 => "fixed64",
-                Kind::Sfixed32 => "sfixed32",
-                Kind::Sfixed64 => "sfixed64",
-                _ => return Ok(()),
+        (Value::F64(_) | Value::F32(_), Some(Spec::Float(r))) => {
+            let x = match value {
+                Value::F64(x) => *x,
+                Value::F32(x) => f64::from(*x),
+                _ => 0.0,
             };
-            let n = int_of(value).unwrap_or(0);
-            return int_rule(rules, kind, n).map_or(Ok(()), fail);
-        }
-        Value::F64(x) => return float_rule(rules, "double", *x).map_or(Ok(()), fail),
-        Value::F32(x) => return float_rule(rules, "float", f64::from(*x)).map_or(Ok(()), fail),
-        Value::EnumNumber(n) => {
-            if let Some(r) = rules.and_then(|r| sub(r, "enum")) {
-                if bool_of(r, "defined_only")
-                    && let Kind::Enum(e) = field.kind()
-                    && e.get_value(*n).is_none()
-                {
-                    return fail(format!("value must be one of the defined enum values, not {n}"));
-                }
-                if let Some(why) = in_lists(r, &Value::I32(*n)) {
-                    return fail(why);
-                }
+            if !(x == 0.0 && r.ignore_empty)
+                && let Some(why) = range_problem(x, r.constant, r.lt, r.lte, r.gt, r.gte)
+            {
+                return fail(why);
             }
         }
-        Value::Message(m) => {
-            let name = m.descriptor().full_name().to_owned();
-            if name == "google.protobuf.Duration"
-                && let Some(r) = rules.and_then(|r| sub(r, "duration"))
+        (Value::EnumNumber(n), Some(Spec::Enum { defined_only, allowed, refused })) => {
+            if *defined_only
+                && let Kind::Enum(e) = field.kind()
+                && e.get_value(*n).is_none()
+            {
+                return fail(format!("value must be one of the defined enum values, not {n}"));
+            }
+            if let Some(why) = in_lists(i128::from(*n), allowed, refused) {
+                return fail(why);
+            }
+        }
+        (Value::Message(m), spec) => {
+            if let Some(Spec::Duration(r)) = spec
+                && m.descriptor().full_name() == "google.protobuf.Duration"
                 && let Some(why) = duration_problem(m, r)
             {
                 return fail(why);
-            }
-            if let Some(r) = rules.and_then(|r| sub(r, "message"))
-                && bool_of(r, "skip")
-            {
-                return Ok(());
             }
             return check_message(ext, m, path, depth + 1);
         }
@@ -424,161 +595,109 @@ fn range_problem<T: PartialOrd + std::fmt::Display + Copy>(
     }
 }
 
-fn int_rule(rules: Option<&DynamicMessage>, kind: &str, value: i128) -> Option<String> {
-    let r = sub(rules?, kind)?;
-    if value == 0 && bool_of(r, "ignore_empty") {
-        return None;
-    }
-    let (c, lt, lte, gt, gte) =
-        (opt_int(r, "const"), opt_int(r, "lt"), opt_int(r, "lte"), opt_int(r, "gt"), opt_int(r, "gte"));
-    range_problem(value, c, lt, lte, gt, gte).or_else(|| in_lists(r, &Value::I64(value as i64)))
+fn int_list(r: &DynamicMessage, name: &str) -> Vec<i128> {
+    r.get_field_by_name(name)
+        .and_then(|l| l.as_list().map(|l| l.iter().filter_map(int_of).collect()))
+        .unwrap_or_default()
 }
 
-fn float_rule(rules: Option<&DynamicMessage>, kind: &str, value: f64) -> Option<String> {
-    let r = sub(rules?, kind)?;
-    if value == 0.0 && bool_of(r, "ignore_empty") {
-        return None;
-    }
-    let (c, lt, lte, gt, gte) =
-        (opt_float(r, "const"), opt_float(r, "lt"), opt_float(r, "lte"), opt_float(r, "gt"), opt_float(r, "gte"));
-    range_problem(value, c, lt, lte, gt, gte)
+fn nanos_of(m: &DynamicMessage) -> i128 {
+    let s = m.get_field_by_name("seconds").and_then(|v| int_of(&v)).unwrap_or(0);
+    let n = m.get_field_by_name("nanos").and_then(|v| int_of(&v)).unwrap_or(0);
+    s * 1_000_000_000 + n
 }
 
 /// `in` and `not_in` of numeric or enum rules.
-fn in_lists(r: &DynamicMessage, value: &Value) -> Option<String> {
-    let v = int_of(value)?;
-    let list = |name: &str| -> Vec<i128> {
-        r.get_field_by_name(name)
-            .and_then(|l| l.as_list().map(|l| l.iter().filter_map(int_of).collect()))
-            .unwrap_or_default()
-    };
-    let allowed = list("in");
+fn in_lists(v: i128, allowed: &[i128], refused: &[i128]) -> Option<String> {
     if !allowed.is_empty() && !allowed.contains(&v) {
         return Some(format!("value must be one of {allowed:?}"));
     }
-    if list("not_in").contains(&v) {
+    if refused.contains(&v) {
         return Some(format!("value must not be {v}"));
     }
     None
 }
 
-fn duration_problem(d: &DynamicMessage, r: &DynamicMessage) -> Option<String> {
-    let nanos_of = |m: &DynamicMessage| -> i128 {
-        let s = m.get_field_by_name("seconds").and_then(|v| int_of(&v)).unwrap_or(0);
-        let n = m.get_field_by_name("nanos").and_then(|v| int_of(&v)).unwrap_or(0);
-        s * 1_000_000_000 + n
-    };
-    let bound = |name: &str| sub(r, name).map(&nanos_of);
+fn duration_problem(d: &DynamicMessage, r: &NumSpec<i128>) -> Option<String> {
     let show = |n: i128| format!("{}s", n as f64 / 1e9);
-    let problem = range_problem(nanos_of(d), bound("const"), bound("lt"), bound("lte"), bound("gt"), bound("gte"))?;
+    let problem = range_problem(nanos_of(d), r.constant, r.lt, r.lte, r.gt, r.gte)?;
     // Say the bounds in seconds rather than nanoseconds.
     let mut shown = problem;
-    for name in ["const", "lt", "lte", "gt", "gte"] {
-        if let Some(n) = bound(name) {
-            shown = shown.replace(&n.to_string(), &show(n));
-        }
+    for n in [r.constant, r.lt, r.lte, r.gt, r.gte].into_iter().flatten() {
+        shown = shown.replace(&n.to_string(), &show(n));
     }
     Some(shown.replace("value", "duration"))
 }
 
-fn string_problem(s: &str, r: &DynamicMessage) -> Option<String> {
-    if s.is_empty() && bool_of(r, "ignore_empty") {
+fn string_problem(s: &str, r: &StringSpec) -> Option<String> {
+    if s.is_empty() && r.ignore_empty {
         return None;
     }
-    let chars = s.chars().count() as u64;
+    let chars = || s.chars().count() as u64;
     let bytes = s.len() as u64;
-    if let Some(n) = uint_of(r, "len")
-        && chars != n
+    if let Some(n) = r.len
+        && chars() != n
     {
         return Some(format!("value length must be {n} characters"));
     }
-    if let Some(n) = uint_of(r, "min_len")
-        && chars < n
+    if let Some(n) = r.min_len
+        && chars() < n
     {
         return Some(format!("value length must be at least {n} characters"));
     }
-    if let Some(n) = uint_of(r, "max_len")
-        && chars > n
+    if let Some(n) = r.max_len
+        && chars() > n
     {
         return Some(format!("value length must be at most {n} characters"));
     }
-    if let Some(n) = uint_of(r, "min_bytes")
+    if let Some(n) = r.min_bytes
         && bytes < n
     {
         return Some(format!("value length must be at least {n} bytes"));
     }
-    if let Some(n) = uint_of(r, "max_bytes")
+    if let Some(n) = r.max_bytes
         && bytes > n
     {
         return Some(format!("value length must be at most {n} bytes"));
     }
-    let text = |name: &str| -> Option<String> {
-        if !r.has_field_by_name(name) {
-            return None;
-        }
-        r.get_field_by_name(name).and_then(|v| v.as_str().map(str::to_owned))
-    };
-    if let Some(p) = text("prefix")
-        && !s.starts_with(&p)
+    if let Some(p) = &r.prefix
+        && !s.starts_with(p.as_str())
     {
         return Some(format!("value does not have prefix {p:?}"));
     }
-    if let Some(p) = text("suffix")
-        && !s.ends_with(&p)
+    if let Some(p) = &r.suffix
+        && !s.ends_with(p.as_str())
     {
         return Some(format!("value does not have suffix {p:?}"));
     }
-    if let Some(p) = text("contains")
-        && !s.contains(&p)
+    if let Some(p) = &r.contains
+        && !s.contains(p.as_str())
     {
         return Some(format!("value does not contain {p:?}"));
     }
-    if let Some(p) = text("not_contains")
-        && s.contains(&p)
+    if let Some(p) = &r.not_contains
+        && s.contains(p.as_str())
     {
         return Some(format!("value contains {p:?}"));
     }
-    let list = |name: &str| -> Vec<String> {
-        r.get_field_by_name(name)
-            .and_then(|l| l.as_list().map(|l| l.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()))
-            .unwrap_or_default()
-    };
-    let allowed = list("in");
-    if !allowed.is_empty() && !allowed.iter().any(|a| a == s) {
-        return Some(format!("value must be one of {allowed:?}"));
+    if !r.allowed.is_empty() && !r.allowed.iter().any(|a| a == s) {
+        return Some(format!("value must be one of {:?}", r.allowed));
     }
-    if list("not_in").iter().any(|a| a == s) {
+    if r.refused.iter().any(|a| a == s) {
         return Some(format!("value must not be {s:?}"));
     }
-    if let Some(p) = text("pattern")
-        && !matches(&p, s)?
+    if let Some((p, re)) = &r.pattern
+        && !re.is_match(s)
     {
         return Some(format!("value does not match regex pattern {p:?}"));
     }
-    if r.has_field_by_name("well_known_regex") {
-        let strict = !r.has_field_by_name("strict") || bool_of(r, "strict");
-        let which = r.get_field_by_name("well_known_regex").and_then(|v| v.as_enum_number()).unwrap_or(0);
-        // validate.KnownRegex: 1 HTTP_HEADER_NAME, 2 HTTP_HEADER_VALUE.
-        let pattern = match (which, strict) {
-            (1, true) => r"^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$",
-            (2, true) => "^[^\u{0}\u{a}\u{d}]*$",
-            (1 | 2, false) => "^[^\u{0}\u{a}\u{d}]*$",
-            _ => return None,
-        };
-        if !matches(pattern, s)? {
-            let what = if which == 1 { "an HTTP header name" } else { "an HTTP header value" };
-            return Some(format!("value is not {what} ({s:?})"));
-        }
+    if let Some((name, re)) = &r.header
+        && !re.is_match(s)
+    {
+        let what = if *name { "an HTTP header name" } else { "an HTTP header value" };
+        return Some(format!("value is not {what} ({s:?})"));
     }
     None
-}
-
-/// Whether `s` matches `pattern`; `None` (no verdict) for a pattern this engine cannot compile.
-fn matches(pattern: &str, s: &str) -> Option<bool> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let re = cache.entry(pattern.to_owned()).or_insert_with(|| regex::Regex::new(pattern).ok());
-    re.as_ref().map(|re| re.is_match(s))
 }
 
 #[cfg(test)]
@@ -634,8 +753,9 @@ mod tests {
                 "virtual_hosts[0].routes[0].match.path_separated_prefix",
                 "regex pattern",
             ),
-            // No domains at all.
+            // No domains at all, written empty or left out.
             (OK.replace("domains: ['*']", "domains: []"), "virtual_hosts[0].domains", "at least 1 item"),
+            (OK.replace("  domains: ['*']\n", ""), "virtual_hosts[0].domains", "at least 1 item"),
             // A route with no action (a oneof Envoy requires).
             (OK.replace("    route: {cluster: c}\n", ""), "virtual_hosts[0].routes[0].action", "is required"),
         ];
