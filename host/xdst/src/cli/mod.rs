@@ -367,13 +367,7 @@ pub fn main() -> anyhow::Result<()> {
             if let Some(file) = settings.config.clone() {
                 let given = matches.subcommand_matches("serve").expect("serve");
                 let from_file = settings::Settings::read_file(&file)?;
-                settings.merge_file(from_file, given);
-                // A plugins directory on the command line replaces the file's plugins list.
-                if settings.plugins.is_some()
-                    && given.value_source("plugins").is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
-                {
-                    settings.plugin_list = None;
-                }
+                settings.merge(from_file, given);
             }
             tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*settings))
         }

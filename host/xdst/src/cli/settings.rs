@@ -343,6 +343,15 @@ impl Default for StoreSettings {
 }
 
 impl Settings {
+    /// [`Settings::merge_file`], and a plugins directory on the command line replaces the
+    /// file's plugins list (the two cannot both apply).
+    pub fn merge(&mut self, file: Settings, given: &clap::ArgMatches) {
+        self.merge_file(file, given);
+        if given_here(given, "plugins") {
+            self.plugin_list = None;
+        }
+    }
+
     /// Reads and checks a configuration file (at most the default `--max-file-size`: the flag
     /// is not known yet); relative paths become relative to its directory.
     pub fn read_file(file: &Path) -> Result<Settings, ConfigError> {
