@@ -109,6 +109,17 @@ impl Run {
         Ok(())
     }
 
+    /// Waits until a connection to `port` is refused: Envoy's worker stopped the listener.
+    async fn wait_refused(&self, port: u16) -> anyhow::Result<()> {
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        until("the removed listener refusing connections", WAIT, async || {
+            let refused = tokio::net::TcpStream::connect(addr).await.is_err();
+            Ok(Seen::holds(refused, if refused { "refused" } else { "still accepting" }))
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Waits until `port` answers with `body`.
     async fn wait_for(&self, port: u16, body: &str) -> anyhow::Result<()> {
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -147,6 +158,9 @@ async fn readd(api: ApiType) -> anyhow::Result<()> {
         // Removed: the old Service's answers until Envoy has it, then refusals.
         expect.set(Allowed::answers(&[&body(i - 1)]).or_refused());
         run.set(None).await?;
+        // Envoy acknowledges the removal on its main thread and stops the listener on its
+        // worker a moment later, so the old Service may answer until a connection is refused.
+        run.wait_refused(run.ports.1).await?;
         expect.set(Allowed::default().or_refused());
         tokio::time::sleep(Duration::from_millis(50)).await;
         // Back, on Service s{i}: refusals until the listener is up, then only s{i}'s upstream.

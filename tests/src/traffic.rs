@@ -179,6 +179,8 @@ impl Traffic {
     }
 
     fn run(shared: Shared, addr: SocketAddr, path: &str, per_second: u32) -> Traffic {
+        // The clock the failure messages count from starts no later than the traffic.
+        std::sync::LazyLock::force(&EPOCH);
         let shared = Arc::new(shared);
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let path: Arc<str> = path.into();
