@@ -266,13 +266,32 @@ impl IntentSet {
 
     /// The documents a plugin's claim names (`Kind`, or `group/Kind`), ordered by qualified
     /// name.
-    pub fn of_kind<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a IntentDocument> + 'a {
+    pub fn of_kind<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a Arc<IntentDocument>> + 'a {
         let (group, kind) = split_claim(claim);
-        self.by_kind
-            .get(kind)
-            .into_iter()
-            .flat_map(|m| m.values().map(|d| d.as_ref()))
-            .filter(move |d| d.group.as_deref() == group)
+        self.by_kind.get(kind).into_iter().flat_map(|m| m.values()).filter(move |d| d.group.as_deref() == group)
+    }
+
+    /// The document with this id (`Kind/name` or `Kind/namespace/name`).
+    pub fn by_id(&self, id: &str) -> Option<&Arc<IntentDocument>> {
+        let (kind, name) = id.split_once('/')?;
+        self.by_kind.get(kind)?.get(name)
+    }
+
+    /// Takes out the document with this id, if there is one.
+    pub fn remove_id(&mut self, id: &str) -> Option<Arc<IntentDocument>> {
+        let (kind, name) = id.split_once('/')?;
+        let docs = self.by_kind.get_mut(kind)?;
+        let doc = docs.remove(name);
+        if docs.is_empty() {
+            self.by_kind.remove(kind);
+        }
+        doc
+    }
+
+    /// Puts `doc` in, in place of any document with its id.
+    pub fn replace(&mut self, doc: Arc<IntentDocument>) {
+        let name = doc.qualified_name().to_owned();
+        self.by_kind.entry(doc.kind.clone()).or_default().insert(name, doc);
     }
 
     /// The document with this kind and qualified name (`name` or `namespace/name`).
@@ -295,22 +314,23 @@ impl IntentSet {
 
     /// Fails on the first document whose claim is not in `claimed`.
     pub fn check_claimed(&self, claimed: &BTreeSet<String>) -> Result<(), UnclaimedKind> {
-        let mut seen: BTreeSet<(&str, Option<&str>)> = BTreeSet::new();
-        for doc in self.documents() {
-            if !seen.insert((&doc.kind, doc.group.as_deref())) {
-                continue;
-            }
-            let claim = doc.claim();
-            if !claimed.contains(&claim) {
-                let known = if claimed.is_empty() {
-                    "none".to_owned()
-                } else {
-                    claimed.iter().cloned().collect::<Vec<_>>().join(", ")
-                };
-                return Err(UnclaimedKind { origin: doc.origin.clone(), kind: claim, known });
-            }
+        match self.unclaimed(claimed).into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Every document whose claim is not in `claimed`, by id, with the error naming it.
+    pub fn unclaimed(&self, claimed: &BTreeSet<String>) -> Vec<(Arc<str>, UnclaimedKind)> {
+        let known = || {
+            if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
+        };
+        self.documents()
+            .filter(|doc| !claimed.contains(&doc.claim()))
+            .map(|doc| {
+                (doc.id().clone(), UnclaimedKind { origin: doc.origin.clone(), kind: doc.claim(), known: known() })
+            })
+            .collect()
     }
 }
 

@@ -25,6 +25,7 @@
 //! | Resource aliases / on-demand (VHDS)       | Planned   |
 //! | Make-before-break push ordering (ORDER-*) | Supported |
 
+pub mod blame;
 pub mod cache;
 pub mod canonical;
 pub mod changes;

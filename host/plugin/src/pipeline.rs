@@ -134,7 +134,34 @@ pub struct Translation {
     pub calls: Vec<PluginCall>,
     /// Each document's status, as its plugin computed it (contract 0.2.0), by document id.
     pub statuses: BTreeMap<Arc<str>, Arc<str>>,
+    /// Documents held out of this generation because they failed, by id.
+    pub held: BTreeMap<Arc<str>, Held>,
 }
+
+/// A document held out of a generation because it failed: its last good version is translated
+/// in its place, or nothing when it never had one. It stays held while it reads as it did when
+/// it failed; once it changes (or goes), it is tried again.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Held {
+    /// `Kind/name` or `Kind/namespace/name`.
+    pub document: String,
+    /// Where it was read: `file#index`, or a store key.
+    pub origin: String,
+    /// The failure, as the generation would have reported it.
+    pub error: String,
+    /// The plugin that failed on it, if one did.
+    pub plugin: Option<String>,
+    /// Whether its last good version is translated in its place (else it is left out).
+    pub last_good: bool,
+    /// The text that failed.
+    #[serde(skip)]
+    text: Arc<str>,
+}
+
+/// The most documents one generation of `serve` newly holds out: each costs another run of
+/// the plugins whose input changed. A generation with more failures than this fails as a
+/// whole, and the last good resources keep serving.
+pub const MAX_NEW_HELD: usize = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PipelineError {
@@ -172,10 +199,11 @@ impl From<DuplicateResource> for PipelineError {
 /// contract requires.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "plugin {plugin:?} ({}): {} {name:?}{}{}: {message}",
+    "plugin {plugin:?} ({}): {} {name:?}{}{}{}: {message}",
     short(digest),
     xdst_core::types::short_name(type_url),
     document.as_ref().map(|d| format!(" from {d}")).unwrap_or_default(),
+    part.as_ref().map(|d| format!(", the part made from {d},")).unwrap_or_default(),
     field.as_ref().map(|f| format!(" field {f}")).unwrap_or_default()
 )]
 pub struct InvalidResource {
@@ -184,8 +212,39 @@ pub struct InvalidResource {
     pub type_url: String,
     pub name: String,
     pub document: Option<String>,
+    /// The document the refused part came from, where the plugin marked it
+    /// ([`xdst_core::blame`]) and it is not `document`.
+    pub part: Option<String>,
     pub field: Option<String>,
     pub message: String,
+}
+
+impl InvalidResource {
+    /// `r` was refused (its `body` at `field`): the resource's error, blaming the marked part's
+    /// document.
+    fn new(
+        p: &Configured,
+        r: &wit::XdsResource,
+        body: Option<Body<'_>>,
+        field: Option<String>,
+        message: String,
+    ) -> PipelineError {
+        let part = field
+            .as_deref()
+            .zip(body)
+            .and_then(|(f, body)| xdst_core::blame::owner_at(&r.type_url, body, f))
+            .filter(|d| Some(d) != r.document.as_ref());
+        PipelineError::InvalidResource(Box::new(InvalidResource {
+            plugin: p.plugin.info().name.clone(),
+            digest: p.plugin.digest().to_owned(),
+            type_url: r.type_url.clone(),
+            name: r.name.clone(),
+            document: r.document.clone(),
+            part,
+            field,
+            message,
+        }))
+    }
 }
 
 impl PipelineError {
@@ -216,6 +275,8 @@ pub struct Pipeline {
     plugins: BTreeMap<String, Arc<PluginState>>,
     /// The last generation's result: the next one is this with what changed applied.
     snapshot: Option<Snapshot>,
+    /// The documents the last generation held out, by id.
+    held: BTreeMap<Arc<str>, Held>,
 }
 
 /// What one plugin was given and returned last time. The maps are persistent: the next
@@ -225,8 +286,8 @@ struct PluginState {
     digest: String,
     config: String,
     granularity: Option<Granularity>,
-    /// `Kind/name` -> the document's JSON.
-    inputs: OrdMap<Arc<str>, Arc<str>>,
+    /// `Kind/name` -> the document it was given (its last good version).
+    inputs: OrdMap<Arc<str>, Arc<IntentDocument>>,
     /// Per document (`per-document`), or everything under `""` (`whole-set`).
     outputs: OrdMap<Arc<str>, Arc<[Resource]>>,
     diagnostics: Arc<[wit::Diagnostic]>,
@@ -254,7 +315,7 @@ impl Changes {
 
 impl Pipeline {
     pub fn new(node_group: &str) -> Self {
-        Pipeline { node_group: node_group.to_owned(), plugins: BTreeMap::new(), snapshot: None }
+        Pipeline { node_group: node_group.to_owned(), plugins: BTreeMap::new(), snapshot: None, held: BTreeMap::new() }
     }
 
     pub fn node_group(&self) -> &str {
@@ -262,26 +323,89 @@ impl Pipeline {
     }
 
     /// Runs one generation. On success the pipeline remembers it; on failure nothing changes.
+    /// Any failure fails it: what `xdst translate` and the tests want.
     pub fn run(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
+        let claimed = claims(plugins)?;
+        intent.check_claimed(&claimed.keys().cloned().collect())?;
+        self.run_holding(plugins, intent, 0)
+    }
+
+    /// [`run`](Self::run), holding documents out instead of failing: a failure that names a
+    /// document (a plugin's error about it, a resource part it made that Envoy would refuse, a
+    /// kind no plugin claims) holds that document out ([`Held`]) and the generation is run
+    /// again without it, up to `max_new` times. Documents held before are held again, without
+    /// another try, while their text is the one that failed.
+    pub fn run_holding(
+        &mut self,
+        plugins: &[Configured],
+        intent: &IntentSet,
+        max_new: usize,
+    ) -> Result<Translation, PipelineError> {
+        let claimed = claims(plugins)?;
+        let mut effective = std::borrow::Cow::Borrowed(intent);
+        let mut held: BTreeMap<Arc<str>, Held> = BTreeMap::new();
+        for (id, e) in intent.unclaimed(&claimed.keys().cloned().collect()) {
+            let doc = intent.by_id(&id).expect("an unclaimed document is in the intent");
+            effective.to_mut().remove_id(&id);
+            held.insert(id, Held::new(doc, e.to_string(), None, false));
+        }
+        for (id, h) in &self.held {
+            if !held.contains_key(id) && intent.by_id(id).is_some_and(|d| d.text == h.text) {
+                let last_good = self.hold(effective.to_mut(), id, &h.text);
+                held.insert(id.clone(), Held { last_good, ..h.clone() });
+            }
+        }
+        let mut fresh = 0;
+        loop {
+            let e = match self.run_once(plugins, &effective) {
+                Ok(mut t) => {
+                    self.held = held.clone();
+                    t.held = held;
+                    return Ok(t);
+                }
+                Err(e) => e,
+            };
+            let Some(doc) = blamed(&e, &claimed).and_then(|id| intent.by_id(id)) else { return Err(e) };
+            let again = held.get(doc.id()).map(|h| h.last_good);
+            if fresh == max_new || again == Some(false) {
+                return Err(e);
+            }
+            fresh += 1;
+            let id = doc.id().clone();
+            tracing::warn!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
+            if again == Some(true) {
+                // Its last good version fails too, with what changed around it: left out.
+                effective.to_mut().remove_id(&id);
+                held.get_mut(&id).expect("held").last_good = false;
+            } else {
+                let last_good = self.hold(effective.to_mut(), &id, &doc.text);
+                held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
+            }
+        }
+    }
+
+    /// Puts the last good version of document `id` in `intent` in place of the one whose text
+    /// is `failed`, or takes it out when there is none; whether there was one.
+    fn hold(&self, intent: &mut IntentSet, id: &str, failed: &Arc<str>) -> bool {
+        let good = self.plugins.values().find_map(|s| s.inputs.get(id)).filter(|g| g.text != *failed);
+        match good {
+            Some(good) => {
+                intent.replace(good.clone());
+                true
+            }
+            None => {
+                intent.remove_id(id);
+                false
+            }
+        }
+    }
+
+    fn run_once(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
         let mut patches: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Patch).collect();
         patches.sort_by(|a, b| (a.priority, &a.plugin.info().name).cmp(&(b.priority, &b.plugin.info().name)));
         let mut plugins: Vec<&Configured> =
             plugins.iter().filter(|p| p.plugin.info().phase == Phase::Translate).collect();
         plugins.sort_by(|a, b| a.plugin.info().name.cmp(&b.plugin.info().name));
-
-        let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-        for p in plugins.iter().chain(&patches) {
-            for kind in &p.plugin.info().kinds {
-                if let Some(first) = owner.insert(kind, &p.plugin.info().name) {
-                    return Err(PipelineError::KindClaimedTwice {
-                        kind: kind.clone(),
-                        first: first.to_owned(),
-                        second: p.plugin.info().name.clone(),
-                    });
-                }
-            }
-        }
-        intent.check_claimed(&owner.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>())?;
 
         let mut next: BTreeMap<String, Arc<PluginState>> = BTreeMap::new();
         let mut calls = Vec::new();
@@ -355,7 +479,7 @@ impl Pipeline {
         }
         self.plugins = next;
         self.snapshot = Some(snapshot);
-        Ok(Translation { snapshot: served, diagnostics, calls, statuses })
+        Ok(Translation { snapshot: served, diagnostics, calls, statuses, held: BTreeMap::new() })
     }
 
     /// Calls `p` with the documents `sent` (and, for a patch plugin, `resources`), counting the
@@ -363,8 +487,8 @@ impl Pipeline {
     fn call(
         &self,
         p: &Configured,
-        sent: &[&IntentDocument],
-        known: &[&IntentDocument],
+        sent: &[&Arc<IntentDocument>],
+        known: &[&Arc<IntentDocument>],
         resources: Vec<wit::XdsResource>,
         calls: &mut Vec<PluginCall>,
     ) -> Result<Translated, PipelineError> {
@@ -438,17 +562,8 @@ impl Pipeline {
                 wit::Body::Json(s) => Body::Json(s),
                 wit::Body::Proto(b) => Body::Proto(b),
             };
-            let resource = decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| {
-                PipelineError::InvalidResource(Box::new(InvalidResource {
-                    plugin: info.name.clone(),
-                    digest: p.plugin.digest().to_owned(),
-                    type_url: r.type_url.clone(),
-                    name: r.name.clone(),
-                    document: r.document.clone(),
-                    field,
-                    message,
-                }))
-            })?;
+            let resource = decode_body(&r.type_url, &r.name, body.clone())
+                .map_err(|(field, message)| InvalidResource::new(p, &r, Some(body), field, message))?;
             let origin = match current.resource(&r.type_url, &r.name) {
                 Some(old) => {
                     remove.push((old.type_url().clone(), old.name().clone()));
@@ -482,7 +597,7 @@ impl Pipeline {
         docs.sort_by(|a, b| a.id().cmp(b.id()));
 
         // What changed since last time: both sides are ordered by id, walk them together.
-        let mut changed: Vec<&IntentDocument> = Vec::new();
+        let mut changed: Vec<&Arc<IntentDocument>> = Vec::new();
         let mut removed: Vec<Arc<str>> = Vec::new();
         let inputs = match prev {
             Some(prev) => {
@@ -494,8 +609,8 @@ impl Pipeline {
                                 removed.push((*oid).clone());
                                 olds.next();
                             }
-                            Some((oid, otext)) if *oid == d.id() => {
-                                if !(Arc::ptr_eq(otext, &d.text) || *otext == &d.text) {
+                            Some((oid, old)) if *oid == d.id() => {
+                                if !(Arc::ptr_eq(old, d) || old.text == d.text) {
                                     changed.push(d);
                                 }
                                 olds.next();
@@ -517,13 +632,13 @@ impl Pipeline {
                     inputs.remove(id);
                 }
                 for d in &changed {
-                    inputs.insert(d.id().clone(), d.text.clone());
+                    inputs.insert(d.id().clone(), Arc::clone(d));
                 }
                 inputs
             }
             None => {
                 changed = docs.clone();
-                docs.iter().map(|d| (d.id().clone(), d.text.clone())).collect()
+                docs.iter().map(|d| (d.id().clone(), Arc::clone(d))).collect()
             }
         };
         if !per_document {
@@ -603,17 +718,7 @@ impl Pipeline {
             BTreeMap::from([(Arc::from(""), Vec::new())])
         };
         for r in response.resources {
-            let invalid = |field: Option<String>, message: String| {
-                PipelineError::InvalidResource(Box::new(InvalidResource {
-                    plugin: info.name.clone(),
-                    digest: p.plugin.digest().to_owned(),
-                    type_url: r.type_url.clone(),
-                    name: r.name.clone(),
-                    document: r.document.clone(),
-                    field,
-                    message,
-                }))
-            };
+            let invalid = |field: Option<String>, message: String| InvalidResource::new(p, &r, None, field, message);
             let slot: Arc<str> = if per_document {
                 match &r.document {
                     Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
@@ -643,8 +748,8 @@ impl Pipeline {
                 wit::Body::Proto(b) => Body::Proto(b),
             };
             test_panic_hook(&r.name);
-            let resource =
-                decode_body(&r.type_url, &r.name, body).map_err(|(field, message)| invalid(field, message))?;
+            let resource = decode_body(&r.type_url, &r.name, body.clone())
+                .map_err(|(field, message)| InvalidResource::new(p, &r, Some(body), field, message))?;
             let origin = match &r.document {
                 Some(d) => format!("plugin {} from {d}", info.name),
                 None => format!("plugin {}", info.name),
@@ -657,6 +762,51 @@ impl Pipeline {
         }
         diagnostics.extend(response.diagnostics);
         Ok(Some(state(outputs, diagnostics, inputs, statuses)))
+    }
+}
+
+/// Each kind the plugins translate, with the plugin that claims it; two plugins claiming one
+/// kind is an error.
+fn claims(plugins: &[Configured]) -> Result<BTreeMap<String, String>, PipelineError> {
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    for p in plugins {
+        let info = p.plugin.info();
+        for kind in &info.kinds {
+            if let Some(first) = owner.insert(kind.clone(), info.name.clone()) {
+                return Err(PipelineError::KindClaimedTwice { kind: kind.clone(), first, second: info.name.clone() });
+            }
+        }
+    }
+    Ok(owner)
+}
+
+/// The document a failure is about, when it names one the failing plugin translates: a plugin
+/// may blame its own documents only.
+fn blamed<'a>(e: &'a PipelineError, claimed: &BTreeMap<String, String>) -> Option<&'a str> {
+    let (plugin, document) = match e {
+        PipelineError::Plugin { error, .. } => match &error.failure {
+            crate::Failure::Reported { document: Some(d), .. } => (error.plugin.as_str(), d.as_str()),
+            _ => return None,
+        },
+        PipelineError::InvalidResource(r) => (r.plugin.as_str(), r.part.as_deref().or(r.document.as_deref())?),
+        PipelineError::InvalidStatus { plugin, document, .. } => (plugin.as_str(), document.as_str()),
+        _ => return None,
+    };
+    let kind = document.split('/').next()?;
+    let translates = claimed.iter().any(|(claim, p)| p == plugin && claim.rsplit('/').next() == Some(kind));
+    translates.then_some(document)
+}
+
+impl Held {
+    fn new(doc: &IntentDocument, error: String, plugin: Option<String>, last_good: bool) -> Held {
+        Held {
+            document: doc.id().to_string(),
+            origin: doc.origin.clone(),
+            error,
+            plugin,
+            last_good,
+            text: doc.text.clone(),
+        }
     }
 }
 
