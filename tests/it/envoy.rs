@@ -10,7 +10,7 @@
 //!     files: Envoy reconnects, every `version_text` is unchanged, and no listener, cluster,
 //!     route or endpoint set is re-applied (checked after a later route edit, so everything
 //!     xdst sent on reconnect has reached Envoy first);
-//! (c) a STATIC Cluster whose endpoint is not an IP (xdst accepts it, Envoy's own code refuses it)
+//! (c) an ORIGINAL_DST Cluster with a round-robin balancer (xdst accepts it, Envoy's own code refuses it)
 //!     is NACKed: `update_rejected` rises, xdst's `/debug/nodes` shows Envoy's error and the
 //!     node's make-before-break plan stopped by it (counted in `xdst_plan_nack_stops_total`),
 //!     and the previous config keeps serving. (c) runs last so that (d) starts from a clean state.
@@ -176,17 +176,16 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     expect_body(proxy, "/", "b").await?;
     eprintln!("[{node}] (d) reconnected after a crash without re-applying anything after {:?}", started.elapsed());
 
-    // (c) A cluster Envoy refuses in its own code: a STATIC cluster whose endpoint address is
-    // not an IP. (Not a rule annotated in Envoy's protos, such as `connect_timeout > 0`: xdst
-    // is to refuse those before Envoy, docs/design/016, and this test must still see a NACK.)
+    // (c) A cluster Envoy refuses in its own code, and xdst does not check. (Not a rule xdst
+    // checks, such as `connect_timeout > 0` or an endpoint that is not an IP: xdst refuses
+    // those before Envoy, docs/design/016, and this test must still see a NACK.)
     // SOTW-3/DELTA-1: a NACK carries error_detail and keeps the previous version.
     let before = envoy.stats().await?;
     let good_cds = before.text(CDS_VERSION).unwrap_or_default().to_owned();
+    // An ORIGINAL_DST cluster with the default (round robin) balancer.
     let bad = format!(
-        "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: backend\ntype: STATIC\n\
-         connect_timeout: 1s\nload_assignment: {{cluster_name: backend, endpoints: [{{lb_endpoints: [{{endpoint: \
-         {{address: {{socket_address: {{address: not-an-ip, port_value: {}}}}}}}}}]}}]}}\n---\n{}",
-        b.addr.port(),
+        "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: backend\ntype: ORIGINAL_DST\n\
+         connect_timeout: 1s\n---\n{}",
         // The endpoints stay, so every type keeps being served.
         fixtures::endpoints("backend", b.addr.port())
     );
@@ -217,7 +216,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
     let nack = wait_for_nack(xdst.admin_addr, &node, CDS).await?;
     let message = nack["last_nack"]["message"].as_str().unwrap_or_default();
     ensure!(
-        message.contains("malformed IP address") && message.contains("not-an-ip"),
+        message.contains("Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'"),
         "/debug/nodes last_nack does not carry Envoy's error: {nack:#}"
     );
     ensure!(
@@ -240,7 +239,7 @@ async fn scenario(api: ApiType) -> anyhow::Result<()> {
         .unwrap_or_default();
     ensure!(
         plan["stopped"]["type"] == "cds"
-            && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("malformed IP address"))
+            && plan["stopped"]["message"].as_str().is_some_and(|m| m.contains("CLUSTER_PROVIDED"))
             && plan["nack_stops"].as_u64() >= Some(1)
             && plan["step"] == "acks",
         "/debug/nodes should show the plan stopped by the CDS NACK: {plan:#}"

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use xdst_tests::admin::Held;
-use xdst_tests::admin::{WAIT, ensure_unchanged, held, plugins_status, wait_for_failure, wait_for_ok};
+use xdst_tests::admin::{
+    WAIT, ensure_unchanged, held, plugins_status, wait_for_failure, wait_for_held, wait_for_ok, wait_for_refusal,
+};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::free_port;
 use xdst_tests::plugins;
@@ -229,7 +231,12 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     for (what, settings, want) in &cases {
         let failed = plugins_status(xdst.admin_addr).await?["generations_failed"].as_u64().unwrap_or(0);
         plugins::install(plugin_dir.path(), &adversary, "adversary.wasm", Some(settings))?;
-        let error = wait_for_failure(xdst.admin_addr, failed).await?;
+        // A failure that names the document holds that document out (issue 35); one that names
+        // none (the plugin's own trouble) fails the generation.
+        let error = match *what {
+            "plugin error" | "invalid resource JSON" => wait_for_held(xdst.admin_addr, "Adversary/one", want).await?,
+            _ => wait_for_failure(xdst.admin_addr, failed).await?,
+        };
         let message = error["message"].as_str().unwrap_or_default();
         ensure!(
             error["plugin"] == "adversary"
@@ -263,7 +270,7 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
     // A plugin that imports outgoing HTTP is refused at load: the other plugins go on serving
     // (and translating), and /debug/plugins says why (issue 5: keep last good).
     std::fs::write(plugin_dir.path().join("sneaky.wasm"), wat::parse_str(WASI_HTTP)?)?;
-    let refusal = refusal_of(xdst.admin_addr, "sneaky.wasm").await?;
+    let refusal = wait_for_refusal(xdst.admin_addr, "sneaky.wasm", "").await?;
     let message = refusal["reason"].as_str().unwrap_or_default();
     ensure!(
         message.contains("imports wasi:http/outgoing-handler@0.2.0, which is not granted")
@@ -291,22 +298,6 @@ async fn envoy_routes_as_intent_says_and_bad_plugins_change_nothing() -> anyhow:
 }
 
 /// Envoy still has exactly the versions it had, is connected, and proxies.
-/// The refusal of the plugin file `file` in `/debug/plugins`, once there is one.
-async fn refusal_of(admin: SocketAddr, file: &str) -> anyhow::Result<Value> {
-    until(format!("{file} to be refused"), WAIT, async || {
-        let s = plugins_status(admin).await?;
-        let refusal = s["refused"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["file"].as_str().is_some_and(|f| f.ends_with(file))))
-            .cloned();
-        Ok(match refusal {
-            Some(r) => Seen::Done(r),
-            None => Seen::Not(s.to_string()),
-        })
-    })
-    .await
-}
-
 /// Called once the counter of the generation under test moved (issue 34: no sleep).
 async fn still_serving(
     envoy: &Envoy,
@@ -457,7 +448,7 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
     // Fail-closed (the default): a bad configuration fails the patch; the last good stays.
     let served = held(xdst.admin_addr, &envoy).await?;
     std::fs::write(plugin_dir.path().join("route-policy.yaml"), "priority: 10\nconfig:\n  retries: {attempts: 0}\n")?;
-    let refusal = refusal_of(xdst.admin_addr, "route-policy.wasm").await?;
+    let refusal = wait_for_refusal(xdst.admin_addr, "route-policy.wasm", "").await?;
     let reason = refusal["reason"].as_str().unwrap_or_default();
     ensure!(reason.contains("route-policy") && reason.contains("config.retries.attempts"), "refusal: {refusal:#}");
     ensure_unchanged(xdst.admin_addr, &envoy, &served, "a refused patch").await?;
@@ -485,10 +476,12 @@ async fn a_patch_plugin_in_another_language_changes_what_envoy_routes() -> anyho
 /// `xdst.yaml` for [`teams_compose_through_a_configuration_file`]: the platform team's Rust
 /// translator and two instances of the security team's JavaScript patch plugin, `edge` and
 /// `strict`, each setting `x-policy` on every virtual host, in the given priorities.
+/// The plugins' configuration: `edge` is the edge patch's priority and the value it gives
+/// `x-policy`.
 fn team_config(dir: &Path, edge: (i32, &str), strict: i32, split: bool) -> anyhow::Result<()> {
     let split = if split { "- name: split\n  source: swap.wasm\n" } else { "" };
     let text = format!(
-        "intent: intent\nplugins:\n- name: platform\n  source: reference.wasm\n{split}- name: edge\n  source: route-policy.wasm\n  priority: {}\n  config:\n    retries: {{attempts: 3, on: 5xx}}\n    responseHeaders: {{\"{}\": edge}}\n- name: strict\n  source: route-policy.wasm\n  priority: {strict}\n  config:\n    responseHeaders: {{x-policy: strict}}\n",
+        "intent: intent\nplugins:\n- name: platform\n  source: reference.wasm\n{split}- name: edge\n  source: route-policy.wasm\n  priority: {}\n  config:\n    retries: {{attempts: 3, on: 5xx}}\n    responseHeaders: {{x-policy: \"{}\"}}\n- name: strict\n  source: route-policy.wasm\n  priority: {strict}\n  config:\n    responseHeaders: {{x-policy: strict}}\n",
         edge.0, edge.1
     );
     xdst_core::files::write_atomic(&dir.join("xdst.yaml"), text)?;
@@ -529,7 +522,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     std::fs::copy(plugins::swap()?, d.join("swap.wasm"))?;
     let port = free_port()?;
     write_intent(&d.join("intent"), port, &ups)?;
-    team_config(d, (10, "x-policy"), 20, false)?;
+    team_config(d, (10, "edge"), 20, false)?;
     let xdst = Process::start_with(
         "127.0.0.1:0",
         &["--config".into(), d.join("xdst.yaml").into(), "--debounce".into(), "20ms".into()],
@@ -564,7 +557,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     eprintln!("[teams] composed: platform's routes, edge then strict; x-policy: strict");
 
     // Swapped priorities: edge runs last; only the header changes.
-    team_config(d, (30, "x-policy"), 20, false)?;
+    team_config(d, (30, "edge"), 20, false)?;
     wait_for_policy(proxy, "edge").await?;
     let (failed, _) = flaky_outcome(proxy).await?;
     ensure!(failed == 0, "retries still apply after the swap: {failed} failed");
@@ -573,7 +566,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     eprintln!("[teams] priorities swapped: x-policy: edge, nothing else changed");
 
     // A second translate plugin (split) claims a resource the first one makes.
-    team_config(d, (30, "x-policy"), 20, true)?;
+    team_config(d, (30, "edge"), 20, true)?;
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
     wait_for_ok(xdst.admin_addr, ok_before).await?;
     let served = held(xdst.admin_addr, &envoy).await?;
@@ -595,9 +588,11 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     std::fs::remove_file(d.join("intent/split.yaml"))?;
     eprintln!("[teams] conflict refused: {message}");
 
-    // A patch Envoy rejects. Envoy NACKs the route configuration and keeps the last good.
+    // A patch Envoy rejects: a header value with a substitution Envoy does not know (xdst does
+    // not parse Envoy's format strings). Envoy NACKs the route configuration and keeps the
+    // last good. (A header Envoy's rules refuse, such as `:path`, xdst refuses first: issue 35.)
     let ok_before = plugins_status(xdst.admin_addr).await?["generations_ok"].as_u64().unwrap_or(0);
-    team_config(d, (10, ":path"), 20, false)?;
+    team_config(d, (10, "%NOT_A_COMMAND%"), 20, false)?;
     wait_for_ok(xdst.admin_addr, ok_before).await?;
     let rejection = until("a NACK of the routes in /debug/nodes", WAIT, async || {
         let (_, body) = http_get(xdst.admin_addr, "/debug/nodes").await?;
@@ -634,7 +629,7 @@ async fn teams_compose_through_a_configuration_file() -> anyhow::Result<()> {
     eprintln!("[teams] NACK: {} -> {web}", last["message"]);
 
     // Fixed: served again.
-    team_config(d, (10, "x-policy"), 20, false)?;
+    team_config(d, (10, "edge"), 20, false)?;
     wait_for_policy(proxy, "strict").await?;
     Ok(())
 }

@@ -35,6 +35,7 @@ mod plugin_refusals;
 mod plugin_swaps;
 mod plugin_tool;
 mod plugins;
+mod quarantine;
 mod reload;
 mod store;
 mod store_failover;

@@ -8,10 +8,9 @@
 //! Once its documents are gone too, its resources go.
 
 use anyhow::{bail, ensure};
-use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
-use xdst_tests::admin::{WAIT, ensure_unchanged, held, plugins_status as status, wait_for_failure};
+use xdst_tests::admin::{WAIT, ensure_unchanged, held, plugins_status as status, wait_for_failure, wait_for_refusal};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
@@ -21,25 +20,6 @@ use xdst_tests::wait::{Seen, until};
 fn install(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
     xdst_core::files::write_atomic(&dir.join(file), bytes)?;
     Ok(())
-}
-
-/// Waits until `file` is listed as refused for a reason saying `want`, and returns the
-/// refusal.
-async fn refused(admin: SocketAddr, file: &str, want: &str) -> anyhow::Result<Value> {
-    until(format!("{file} to be refused saying {want:?}"), WAIT, async || {
-        let s = status(admin).await?;
-        let found = s["refused"].as_array().and_then(|rs| {
-            rs.iter().find(|r| {
-                r["file"].as_str().is_some_and(|f| f.ends_with(file))
-                    && r["reason"].as_str().is_some_and(|m| m.contains(want))
-            })
-        });
-        Ok(match found {
-            Some(r) => Seen::Done(r.clone()),
-            None => Seen::Not(s.to_string()),
-        })
-    })
-    .await
 }
 
 /// Until `proxy` answers `/` with 200 and `body`.
@@ -134,7 +114,7 @@ async fn refused_plugins_keep_the_last_good_version_serving_and_translating() ->
     for (what, file, bytes, want) in cases {
         let before = held(admin, &envoy).await?;
         install(plugin_dir.path(), file, &bytes)?;
-        let r = refused(admin, file, want).await?;
+        let r = wait_for_refusal(admin, file, want).await?;
         let reason = r["reason"].as_str().unwrap_or_default();
         if file == "swap.wasm" {
             ensure!(r["serving"] == serving_digest, "{what}: the previous version should be serving: {r:#}");
@@ -254,7 +234,7 @@ async fn a_plugin_that_is_not_a_plain_identifier_is_refused() -> anyhow::Result<
     ];
     for (file, json, want) in &cases {
         install(plugin_dir.path(), file, &describing(json)?)?;
-        let r = refused(admin, file, want).await?;
+        let r = wait_for_refusal(admin, file, want).await?;
         let reason = r["reason"].as_str().unwrap_or_default();
         ensure!(reason.contains(file), "the refusal should name the file {file:?}: {reason}");
     }

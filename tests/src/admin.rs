@@ -40,6 +40,48 @@ pub async fn wait_for_failure(admin: SocketAddr, failed_before: u64) -> anyhow::
     .await
 }
 
+/// Waits until the last good generation holds out `name` (a document `Kind/namespace/name`, a
+/// file of the intent directory, or a store key: issue 35) with an error that contains `says`,
+/// and returns what it reports: its error as `message`, and `plugin`, `serving` (`last good`
+/// or `nothing`) and `origin`.
+pub async fn wait_for_held(admin: SocketAddr, name: &str, says: &str) -> anyhow::Result<Value> {
+    crate::wait::until(format!("{name} held out of the generation, saying {says:?}"), WAIT, async || {
+        let s = plugins_status(admin).await?;
+        let held = s["held"]
+            .as_array()
+            .and_then(|h| h.iter().find(|h| h["held"] == name && h["error"].as_str().is_some_and(|e| e.contains(says))))
+            .cloned();
+        let seen = format!("held: {}; last error: {}", s["held"], s["last_error"]);
+        Ok(match held {
+            Some(mut h) => {
+                h["message"] = h["error"].clone();
+                Seen::Done(h)
+            }
+            None => Seen::Not(seen),
+        })
+    })
+    .await
+}
+
+/// Waits until the plugin file `file` is listed as refused for a reason that contains `says`,
+/// and returns the refusal (`file`, `digest`, `reason`, `serving`).
+pub async fn wait_for_refusal(admin: SocketAddr, file: &str, says: &str) -> anyhow::Result<Value> {
+    crate::wait::until(format!("{file} to be refused saying {says:?}"), WAIT, async || {
+        let s = plugins_status(admin).await?;
+        let found = s["refused"].as_array().and_then(|rs| {
+            rs.iter().find(|r| {
+                r["file"].as_str().is_some_and(|f| f.ends_with(file))
+                    && r["reason"].as_str().is_some_and(|m| m.contains(says))
+            })
+        });
+        Ok(match found {
+            Some(r) => Seen::Done(r.clone()),
+            None => Seen::Not(s.to_string()),
+        })
+    })
+    .await
+}
+
 /// Waits until a generation succeeds after `ok_before` successes with no error standing, and
 /// returns the status.
 pub async fn wait_for_ok(admin: SocketAddr, ok_before: u64) -> anyhow::Result<Value> {

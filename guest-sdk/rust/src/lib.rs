@@ -70,7 +70,7 @@ pub mod build;
 mod intent;
 mod resource;
 
-pub use resource::{Resource, pack, resource, resource_named};
+pub use resource::{MARK_KEY, Resource, made_from, pack, resource, resource_named};
 
 /// Envoy's API as prost messages (the `xds-api` crate): `envoy::envoy::config::cluster::v3::Cluster`,
 /// `envoy::google::protobuf::Any`, ... Encode them with [`prost::Message`].

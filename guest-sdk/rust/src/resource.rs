@@ -2,11 +2,12 @@
 
 use prost::{Message, Name};
 
+use crate::envoy::envoy::config::core::v3::Metadata;
 use crate::envoy::envoy::config::{
     cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener, route::v3::RouteConfiguration,
 };
 use crate::envoy::envoy::extensions::transport_sockets::tls::v3::Secret;
-use crate::envoy::google::protobuf::Any;
+use crate::envoy::google::protobuf::{Any, Struct, Value, value};
 use crate::{Body, XdsResource};
 
 /// Type URLs are `type.googleapis.com/<full message name>`, whatever prost's `Name` default is.
@@ -86,6 +87,20 @@ pub fn resource_named<M: Message + Name>(name: String, message: &M, document: Op
 /// and other extension points.
 pub fn pack<M: Message + Name>(message: &M) -> Any {
     Any { type_url: type_url::<M>(), value: message.encode_to_vec() }
+}
+
+/// The `filter_metadata` key of [`made_from`]'s mark.
+pub const MARK_KEY: &str = "xdst";
+
+/// Envoy `metadata` marking a part of a resource (a route, a virtual host, a filter chain, an
+/// endpoint) as made from `document` (`Kind/namespace/name`). When the host refuses the
+/// resource at a field inside that part (Envoy would refuse it), it holds out this document
+/// rather than the one the whole resource is attributed to, so one team's route does not hold
+/// back another team's. Envoy ignores the mark; its config dump shows it.
+pub fn made_from(document: &str) -> Metadata {
+    let value = Value { kind: Some(value::Kind::StringValue(document.to_owned())) };
+    let mark = Struct { fields: [("document".to_owned(), value)].into_iter().collect() };
+    Metadata { filter_metadata: [(MARK_KEY.to_owned(), mark)].into_iter().collect(), ..Default::default() }
 }
 
 #[cfg(test)]

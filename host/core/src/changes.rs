@@ -77,6 +77,11 @@ pub struct ChangeReport {
     /// Every connected node of every group (or of the group asked for) holds it.
     pub live: bool,
     pub groups: BTreeMap<String, GroupReport>,
+    /// What the newest generation holds out because it fails (documents, files, store keys;
+    /// the rest is served): a change to one of them is not served as written, whatever the
+    /// nodes hold. Filled in by the server, which knows the generation's state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -193,6 +198,7 @@ impl Ledger {
             published_at: carrier.map(|e| e.at),
             live: carrier.is_some() && groups.values().all(|g| g.holding == g.nodes),
             groups,
+            held: Vec::new(),
         }
     }
 }

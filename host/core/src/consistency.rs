@@ -62,7 +62,7 @@ fn kind(type_url: &str) -> &'static str {
 
 /// What one resource names: `(field, type, name)` triples, or why it does not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct References(Result<Vec<(String, &'static str, String)>, String>);
+pub struct References(Result<Vec<(String, &'static str, String)>, String>, Vec<String>);
 
 impl References {
     /// The names of `type_url` this resource refers to (none if it does not decode).
@@ -81,11 +81,19 @@ impl References {
             .map(|(_, _, n)| n.as_str())
     }
 
+    /// The socket addresses a listener binds (`ip:port/protocol`): none for another resource,
+    /// or a listener that binds no port.
+    pub fn binds(&self) -> &[String] {
+        &self.1
+    }
+
     /// Decodes `r` and collects the names it refers to.
     pub fn of(r: &Resource) -> References {
         let body = r.body().clone();
+        let mut binds = Vec::new();
         let refs = match r.type_url().as_ref() {
             LISTENER => Listener::decode(body).map(|l| {
+                binds = listener_binds(&l);
                 listener_refs(&l)
                     .into_iter()
                     .map(|(field, rf)| match rf {
@@ -104,8 +112,52 @@ impl References {
             }),
             _ => Ok(Vec::new()),
         };
-        References(refs.map_err(|e| e.to_string()))
+        References(refs.map_err(|e| e.to_string()), binds)
     }
+}
+
+/// The socket addresses `l` binds: its address and additional addresses, unless it binds no
+/// port (`bind_to_port: false`).
+fn listener_binds(l: &Listener) -> Vec<String> {
+    use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+    if l.bind_to_port.as_ref().is_some_and(|b| !b.value) {
+        return Vec::new();
+    }
+    let extra = l.additional_addresses.iter().filter_map(|a| a.address.as_ref());
+    l.address
+        .iter()
+        .chain(extra)
+        .filter_map(|a| match &a.address {
+            Some(address::Address::SocketAddress(s)) => {
+                let port = match s.port_specifier {
+                    Some(socket_address::PortSpecifier::PortValue(p)) if p != 0 => p,
+                    _ => return None,
+                };
+                let protocol = if s.protocol == socket_address::Protocol::Udp as i32 { "udp" } else { "tcp" };
+                Some(format!("{}:{port}/{protocol}", s.address))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two listeners binding one address: Envoy refuses the second. Returns `(listener, other,
+/// address)` for the first such pair, `listener` being one that `is_new` says is new (the
+/// one to blame), or the later by name when both or neither are.
+pub fn duplicate_bind<'a>(
+    listeners: impl Iterator<Item = &'a Arc<Resource>>,
+    is_new: impl Fn(&Resource) -> bool,
+) -> Option<(Arc<Resource>, Arc<Resource>, String)> {
+    let mut bound: std::collections::HashMap<&str, &'a Arc<Resource>> = std::collections::HashMap::new();
+    for l in listeners {
+        for address in l.references().binds() {
+            if let Some(other) = bound.insert(address, l) {
+                let (blamed, kept) = if is_new(other) && !is_new(l) { (other, l) } else { (l, other) };
+                return Some((blamed.clone(), kept.clone(), address.clone()));
+            }
+        }
+    }
+    None
 }
 
 /// Checks `snapshot`, knowing that `previous` passed: only resources that are not the very

@@ -42,6 +42,7 @@ pub mod intent;
 pub mod limits;
 pub mod node;
 pub mod plan;
+pub mod re2;
 pub mod resource;
 pub mod rollout;
 pub mod small_map;

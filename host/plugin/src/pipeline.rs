@@ -158,10 +158,25 @@ pub struct Held {
     text: Arc<str>,
 }
 
-/// The most documents one generation of `serve` newly holds out: each costs another run of
-/// the plugins whose input changed. A generation with more failures than this fails as a
-/// whole, and the last good resources keep serving.
-pub const MAX_NEW_HELD: usize = 4;
+/// How a generation holds failing documents out ([`Pipeline::run_holding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    /// The most documents one generation newly holds out: each costs another run of the
+    /// plugins whose input changed. A generation with more failures fails as a whole, and the
+    /// last good resources keep serving.
+    pub max_new: usize,
+    /// Whether a document of a kind no plugin claims is held out (else it fails the
+    /// generation). Only a new one is: a document the last good generation translated whose
+    /// plugin is gone fails it, so taking out a plugin by mistake withdraws nothing.
+    pub unclaimed: bool,
+}
+
+impl Holding {
+    /// Nothing held: any failure fails the generation.
+    pub const STRICT: Holding = Holding { max_new: 0, unclaimed: false };
+    /// What `serve` does once a generation was good: up to 4 new documents a generation.
+    pub const SERVE: Holding = Holding { max_new: 4, unclaimed: true };
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PipelineError {
@@ -222,7 +237,7 @@ pub struct InvalidResource {
 impl InvalidResource {
     /// `r` was refused (its `body` at `field`): the resource's error, blaming the marked part's
     /// document.
-    fn new(
+    fn refused(
         p: &Configured,
         r: &wit::XdsResource,
         body: Option<Body<'_>>,
@@ -275,8 +290,10 @@ pub struct Pipeline {
     plugins: BTreeMap<String, Arc<PluginState>>,
     /// The last generation's result: the next one is this with what changed applied.
     snapshot: Option<Snapshot>,
-    /// The documents the last generation held out, by id.
+    /// The documents the last generation held out, by id, and the plugins (names, digests,
+    /// configurations) it ran: with other plugins, they are tried again.
     held: BTreeMap<Arc<str>, Held>,
+    held_under: String,
 }
 
 /// What one plugin was given and returned last time. The maps are persistent: the next
@@ -315,7 +332,13 @@ impl Changes {
 
 impl Pipeline {
     pub fn new(node_group: &str) -> Self {
-        Pipeline { node_group: node_group.to_owned(), plugins: BTreeMap::new(), snapshot: None, held: BTreeMap::new() }
+        Pipeline {
+            node_group: node_group.to_owned(),
+            plugins: BTreeMap::new(),
+            snapshot: None,
+            held: BTreeMap::new(),
+            held_under: String::new(),
+        }
     }
 
     pub fn node_group(&self) -> &str {
@@ -325,31 +348,38 @@ impl Pipeline {
     /// Runs one generation. On success the pipeline remembers it; on failure nothing changes.
     /// Any failure fails it: what `xdst translate` and the tests want.
     pub fn run(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
-        let claimed = claims(plugins)?;
-        intent.check_claimed(&claimed.keys().cloned().collect())?;
-        self.run_holding(plugins, intent, 0)
+        self.run_holding(plugins, intent, Holding::STRICT)
     }
 
     /// [`run`](Self::run), holding documents out instead of failing: a failure that names a
     /// document (a plugin's error about it, a resource part it made that Envoy would refuse, a
-    /// kind no plugin claims) holds that document out ([`Held`]) and the generation is run
-    /// again without it, up to `max_new` times. Documents held before are held again, without
-    /// another try, while their text is the one that failed.
+    /// new document of a kind no plugin claims) holds that document out ([`Held`]) and the
+    /// generation is run again without it, up to `how.max_new` times. Documents held before
+    /// are held again, without another try, while their text is the one that failed.
     pub fn run_holding(
         &mut self,
         plugins: &[Configured],
         intent: &IntentSet,
-        max_new: usize,
+        how: Holding,
     ) -> Result<Translation, PipelineError> {
         let claimed = claims(plugins)?;
         let mut effective = std::borrow::Cow::Borrowed(intent);
         let mut held: BTreeMap<Arc<str>, Held> = BTreeMap::new();
         for (id, e) in intent.unclaimed(&claimed.keys().cloned().collect()) {
+            let translated_before = self.plugins.values().any(|s| s.inputs.contains_key(&id));
+            if !how.unclaimed || translated_before {
+                return Err(e.into());
+            }
             let doc = intent.by_id(&id).expect("an unclaimed document is in the intent");
             effective.to_mut().remove_id(&id);
             held.insert(id, Held::new(doc, e.to_string(), None, false));
         }
-        for (id, h) in &self.held {
+        let under: String = plugins
+            .iter()
+            .map(|p| format!("{}\u{0}{}\u{0}{}\u{0}", p.plugin.info().name, p.plugin.digest(), p.config))
+            .collect();
+        let carried = if under == self.held_under { &self.held } else { &BTreeMap::new() };
+        for (id, h) in carried {
             if !held.contains_key(id) && intent.by_id(id).is_some_and(|d| d.text == h.text) {
                 let last_good = self.hold(effective.to_mut(), id, &h.text);
                 held.insert(id.clone(), Held { last_good, ..h.clone() });
@@ -360,27 +390,25 @@ impl Pipeline {
             let e = match self.run_once(plugins, &effective) {
                 Ok(mut t) => {
                     self.held = held.clone();
+                    self.held_under = under;
                     t.held = held;
                     return Ok(t);
                 }
                 Err(e) => e,
             };
             let Some(doc) = blamed(&e, &claimed).and_then(|id| intent.by_id(id)) else { return Err(e) };
-            let again = held.get(doc.id()).map(|h| h.last_good);
-            if fresh == max_new || again == Some(false) {
+            // A document already held failing again (its last good version, with what changed
+            // around it) is not left out: the blame may be wrong (a part no plugin marked is
+            // blamed on the resource's owner), and leaving out a Gateway would take down every
+            // route on it. The generation fails instead, and the last good keeps serving.
+            if fresh == how.max_new || held.contains_key(doc.id()) {
                 return Err(e);
             }
             fresh += 1;
             let id = doc.id().clone();
             tracing::warn!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
-            if again == Some(true) {
-                // Its last good version fails too, with what changed around it: left out.
-                effective.to_mut().remove_id(&id);
-                held.get_mut(&id).expect("held").last_good = false;
-            } else {
-                let last_good = self.hold(effective.to_mut(), &id, &doc.text);
-                held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
-            }
+            let last_good = self.hold(effective.to_mut(), &id, &doc.text);
+            held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
         }
     }
 
@@ -415,7 +443,7 @@ impl Pipeline {
                 changes.take_out_all(old);
             }
         }
-        for p in plugins {
+        for &p in &plugins {
             let info = p.plugin.info();
             let prev = self.plugins.get(&info.name);
             let reusable = prev.filter(|s| {
@@ -477,6 +505,7 @@ impl Pipeline {
                 Err(e) => return Err(e),
             }
         }
+        check_binds(&plugins, &served, self.snapshot.as_ref())?;
         self.plugins = next;
         self.snapshot = Some(snapshot);
         Ok(Translation { snapshot: served, diagnostics, calls, statuses, held: BTreeMap::new() })
@@ -563,7 +592,7 @@ impl Pipeline {
                 wit::Body::Proto(b) => Body::Proto(b),
             };
             let resource = decode_body(&r.type_url, &r.name, body.clone())
-                .map_err(|(field, message)| InvalidResource::new(p, &r, Some(body), field, message))?;
+                .map_err(|(field, message)| InvalidResource::refused(p, &r, Some(body), field, message))?;
             let origin = match current.resource(&r.type_url, &r.name) {
                 Some(old) => {
                     remove.push((old.type_url().clone(), old.name().clone()));
@@ -718,7 +747,8 @@ impl Pipeline {
             BTreeMap::from([(Arc::from(""), Vec::new())])
         };
         for r in response.resources {
-            let invalid = |field: Option<String>, message: String| InvalidResource::new(p, &r, None, field, message);
+            let invalid =
+                |field: Option<String>, message: String| InvalidResource::refused(p, &r, None, field, message);
             let slot: Arc<str> = if per_document {
                 match &r.document {
                     Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
@@ -749,7 +779,7 @@ impl Pipeline {
             };
             test_panic_hook(&r.name);
             let resource = decode_body(&r.type_url, &r.name, body.clone())
-                .map_err(|(field, message)| InvalidResource::new(p, &r, Some(body), field, message))?;
+                .map_err(|(field, message)| InvalidResource::refused(p, &r, Some(body), field, message))?;
             let origin = match &r.document {
                 Some(d) => format!("plugin {} from {d}", info.name),
                 None => format!("plugin {}", info.name),
@@ -765,11 +795,54 @@ impl Pipeline {
     }
 }
 
+/// Two listeners binding one address: Envoy would refuse the second, so the one new since
+/// `previous` is refused here, naming the document it came from.
+fn check_binds(plugins: &[&Configured], served: &Snapshot, previous: Option<&Snapshot>) -> Result<(), PipelineError> {
+    let Some(listeners) = served.types().find(|(t, _)| t.as_ref() == xdst_core::types::LISTENER).map(|(_, s)| s) else {
+        return Ok(());
+    };
+    let is_new = |r: &Resource| {
+        previous.and_then(|p| p.resource(xdst_core::types::LISTENER, r.name())).is_none_or(|old| old.body() != r.body())
+    };
+    let Some((blamed, kept, address)) = xdst_core::consistency::duplicate_bind(listeners.resources(), is_new) else {
+        return Ok(());
+    };
+    let attribution = blamed.attribution();
+    let plugin = attribution.produced_by.unwrap_or_default();
+    let digest = plugins
+        .iter()
+        .find(|p| p.plugin.info().name == plugin)
+        .map(|p| p.plugin.digest().to_owned())
+        .unwrap_or_default();
+    let kept_from = kept.attribution().document.map(|d| format!(" (from {d})")).unwrap_or_default();
+    Err(PipelineError::InvalidResource(Box::new(InvalidResource {
+        plugin,
+        digest,
+        type_url: xdst_core::types::LISTENER.to_owned(),
+        name: blamed.name().to_string(),
+        document: attribution.document,
+        part: None,
+        field: Some("address".to_owned()),
+        message: format!("Envoy would refuse it: listener {:?}{kept_from} already binds {address}", kept.name()),
+    })))
+}
+
 /// Each kind the plugins translate, with the plugin that claims it; two plugins claiming one
 /// kind is an error.
 fn claims(plugins: &[Configured]) -> Result<BTreeMap<String, String>, PipelineError> {
+    // In the order the plugins run (translate by name, then patch by priority and name), so
+    // the error names the first and the second the same way every time.
+    let mut ordered: Vec<&Configured> = plugins.iter().collect();
+    ordered.sort_by(|a, b| {
+        let key = |p: &Configured| {
+            let info = p.plugin.info();
+            let patch = info.phase == Phase::Patch;
+            (patch, if patch { p.priority } else { 0 }, info.name.clone())
+        };
+        key(a).cmp(&key(b))
+    });
     let mut owner: BTreeMap<String, String> = BTreeMap::new();
-    for p in plugins {
+    for p in ordered {
         let info = p.plugin.info();
         for kind in &info.kinds {
             if let Some(first) = owner.insert(kind.clone(), info.name.clone()) {

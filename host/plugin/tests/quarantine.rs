@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use xdst_core::intent::{IntentSet, parse_file};
-use xdst_plugin::pipeline::{Configured, Pipeline, PipelineError, Translate};
+use xdst_plugin::pipeline::{Configured, Holding, Pipeline, PipelineError, Translate};
 use xdst_plugin::wit::{self, Granularity, Phase, PluginInfo};
 use xdst_plugin::{Failure, PluginError};
 
@@ -18,7 +18,7 @@ struct Routes {
 }
 
 impl Routes {
-    fn new(granularity: Granularity) -> Configured {
+    fn configured(granularity: Granularity) -> Configured {
         let info = PluginInfo {
             name: "routes".into(),
             version: "0.1.0".into(),
@@ -112,6 +112,10 @@ fn routes(t: &xdst_plugin::pipeline::Translation) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn up_to(max_new: usize) -> Holding {
+    Holding { max_new, ..Holding::SERVE }
+}
+
 const GOOD: &str = "{header: x-team}";
 const BAD: &str = "{header: \"\"}";
 
@@ -119,7 +123,7 @@ const BAD: &str = "{header: \"\"}";
 /// the route's own document (its mark), held out, and the other teams' routes are translated.
 #[test]
 fn a_refused_part_holds_out_its_own_document_only() {
-    let plugins = [Routes::new(Granularity::WholeSet)];
+    let plugins = [Routes::configured(Granularity::WholeSet)];
     let mut p = Pipeline::new("");
     // Strict: the whole generation fails, naming the part's document.
     let e = p.run(&plugins, &intent(&[("a", GOOD), ("b", BAD)])).unwrap_err();
@@ -127,7 +131,7 @@ fn a_refused_part_holds_out_its_own_document_only() {
     assert_eq!(r.part.as_deref(), Some("Route/b"), "{e}");
     assert!(e.to_string().contains("rds \"rc\" from Gateway/shared, the part made from Route/b, field"), "{e}");
 
-    let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD)]), 4).unwrap();
+    let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD)]), up_to(4)).unwrap();
     assert_eq!(routes(&t), ["a"]);
     let held = &t.held["Route/b"];
     assert!(!held.last_good, "b never translated");
@@ -135,14 +139,14 @@ fn a_refused_part_holds_out_its_own_document_only() {
     assert_eq!((held.origin.as_str(), held.plugin.as_deref()), ("b.yaml#1", Some("routes")));
 
     // Unchanged, it stays held without another try; fixed, it is translated.
-    let again = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD)]), 0).unwrap();
+    let again = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD)]), up_to(0)).unwrap();
     assert!(again.held.contains_key("Route/b") && again.calls.is_empty(), "{:?}", again.calls);
-    let fixed = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", GOOD)]), 4).unwrap();
+    let fixed = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", GOOD)]), up_to(4)).unwrap();
     assert!(fixed.held.is_empty());
     assert_eq!(routes(&fixed), ["a", "b"]);
 
     // Broken after it was good: its last good version stays, beside a new team's route.
-    let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD), ("c", GOOD)]), 4).unwrap();
+    let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", BAD), ("c", GOOD)]), up_to(4)).unwrap();
     assert_eq!(routes(&t), ["a", "b", "c"]);
     assert!(t.held["Route/b"].last_good);
 }
@@ -151,9 +155,9 @@ fn a_refused_part_holds_out_its_own_document_only() {
 #[test]
 fn a_plugin_error_naming_a_document_holds_that_document() {
     for g in [Granularity::WholeSet, Granularity::PerDocument] {
-        let plugins = [Routes::new(g)];
+        let plugins = [Routes::configured(g)];
         let mut p = Pipeline::new("");
-        let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", "{fail: true}")]), 4).unwrap();
+        let t = p.run_holding(&plugins, &intent(&[("a", GOOD), ("b", "{fail: true}")]), up_to(4)).unwrap();
         assert_eq!(t.held.keys().map(|k| k.as_ref()).collect::<Vec<_>>(), ["Route/b"], "{g:?}");
         assert!(t.held["Route/b"].error.contains("spec.fail is set"), "{:?}", t.held);
     }
@@ -162,12 +166,12 @@ fn a_plugin_error_naming_a_document_holds_that_document() {
 /// A document no plugin translates is held; the rest is translated.
 #[test]
 fn an_unclaimed_kind_is_held() {
-    let plugins = [Routes::new(Granularity::WholeSet)];
+    let plugins = [Routes::configured(Granularity::WholeSet)];
     let mut set = intent(&[("a", GOOD)]);
     for d in parse_file("x.yaml", "kind: Mystery\nmetadata: {name: m}\n").unwrap() {
         set.add(d).unwrap();
     }
-    let t = Pipeline::new("").run_holding(&plugins, &set, 4).unwrap();
+    let t = Pipeline::new("").run_holding(&plugins, &set, up_to(4)).unwrap();
     assert_eq!(routes(&t), ["a"]);
     assert!(t.held["Mystery/m"].error.contains("no plugin translates kind \"Mystery\""), "{:?}", t.held);
     assert!(Pipeline::new("").run(&plugins, &set).is_err(), "strict");
@@ -176,12 +180,12 @@ fn an_unclaimed_kind_is_held() {
 /// More new failures than the bound fail the generation, and the pipeline is left as it was.
 #[test]
 fn more_failures_than_the_bound_fail_the_generation() {
-    let plugins = [Routes::new(Granularity::WholeSet)];
+    let plugins = [Routes::configured(Granularity::WholeSet)];
     let mut p = Pipeline::new("");
-    p.run_holding(&plugins, &intent(&[("a", GOOD)]), 4).unwrap();
+    p.run_holding(&plugins, &intent(&[("a", GOOD)]), up_to(4)).unwrap();
     let bad = intent(&[("a", GOOD), ("b", BAD), ("c", BAD), ("d", BAD)]);
-    assert!(p.run_holding(&plugins, &bad, 2).is_err());
-    let t = p.run_holding(&plugins, &bad, 3).unwrap();
+    assert!(p.run_holding(&plugins, &bad, up_to(2)).is_err());
+    let t = p.run_holding(&plugins, &bad, up_to(3)).unwrap();
     assert_eq!(routes(&t), ["a"]);
     assert_eq!(t.held.len(), 3);
 }

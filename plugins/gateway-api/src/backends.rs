@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
-use xdst_guest::{TranslateResponse, resource};
+use xdst_guest::{Diagnostic, Severity, TranslateResponse, resource};
 
 use crate::model::ObjectRef;
 use crate::world::World;
@@ -90,6 +90,20 @@ pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut Transla
 
         let mut endpoints = Vec::new();
         for slice in world.slices.get(&key).into_iter().flatten() {
+            // An FQDN slice names hosts, not endpoints (Envoy takes only IPs for EDS): it is
+            // left out, saying so, and the Service's other slices serve.
+            if !matches!(slice.spec.address_type.as_deref(), None | Some("IPv4" | "IPv6")) {
+                out.diagnostics.push(Diagnostic {
+                    severity: Severity::Warning,
+                    message: format!(
+                        "addressType {:?}: only IPv4 and IPv6 slices are endpoints; this one is not used",
+                        slice.spec.address_type.as_deref().unwrap_or("")
+                    ),
+                    document: Some(slice.id.clone()),
+                    field: Some("addressType".into()),
+                });
+                continue;
+            }
             let Some(target) = slice
                 .spec
                 .ports
@@ -103,7 +117,8 @@ pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut Transla
                 if e.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
                     continue;
                 }
-                for address in &e.addresses {
+                // Kubernetes checks each address against the slice's type; files are not checked.
+                for address in e.addresses.iter().filter(|a| a.parse::<std::net::IpAddr>().is_ok()) {
                     endpoints.push((address.clone(), target));
                 }
             }

@@ -106,8 +106,9 @@ pub fn translate(
     let mut attachments: Vec<Attachment> = Vec::new();
     for (key, route) in &world.routes {
         let resolved = resolved_refs(world, key.0, route);
-        let checked =
-            route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")));
+        let checked = crate::schema::route(&route.spec).and_then(|()| {
+            route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")))
+        });
         let mut parents = Vec::new();
         for parent in &route.spec.parent_refs {
             let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
@@ -133,9 +134,18 @@ pub fn translate(
     // Per Gateway port: the Listener and its RouteConfigurations.
     let mut backends = BTreeMap::new();
     let mut secrets_served: BTreeSet<Key> = BTreeSet::new();
-    for (gkey, gateway) in &gateways {
+    // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
+    // listener): the oldest keeps it, and the other's listener is not accepted.
+    let mut taken: BTreeMap<(String, u16), String> = BTreeMap::new();
+    let mut oldest_first: Vec<(&&Key, &&Doc<GatewaySpec>)> = gateways.iter().collect();
+    oldest_first.sort_by_key(|(k, g)| (g.metadata.creation_timestamp.clone().unwrap_or_default(), (**k).clone()));
+    for (gkey, gateway) in oldest_first {
         let group = format!("{}/{}", gateway.namespace, gateway.name);
         let serve = config.nodes == Nodes::All || node_group == group;
+        let bound_by = |port: u16| {
+            let at = (address(config, gateway), envoy_port(config, port)?);
+            taken.get(&at).filter(|owner| **owner != gateway.id).map(|owner| (at, owner.clone()))
+        };
         // Per port: its protocol (the first listener's) and the listeners programmed on it,
         // with the Secrets of each.
         let mut ports: BTreeMap<u16, (&str, Programmed)> = BTreeMap::new();
@@ -161,6 +171,8 @@ pub fn translate(
                 )
             } else if envoy_port(config, l.port).is_none() {
                 not_accepted("PortUnavailable", "the port with the configured offset is out of range".into())
+            } else if let Some(((address, port), owner)) = bound_by(l.port) {
+                not_accepted("PortUnavailable", format!("{address}:{port} is taken by the older {owner}"))
             } else if port_protocol.is_some_and(|p| p != l.protocol) {
                 let mut c = not_accepted(
                     "ProtocolConflict",
@@ -211,6 +223,7 @@ pub fn translate(
             let listeners: Vec<usize> = programmed.iter().map(|(i, _)| *i).collect();
             let envoy_port = envoy_port(config, port).expect("checked above");
             let address = address(config, gateway);
+            taken.insert((address.clone(), envoy_port), gateway.id.clone());
             let here = Port { gateway, gkey, listeners: &listeners, https: protocol == "HTTPS" };
             let mut configs = Vec::new();
             let listener = if here.https {

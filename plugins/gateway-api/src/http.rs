@@ -152,6 +152,8 @@ pub fn rule(
             name: format!("{}/{}/rule{index}/match{m}", owner.namespace, owner.name),
             r#match: Some(RouteMatch { path_specifier: Some(path), headers, query_parameters, ..Default::default() }),
             action: Some(action.clone()),
+            // The route's own document, so a refusal inside it holds out that route alone.
+            metadata: Some(xdst_guest::made_from(&format!("{}/{}/{}", owner.kind, owner.namespace, owner.name))),
             ..Default::default()
         };
         for f in &rule.filters {

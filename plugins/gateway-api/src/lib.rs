@@ -26,6 +26,7 @@ mod gateway;
 mod hostnames;
 mod http;
 mod model;
+mod schema;
 mod status;
 mod tls;
 mod world;

@@ -378,6 +378,9 @@ pub struct ServicePort {
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSlice {
     pub metadata: Metadata,
+    /// `IPv4`, `IPv6` or `FQDN`: only addresses of the first two are endpoints.
+    #[serde(default)]
+    pub address_type: Option<String>,
     #[serde(default)]
     pub endpoints: Vec<SliceEndpoint>,
     #[serde(default)]

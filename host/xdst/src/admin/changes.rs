@@ -38,10 +38,17 @@ pub fn routes(generating: &Arc<Generating>) -> Router {
                     );
                     return (http::StatusCode::NOT_FOUND, why).into_response();
                 }
-                Json(changes.report(id, &nodes, q.group.as_deref())).into_response()
+                let mut report = changes.report(id, &nodes, q.group.as_deref());
+                if let Some(source) = &c2.intent {
+                    report.held = source.status().held.into_iter().map(|h| h.held).take(MAX_HELD_NAMED).collect();
+                }
+                Json(report).into_response()
             }),
         )
 }
+
+/// The held-out names a change report lists; the status page has them all, with the errors.
+const MAX_HELD_NAMED: usize = 20;
 
 #[derive(Deserialize)]
 struct ChangeQuery {

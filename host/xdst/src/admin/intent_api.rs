@@ -41,6 +41,7 @@ use std::sync::Arc;
 
 use crate::generate::Generating;
 use crate::generate::intent::IntentSource;
+use crate::generate::intent::input::key_of;
 
 /// The subdirectory of the intent directory that API documents live in.
 pub const API_DIR: &str = "_api";
@@ -101,18 +102,13 @@ fn source_of(origin: &str) -> &'static str {
     if origin.starts_with(&format!("{API_DIR}/")) { "api" } else { "file" }
 }
 
-/// The store key an origin (`key#index`) names.
-fn key_of(origin: &str) -> &str {
-    origin.rsplit_once('#').map_or(origin, |(k, _)| k)
-}
-
 fn not_serving() -> Response {
     (StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n").into_response()
 }
 
 fn list(generating: &Arc<Generating>) -> Response {
     let Some(source) = &generating.intent else { return not_serving() };
-    match source.read_current() {
+    match source.read_current().map(|read| read.set) {
         Ok(set) => {
             let mirror = source.mirror();
             let docs: Vec<Listed> = set
@@ -134,7 +130,7 @@ fn list(generating: &Arc<Generating>) -> Response {
 
 fn one(generating: &Arc<Generating>, kind: &str, name: &str) -> Response {
     let Some(source) = &generating.intent else { return not_serving() };
-    match source.read_current() {
+    match source.read_current().map(|read| read.set) {
         Ok(set) => match set.get(kind, name) {
             Some(d) => {
                 // The document with the status its plugin computed in the last good generation.
@@ -335,7 +331,7 @@ fn apply(
 
     // The document must not belong to a file of its own.
     let current = match source.read_current() {
-        Ok(set) => set,
+        Ok(read) => read.set,
         Err(e) => {
             return refused(
                 StatusCode::CONFLICT,
@@ -366,7 +362,18 @@ fn apply(
             }
         }
     }
-    match source.generate(&generating.plane) {
+    // The write answers for its own document: held out (it does not read, or its translation
+    // fails), it is refused; another document held out is that document's problem.
+    let id = format!("{kind}/{name}");
+    let result = source.generate(&generating.plane).and_then(|()| {
+        match source.status().held.into_iter().find(|h| h.held == id || key_of(&h.origin) == rel) {
+            Some(h) if body.is_some() => {
+                Err(crate::generate::intent::GenerationError::Held { held: h.held, error: h.error })
+            }
+            _ => Ok(()),
+        }
+    });
+    match result {
         Ok(()) => {
             tracing::info!(kind, name, deleted = body.is_none(), "intent written through the API");
             let file = body.map(|_| rel);
@@ -382,6 +389,10 @@ fn apply(
             };
             if let Err(u) = undone {
                 tracing::error!(file = %path.display(), error = %u, "could not undo a refused intent write");
+            }
+            if matches!(e, crate::generate::intent::GenerationError::Held { .. }) {
+                // The refused document was served held; it serves as it was again.
+                let _ = source.generate(&generating.plane);
             }
             refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }

@@ -128,6 +128,21 @@ struct Ready {
     revision: Option<crate::generate::store::Revision>,
     #[serde(skip_serializing_if = "Option::is_none")]
     store: Option<StoreReady>,
+    /// What the last good generation held out (documents, files, store keys that fail), by
+    /// name: everything else is served, so the replica stays ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    degraded: Option<Degraded>,
+}
+
+/// The names `/readyz` lists of what is held out; the status page has the errors.
+const MAX_DEGRADED_NAMED: usize = 20;
+
+#[derive(Serialize)]
+struct Degraded {
+    held: usize,
+    /// The first [`MAX_DEGRADED_NAMED`] of them: documents (`Kind/namespace/name`), files or
+    /// store keys.
+    names: Vec<String>,
 }
 
 /// What `/readyz` (open to probes without a token) says of the store: no error text.
@@ -149,7 +164,7 @@ struct StoreReady {
 /// A replica whose store is unreachable stays ready: it serves its last good config, and
 /// taking it out of a load balancer would leave its Envoys with no server at all.
 fn ready(generating: &Arc<Generating>) -> axum::response::Response {
-    let (ready, version, revision, store) = match &generating.intent {
+    let (ready, version, revision, store, degraded) = match &generating.intent {
         Some(s) => {
             let st = s.status();
             let store = st.store.map(|s| StoreReady {
@@ -159,12 +174,16 @@ fn ready(generating: &Arc<Generating>) -> axum::response::Response {
                 rewinds: s.rewinds,
                 held: s.held,
             });
-            (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store)
+            let degraded = (!st.held.is_empty()).then(|| Degraded {
+                held: st.held.len(),
+                names: st.held.iter().take(MAX_DEGRADED_NAMED).map(|h| h.held.clone()).collect(),
+            });
+            (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store, degraded)
         }
-        None => (true, None, None, None),
+        None => (true, None, None, None, None),
     };
     let status = if ready { http::StatusCode::OK } else { http::StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(Ready { ready, version, revision, store })).into_response()
+    (status, Json(Ready { ready, version, revision, store, degraded })).into_response()
 }
 
 /// On a port listening on a loopback address, a request that names another host is refused

@@ -65,6 +65,7 @@ struct Summary {
     nacks_total: usize,
     plugins: Vec<PluginSummary>,
     refused: Vec<crate::generate::intent::RefusalReport>,
+    held: Vec<crate::generate::intent::HeldReport>,
 }
 
 #[derive(Serialize)]
@@ -178,6 +179,7 @@ fn summary(generating: &Arc<Generating>) -> Summary {
         nacks,
         nacks_total,
         plugins,
+        held: st.as_ref().map(|st| st.held.clone()).unwrap_or_default(),
         refused: st.map(|st| st.refused).unwrap_or_default(),
     }
 }

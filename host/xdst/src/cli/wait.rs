@@ -96,11 +96,19 @@ fn live_line(report: &Value) -> String {
     let groups = report["groups"].as_object().map(|g| g.len()).unwrap_or(0);
     let nodes: u64 =
         report["groups"].as_object().into_iter().flatten().map(|(_, g)| g["nodes"].as_u64().unwrap_or(0)).sum();
-    if nodes == 0 {
+    let mut line = if nodes == 0 {
         format!("change {} is published; no node is connected to hold it", report["change"])
     } else {
         format!("change {} is live: {nodes} nodes in {groups} groups hold it", report["change"])
+    };
+    let held: Vec<&str> = report["held"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if !held.is_empty() {
+        line.push_str(&format!(
+            "\n  held out, failing (not served as written; see the status page): {}",
+            held.join(", ")
+        ));
     }
+    line
 }
 
 /// The nodes without the change, by group: those waited for and those that rejected it.

@@ -23,6 +23,8 @@ pub struct GenerationMetrics {
     pub generation_seconds: Histogram,
     /// Generations that panicked (a bug, contained: reported, and the next one starts afresh).
     pub generation_panics: Counter,
+    /// Documents, files and store keys the last good generation held out (issue 35).
+    pub held: Gauge,
     /// Plugin calls by plugin.
     pub plugin_calls: Family<Labels1, Counter>,
     /// Seconds each plugin call took, by plugin.
@@ -51,6 +53,7 @@ impl GenerationMetrics {
             generations: Family::default(),
             generation_seconds: histogram(),
             generation_panics: Counter::default(),
+            held: Gauge::default(),
             plugin_calls: Family::default(),
             plugin_seconds: Family::new_with_constructor(histogram as fn() -> Histogram),
             plugin_failures: Family::default(),
@@ -72,6 +75,11 @@ impl GenerationMetrics {
             m.plugin_refusals.clone(),
         );
         r.register("generations", "Intent generations by result", m.generations.clone());
+        r.register(
+            "held",
+            "Documents, files and store keys the last good generation held out (failing; the rest is served)",
+            m.held.clone(),
+        );
         r.register(
             "store_reloads",
             "Full listings of the intent store after the first, by reason (compacted: the watch missed revisions)",

@@ -37,6 +37,9 @@ pub enum GenerationError {
     Store(#[from] crate::generate::store::StoreProblem),
     #[error(transparent)]
     Config(#[from] crate::generate::plugins::list::ConfigError),
+    /// What a write checked is held out: it does not read, or its translation fails.
+    #[error("{error}")]
+    Held { held: String, error: String },
     /// A bug: the generation panicked. Its incremental state was dropped; the next one starts
     /// afresh.
     #[error("internal error: the generation panicked ({0}); the last good resources keep serving")]

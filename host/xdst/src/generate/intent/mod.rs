@@ -18,17 +18,20 @@ use std::time::{Instant, SystemTime};
 
 use tracing::{error, info, warn};
 use xdst_core::cache::Publication;
-use xdst_core::intent::IntentSet;
 use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
-use xdst_plugin::pipeline::{Configured, Pipeline, Translation};
+use xdst_plugin::pipeline::{Configured, Holding, Pipeline, Translation};
 
 pub mod error;
+pub mod held;
 pub mod input;
 pub mod report;
 pub mod watch;
 
 pub use error::{GenerationError, MAX_ERROR_BYTES, explain_publish};
-pub use input::{IntentInput, Overlay, ParseCache, read_intent, read_intent_cached, read_mirror};
+pub use held::HeldReport;
+pub use input::{
+    HeldSource, IntentInput, Mode, Overlay, ParseCache, Read, read_intent, read_intent_cached, read_mirror,
+};
 pub use report::{
     DiagnosticReport, ErrorReport, GenerationReport, LimitsReport, PluginReport, PluginTiming, RefusalReport, Status,
 };
@@ -171,14 +174,14 @@ impl IntentSource {
     }
 
     /// The intent as it is now (on disk, or in the store mirror), through the same parse cache
-    /// generations use (only files that changed are parsed again).
-    pub fn read_current(&self) -> Result<IntentSet, GenerationError> {
+    /// generations use (only files that changed are parsed again). A file or key that does not
+    /// read is held at its last good parse ([`Read::held`]).
+    pub fn read_current(&self) -> Result<Read, GenerationError> {
+        let parsed = &mut locked(&self.parsed);
         match &self.input {
-            IntentInput::Dir(d) => {
-                read_intent_cached(d, &mut locked(&self.parsed), self.max_file_bytes).map(|(set, _)| set)
-            }
+            IntentInput::Dir(d) => read_intent_cached(d, parsed, self.max_file_bytes, Mode::Holding),
             IntentInput::Store(m) => {
-                read_mirror(m, None, self.max_store_documents, self.max_file_bytes, &mut locked(&self.parsed))
+                read_mirror(m, None, self.max_store_documents, self.max_file_bytes, parsed, Mode::Holding)
             }
         }
     }
@@ -242,9 +245,11 @@ impl IntentSource {
         let mut documents = 0;
         let mut report_plugins = None;
         let mut store_revision = None;
+        let mut held_sources = Vec::new();
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
-            let intent = self.read_current()?;
+            let Read { set: intent, held, .. } = self.read_current()?;
+            held_sources = held;
             plane
                 .serving
                 .unlisted_groups
@@ -253,50 +258,59 @@ impl IntentSource {
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
-            match self.translate_and_publish(plane, &groups, &chosen, &intent, &mut calls) {
-                Ok(out) => {
-                    self.accept(&chosen);
-                    Ok(out)
-                }
-                Err(e) => {
-                    // A plugin that changed since the last good generation and makes it fail is
-                    // refused, if the generation succeeds with its previous version (or, for a
-                    // new plugin, without it). Otherwise the error is not the plugin's.
-                    let candidates: Vec<usize> =
-                        chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
-                    let named = e.plugin();
-                    let blamed = candidates
-                        .iter()
-                        .copied()
-                        .find(|&i| named.as_deref() == Some(chosen[i].loaded.name.as_str()))
-                        .or_else(|| (candidates.len() == 1).then(|| candidates[0]));
-                    let Some(i) = blamed else { return Err(e) };
-                    let mut without = chosen.clone();
-                    let bad = without.remove(i);
-                    if let Some(good) = locked(&self.state).good.get(&bad.file).cloned() {
-                        without.insert(
-                            i,
-                            Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false },
-                        );
-                    }
-                    let mut retry_calls = BTreeMap::new();
-                    match self.translate_and_publish(plane, &groups, &without, &intent, &mut retry_calls) {
-                        Ok(out) => {
-                            self.refuse(
-                                plane,
-                                &bad.file,
-                                &bad.key,
-                                &format!("fails on the current intent: {}", e.message()),
-                            );
-                            report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
-                            calls = retry_calls;
-                            self.accept(&without);
-                            Ok(out)
-                        }
-                        Err(_) => Err(e),
-                    }
-                }
+            let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE);
+            // A plugin that changed since the last good generation and makes it fail, or makes
+            // it hold documents out, is refused if the generation does better with its previous
+            // version (or, for a new plugin, without it). Otherwise the failure is not the
+            // plugin's: the documents' (held), or the generation's.
+            let candidates: Vec<usize> =
+                chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
+            let named = |name: &str| candidates.iter().copied().find(|&i| chosen[i].loaded.name == name);
+            let suspect = match &first {
+                Err(e) => e.plugin().and_then(|p| named(&p)).or_else(|| (candidates.len() == 1).then(|| candidates[0])),
+                Ok(t) => t.held.iter().find_map(|h| h.plugin.as_deref().and_then(named)),
+            };
+            let Some(i) = suspect else {
+                let attempt = first?;
+                let out = self.publish(plane, attempt)?;
+                self.accept(&chosen);
+                return Ok(out);
+            };
+            let mut without = chosen.clone();
+            let bad = without.remove(i);
+            if let Some(good) = locked(&self.state).good.get(&bad.file).cloned() {
+                without
+                    .insert(i, Choice { file: bad.file.clone(), key: bad.key.clone(), loaded: good, candidate: false });
             }
+            let held_by =
+                |t: &Attempt| t.held.iter().filter(|h| h.plugin.as_deref() == Some(&*bad.loaded.name)).count();
+            let saved = locked(&self.pipelines).clone();
+            let mut retry_calls = BTreeMap::new();
+            // Without the plugin its documents are nobody's: they fail, rather than be held out.
+            let strict_kinds = Holding { unclaimed: false, ..Holding::SERVE };
+            let retry = self.attempt(plane, &groups, &without, &intent, &mut retry_calls, strict_kinds);
+            let better = match (&first, &retry) {
+                (_, Err(_)) => false,
+                (Err(_), Ok(_)) => true,
+                (Ok(t1), Ok(t2)) => held_by(t2) < held_by(t1),
+            };
+            if !better {
+                *locked(&self.pipelines) = saved;
+                let attempt = first?;
+                let out = self.publish(plane, attempt)?;
+                self.accept(&chosen);
+                return Ok(out);
+            }
+            let why = match &first {
+                Err(e) => e.message(),
+                Ok(t) => t.held.iter().map(|h| format!("{}: {}", h.held, h.error)).collect::<Vec<_>>().join("; "),
+            };
+            let out = self.publish(plane, retry?)?;
+            self.refuse(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"));
+            report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+            calls = retry_calls;
+            self.accept(&without);
+            Ok(out)
         })();
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         plane.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
@@ -320,8 +334,13 @@ impl IntentSource {
             }
         }
         match result {
-            Ok((report, counts, resources, version, diagnostics, statuses)) => {
+            Ok((report, counts, resources, version, diagnostics, statuses, held_documents)) => {
                 *locked(&self.statuses) = Arc::new(statuses);
+                st.held = held_sources.iter().map(HeldReport::source).chain(held_documents).collect();
+                for h in &st.held {
+                    warn!(held = %h.held, origin = %h.origin, serving = h.serving, error = %h.error, "held out of the generation; the rest is served");
+                }
+                plane.metrics.held.set(st.held.len() as i64);
                 st.generations_ok += 1;
                 st.last_ok_at = Some(unix_now());
                 // The change this generation is: the store revision it translated, or the next
@@ -403,6 +422,14 @@ struct Choice {
     candidate: bool,
 }
 
+/// A translation checked and ready to publish.
+struct Attempt {
+    publication: Publication,
+    diagnostics: Vec<(String, xdst_plugin::wit::Diagnostic)>,
+    statuses: Statuses,
+    held: Vec<HeldReport>,
+}
+
 type Published = (
     xdst_core::cache::PublishReport,
     Vec<(String, usize)>,
@@ -410,6 +437,7 @@ type Published = (
     String,
     Vec<(String, xdst_plugin::wit::Diagnostic)>,
     Statuses,
+    Vec<HeldReport>,
 );
 
 impl IntentSource {
@@ -587,23 +615,32 @@ impl IntentSource {
         locked(&self.background).done.retain(|k, _| keys.contains(k.as_str()));
     }
 
-    /// Translates `intent` with `chosen` for every group and publishes the result.
-    fn translate_and_publish(
+    /// Translates `intent` with `chosen` for every group, holding out failing documents as
+    /// `how` says, and checks the result as publishing would; nothing is published.
+    fn attempt(
         &self,
         plane: &Plane,
         groups: &[String],
         chosen: &[Choice],
         intent: &xdst_core::intent::IntentSet,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
-    ) -> Result<Published, GenerationError> {
+        how: Holding,
+    ) -> Result<Attempt, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
-        let (publication, diagnostics, statuses) = self.translate(groups, &configured, intent, calls)?;
-        let counts: Vec<(String, usize)> = publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
-        let resources = publication.default.len();
-        let version = publication.default.version();
-        let check = publication.clone();
-        let report = plane.serving.cache.publish(publication).map_err(|e| publish_error(e, &check))?;
-        Ok((report, counts, resources, version, diagnostics, statuses))
+        let (publication, diagnostics, statuses, held) = self.translate(groups, &configured, intent, calls, how)?;
+        plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))?;
+        Ok(Attempt { publication, diagnostics, statuses, held })
+    }
+
+    /// Publishes what an [`attempt`](Self::attempt) translated.
+    fn publish(&self, plane: &Plane, a: Attempt) -> Result<Published, GenerationError> {
+        let counts: Vec<(String, usize)> =
+            a.publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
+        let resources = a.publication.default.len();
+        let version = a.publication.default.version();
+        let check = a.publication.clone();
+        let report = plane.serving.cache.publish(a.publication).map_err(|e| publish_error(e, &check))?;
+        Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held))
     }
 
     /// Whether `intent` would translate and pass the checks with the plugins of the last good
@@ -613,13 +650,19 @@ impl IntentSource {
         let Some(mirror) = self.mirror() else {
             return Err(StoreProblem::NotAStore.into());
         };
-        let intent = read_mirror(
+        let read = read_mirror(
             mirror,
             Some(overlay),
             self.max_store_documents,
             self.max_file_bytes,
             &mut locked(&self.parsed),
+            Mode::Holding,
         )?;
+        // The write answers for its own key only: other keys' problems are theirs.
+        if let Some(h) = read.held.iter().find(|h| h.source == overlay.0) {
+            return Err(GenerationError::Held { held: h.source.clone(), error: h.error.clone() });
+        }
+        let intent = read.set;
         let configured: Vec<Configured> = {
             let st = locked(&self.state);
             if st.good_chosen.is_empty() {
@@ -629,27 +672,35 @@ impl IntentSource {
         };
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
-        let (publication, ..) = self.translate(&groups, &configured, &intent, &mut BTreeMap::new())?;
+        let (publication, _, _, held) =
+            self.translate(&groups, &configured, &intent, &mut BTreeMap::new(), Holding::SERVE)?;
+        let key = std::path::Path::new(overlay.0);
+        if let Some(h) = held.iter().find(|h| std::path::Path::new(input::key_of(&h.origin)) == key) {
+            return Err(GenerationError::Held { held: h.held.clone(), error: h.error.clone() });
+        }
         plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))
     }
 
-    /// Translates `intent` for every group: the publication, and the default group's plugin
-    /// diagnostics and document statuses.
-    #[allow(clippy::type_complexity, reason = "a tuple of three named outputs, used once")]
+    /// Translates `intent` for every group, holding out the documents that fail: the
+    /// publication, the default group's plugin diagnostics and document statuses (a held
+    /// document's saying so), and what every group held.
+    #[allow(clippy::type_complexity, reason = "a tuple of four named outputs, used twice")]
     fn translate(
         &self,
         groups: &[String],
         configured: &[Configured],
         intent: &xdst_core::intent::IntentSet,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
-    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses), GenerationError> {
+        how: Holding,
+    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses, Vec<HeldReport>), GenerationError>
+    {
         // Pipelines are memos of past translations: keep them even if publishing fails.
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
         let mut kept = BTreeMap::new();
         for g in groups {
             let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
-            let out = p.run(configured, intent);
+            let out = p.run_holding(configured, intent, how);
             kept.insert(g.clone(), p);
             let out = match out {
                 Ok(out) => out,
@@ -664,14 +715,23 @@ impl IntentSource {
         }
         *pipelines = kept;
         drop(pipelines);
+        // What a group holds as the default group does is listed once, under the default.
+        let mut held: Vec<HeldReport> = Vec::new();
+        let default_held = &translations[""].held;
+        for (g, t) in &translations {
+            let own = t.held.values().filter(|h| g.is_empty() || default_held.get(h.document.as_str()) != Some(*h));
+            held.extend(own.map(|h| HeldReport::document(g, h)));
+        }
         let default = translations.remove("").expect("the default group is always translated");
+        let mut statuses = default.statuses;
+        held::mark_statuses(&mut statuses, &default.held);
         let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
         for (g, t) in translations {
             if !t.snapshot.same_content(&publication.default) {
                 publication.groups.insert(g, t.snapshot);
             }
         }
-        Ok((publication, default.diagnostics, default.statuses))
+        Ok((publication, default.diagnostics, statuses, held))
     }
 
     /// Refusals, for `/debug/plugins`.

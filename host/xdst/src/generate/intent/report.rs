@@ -33,6 +33,9 @@ pub struct Status {
     /// Plugin files whose current contents were refused; the previous version of each (if it
     /// had one) keeps serving until the file is fixed.
     pub refused: Vec<RefusalReport>,
+    /// What the last good generation held out: files and store keys that did not read, and
+    /// documents whose translation failed. Everything else is served.
+    pub held: Vec<super::held::HeldReport>,
 }
 
 /// A plugin's calls: how many, and their time in milliseconds.

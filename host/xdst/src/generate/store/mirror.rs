@@ -207,6 +207,11 @@ impl Mirror {
         self.revision.send_modify(|_| {});
     }
 
+    /// The keys that are not UTF-8, escaped.
+    pub fn keys_not_utf8(&self) -> Vec<String> {
+        locked(&self.not_utf8).keys().cloned().collect()
+    }
+
     /// The first key that is not UTF-8, as an error naming it escaped (issue 33, item 11).
     pub fn check_keys(&self) -> Result<(), super::StoreProblem> {
         match locked(&self.not_utf8).keys().next() {

@@ -17,6 +17,10 @@
 //!
 //! Messages inside `Any` are checked with their own rules, as Envoy does when it builds the
 //! extension. The walk is bounded by the depth [`crate::canonical::encode`] already allowed.
+//!
+//! Beside the annotations, what Envoy checks in code ([`code`]): regular expressions through
+//! RE2 with its default program-size limit, header mutations, weight sums, durations it can
+//! convert, and addresses that must be IPs.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -24,12 +28,15 @@ use std::sync::{Mutex, OnceLock};
 
 use prost_reflect::{DynamicMessage, ExtensionDescriptor, FieldDescriptor, Kind, ReflectMessage, Value};
 
+mod code;
+
 /// The first rule `msg` breaks: the field's path (`virtual_hosts[0].routes[1].match.prefix`)
 /// and what is wrong.
 pub fn check(msg: &DynamicMessage) -> Result<(), (String, String)> {
     let Some(ext) = Extensions::get() else { return Ok(()) };
     let mut path = String::new();
-    check_message(ext, msg, &mut path, 0)
+    check_message(ext, msg, &mut path, 0)?;
+    code::check_resource(msg)
 }
 
 /// Deeper than this the walk stops (the canonical encoder refuses deeper messages first).
@@ -322,6 +329,7 @@ fn check_message(
     if desc.full_name() == "google.protobuf.Any" {
         return check_any(ext, msg, path, depth);
     }
+    code::check_message(msg, desc.full_name(), path)?;
     let rules = rules_of(ext, &desc);
     if rules.skip {
         return Ok(());
@@ -783,5 +791,92 @@ mod tests {
         let (at, why) = check(&cluster(port)).unwrap_err();
         assert_eq!(at, "load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value");
         assert!(why.contains("<= 65535"), "{why}");
+    }
+}
+
+/// What Envoy checks in code ([`code`]), each refused naming the field.
+#[cfg(test)]
+mod code_tests {
+    use super::*;
+
+    fn problem(type_url: &str, yaml: &str) -> Option<(String, String)> {
+        let desc = crate::descriptors::message_for_type_url(type_url).unwrap();
+        let value: serde_json::Value = serde_yaml_ng::from_str(yaml).unwrap();
+        check(&crate::decode::decode_message(desc, value).unwrap()).err()
+    }
+
+    fn route(route: &str) -> Option<(String, String)> {
+        let yaml = format!("name: r\nvirtual_hosts:\n- name: v\n  domains: ['*']\n  routes:\n  - {route}\n");
+        problem(crate::types::ROUTE, &yaml)
+    }
+
+    #[test]
+    fn regexes_go_through_re2_with_envoys_program_size_limit() {
+        let (field, why) = route("{match: {safe_regex: {regex: '/a{1001}'}}, route: {cluster: c}}").unwrap();
+        assert_eq!(field, "virtual_hosts[0].routes[0].match.safe_regex.regex");
+        assert!(why.contains("invalid repetition size"), "{why}");
+        let big = "^/(users|orders|items|carts|payments|invoices)/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+        let (_, why) = route(&format!("{{match: {{safe_regex: {{regex: '{big}'}}}}, route: {{cluster: c}}}}")).unwrap();
+        assert!(why.contains("> max program size of 100"), "{why}");
+        assert!(route("{match: {safe_regex: {regex: '^/v[0-9]+/'}}, route: {cluster: c}}").is_none());
+    }
+
+    #[test]
+    fn host_and_pseudo_headers_may_not_be_modified() {
+        let add = |key: &str| {
+            route(&format!(
+                "{{match: {{prefix: /}}, route: {{cluster: c}}, request_headers_to_add: [{{header: {{key: '{key}', value: v}}}}]}}"
+            ))
+        };
+        let (field, why) = add("Host").unwrap();
+        assert_eq!(field, "virtual_hosts[0].routes[0].request_headers_to_add[0].header.key");
+        assert!(why.contains("may not be modified"), "{why}");
+        assert!(add(":path").is_some());
+        assert!(add("x-team").is_none());
+        let removed = route("{match: {prefix: /}, route: {cluster: c}, response_headers_to_remove: [':status']}");
+        assert!(removed.unwrap().1.contains("may not be removed"));
+    }
+
+    #[test]
+    fn weights_sum_within_u32_and_durations_within_envoys_range() {
+        let w = |a: u64, b: u64| {
+            route(&format!(
+                "{{match: {{prefix: /}}, route: {{weighted_clusters: {{clusters: [{{name: a, weight: {a}}}, {{name: b, weight: {b}}}]}}}}}}"
+            ))
+        };
+        let (field, why) = w(2147483648, 2147483648).unwrap();
+        assert_eq!(field, "virtual_hosts[0].routes[0].route.weighted_clusters.clusters");
+        assert!(why.contains("4294967296"), "{why}");
+        assert!(w(2147483648, 2147483647).is_none());
+        let t = |d: &str| route(&format!("{{match: {{prefix: /}}, route: {{cluster: c, timeout: {d}}}}}"));
+        let (field, _) = t("10800000000s").unwrap();
+        assert_eq!(field, "virtual_hosts[0].routes[0].route.timeout");
+        assert!(t("9223372036s").is_none());
+    }
+
+    #[test]
+    fn endpoints_of_eds_and_static_clusters_are_ips() {
+        let cla = |address: &str| {
+            problem(
+                crate::types::ENDPOINT,
+                &format!(
+                    "cluster_name: c\nendpoints:\n- lb_endpoints:\n  - endpoint: {{address: {{socket_address: {{address: '{address}', port_value: 80}}}}}}\n"
+                ),
+            )
+        };
+        let (field, why) = cla("web.example").unwrap();
+        assert_eq!(field, "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address");
+        assert!(why.contains("not an IP address"), "{why}");
+        assert!(cla("10.0.0.1").is_none() && cla("::1").is_none());
+        let cluster = |kind: &str| {
+            problem(
+                crate::types::CLUSTER,
+                &format!(
+                    "name: c\n{kind}connect_timeout: 1s\nload_assignment:\n  cluster_name: c\n  endpoints:\n  - lb_endpoints:\n    - endpoint: {{address: {{socket_address: {{address: web.example, port_value: 80}}}}}}\n"
+                ),
+            )
+        };
+        assert!(cluster("").is_some(), "STATIC is the default");
+        assert!(cluster("type: STRICT_DNS\n").is_none());
     }
 }
