@@ -4,7 +4,7 @@
 # described with the Kubernetes Gateway API, through the gateway-api plugin beside it), starts a real Envoy
 # pointed at xdst (the bootstrap beside this script) and two local upstreams, sends traffic
 # through Envoy, edits the intent live and shows Envoy picking it up with no restart, then
-# makes a broken edit that xdst refuses while Envoy keeps serving.
+# makes a broken edit that xdst holds out while Envoy keeps serving.
 #
 # (examples/quickstart/resources holds the same setup as plain Envoy resources, for
 # `xdst serve --resources`.)
@@ -74,10 +74,14 @@ wait_for "the new endpoints to reach Envoy" sh -c "test \"\$(for i in \$(seq 10)
 echo "  every request now answers: $(curl -s localhost:10000/)"
 echo "  cluster.backend-a.version_text: $before -> $(stat_value cluster.backend-a.version_text)"
 
-say "a broken edit is refused by xdst and changes nothing"
+say "a broken edit is held out by xdst: the documents keep their last good version"
 sed -i 's/connectTimeout: 1s/connectTimeout: soon/' "$work/intent/web.yaml"
 wait_for "xdst to report the error" sh -c "curl -s localhost:19000/debug/plugins | grep -q 'spec.connectTimeout'"
-curl -s localhost:19000/debug/plugins | "$XDST_PYTHON" -c 'import json,sys; print("  xdst says:", json.load(sys.stdin)["last_error"]["message"])'
+curl -s localhost:19000/debug/plugins | "$XDST_PYTHON" -c '
+import json, sys
+for h in json.load(sys.stdin)["held"]:
+    print("  held: %s (serving its %s version): %s" % (h["held"], h["serving"], h["error"]))'
+curl -s localhost:19000/readyz | sed 's/^/  \/readyz: /'; echo
 curl -s localhost:10000/ | sed 's/^/  still serving: /'
 
 say "connected nodes (xdst admin: localhost:19000/debug/nodes)"

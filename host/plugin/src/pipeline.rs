@@ -406,7 +406,7 @@ impl Pipeline {
             }
             fresh += 1;
             let id = doc.id().clone();
-            tracing::warn!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
+            tracing::debug!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
             let last_good = self.hold(effective.to_mut(), &id, &doc.text);
             held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
         }

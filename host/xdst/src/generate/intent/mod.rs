@@ -336,10 +336,12 @@ impl IntentSource {
         match result {
             Ok((report, counts, resources, version, diagnostics, statuses, held_documents)) => {
                 *locked(&self.statuses) = Arc::new(statuses);
-                st.held = held_sources.iter().map(HeldReport::source).chain(held_documents).collect();
-                for h in &st.held {
+                let held: Vec<HeldReport> = held_sources.iter().map(HeldReport::source).chain(held_documents).collect();
+                // Logged once, when it is first held (or its failure changes).
+                for h in held.iter().filter(|h| !st.held.contains(h)) {
                     warn!(held = %h.held, origin = %h.origin, serving = h.serving, error = %h.error, "held out of the generation; the rest is served");
                 }
+                st.held = held;
                 plane.metrics.held.set(st.held.len() as i64);
                 st.generations_ok += 1;
                 st.last_ok_at = Some(unix_now());
