@@ -428,3 +428,122 @@ async fn the_reference_plugin_s_kinds_are_held_out_alone_too() -> anyhow::Result
     xdst.kill().await?;
     Ok(())
 }
+
+/// Namespaces as write boundaries (issue 35, part 4): with `--namespace-dirs` and a token per
+/// team, team-a's ReferenceGrant in team-b's namespace is refused at write, naming both: held
+/// out when it is a file under `team-a/`, 403 (and nothing written) through the intent API.
+/// team-a's writes in its own namespace apply and reach Envoy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_namespace_binding_a_team_writes_its_own_namespace_only() -> anyhow::Result<()> {
+    use xdst_tests::xds::http_with;
+    xdst_tests::init_logging();
+    let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
+    let port = xdst_tests::free_port()?;
+    let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
+    let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
+    let secrets = tempfile::Builder::new().prefix("xdst-quarantine-tokens-").tempdir()?;
+    let settings =
+        serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
+    xdst_tests::plugins::install(
+        plugins.path(),
+        &xdst_tests::plugins::gateway_api()?,
+        "gateway-api.wasm",
+        Some(&settings),
+    )?;
+    let token = |name: &str, value: &str| -> anyhow::Result<String> {
+        let path = secrets.path().join(name);
+        std::fs::write(&path, value)?;
+        Ok(path.display().to_string())
+    };
+    let (admin_token, a_token, b_token) =
+        (token("admin", "admin-t0ken")?, token("a", "team-a-t0ken")?, token("b", "team-b-t0ken")?);
+    let write = |file: &str, text: &str| -> anyhow::Result<()> {
+        let path = intent.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap())?;
+        Ok(xdst_core::files::write_atomic(&path, text)?)
+    };
+    let own_route = |ns: &str, name: &str, path: &str| {
+        route(name, ns, &format!("matches: [{{path: {{value: {path}}}}}]\n    {}", backend(ns)))
+    };
+    write("infra.yaml", &gateway("infra", "gw"))?;
+    write("team-a/app.yaml", &format!("{}---\n{}", team("team-a", &a), own_route("team-a", "a0", "/a0")))?;
+    write("team-b/app.yaml", &format!("{}---\n{}", team("team-b", &b), own_route("team-b", "b0", "/b0")))?;
+    let args = [
+        "--debounce",
+        "20ms",
+        "--namespace-dirs",
+        "--admin-token-file",
+        &admin_token,
+        "--namespace-token",
+        &format!("team-a={a_token}"),
+        "--namespace-token",
+        &format!("team-b={b_token}"),
+    ];
+    let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine-namespaces")).await?;
+    let gw: SocketAddr = ([127, 0, 0, 1], port).into();
+    serves(gw, "/a0", "a").await?;
+    serves(gw, "/b0", "b").await?;
+
+    // A file under team-a/ with a grant in team-b's namespace: held out, naming both.
+    let grant = "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: let-a-in, \
+                 namespace: team-b}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: \
+                 team-a}]\n  to: [{group: '', kind: Service}]\n";
+    write("team-a/grant.yaml", grant)?;
+    let held =
+        xdst_tests::admin::wait_for_held(xdst.admin_addr, "team-a/grant.yaml", "write namespace team-a only").await?;
+    let message = held["message"].as_str().unwrap_or_default();
+    ensure!(message.contains("ReferenceGrant/team-b/let-a-in is in namespace team-b"), "{held}");
+    std::fs::remove_file(intent.path().join("team-a/grant.yaml"))?;
+
+    // The same grant through the intent API with team-a's token: 403, naming both; not written.
+    let bearer = |t: &'static str| ("Authorization", t);
+    let (status, body) = http_with(
+        xdst.admin_addr,
+        "PUT",
+        "/intent/ReferenceGrant/team-b/let-a-in",
+        &[bearer("Bearer team-a-t0ken")],
+        grant,
+    )
+    .await;
+    ensure!(
+        status == 403
+            && body.contains("writes namespace team-a only")
+            && body.contains("ReferenceGrant/team-b/let-a-in is in namespace team-b"),
+        "PUT with team-a's token: {status} {body}"
+    );
+    let (status, _) = http_get(xdst.admin_addr, "/intent/ReferenceGrant/team-b/let-a-in").await?;
+    ensure!(status == 404, "the refused grant was written: {status}");
+    // team-b's own token writes it; team-a's token writes team-a's routes.
+    let (status, body) = http_with(
+        xdst.admin_addr,
+        "PUT",
+        "/intent/ReferenceGrant/team-b/let-a-in",
+        &[bearer("Bearer team-b-t0ken")],
+        grant,
+    )
+    .await;
+    ensure!(status == 200, "PUT with team-b's token: {status} {body}");
+    let (status, body) = http_with(
+        xdst.admin_addr,
+        "PUT",
+        "/intent/HTTPRoute/team-a/a1",
+        &[bearer("Bearer team-a-t0ken")],
+        &own_route("team-a", "a1", "/a1"),
+    )
+    .await;
+    ensure!(status == 200, "PUT with team-a's token: {status} {body}");
+    serves(gw, "/a1", "a").await?;
+    let (status, _) = http_with(
+        xdst.admin_addr,
+        "PUT",
+        "/intent/HTTPRoute/team-a/a2",
+        &[bearer("Bearer wrong")],
+        &own_route("team-a", "a2", "/a2"),
+    )
+    .await;
+    ensure!(status == 401, "a wrong token: {status}");
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}

@@ -16,6 +16,18 @@ pub struct Access {
     pub read_identities: Vec<IdentityPattern>,
     /// `/metrics` is open whatever the above says.
     pub open_metrics: bool,
+    /// Namespaces as write boundaries: (namespace, token) pairs, each token writing documents
+    /// of its namespace only through the intent API (`--namespace-token`).
+    pub namespace_tokens: Vec<(String, String)>,
+}
+
+/// Who an intent API write comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Writer {
+    /// The admin write token: any document.
+    Admin,
+    /// A namespace token: documents of this namespace only.
+    Namespace(String),
 }
 
 /// Why a write was refused: the status and the text the client is sent.
@@ -52,6 +64,30 @@ impl Access {
             Some(_) => Err((http::StatusCode::UNAUTHORIZED, "wrong bearer token\n")),
             None => Err((http::StatusCode::UNAUTHORIZED, "missing Authorization: Bearer <token>\n")),
         }
+    }
+}
+
+impl Access {
+    /// Who may write through the intent API with the token in `headers`: the admin token, or a
+    /// namespace token; the refusal to send back if neither.
+    pub fn authorize_intent_write(&self, headers: &http::HeaderMap) -> Result<Writer, WriteRefusal> {
+        if self.namespace_tokens.is_empty() {
+            return self.authorize_write(headers).map(|()| Writer::Admin);
+        }
+        let Some(given) = bearer(headers) else {
+            return Err((http::StatusCode::UNAUTHORIZED, "missing Authorization: Bearer <token>\n"));
+        };
+        if self.write_token.as_ref().is_some_and(|t| constant_time_eq(given.as_bytes(), t.as_bytes())) {
+            return Ok(Writer::Admin);
+        }
+        // Every token is compared, so the time taken does not tell which one nearly matched.
+        let mut found = None;
+        for (namespace, token) in &self.namespace_tokens {
+            if constant_time_eq(given.as_bytes(), token.as_bytes()) && found.is_none() {
+                found = Some(namespace.clone());
+            }
+        }
+        found.map(Writer::Namespace).ok_or((http::StatusCode::UNAUTHORIZED, "wrong bearer token\n"))
     }
 }
 

@@ -163,6 +163,13 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         Some(f) => Some(token_file(f, "--admin-read-token-file")?),
         None => None,
     };
+    let mut namespace_tokens = Vec::new();
+    for spec in &config.namespace_tokens {
+        let Some((namespace, file)) = spec.split_once('=').filter(|(n, f)| !n.is_empty() && !f.is_empty()) else {
+            return Err(StartError::Settings(format!("--namespace-token {spec:?}: expected NAMESPACE=FILE")));
+        };
+        namespace_tokens.push((namespace.to_owned(), token_file(std::path::Path::new(file), "--namespace-token")?));
+    }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let fetcher = || {
         let artifacts = match &config.plugin_cache {
@@ -236,7 +243,8 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
             let runtime = plugin_runtime(config)?;
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
                 .with_max_store_documents(config.store.max_store_documents)
-                .with_max_file_size(config.max_file_size);
+                .with_max_file_size(config.max_file_size)
+                .with_namespace_dirs(config.namespace_dirs);
             Some(Arc::new(source))
         }
         (Some(_), None) => {
@@ -259,6 +267,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         read_token: read_token.clone(),
         read_identities: config.admin_read_identities.clone(),
         open_metrics: config.open_metrics,
+        namespace_tokens,
     };
     let identities = client_roots.is_some().then_some(identities);
     let serving = serving_plane(config, metrics, access, identities, intent_source.is_some(), shutdown_rx.clone());

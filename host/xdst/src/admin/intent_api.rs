@@ -238,14 +238,26 @@ async fn write(
     name: String,
     body: Option<String>,
 ) -> Response {
-    if let Err((status, why)) = generating.serving().access.authorize_write(headers) {
-        return (status, why).into_response();
-    }
+    let writer = match generating.serving().access.authorize_intent_write(headers) {
+        Ok(w) => w,
+        Err((status, why)) => return (status, why).into_response(),
+    };
     let Some(source) = generating.intent.clone() else { return not_serving() };
     let (namespace, plain) = match name.split_once('/') {
         Some((ns, n)) => (Some(ns), n),
         None => (None, name.as_str()),
     };
+    // Namespaces as write boundaries: a namespace token writes its namespace only.
+    if let xdst_serve::access::Writer::Namespace(own) = &writer
+        && namespace != Some(own.as_str())
+    {
+        let whose = match namespace {
+            Some(ns) => format!("is in namespace {ns}"),
+            None => "is cluster-scoped".to_owned(),
+        };
+        let why = format!("this token writes namespace {own} only (--namespace-token); {kind}/{name} {whose}");
+        return (StatusCode::FORBIDDEN, Json(Written::refused(&kind, &name, why))).into_response();
+    }
     if let Err(e) = valid_kind(&kind) {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
     }

@@ -221,6 +221,19 @@ settings! {
     /// refused. A file, not a flag, so the token does not show in `ps`.
     #[arg(long, value_name = "FILE")]
     flag admin_token_file: Option<PathBuf>,
+    /// Namespaces as write boundaries, for the intent API: NAMESPACE=FILE, a file holding a
+    /// bearer token that may write (PUT, DELETE /intent/...) documents of NAMESPACE only; a
+    /// write outside it is refused (403) naming both. Repeat it per team; the admin token still
+    /// writes anything. Off without it. (Config file: `namespaceTokens: [team-a=FILE, ...]`.)
+    #[arg(long = "namespace-token", value_name = "NAMESPACE=FILE")]
+    flag namespace_tokens: Vec<String>,
+    /// Namespaces as write boundaries, for files: each directory directly under the intent
+    /// directory may hold documents of the namespace it is named after only (`team-a/` writes
+    /// namespace team-a); a file holding another namespace's document, or a cluster-scoped one,
+    /// is held out naming both. Files directly in the intent directory are the platform's and
+    /// may hold any. Off by default.
+    #[arg(long)]
+    flag namespace_dirs: bool,
     /// TLS on both ports (`--tls-cert`, `--tls-key`, `--tls-client-ca`; in the file `tls: {cert,
     /// key, clientCa}`).
     #[command(flatten)]

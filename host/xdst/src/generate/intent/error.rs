@@ -37,6 +37,9 @@ pub enum GenerationError {
     Store(#[from] crate::generate::store::StoreProblem),
     #[error(transparent)]
     Config(#[from] crate::generate::plugins::list::ConfigError),
+    /// A file writes outside the namespace of its directory (`--namespace-dirs`).
+    #[error("{0}")]
+    Boundary(String),
     /// What a write checked is held out: it does not read, or its translation fails.
     #[error("{error}")]
     Held { held: String, error: String },

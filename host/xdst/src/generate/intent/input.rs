@@ -29,6 +29,9 @@ pub enum Mode {
     /// Each file or store key that does not read is held at its last good parse (or left
     /// out), and the rest is read: what `serve` does.
     Holding,
+    /// [`Holding`](Mode::Holding), and each directory directly under the intent directory may
+    /// hold documents of the namespace it is named after only (`--namespace-dirs`).
+    HoldingBounded,
 }
 
 /// The intent read, and the sources held out of it.
@@ -81,7 +84,11 @@ pub fn read_intent_cached(
         Source { path: f.clone(), label, text: text.map(std::borrow::Cow::Owned) }
     });
     let count = files.len();
-    let (set, fresh, held) = assemble(sources, cache, mode, |_, _| Ok(()))?;
+    let bounded = mode == Mode::HoldingBounded;
+    let (set, fresh, held) = assemble(sources, cache, mode, |label, docs| match bounded {
+        true => namespace_bound(label, docs),
+        false => Ok(()),
+    })?;
     *cache = fresh;
     Ok(Read { set, files: count, held })
 }
@@ -149,6 +156,34 @@ fn assemble<'a>(
     }
     held.sort_by(|a, b| a.source.cmp(&b.source));
     Ok((set, fresh, held))
+}
+
+/// The directory the intent API writes its documents to, checked by token instead.
+const API_DIR: &str = "_api";
+
+/// `--namespace-dirs`: a file under `<namespace>/` of the intent directory holds documents of
+/// that namespace only; a file directly in the intent directory (the platform's), or under
+/// the intent API's directory, any.
+fn namespace_bound(label: &str, docs: &[Arc<IntentDocument>]) -> Result<(), GenerationError> {
+    let mut parts = Path::new(label).components();
+    let (Some(first), Some(_)) = (parts.next(), parts.next()) else { return Ok(()) };
+    let dir = first.as_os_str().to_string_lossy();
+    if dir == API_DIR {
+        return Ok(());
+    }
+    for doc in docs {
+        if doc.namespace.as_deref() != Some(&*dir) {
+            let whose = match &doc.namespace {
+                Some(ns) => format!("is in namespace {ns}"),
+                None => "is cluster-scoped (only files directly in the intent directory may hold one)".to_owned(),
+            };
+            return Err(GenerationError::Boundary(format!(
+                "{label}: {} {whose}, but files under {dir}/ write namespace {dir} only (--namespace-dirs)",
+                doc.id()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Adds every one of `docs` to `set`, or none of them.

@@ -62,6 +62,8 @@ pub struct IntentSource {
     max_store_documents: usize,
     /// The largest intent file or store value read (`--max-file-size`).
     max_file_bytes: usize,
+    /// `--namespace-dirs`: each directory under the intent directory writes its namespace only.
+    namespace_dirs: bool,
     plugins: PluginSet,
     loader: Arc<DirLoader>,
     /// Plugin versions compiling off the generation thread, and their results.
@@ -129,6 +131,7 @@ impl IntentSource {
             input,
             max_store_documents: crate::generate::store::DEFAULT_MAX_DOCUMENTS,
             max_file_bytes: xdst_core::files::DEFAULT_MAX_TEXT_BYTES,
+            namespace_dirs: false,
             plugins,
             loader: Arc::new(loader),
             background: Arc::new(Mutex::new(Background::default())),
@@ -157,6 +160,12 @@ impl IntentSource {
         self
     }
 
+    /// Each directory under the intent directory writes the namespace it is named after only.
+    pub fn with_namespace_dirs(mut self, on: bool) -> Self {
+        self.namespace_dirs = on;
+        self
+    }
+
     /// The intent directory, when intent comes from files.
     pub fn intent_dir(&self) -> Option<&Path> {
         match &self.input {
@@ -179,7 +188,10 @@ impl IntentSource {
     pub fn read_current(&self) -> Result<Read, GenerationError> {
         let parsed = &mut locked(&self.parsed);
         match &self.input {
-            IntentInput::Dir(d) => read_intent_cached(d, parsed, self.max_file_bytes, Mode::Holding),
+            IntentInput::Dir(d) => {
+                let mode = if self.namespace_dirs { Mode::HoldingBounded } else { Mode::Holding };
+                read_intent_cached(d, parsed, self.max_file_bytes, mode)
+            }
             IntentInput::Store(m) => {
                 read_mirror(m, None, self.max_store_documents, self.max_file_bytes, parsed, Mode::Holding)
             }
