@@ -175,30 +175,16 @@ async fn dealt_with(admin: SocketAddr, row: &Row) -> anyhow::Result<Seen<String>
                 None => Seen::Not(format!("held: {held:?}; last error: {}", status["last_error"])),
             })
         }
-        Outcome::NotAccepted => {
-            let path = row.document.trim_start_matches("HTTPRoute/");
-            let doc = admin_json(admin, &format!("/intent/HTTPRoute/{path}")).await?;
-            let condition = doc["status"]["parents"][0]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Accepted" && c["status"] == "False")
-                .cloned();
-            Ok(match condition {
-                Some(c) => Seen::Done(c["message"].as_str().unwrap_or("").to_owned()),
-                None => Seen::Not(format!("status: {}", doc["status"])),
-            })
-        }
-        Outcome::ListenerNotAccepted => {
-            let path = row.document.trim_start_matches("Gateway/");
-            let doc = admin_json(admin, &format!("/intent/Gateway/{path}")).await?;
-            let condition = doc["status"]["listeners"][0]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Accepted" && c["status"] == "False")
-                .cloned();
-            Ok(match condition {
+        // The route's (first parent's), or the Gateway listener's, `Accepted: False`.
+        Outcome::NotAccepted | Outcome::ListenerNotAccepted => {
+            let doc = admin_json(admin, &format!("/intent/{}", row.document)).await?;
+            let conditions = match row.outcome {
+                Outcome::NotAccepted => &doc["status"]["parents"][0]["conditions"],
+                _ => &doc["status"]["listeners"][0]["conditions"],
+            };
+            let refused =
+                conditions.as_array().into_iter().flatten().find(|c| c["type"] == "Accepted" && c["status"] == "False");
+            Ok(match refused {
                 Some(c) => Seen::Done(format!("{}: {}", c["reason"], c["message"])),
                 None => Seen::Not(format!("status: {}", doc["status"])),
             })
@@ -226,28 +212,65 @@ async fn serves(addr: SocketAddr, path: &str, body: &str) -> anyhow::Result<Dura
     Ok(started.elapsed())
 }
 
+/// Envoy rejected no update, and team-b's traffic had no failure: what every test here ends on.
+async fn nothing_rejected_nothing_failed(envoy: &Envoy, report: &xdst_tests::traffic::Report) -> anyhow::Result<()> {
+    let stats = envoy.stats().await?;
+    let rejected: u64 =
+        stats.0.iter().filter(|(k, _)| k.ends_with("update_rejected")).map(|(k, _)| stats.count(k)).sum();
+    ensure!(rejected == 0, "Envoy rejected an update: it should all be refused before Envoy:\n{}", stats.xds_related());
+    ensure!(report.failed() == 0 && report.unexpected == 0, "team-b's traffic: {report:?}");
+    ensure!(report.ok > report.sent / 2, "too few answers to tell anything: {report:?}");
+    Ok(())
+}
+
+/// Each team's upstream, an intent directory, and the gateway-api plugin whose Gateways listen
+/// on 127.0.0.1 at `port` for their port 80.
+struct Teams {
+    a: Upstream,
+    b: Upstream,
+    port: u16,
+    intent: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+}
+
+impl Teams {
+    async fn start() -> anyhow::Result<Teams> {
+        let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
+        let port = xdst_tests::free_port()?;
+        let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
+        let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
+        let settings =
+            serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
+        let wasm = xdst_tests::plugins::gateway_api()?;
+        xdst_tests::plugins::install(plugins.path(), &wasm, "gateway-api.wasm", Some(&settings))?;
+        Ok(Teams { a, b, port, intent, plugins })
+    }
+
+    /// Writes `text` to `file` of the intent directory (its directory made if need be).
+    fn write(&self, file: &str, text: &str) -> anyhow::Result<()> {
+        let path = self.intent.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("a file in the intent directory"))?;
+        Ok(xdst_core::files::write_atomic(&path, text)?)
+    }
+
+    /// Where the Gateways' port 80 listens.
+    fn gateway(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
     xdst_tests::init_logging();
-    let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
-    let port = xdst_tests::free_port()?;
-    let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
-    let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
-    let settings =
-        serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
-    xdst_tests::plugins::install(
-        plugins.path(),
-        &xdst_tests::plugins::gateway_api()?,
-        "gateway-api.wasm",
-        Some(&settings),
-    )?;
-    let write = |file: &str, text: &str| xdst_core::files::write_atomic(&intent.path().join(file), text);
+    let t = Teams::start().await?;
+    let (intent, plugins, a, b) = (&t.intent, &t.plugins, &t.a, &t.b);
+    let write = |file: &str, text: &str| t.write(file, text);
     write("infra.yaml", &gateway("infra", "gw"))?;
     write(
         "team-a.yaml",
         &format!(
             "{}---\n{}",
-            team("team-a", &a),
+            team("team-a", a),
             route("a0", "team-a", &format!("matches: [{{path: {{value: /a0}}}}]\n    {}", backend("team-a")))
         ),
     )?;
@@ -255,13 +278,13 @@ async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
         "team-b.yaml",
         &format!(
             "{}---\n{}",
-            team("team-b", &b),
+            team("team-b", b),
             route("b0", "team-b", &format!("matches: [{{path: {{value: /b0}}}}]\n    {}", backend("team-b")))
         ),
     )?;
     let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine")).await?;
-    let gw: SocketAddr = ([127, 0, 0, 1], port).into();
+    let gw = t.gateway();
     serves(gw, "/b0", "b").await?;
     serves(gw, "/a0", "a").await?;
 
@@ -335,9 +358,6 @@ async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
     // team-a's first route was never disturbed either.
     serves(gw, "/a0", "a").await?;
     let report = traffic.stop().await;
-    let stats = envoy.stats().await?;
-    let rejected: u64 =
-        stats.0.iter().filter(|(k, _)| k.ends_with("update_rejected")).map(|(k, _)| stats.count(k)).sum();
     latencies.sort();
     eprintln!(
         "{} rows in {:.1} s: team-b's route served after its write in {:?} (median) to {:?} (max); traffic: {} sent, {} answered, {} failed",
@@ -349,13 +369,7 @@ async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
         report.ok,
         report.failed()
     );
-    ensure!(
-        rejected == 0,
-        "Envoy rejected an update: every row should be refused before Envoy:\n{}",
-        stats.xds_related()
-    );
-    ensure!(report.failed() == 0 && report.unexpected == 0, "team-b's traffic: {report:?}");
-    ensure!(report.ok > report.sent / 2, "too few answers to tell anything: {report:?}");
+    nothing_rejected_nothing_failed(&envoy, &report).await?;
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())
@@ -418,12 +432,7 @@ async fn the_reference_plugin_s_kinds_are_held_out_alone_too() -> anyhow::Result
     }
     serves(([127, 0, 0, 1], ports.0).into(), "/", "a").await?;
     let report = traffic.stop().await;
-    let stats = envoy.stats().await?;
-    let rejected: u64 =
-        stats.0.iter().filter(|(k, _)| k.ends_with("update_rejected")).map(|(k, _)| stats.count(k)).sum();
-    ensure!(rejected == 0, "Envoy rejected an update:\n{}", stats.xds_related());
-    ensure!(report.failed() == 0 && report.unexpected == 0, "team-b's traffic: {report:?}");
-    ensure!(report.ok > report.sent / 2, "too few answers to tell anything: {report:?}");
+    nothing_rejected_nothing_failed(&envoy, &report).await?;
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())
@@ -437,19 +446,9 @@ async fn the_reference_plugin_s_kinds_are_held_out_alone_too() -> anyhow::Result
 async fn with_namespace_binding_a_team_writes_its_own_namespace_only() -> anyhow::Result<()> {
     use xdst_tests::xds::http_with;
     xdst_tests::init_logging();
-    let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
-    let port = xdst_tests::free_port()?;
-    let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
-    let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
+    let t = Teams::start().await?;
+    let (intent, a, b) = (&t.intent, &t.a, &t.b);
     let secrets = tempfile::Builder::new().prefix("xdst-quarantine-tokens-").tempdir()?;
-    let settings =
-        serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
-    xdst_tests::plugins::install(
-        plugins.path(),
-        &xdst_tests::plugins::gateway_api()?,
-        "gateway-api.wasm",
-        Some(&settings),
-    )?;
     let token = |name: &str, value: &str| -> anyhow::Result<String> {
         let path = secrets.path().join(name);
         std::fs::write(&path, value)?;
@@ -457,17 +456,13 @@ async fn with_namespace_binding_a_team_writes_its_own_namespace_only() -> anyhow
     };
     let (admin_token, a_token, b_token) =
         (token("admin", "admin-t0ken")?, token("a", "team-a-t0ken")?, token("b", "team-b-t0ken")?);
-    let write = |file: &str, text: &str| -> anyhow::Result<()> {
-        let path = intent.path().join(file);
-        std::fs::create_dir_all(path.parent().unwrap())?;
-        Ok(xdst_core::files::write_atomic(&path, text)?)
-    };
+    let write = |file: &str, text: &str| t.write(file, text);
     let own_route = |ns: &str, name: &str, path: &str| {
         route(name, ns, &format!("matches: [{{path: {{value: {path}}}}}]\n    {}", backend(ns)))
     };
     write("infra.yaml", &gateway("infra", "gw"))?;
-    write("team-a/app.yaml", &format!("{}---\n{}", team("team-a", &a), own_route("team-a", "a0", "/a0")))?;
-    write("team-b/app.yaml", &format!("{}---\n{}", team("team-b", &b), own_route("team-b", "b0", "/b0")))?;
+    write("team-a/app.yaml", &format!("{}---\n{}", team("team-a", a), own_route("team-a", "a0", "/a0")))?;
+    write("team-b/app.yaml", &format!("{}---\n{}", team("team-b", b), own_route("team-b", "b0", "/b0")))?;
     let args = [
         "--debounce",
         "20ms",
@@ -479,9 +474,9 @@ async fn with_namespace_binding_a_team_writes_its_own_namespace_only() -> anyhow
         "--namespace-token",
         &format!("team-b={b_token}"),
     ];
-    let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
+    let xdst = Process::start_intent(intent.path(), t.plugins.path(), &args).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine-namespaces")).await?;
-    let gw: SocketAddr = ([127, 0, 0, 1], port).into();
+    let gw = t.gateway();
     serves(gw, "/a0", "a").await?;
     serves(gw, "/b0", "b").await?;
 
