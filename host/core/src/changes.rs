@@ -82,6 +82,10 @@ pub struct ChangeReport {
     /// nodes hold. Filled in by the server, which knows the generation's state.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<String>,
+    /// Documents the newest generation's plugins translated, but not as written (a route not
+    /// accepted, a slice left out), by id. Filled in by the server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -199,6 +203,7 @@ impl Ledger {
             live: carrier.is_some() && groups.values().all(|g| g.holding == g.nodes),
             groups,
             held: Vec::new(),
+            problems: Vec::new(),
         }
     }
 }

@@ -40,7 +40,13 @@ pub fn routes(generating: &Arc<Generating>) -> Router {
                 }
                 let mut report = changes.report(id, &nodes, q.group.as_deref());
                 if let Some(source) = &c2.intent {
-                    report.held = source.status().held.into_iter().map(|h| h.held).take(MAX_HELD_NAMED).collect();
+                    let status = source.status();
+                    let mut problems: Vec<String> =
+                        status.document_problems().into_iter().filter_map(|d| d.document).collect();
+                    problems.dedup();
+                    problems.truncate(MAX_HELD_NAMED);
+                    report.problems = problems;
+                    report.held = status.held.into_iter().map(|h| h.held).take(MAX_HELD_NAMED).collect();
                 }
                 Json(report).into_response()
             }),

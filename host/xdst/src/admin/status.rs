@@ -66,6 +66,9 @@ struct Summary {
     plugins: Vec<PluginSummary>,
     refused: Vec<crate::generate::intent::RefusalReport>,
     held: Vec<crate::generate::intent::HeldReport>,
+    /// What the plugins reported about documents in the last good generation (warnings that
+    /// name one: a route not accepted, a slice left out): translated, but not as written.
+    problems: Vec<crate::generate::intent::DiagnosticReport>,
 }
 
 #[derive(Serialize)]
@@ -180,6 +183,7 @@ fn summary(generating: &Arc<Generating>) -> Summary {
         nacks_total,
         plugins,
         held: st.as_ref().map(|st| st.held.clone()).unwrap_or_default(),
+        problems: st.as_ref().map(|st| st.document_problems()).unwrap_or_default(),
         refused: st.map(|st| st.refused).unwrap_or_default(),
     }
 }

@@ -108,6 +108,10 @@ fn live_line(report: &Value) -> String {
             held.join(", ")
         ));
     }
+    let problems: Vec<&str> = report["problems"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if !problems.is_empty() {
+        line.push_str(&format!("\n  translated, but not as written (see each one's status): {}", problems.join(", ")));
+    }
     line
 }
 

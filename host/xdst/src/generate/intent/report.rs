@@ -38,6 +38,15 @@ pub struct Status {
     pub held: Vec<super::held::HeldReport>,
 }
 
+impl Status {
+    /// The last good generation's warnings that name a document: what the plugins did not
+    /// translate as written (a route not accepted, a slice left out).
+    pub fn document_problems(&self) -> Vec<DiagnosticReport> {
+        let diagnostics = self.last_generation.iter().filter(|g| g.ok).flat_map(|g| &g.diagnostics);
+        diagnostics.filter(|d| d.severity == "warning" && d.document.is_some()).cloned().collect()
+    }
+}
+
 /// A plugin's calls: how many, and their time in milliseconds.
 #[derive(Clone, Default, Serialize)]
 pub struct PluginTiming {
