@@ -439,6 +439,84 @@ async fn store_values_over_the_limits_are_held_out_and_too_many_fail_the_generat
     Ok(())
 }
 
+/// Issue 35: each kind of bad store value is held out alone, naming its key (or its
+/// document): other teams' intent API writes apply and are served meanwhile, `GET /intent`
+/// answers, `/readyz` stays 200 and names it under `degraded`, and the status page's summary
+/// lists it; once the key is deleted nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_store_value_is_held_out_alone_while_other_writes_apply() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let etcd = Etcd::start(1).await?;
+    let setup = Setup::new()?;
+    let mut client = etcd.client().await?;
+    let key = |kind: &str, name: &str| format!("/{PREFIX}/intent/{kind}/{name}");
+    client.put(key("Service", "a"), service("a", 9001), None).await?;
+    let a = setup.replica(&etcd.url(PREFIX), &["--max-file-size", "4KiB"]).await?;
+    wait_served(a.admin_addr, &[("a", 9001)]).await?;
+    // Six levels of ten aliases: a million values from a few hundred bytes.
+    let mut bomb = String::from("kind: Service\nmetadata: {name: bomb}\nspec:\n  l0: &l0 [1,1,1,1,1,1,1,1,1,1]\n");
+    for level in 1..6 {
+        let refs = vec![format!("*l{}", level - 1); 10].join(",");
+        bomb.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
+    }
+    // (kind, name, value, what is held, what its error says)
+    let cases: Vec<(&str, &str, Vec<u8>, &str, &str)> = vec![
+        (
+            "Service",
+            "big",
+            format!("{}# {}\n", service("big", 9002), "x".repeat(8 << 10)).into_bytes(),
+            "intent/Service/big",
+            "--max-file-size",
+        ),
+        (
+            "Service",
+            "latin1",
+            b"kind: Service\nmetadata: {name: latin1}\n# caf\xe9\n".to_vec(),
+            "intent/Service/latin1",
+            "not UTF-8",
+        ),
+        (
+            "Service",
+            "yaml",
+            b"kind: Service\nmetadata: {name: yaml\n".to_vec(),
+            "intent/Service/yaml",
+            "intent/Service/yaml",
+        ),
+        ("Service", "bomb", bomb.into_bytes(), "intent/Service/bomb", "aliases"),
+        ("Mystery", "m", b"kind: Mystery\nmetadata: {name: m}\n".to_vec(), "Mystery/m", "no plugin translates kind"),
+    ];
+    let mut served_ports = vec![("a".to_owned(), 9001u64)];
+    for (i, (kind, name, value, held_as, says)) in cases.into_iter().enumerate() {
+        client.put(key(kind, name), value, None).await?;
+        let held = xdst_tests::admin::wait_for_held(a.admin_addr, held_as, says).await?;
+        // Another team's write through the API applies and is served.
+        let (port, other) = (9100 + i as u16, format!("other{i}"));
+        let (code, body) = put(a.admin_addr, &other, port, None).await;
+        ensure!(code == 200, "{name}: another document's write: {code} {body}");
+        served_ports.push((other, u64::from(port)));
+        served_ports.sort();
+        let want: Vec<(&str, u64)> = served_ports.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+        wait_served(a.admin_addr, &want).await?;
+        let (code, body) = http_get(a.admin_addr, "/intent").await;
+        ensure!(code == 200 && body.contains("\"other"), "{name}: GET /intent: {code} {body}");
+        let (code, body) = http_get(a.admin_addr, "/readyz").await;
+        ensure!(
+            code == 200 && body.contains("\"degraded\"") && body.contains(held_as),
+            "{name}: /readyz: {code} {body}"
+        );
+        let (_, body) = http_get(a.admin_addr, "/status/summary").await;
+        ensure!(body.contains(&format!("\"held\":\"{held_as}\"")), "{name}: the status page's summary: {body}");
+        eprintln!("[store] {name}: held ({}); another write served", held["message"]);
+        client.delete(key(kind, name), None).await?;
+        xdst_tests::wait::until(format!("{name}: nothing held once deleted"), xdst_tests::admin::WAIT, async || {
+            let s = status(a.admin_addr).await;
+            Ok(xdst_tests::wait::Seen::holds(s["held"].as_array().is_some_and(Vec::is_empty), &s["held"]))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
 /// The fleet view of `admin`: replica name -> node ids.
 async fn fleet(admin: SocketAddr) -> anyhow::Result<std::collections::BTreeMap<String, Vec<String>>> {
     let (code, body) = http_get(admin, "/debug/nodes?fleet=true").await;
