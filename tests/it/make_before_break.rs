@@ -44,10 +44,6 @@ const RANDOM_CHANGES: usize = 100;
 /// One run of Envoy at a time: they share two cores with xdst and the traffic.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// The intent, as a model the random changes edit.
 #[derive(Clone, PartialEq)]
 struct World {
@@ -238,7 +234,9 @@ impl Run {
         let intent = tempfile::Builder::new().prefix("xdst-mbb-intent-").tempdir()?;
         let plugin_dir = tempfile::Builder::new().prefix("xdst-mbb-plugins-").tempdir()?;
         plugins::install(plugin_dir.path(), &plugins::reference()?, "reference.wasm", None)?;
-        let (port, port2) = (free_port()?, free_port()?);
+        // Below the ephemeral range: a port `bind(0)` chose could be taken by another test's
+        // outgoing connection before Envoy binds it (seen in CI: "Address already in use").
+        let (port, port2) = (xdst_tests::free_port()?, xdst_tests::free_port()?);
         let world = World {
             services: [("a".to_owned(), 0)].into(),
             web: vec![("a".to_owned(), 1)],
