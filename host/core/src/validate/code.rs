@@ -31,15 +31,14 @@ fn string(msg: &DynamicMessage, field: &str) -> String {
     msg.get_field_by_name(field).and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-fn sub(msg: &DynamicMessage, field: &str) -> Option<DynamicMessage> {
-    if !msg.has_field_by_name(field) {
-        return None;
-    }
-    msg.get_field_by_name(field)?.as_message().cloned()
-}
+use super::sub;
 
-fn list(msg: &DynamicMessage, field: &str) -> Vec<Value> {
-    msg.get_field_by_name(field).and_then(|v| v.as_list().map(<[Value]>::to_vec)).unwrap_or_default()
+/// The items of a repeated field, borrowed (none when it is unset).
+fn list<'a>(msg: &'a DynamicMessage, field: &str) -> &'a [Value] {
+    match msg.get_field_by_name(field) {
+        Some(std::borrow::Cow::Borrowed(Value::List(items))) => items,
+        _ => &[],
+    }
 }
 
 /// The checks of one message of the walk, by its type.
@@ -65,12 +64,12 @@ pub(super) fn check_resource(msg: &DynamicMessage) -> Result<(), Refusal> {
             let static_type = msg.get_field_by_name("type").and_then(|v| v.as_enum_number()) == Some(0)
                 && !msg.has_field_by_name("cluster_type");
             match sub(msg, "load_assignment") {
-                Some(cla) if static_type => endpoint_ips(&cla, "load_assignment"),
+                Some(cla) if static_type => endpoint_ips(cla, "load_assignment"),
                 _ => Ok(()),
             }
         }
         "envoy.config.listener.v3.Listener" => match sub(msg, "address") {
-            Some(address) => ip_address(&address, "address"),
+            Some(address) => ip_address(address, "address"),
             None => Ok(()),
         },
         _ => Ok(()),
@@ -93,7 +92,7 @@ fn regex(msg: &DynamicMessage, path: &str) -> Result<(), Refusal> {
     let pattern = string(msg, "regex");
     // The deprecated per-matcher limit, where set, replaces the default.
     let max = sub(msg, "google_re2")
-        .and_then(|g| sub(&g, "max_program_size"))
+        .and_then(|g| sub(g, "max_program_size"))
         .and_then(|m| m.get_field_by_name("value").and_then(|v| v.as_u32()))
         .unwrap_or(MAX_PROGRAM_SIZE);
     crate::re2::check(&pattern, max).map_err(|why| (at(path, "regex"), why))
@@ -122,7 +121,7 @@ fn header_mutations(msg: &DynamicMessage, path: &str) -> Result<(), Refusal> {
             continue;
         }
         for (i, option) in list(msg, field).iter().enumerate() {
-            let key = option.as_message().and_then(|o| sub(o, "header")).map(|h| string(&h, "key")).unwrap_or_default();
+            let key = option.as_message().and_then(|o| sub(o, "header")).map(|h| string(h, "key")).unwrap_or_default();
             if !modifiable(&key) {
                 return Err((
                     at(path, &format!("{field}[{i}].header.key")),
@@ -153,11 +152,11 @@ fn endpoint_ips(cla: &DynamicMessage, path: &str) -> Result<(), Refusal> {
     for (l, locality) in list(cla, "endpoints").iter().enumerate() {
         let Some(locality) = locality.as_message() else { continue };
         for (e, lb) in list(locality, "lb_endpoints").iter().enumerate() {
-            let Some(address) = lb.as_message().and_then(|lb| sub(lb, "endpoint")).and_then(|ep| sub(&ep, "address"))
+            let Some(address) = lb.as_message().and_then(|lb| sub(lb, "endpoint")).and_then(|ep| sub(ep, "address"))
             else {
                 continue;
             };
-            ip_address(&address, &at(path, &format!("endpoints[{l}].lb_endpoints[{e}].endpoint.address")))?;
+            ip_address(address, &at(path, &format!("endpoints[{l}].lb_endpoints[{e}].endpoint.address")))?;
         }
     }
     Ok(())
@@ -166,10 +165,10 @@ fn endpoint_ips(cla: &DynamicMessage, path: &str) -> Result<(), Refusal> {
 /// A `core.v3.Address` holding a socket address is an IP, unless it names a resolver.
 fn ip_address(address: &DynamicMessage, path: &str) -> Result<(), Refusal> {
     let Some(socket) = sub(address, "socket_address") else { return Ok(()) };
-    if !string(&socket, "resolver_name").is_empty() {
+    if !string(socket, "resolver_name").is_empty() {
         return Ok(());
     }
-    let ip = string(&socket, "address");
+    let ip = string(socket, "address");
     if ip.parse::<std::net::IpAddr>().is_err() {
         return Err((
             at(path, "socket_address.address"),

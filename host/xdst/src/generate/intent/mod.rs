@@ -270,13 +270,15 @@ impl IntentSource {
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
-            let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE);
             // A plugin that changed since the last good generation and makes it fail, or makes
             // it hold documents out, is refused if the generation does better with its previous
             // version (or, for a new plugin, without it). Otherwise the failure is not the
-            // plugin's: the documents' (held), or the generation's.
+            // plugin's: the documents' (held), or the generation's. Only with such a plugin is
+            // the translation checked before publishing (publishing checks it anyway).
             let candidates: Vec<usize> =
                 chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
+            let check = !candidates.is_empty();
+            let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE, check);
             let named = |name: &str| candidates.iter().copied().find(|&i| chosen[i].loaded.name == name);
             let suspect = match &first {
                 Err(e) => e.plugin().and_then(|p| named(&p)).or_else(|| (candidates.len() == 1).then(|| candidates[0])),
@@ -300,7 +302,7 @@ impl IntentSource {
             let mut retry_calls = BTreeMap::new();
             // Without the plugin its documents are nobody's: they fail, rather than be held out.
             let strict_kinds = Holding { unclaimed: false, ..Holding::SERVE };
-            let retry = self.attempt(plane, &groups, &without, &intent, &mut retry_calls, strict_kinds);
+            let retry = self.attempt(plane, &groups, &without, &intent, &mut retry_calls, strict_kinds, true);
             let better = match (&first, &retry) {
                 (_, Err(_)) => false,
                 (Err(_), Ok(_)) => true,
@@ -630,7 +632,9 @@ impl IntentSource {
     }
 
     /// Translates `intent` with `chosen` for every group, holding out failing documents as
-    /// `how` says, and checks the result as publishing would; nothing is published.
+    /// `how` says, and (with `check`) checks the result as publishing would; nothing is
+    /// published.
+    #[allow(clippy::too_many_arguments, reason = "the two attempts of one generation, side by side")]
     fn attempt(
         &self,
         plane: &Plane,
@@ -639,10 +643,13 @@ impl IntentSource {
         intent: &xdst_core::intent::IntentSet,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
         how: Holding,
+        check: bool,
     ) -> Result<Attempt, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
         let (publication, diagnostics, statuses, held) = self.translate(groups, &configured, intent, calls, how)?;
-        plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))?;
+        if check {
+            plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))?;
+        }
         Ok(Attempt { publication, diagnostics, statuses, held })
     }
 
