@@ -79,7 +79,9 @@ impl Fleet {
         plugins::install(plugin_dir.path(), &plugins::gateway_api()?, "gateway-api.wasm", Some(settings))?;
         let token = intent.path().join(".token");
         std::fs::write(&token, "op-t0ken")?;
-        let mut args = vec!["--admin-token-file", token.to_str().unwrap(), "--debounce", "20ms"];
+        // These tests watch how a rejection shows while it lasts: with `--on-nack hold` (the
+        // default) xdst holds gw-b's rejected version and the node moves on (tests/it/quarantine.rs).
+        let mut args = vec!["--admin-token-file", token.to_str().unwrap(), "--debounce", "20ms", "--on-nack", "stop"];
         args.extend_from_slice(extra);
         let xdst = Process::start_intent(intent.path(), plugin_dir.path(), &args).await?;
         let ports = (xdst_tests::free_port()?, xdst_tests::free_port()?);

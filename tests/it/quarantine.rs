@@ -14,7 +14,9 @@
 //! - no resource reached Envoy that Envoy refused: every `update_rejected` stat stays 0;
 //! - under 500 requests/s to team-b's first route for the whole run, none fails.
 //!
-//! Every row is refused before Envoy: none needs the NACK quarantine (part 3 of the issue).
+//! Every row of the issue's table is refused before Envoy: none needs the NACK quarantine
+//! (part 3 of the issue), which [`what_only_envoy_refuses_is_held_at_what_envoy_accepted`]
+//! tests with what only Envoy refuses.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -374,6 +376,170 @@ async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
         report.failed()
     );
     nothing_rejected_nothing_failed(&envoy, &report).await?;
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
+
+/// What only Envoy can refuse (part 3 of the issue, `--on-nack hold`, the default): xdst
+/// sends it, Envoy NACKs, and xdst holds the document the rejection blames at the version
+/// Envoy last accepted (a new one is left out), and the rest goes on. Two rows, each proven a
+/// NACK by an `update_rejected` stat that moves:
+///
+/// 1. team-a's route `a0`, served until now, gets a request header whose value has a
+///    `%COMMAND%` Envoy does not know (xdst does not parse Envoy's format strings): Envoy
+///    rejects the RouteConfiguration of `infra/gw`, and the blame goes to `HTTPRoute/team-a/a0`,
+///    whose content changed, never to the Gateway that owns the name; `/a0` keeps serving
+///    from the version Envoy accepted.
+/// 2. team-a's new Gateway on a port something else holds on Envoy's host (xdst cannot know):
+///    Envoy rejects the Listener; the Gateway is left out.
+///
+/// After each, team-b adds a route, which serves, and `xdst wait` on its change exits 0
+/// naming team-a's document; team-a's document says `Programmed: False` with Envoy's message;
+/// `/readyz` and the status page name it. Under 500 requests/s to team-b, none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_only_envoy_refuses_is_held_at_what_envoy_accepted() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let t = Teams::start().await?;
+    let gw = t.gateway();
+    // A Gateway port whose Envoy port (port + offset) is taken here, on Envoy's host.
+    let (gw2_port, _taken) = (81..400)
+        .find_map(|p: u16| std::net::TcpListener::bind(("127.0.0.1", t.port + p - 80)).ok().map(|l| (p, l)))
+        .context("no port to take for the Gateway Envoy cannot bind")?;
+    let a0 = |filters: &str| {
+        route("a0", "team-a", &format!("matches: [{{path: {{value: /a0}}}}]\n    {filters}{}", backend("team-a")))
+    };
+    t.write("infra.yaml", &gateway("infra", "gw"))?;
+    t.write("team-a.yaml", &team("team-a", &t.a))?;
+    t.write("team-a-route.yaml", &a0(""))?;
+    t.write(
+        "team-b.yaml",
+        &format!(
+            "{}---\n{}",
+            team("team-b", &t.b),
+            route("b0", "team-b", &format!("matches: [{{path: {{value: /b0}}}}]\n    {}", backend("team-b")))
+        ),
+    )?;
+    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms"]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine-nack")).await?;
+    serves(gw, "/b0", "b").await?;
+    serves(gw, "/a0", "a").await?;
+    let traffic = Traffic::start_checked(gw, "/b0", RPS, Expect::new(Allowed::answers(&["b"])));
+
+    let header = "filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Tag, value: \
+                  '%NOT_A_COMMAND%'}]}}]\n    ";
+    let gw2 = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw2, namespace: team-a}}\nspec:\n  \
+         gatewayClassName: xdst\n  listeners: [{{name: http, port: {gw2_port}, protocol: HTTP}}]\n"
+    );
+    // (name, file, team-a's text, its fix, the document, the rejected type, what Envoy says, what serves in its place)
+    let rows = [
+        (
+            "a header value with a %COMMAND% Envoy does not know",
+            "team-a-route.yaml",
+            a0(header),
+            Some(a0("")),
+            "HTTPRoute/team-a/a0",
+            "rds",
+            "NOT_A_COMMAND",
+            "what the node accepted",
+        ),
+        (
+            "a Gateway on a port taken on Envoy's host",
+            "team-a-gw2.yaml",
+            gw2,
+            None,
+            "Gateway/team-a/gw2",
+            "lds",
+            "ddress already in use",
+            "nothing",
+        ),
+    ];
+    let rejections = async || -> anyhow::Result<u64> {
+        let stats = envoy.stats().await?;
+        Ok(stats.0.iter().filter(|(k, _)| k.ends_with("update_rejected")).map(|(k, _)| stats.count(k)).sum())
+    };
+    for (i, (name, file, text, fix, document, r#type, says, serving)) in rows.into_iter().enumerate() {
+        let i = i + 1;
+        let rejected_before = rejections().await?;
+        t.write(file, &text)?;
+        let held = xdst_tests::admin::wait_for_held(xdst.admin_addr, document, says).await?;
+        ensure!(held["serving"] == serving, "row {i} ({name}): in its place: {held}");
+        ensure!(rejections().await? > rejected_before, "row {i} ({name}): Envoy did not NACK");
+        // The rejection blames the document whose content is in the rejected resource.
+        let nodes = admin_json(xdst.admin_addr, "/debug/nodes").await?;
+        let last = &nodes[0]["plan"]["last_rejection"];
+        let blamed: Vec<&str> = last["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["content_of"].as_array().into_iter().flatten().filter_map(Value::as_str))
+            .collect();
+        ensure!(
+            last["type"] == r#type && blamed == [document],
+            "row {i} ({name}): the rejection blames {blamed:?}: {last}"
+        );
+        if i == 1 {
+            // Held at what Envoy accepted: team-a's route still serves.
+            serves(gw, "/a0", "a").await?;
+        }
+
+        // team-b ships meanwhile.
+        let before = latest_change(xdst.admin_addr).await?;
+        let path = format!("/nack-b{i}");
+        let text = route(
+            &format!("nack-b{i}"),
+            "team-b",
+            &format!("matches: [{{path: {{value: {path}}}}}]\n    {}", backend("team-b")),
+        );
+        t.write(&format!("team-b-{i}.yaml"), &text)?;
+        let took = serves(gw, &path, "b").await?;
+        let change = xdst_tests::operator::next_change(xdst.admin_addr, before).await?;
+        let (code, out) = xdst_wait(xdst.admin_addr, change, "30s", &[]).await?;
+        ensure!(code == 0 && out.contains(document), "row {i}: xdst wait --change {change} exited {code}: {out}");
+        let ready = admin_json(xdst.admin_addr, "/readyz").await?;
+        ensure!(
+            ready["degraded"]["names"].as_array().is_some_and(|n| n.iter().any(|n| *n == document)),
+            "row {i}: /readyz: {ready}"
+        );
+        let summary = admin_json(xdst.admin_addr, "/status/summary").await?;
+        ensure!(
+            summary["held"].as_array().is_some_and(|l| l.iter().any(|x| x["held"] == document)),
+            "row {i}: the status page's summary: {summary}"
+        );
+        // Its status: Programmed False with Envoy's message (for a route, in its parent too).
+        let doc = admin_json(xdst.admin_addr, &format!("/intent/{document}")).await?;
+        let status = &doc["status"];
+        let programmed = |conditions: &Value| {
+            conditions.as_array().into_iter().flatten().any(|c| {
+                c["type"] == "Programmed"
+                    && c["status"] == "False"
+                    && c["reason"] == "Rejected"
+                    && c["message"].as_str().is_some_and(|m| m.contains(says))
+            })
+        };
+        ensure!(programmed(&status["conditions"]), "row {i}: {document}'s status: {status}");
+        if i == 1 {
+            ensure!(programmed(&status["parents"][0]["conditions"]), "row {i}: the route's parent: {status}");
+        }
+        eprintln!("NACK row {i} ({name}): {} ; team-b's route served {took:?} after its write", held["error"]);
+
+        // team-a fixes it: the hold ends, and the fixed version serves.
+        match fix {
+            Some(fixed) => t.write(file, &fixed)?,
+            None => std::fs::remove_file(t.intent.path().join(file))?,
+        }
+        until(format!("row {i}: nothing held after the fix"), WAIT, async || {
+            let status = admin_json(xdst.admin_addr, "/debug/plugins").await?;
+            let held = status["held"].as_array().map_or(0, Vec::len);
+            Ok(Seen::holds(held == 0, format!("held: {}", status["held"])))
+        })
+        .await?;
+    }
+    serves(gw, "/a0", "a").await?;
+    let report = traffic.stop().await;
+    ensure!(report.failed() == 0 && report.unexpected == 0, "team-b's traffic: {report:?}");
+    ensure!(report.ok > report.sent / 2, "too few answers to tell anything: {report:?}");
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())

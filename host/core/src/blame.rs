@@ -15,6 +15,7 @@
 //! rather than the one that only owns the resource's name. Envoy ignores the mark, and it shows
 //! in Envoy's config dump, so an operator can tell from there too which document made a route.
 
+use prost::Message as _;
 use prost_reflect::{DynamicMessage, MapKey, ReflectMessage, Value};
 
 use crate::decode::Body;
@@ -82,6 +83,102 @@ fn unpack(msg: DynamicMessage) -> DynamicMessage {
     }
 }
 
+/// The documents whose content in a resource changed: `body` (its new form, as sent) against
+/// `before` (the form the node last accepted, if it had the resource). Each part marked with a
+/// document (the innermost mark wins) is that document's content; what no mark covers is the
+/// `owner`'s (the document that made the resource, if one did). A document whose parts are
+/// not what they were is named, in order; an empty list when nothing decodes or only
+/// unowned content changed. This is how a rejection is blamed on the route inside a shared
+/// RouteConfiguration that changed, never on the Gateway that only owns its name.
+pub fn changed_documents(type_url: &str, body: &[u8], before: Option<&[u8]>, owner: Option<&str>) -> Vec<String> {
+    let Some(now) = content(type_url, body, owner) else { return Vec::new() };
+    let was = before.and_then(|b| content(type_url, b, owner)).unwrap_or_default();
+    now.into_iter().filter(|(doc, parts)| was.get(doc) != Some(parts)).map(|(doc, _)| doc).collect()
+}
+
+/// Each document's parts of a resource: its marked parts, and (under `owner`) what is left once
+/// they are taken out.
+fn content(
+    type_url: &str,
+    body: &[u8],
+    owner: Option<&str>,
+) -> Option<std::collections::BTreeMap<String, Vec<DynamicMessage>>> {
+    let desc = crate::descriptors::message_for_type_url(type_url)?;
+    let mut root = DynamicMessage::decode(desc, body).ok()?;
+    let mut out = std::collections::BTreeMap::new();
+    let owner = mark(&root).or_else(|| owner.map(str::to_owned));
+    take_marked(&mut root, &mut out);
+    if let Some(owner) = owner {
+        out.entry(owner).or_insert_with(Vec::new).push(root);
+    }
+    Some(out)
+}
+
+/// Takes every marked part out of `msg` (recursively, through `Any`s) into `out`, under the
+/// document it names; each part is itself without the marked parts inside it.
+fn take_marked(msg: &mut DynamicMessage, out: &mut std::collections::BTreeMap<String, Vec<DynamicMessage>>) {
+    let fields: Vec<_> = msg.descriptor().fields().filter(|f| f.kind().as_message().is_some()).collect();
+    for field in fields {
+        if !msg.has_field(&field) {
+            continue;
+        }
+        let clear = match msg.get_field_mut(&field) {
+            Value::List(items) => {
+                items.retain_mut(|v| !part_taken(v, out));
+                items.is_empty()
+            }
+            Value::Map(map) => {
+                map.retain(|_, v| !part_taken(v, out));
+                map.is_empty()
+            }
+            Value::Message(m) => taken(m, out),
+            _ => false,
+        };
+        if clear {
+            msg.clear_field(&field);
+        }
+    }
+}
+
+/// [`taken`] for a list or map entry: only messages are parts.
+fn part_taken(v: &mut Value, out: &mut std::collections::BTreeMap<String, Vec<DynamicMessage>>) -> bool {
+    match v {
+        Value::Message(m) => taken(m, out),
+        _ => false,
+    }
+}
+
+/// Whether `part` is marked (then it went to `out`, whole); otherwise its own marked parts
+/// are taken out of it (an `Any`'s packed message included) and it stays.
+fn taken(part: &mut DynamicMessage, out: &mut std::collections::BTreeMap<String, Vec<DynamicMessage>>) -> bool {
+    if part.descriptor().full_name() == "google.protobuf.Any" {
+        let packed = unpack(part.clone());
+        if packed.descriptor().full_name() == "google.protobuf.Any" {
+            return false;
+        }
+        let mut inner = packed;
+        if let Some(doc) = mark(&inner) {
+            take_marked(&mut inner, out);
+            out.entry(doc).or_default().push(inner);
+            return true;
+        }
+        take_marked(&mut inner, out);
+        part.set_field_by_name("value", Value::Bytes(inner.encode_to_vec().into()));
+        return false;
+    }
+    match mark(part) {
+        Some(doc) => {
+            take_marked(part, out);
+            out.entry(doc).or_default().push(part.clone());
+            true
+        }
+        None => {
+            take_marked(part, out);
+            false
+        }
+    }
+}
+
 /// The document `msg`'s own metadata names, if it is marked.
 fn mark(msg: &DynamicMessage) -> Option<String> {
     let field = msg.descriptor().get_field_by_name("metadata")?;
@@ -123,6 +220,36 @@ mod tests {
             }]
         })
         .to_string()
+    }
+
+    fn proto(json: &serde_json::Value) -> Vec<u8> {
+        let desc = crate::descriptors::message_for_type_url(RC).unwrap();
+        crate::decode::decode_message(desc, json.clone()).unwrap().encode_to_vec()
+    }
+
+    /// A rejected RouteConfiguration blames the documents whose parts changed since the node
+    /// accepted it: a changed route its HTTPRoute, a changed domain the Gateway that owns it,
+    /// a new resource everyone in it; an unchanged one nobody.
+    #[test]
+    fn a_rejection_blames_the_documents_whose_parts_changed() {
+        let before: serde_json::Value = serde_json::from_str(&rc()).unwrap();
+        let gw = Some("Gateway/infra/gw");
+        let blame = |after: &serde_json::Value, before: Option<&serde_json::Value>| {
+            changed_documents(RC, &proto(after), before.map(proto).as_deref(), gw)
+        };
+        assert!(blame(&before, Some(&before)).is_empty(), "nothing changed");
+        let mut route = before.clone();
+        route["virtual_hosts"][0]["routes"][0]["match"]["prefix"] = "/a2".into();
+        assert_eq!(blame(&route, Some(&before)), ["HTTPRoute/team-a/a"]);
+        let mut domain = before.clone();
+        domain["virtual_hosts"][0]["domains"][0] = "example.com".into();
+        assert_eq!(blame(&domain, Some(&before)), ["Gateway/infra/gw"], "unmarked content is the owner's");
+        let mut unmarked_route = before.clone();
+        unmarked_route["virtual_hosts"][0]["routes"][1]["match"]["prefix"] = "/b2".into();
+        assert_eq!(blame(&unmarked_route, Some(&before)), ["Gateway/infra/gw"]);
+        assert_eq!(blame(&before, None), ["Gateway/infra/gw", "HTTPRoute/team-a/a"], "new: everyone in it");
+        assert_eq!(changed_documents(RC, &proto(&route), Some(&proto(&before)), None), ["HTTPRoute/team-a/a"]);
+        assert!(changed_documents(RC, b"\xff\xff", None, gw).is_empty(), "does not decode: nobody");
     }
 
     /// A refusal inside a marked route blames the route's document; outside it, nothing.

@@ -304,6 +304,11 @@ impl IntentSet {
         self.by_kind.values().flat_map(|docs| docs.values().map(|d| d.as_ref()))
     }
 
+    /// Every document as the set holds it (shared), by kind and then qualified name.
+    pub fn shared(&self) -> impl Iterator<Item = &Arc<IntentDocument>> {
+        self.by_kind.values().flat_map(|docs| docs.values())
+    }
+
     pub fn len(&self) -> usize {
         self.by_kind.values().map(BTreeMap::len).sum()
     }

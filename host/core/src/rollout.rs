@@ -138,6 +138,12 @@ pub struct RejectedResource {
     pub attribution: crate::resource::Attribution,
     /// Whether the node's error message names it.
     pub named_in_error: bool,
+    /// The intent documents whose content in it is new to the node: the parts their plugin
+    /// marked as theirs ([`crate::blame::changed_documents`]), and what no mark covers as
+    /// `document`'s. This, not `document` (which may only own its name), is whom the rejection
+    /// blames.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub content_of: Vec<String>,
 }
 
 /// How many resources of a rejected response are named with it (the first the node's message
@@ -435,10 +441,16 @@ impl Rollout {
         let kept = first
             .into_iter()
             .take(MAX_SUSPECTS)
-            .map(|r| RejectedResource {
-                name: r.name().to_string(),
-                attribution: r.attribution(),
-                named_in_error: named(r),
+            .map(|r| {
+                let attribution = r.attribution();
+                let before = self.acked.resource(type_url, r.name());
+                let content_of = crate::blame::changed_documents(
+                    type_url,
+                    r.body(),
+                    before.map(|b| b.body().as_ref()),
+                    attribution.document.as_deref(),
+                );
+                RejectedResource { name: r.name().to_string(), attribution, named_in_error: named(r), content_of }
             })
             .collect();
         (kept, total)

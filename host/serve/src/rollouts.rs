@@ -40,6 +40,9 @@ const MAX_LINGERING: usize = 10_000;
 pub struct Rollouts {
     config: RolloutConfig,
     nodes: Mutex<Nodes>,
+    /// Woken when a node rejects a response: the generation plane holds the documents the
+    /// rejection blames (`--on-nack hold`).
+    pub rejections: Arc<Notify>,
 }
 
 struct Nodes {
@@ -66,6 +69,8 @@ pub struct NodeRollout {
     /// changed it itself serves the new offer right away, so a node with one stream (every
     /// ADS client) never needs a wake-up.
     changed: Notify,
+    /// The server's [`Rollouts::rejections`].
+    rejections: Arc<Notify>,
 }
 
 struct NodeState {
@@ -88,7 +93,7 @@ struct NodeState {
 impl Rollouts {
     pub fn new(config: RolloutConfig) -> Self {
         let nodes = Nodes { by_key: HashMap::new(), swept: Instant::now(), lingering: Default::default() };
-        Rollouts { config, nodes: Mutex::new(nodes) }
+        Rollouts { config, nodes: Mutex::new(nodes), rejections: Arc::new(Notify::new()) }
     }
 
     pub fn config(&self) -> RolloutConfig {
@@ -164,6 +169,7 @@ impl Rollouts {
                     }),
                     generation: AtomicU64::new(0),
                     changed: Notify::new(),
+                    rejections: self.rejections.clone(),
                 });
                 clients.push(n.clone());
                 n
@@ -359,6 +365,12 @@ impl NodeRollout {
             }
         };
         self.after(&mut s, notes, metrics);
+    }
+
+    /// The node rejected a response: the generation plane is told
+    /// ([`Rollouts::rejections`]), whatever the node's mode.
+    pub fn rejected(&self) {
+        self.rejections.notify_one();
     }
 
     /// Runs `f` on the rollout (if there is one yet), then counts and logs what it noted and

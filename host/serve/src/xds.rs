@@ -493,6 +493,9 @@ impl<M: Machine> Driver<M> {
                     }
                 };
                 rollout.update(m, |r, now| r.answered(stream, type_url, nonce, nack, now));
+                if nack.is_some() {
+                    rollout.rejected();
+                }
             }
             match event {
                 Event::Ack { type_url, nonce, .. } => {

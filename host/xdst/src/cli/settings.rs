@@ -58,6 +58,17 @@ macro_rules! settings {
     };
 }
 
+/// `--on-nack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnNack {
+    /// Hold the documents the rejection blames; the rest goes on.
+    #[default]
+    Hold,
+    /// Stop sending the rejected type to the node until the next change.
+    Stop,
+}
+
 /// Whether the argument `id` came from the command line or its environment variable.
 fn given_here(given: &clap::ArgMatches, id: &str) -> bool {
     use clap::parser::ValueSource;
@@ -215,6 +226,14 @@ settings! {
     /// while a route still sends traffic to it. For demonstrations and tests only.
     #[arg(long)]
     flag unsafe_unordered_push: bool,
+    /// What a node's rejection (NACK) of a response does. `hold`: the intent documents whose
+    /// content is in the resources it rejected are held at the versions the node last
+    /// accepted (a new one is left out), with the node's message on their status
+    /// (`Programmed: False`), the status page and /readyz, and every other change goes on; a
+    /// document is tried again once it changes. `stop`: the node keeps its last good state and
+    /// gets nothing more of the rejected type until the next change (every team's changes wait).
+    #[arg(long, value_enum, value_name = "hold|stop", default_value = "hold")]
+    flag on_nack: OnNack,
     /// A file holding the bearer token that admin writes (POST /reload, intent API PUT and
     /// DELETE) must carry
     /// (`Authorization: Bearer <token>`). Without it (or XDST_ADMIN_TOKEN) admin writes are
@@ -324,6 +343,15 @@ settings! {
     #[arg(long, value_name = "N", default_value_t = crate::generate::store::DEFAULT_MAX_DOCUMENTS)]
     #[serde(rename = "maxDocuments")]
     flag max_store_documents: usize,
+    /// With --store: store prefixes per namespace. The intent API writes a new namespaced
+    /// document to PREFIX/intent/namespaces/NAMESPACE/KIND/NAME (cluster-scoped ones stay at
+    /// PREFIX/intent/KIND/NAME), so an etcd role per team with readwrite on its namespace's
+    /// prefix bounds what the team can write straight into etcd. Keys of both shapes are read
+    /// either way; a key under a namespace's prefix holding another namespace's document is
+    /// held out naming both.
+    #[arg(long)]
+    #[serde(rename = "namespaceKeys")]
+    flag store_namespace_keys: bool,
     /// TLS towards etcd: `{ca: FILE, cert: FILE, key: FILE}` (a client certificate if etcd
     /// wants one); the file's `store.tls` only.
     #[arg(skip)]
@@ -569,6 +597,7 @@ mod tests {
             ("tls_client_ca", "clientCa"),
             ("store", "url"),
             ("max_store_documents", "maxDocuments"),
+            ("store_namespace_keys", "namespaceKeys"),
         ];
         let mut keys: Vec<String> = Only::command()
             .get_arguments()

@@ -58,12 +58,20 @@ impl HeldReport {
 /// The condition a held document's status carries.
 pub const CONDITION: &str = "Programmed";
 
+/// The documents a translation held, as [`mark_statuses`] takes them: (id, failure, reason).
+pub fn translation_holds(held: &BTreeMap<Arc<str>, Held>) -> impl Iterator<Item = (&str, &str, &'static str)> {
+    held.iter().map(|(id, h)| (&**id, h.error.as_str(), if h.last_good { "HeldAtLastGood" } else { "Held" }))
+}
+
 /// `statuses` with each held document's status saying so: a `Programmed` condition, `False`,
-/// with the failure as its message, at the top level and in each of the status's `parents`
-/// (where Gateway API routes keep their conditions). What the plugin computed for its last
-/// good version, if any, stays beside it.
-pub fn mark_statuses(statuses: &mut BTreeMap<Arc<str>, Arc<str>>, held: &BTreeMap<Arc<str>, Held>) {
-    for (id, h) in held {
+/// with the failure as its message and the reason given, at the top level and in each of the
+/// status's `parents` (where Gateway API routes keep their conditions). What the plugin
+/// computed for the version translated in its place, if any, stays beside it.
+pub fn mark_statuses<'a>(
+    statuses: &mut BTreeMap<Arc<str>, Arc<str>>,
+    held: impl IntoIterator<Item = (&'a str, &'a str, &'static str)>,
+) {
+    for (id, error, reason) in held {
         let mut status = match statuses.get(id).map(|s| serde_json::from_str::<serde_json::Value>(s)) {
             Some(Ok(serde_json::Value::Object(m))) => m,
             _ => serde_json::Map::new(),
@@ -71,8 +79,8 @@ pub fn mark_statuses(statuses: &mut BTreeMap<Arc<str>, Arc<str>>, held: &BTreeMa
         let condition = serde_json::json!({
             "type": CONDITION,
             "status": "False",
-            "reason": if h.last_good { "HeldAtLastGood" } else { "Held" },
-            "message": h.error,
+            "reason": reason,
+            "message": error,
         });
         let with = |conditions: Option<&mut serde_json::Value>| -> serde_json::Value {
             let mut list: Vec<serde_json::Value> = match conditions {
@@ -91,6 +99,6 @@ pub fn mark_statuses(statuses: &mut BTreeMap<Arc<str>, Arc<str>>, held: &BTreeMa
         }
         let c = with(status.get_mut("conditions"));
         status.insert("conditions".into(), c);
-        statuses.insert(id.clone(), Arc::from(serde_json::Value::Object(status).to_string()));
+        statuses.insert(Arc::from(id), Arc::from(serde_json::Value::Object(status).to_string()));
     }
 }

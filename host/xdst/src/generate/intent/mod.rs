@@ -24,6 +24,7 @@ use xdst_plugin::pipeline::{Configured, Holding, Pipeline, Translation};
 pub mod error;
 pub mod held;
 pub mod input;
+pub mod nacked;
 pub mod report;
 pub mod watch;
 
@@ -74,6 +75,12 @@ pub struct IntentSource {
     state: Mutex<PluginState>,
     /// The documents' statuses of the last good generation (default group), by document id.
     statuses: Mutex<Arc<Statuses>>,
+    /// `--on-nack hold`: documents a node's rejection blames are held at what it accepted.
+    hold_on_nack: bool,
+    nacked: Mutex<nacked::Nacked>,
+    /// `--store-namespace-keys`: intent API writes of namespaced documents go under their
+    /// namespace's prefix.
+    namespace_keys: bool,
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
@@ -140,7 +147,28 @@ impl IntentSource {
             status: Mutex::new(status),
             state: Mutex::new(PluginState::default()),
             statuses: Mutex::new(Arc::new(Statuses::new())),
+            hold_on_nack: true,
+            nacked: Mutex::new(nacked::Nacked::default()),
+            namespace_keys: false,
         }
+    }
+
+    /// `--store-namespace-keys`: a namespaced document the intent API writes anew goes to
+    /// `intent/namespaces/NAMESPACE/KIND/NAME`.
+    pub fn with_namespace_keys(mut self, on: bool) -> Self {
+        self.namespace_keys = on;
+        self
+    }
+
+    pub fn namespace_keys(&self) -> bool {
+        self.namespace_keys
+    }
+
+    /// `--on-nack`: whether the documents a node's rejection blames are held at what the node
+    /// accepted (`hold`), or the node's plan just stops until the next change (`stop`).
+    pub fn with_hold_on_nack(mut self, hold: bool) -> Self {
+        self.hold_on_nack = hold;
+        self
     }
 
     /// The status of document `id` in the last good generation, if its plugin gave one.
@@ -258,9 +286,10 @@ impl IntentSource {
         let mut report_plugins = None;
         let mut store_revision = None;
         let mut held_sources = Vec::new();
+        let mut held_nacked = Vec::new();
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
-            let Read { set: intent, held, .. } = self.read_current()?;
+            let Read { set: mut intent, held, .. } = self.read_current()?;
             held_sources = held;
             plane
                 .serving
@@ -270,6 +299,12 @@ impl IntentSource {
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+            if self.hold_on_nack {
+                let plugins = chosen.iter().map(|c| c.key.as_str()).collect::<Vec<_>>().join(" ");
+                let mut nacked = locked(&self.nacked);
+                nacked.collect(&plane.serving.rollouts.syncs(), &intent);
+                held_nacked = nacked.apply(&mut intent, &plugins);
+            }
             // A plugin that changed since the last good generation and makes it fail, or makes
             // it hold documents out, is refused if the generation does better with its previous
             // version (or, for a new plugin, without it). Otherwise the failure is not the
@@ -288,6 +323,7 @@ impl IntentSource {
                 let attempt = first?;
                 let out = self.publish(plane, attempt)?;
                 self.accept(&chosen);
+                self.published(plane, &intent);
                 return Ok(out);
             };
             let mut without = chosen.clone();
@@ -313,6 +349,7 @@ impl IntentSource {
                 let attempt = first?;
                 let out = self.publish(plane, attempt)?;
                 self.accept(&chosen);
+                self.published(plane, &intent);
                 return Ok(out);
             }
             let why = match &first {
@@ -320,6 +357,7 @@ impl IntentSource {
                 Ok(t) => t.held.iter().map(|h| format!("{}: {}", h.held, h.error)).collect::<Vec<_>>().join("; "),
             };
             let out = self.publish(plane, retry?)?;
+            self.published(plane, &intent);
             self.refuse(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"));
             report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
             calls = retry_calls;
@@ -348,9 +386,14 @@ impl IntentSource {
             }
         }
         match result {
-            Ok((report, counts, resources, version, diagnostics, statuses, held_documents)) => {
+            Ok((report, counts, resources, version, diagnostics, mut statuses, held_documents)) => {
+                held::mark_statuses(
+                    &mut statuses,
+                    held_nacked.iter().map(|h| (h.held.as_str(), h.error.as_str(), nacked::REASON)),
+                );
                 *locked(&self.statuses) = Arc::new(statuses);
-                let held: Vec<HeldReport> = held_sources.iter().map(HeldReport::source).chain(held_documents).collect();
+                let held: Vec<HeldReport> =
+                    held_sources.iter().map(HeldReport::source).chain(held_documents).chain(held_nacked).collect();
                 // Logged once, when it is first held (or its failure changes).
                 for h in held.iter().filter(|h| !st.held.contains(h)) {
                     warn!(held = %h.held, origin = %h.origin, serving = h.serving, error = %h.error, "held out of the generation; the rest is served");
@@ -653,6 +696,13 @@ impl IntentSource {
         Ok(Attempt { publication, diagnostics, statuses, held })
     }
 
+    /// A generation of `intent` was published: what a node accepts from now on may be it.
+    fn published(&self, plane: &Plane, intent: &xdst_core::intent::IntentSet) {
+        if self.hold_on_nack {
+            locked(&self.nacked).record(&plane.serving.cache, intent);
+        }
+    }
+
     /// Publishes what an [`attempt`](Self::attempt) translated.
     fn publish(&self, plane: &Plane, a: Attempt) -> Result<Published, GenerationError> {
         let counts: Vec<(String, usize)> =
@@ -745,7 +795,7 @@ impl IntentSource {
         }
         let default = translations.remove("").expect("the default group is always translated");
         let mut statuses = default.statuses;
-        held::mark_statuses(&mut statuses, &default.held);
+        held::mark_statuses(&mut statuses, held::translation_holds(&default.held));
         let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
         for (g, t) in translations {
             if !t.snapshot.same_content(&publication.default) {

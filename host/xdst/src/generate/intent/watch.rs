@@ -1,5 +1,5 @@
-//! Watching what a generation reads: the intent and plugin directories, and the node groups
-//! connected.
+//! Watching what a generation reads: the intent and plugin directories, the node groups
+//! connected, and the nodes' rejections.
 
 use std::sync::Arc;
 
@@ -26,6 +26,9 @@ pub async fn watch(
                 tokio::select! {
                     _ = plane.serving.nodes.groups_changed.notified() => wake.notify_one(),
                     _ = plane.rescan.notified() => wake.notify_one(),
+                    // A node rejected a response: with `--on-nack hold` the next generation
+                    // holds the documents it blames.
+                    _ = plane.serving.rollouts.rejections.notified() => wake.notify_one(),
                     _ = shutdown.changed() => return,
                 }
             }

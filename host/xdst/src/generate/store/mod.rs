@@ -248,6 +248,49 @@ pub fn intent_key(kind: &str, qualified_name: &str) -> String {
     format!("{INTENT_DIR}{kind}/{qualified_name}")
 }
 
+/// Where a namespace's own keys start: `intent/namespaces/NAMESPACE/`. A team whose etcd role
+/// may write only under it writes only its own namespace's documents: a key there holding
+/// another namespace's document is held out ([`check_document_key`]).
+pub fn namespace_dir(namespace: &str) -> String {
+    format!("{INTENT_DIR}{NAMESPACES}/{namespace}/")
+}
+
+/// The directory under `intent/` that namespaced keys are in (`--store-namespace-keys`).
+const NAMESPACES: &str = "namespaces";
+
+/// The key of a namespaced document under its namespace's prefix:
+/// `intent/namespaces/NAMESPACE/KIND/NAME`; `None` for a cluster-scoped one (which stays at
+/// [`intent_key`]: the platform's).
+pub fn namespace_key(kind: &str, qualified_name: &str) -> Option<String> {
+    let (namespace, name) = qualified_name.split_once('/')?;
+    Some(format!("{}{kind}/{name}", namespace_dir(namespace)))
+}
+
+/// The keys a document may be held at: [`intent_key`], and [`namespace_key`] for a namespaced
+/// one. Either is read; `prefer_namespace` says which a new document is written to.
+pub fn document_keys(kind: &str, qualified_name: &str, prefer_namespace: bool) -> Vec<String> {
+    let mut keys = vec![intent_key(kind, qualified_name)];
+    if let Some(k) = namespace_key(kind, qualified_name) {
+        if prefer_namespace {
+            keys.insert(0, k);
+        } else {
+            keys.push(k);
+        }
+    }
+    keys
+}
+
+/// The namespace whose prefix `key` is under, if it is under one.
+fn key_namespace(key: &str) -> Option<&str> {
+    key.strip_prefix(INTENT_DIR)?.strip_prefix(NAMESPACES)?.strip_prefix('/')?.split('/').next()
+}
+
+/// The key to write a document at: the one it is held at, if it is, else the preferred one.
+pub fn write_key(kind: &str, qualified_name: &str, prefer_namespace: bool, held: impl Fn(&str) -> bool) -> String {
+    let keys = document_keys(kind, qualified_name, prefer_namespace);
+    keys.iter().find(|k| held(k)).unwrap_or(&keys[0]).clone()
+}
+
 /// Why the store's documents cannot be translated as they are: the generation fails naming
 /// the store and the key, and the last good config keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +312,14 @@ pub enum StoreProblem {
          (write it through PUT /intent/{held}, or to {named}, and delete {key})"
     )]
     MisplacedDocument { store: String, key: String, held: String, named: String },
+    /// A key under a namespace's prefix holds another namespace's document, or a
+    /// cluster-scoped one (issue 35, part 4).
+    #[error(
+        "{store} key {key} holds {held}, but keys under intent/namespaces/{namespace}/ hold documents of \
+         namespace {namespace} only: it belongs under {named}",
+        namespace = key_namespace(.key).unwrap_or_default()
+    )]
+    OutsideNamespace { store: String, key: String, held: String, named: String },
     #[error("intent does not come from a store")]
     NotAStore,
     #[error("no generation has succeeded yet, so there is nothing to check a write against")]
@@ -284,8 +335,17 @@ pub fn check_document_key(
     documents: &[std::sync::Arc<xdst_core::intent::IntentDocument>],
 ) -> Result<(), StoreProblem> {
     for doc in documents {
-        let named = intent_key(&doc.kind, doc.qualified_name());
-        if named != key {
+        let keys = document_keys(&doc.kind, doc.qualified_name(), false);
+        if !keys.iter().any(|k| k == key) {
+            let named = keys.join(" or ");
+            if key_namespace(key).is_some() {
+                return Err(StoreProblem::OutsideNamespace {
+                    store: store.to_owned(),
+                    key: key.to_owned(),
+                    held: doc.id().to_string(),
+                    named,
+                });
+            }
             return Err(StoreProblem::MisplacedDocument {
                 store: store.to_owned(),
                 key: key.to_owned(),
@@ -300,6 +360,43 @@ pub fn check_document_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn docs(text: &str) -> Vec<std::sync::Arc<xdst_core::intent::IntentDocument>> {
+        xdst_core::intent::parse_file("k", text).unwrap().into_iter().map(std::sync::Arc::new).collect()
+    }
+
+    /// Issue 35, part 4: a namespaced document may be at its kind's key or under its
+    /// namespace's prefix; under another namespace's prefix it is refused naming both.
+    #[test]
+    fn a_namespace_prefix_holds_its_own_namespace_only() {
+        let grant = docs("kind: ReferenceGrant\nmetadata: {name: g, namespace: team-b}\n");
+        let check = |key: &str| check_document_key("etcd://s/x", key, &grant);
+        assert!(check("intent/ReferenceGrant/team-b/g").is_ok());
+        assert!(check("intent/namespaces/team-b/ReferenceGrant/g").is_ok());
+        let e = check("intent/namespaces/team-a/ReferenceGrant/g").unwrap_err().to_string();
+        assert!(
+            e.contains("intent/namespaces/team-a/ReferenceGrant/g holds ReferenceGrant/team-b/g")
+                && e.contains("namespace team-a only")
+                && e.contains("intent/namespaces/team-b/ReferenceGrant/g"),
+            "{e}"
+        );
+        let e = check("intent/ReferenceGrant/team-a/g").unwrap_err().to_string();
+        assert!(e.contains("belongs under"), "{e}");
+        let gateway_class = docs("kind: GatewayClass\nmetadata: {name: xdst}\n");
+        let e = check_document_key("s", "intent/namespaces/team-a/GatewayClass/xdst", &gateway_class).unwrap_err();
+        assert!(e.to_string().contains("namespace team-a only"), "a cluster-scoped document is the platform's: {e}");
+        assert_eq!(
+            write_key("HTTPRoute", "team-a/r", true, |_| false),
+            "intent/namespaces/team-a/HTTPRoute/r",
+            "new: under its namespace"
+        );
+        assert_eq!(
+            write_key("HTTPRoute", "team-a/r", true, |k| k == "intent/HTTPRoute/team-a/r"),
+            "intent/HTTPRoute/team-a/r",
+            "held already: where it is"
+        );
+        assert_eq!(write_key("GatewayClass", "xdst", true, |_| false), "intent/GatewayClass/xdst");
+    }
 
     #[test]
     fn store_urls_parse_and_mistakes_say_what_is_wrong() {

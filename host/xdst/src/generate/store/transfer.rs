@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use super::{Expect, Store, StoreError, intent_key};
+use super::{Expect, Store, StoreError, write_key};
 
 /// Why an import or an export stopped.
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +85,8 @@ pub async fn import(store: &impl Store, dir: &Path) -> Result<Moved, TransferErr
         if !(safe(&doc.kind) && doc.qualified_name().split('/').all(safe)) {
             return Err(TransferError::UnsafeDocument { origin: doc.origin.to_string(), id: doc.id().to_string() });
         }
-        let key = intent_key(&doc.kind, doc.qualified_name());
+        // Where the store holds it already (either key), else its kind's key.
+        let key = write_key(&doc.kind, doc.qualified_name(), false, |k| held.iter().any(|e| e.key == k));
         let text = serde_yaml_ng::to_string(&doc.json)?;
         let current = held.iter().find(|e| e.key == key);
         if current.is_some_and(|e| e.value == text.as_bytes()) {
@@ -111,7 +112,8 @@ pub async fn export(store: &impl Store, dir: &Path) -> Result<Moved, TransferErr
     for e in entries {
         let rel = e.key.strip_prefix(super::INTENT_DIR).unwrap_or(&e.key);
         let parts: Vec<&str> = rel.split('/').collect();
-        if !(2..=3).contains(&parts.len()) {
+        // KIND/NAME, KIND/NAMESPACE/NAME, or namespaces/NAMESPACE/KIND/NAME.
+        if !((2..=3).contains(&parts.len()) || (parts.len() == 4 && parts[0] == "namespaces")) {
             return Err(TransferError::KeyShape(e.key));
         }
         if !parts.iter().all(|p| safe(p)) {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 
-use super::{Expect, Revision, Store, StoreError, intent_key};
+use super::{Expect, Revision, Store, StoreError, write_key};
 use crate::generate::Generating;
 use crate::generate::intent::IntentSource;
 
@@ -66,7 +66,7 @@ pub async fn write<S: Store>(
     let Some(generations) = generating.generations.get() else {
         return Outcome::refused(StatusCode::SERVICE_UNAVAILABLE, "not serving intent yet".into());
     };
-    let key = intent_key(kind, name);
+    let key = write_key(kind, name, source.namespace_keys(), |k| mirror.mod_revision(k).is_some());
     let held = mirror.mod_revision(&key);
     let expect = match if_match(headers) {
         Ok(Some(r)) => Expect::of(Some(r)),
