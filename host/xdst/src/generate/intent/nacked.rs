@@ -85,6 +85,8 @@ struct History {
     /// Document id -> (from which generation, its version then, or `None` once gone), oldest
     /// first.
     docs: HashMap<Arc<str>, Vec<Version>>,
+    /// The documents of the last generation, in the set's order.
+    last: Vec<Arc<IntentDocument>>,
 }
 
 /// From which generation on, a document read so (`None`: it was gone).
@@ -94,29 +96,46 @@ impl History {
     fn record(&mut self, default: Arc<str>, groups: BTreeMap<String, Arc<str>>, intent: &IntentSet) {
         self.seq += 1;
         let seq = self.seq;
-        for doc in intent.shared() {
-            let versions = self.docs.entry(doc.id().clone()).or_default();
-            let same = matches!(versions.last(), Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text);
-            if !same {
-                versions.push((seq, Some(doc.clone())));
+        // Most documents are as they were: the same allocation (the parse cache keeps it) at
+        // the same place in the set's order. Only the others are looked at.
+        let now: Vec<&Arc<IntentDocument>> = intent.shared().collect();
+        let same_ids = now.len() == self.last.len()
+            && now.iter().zip(&self.last).all(|(n, l)| Arc::ptr_eq(n, l) || n.id() == l.id());
+        if same_ids {
+            for (doc, last) in now.iter().zip(&self.last) {
+                if !Arc::ptr_eq(doc, last) && doc.text != last.text {
+                    self.docs.entry(doc.id().clone()).or_default().push((seq, Some((*doc).clone())));
+                }
+            }
+        } else {
+            for doc in &now {
+                let versions = self.docs.entry(doc.id().clone()).or_default();
+                match versions.last() {
+                    Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
+                    _ => versions.push((seq, Some((*doc).clone()))),
+                }
+            }
+            for (id, versions) in &mut self.docs {
+                if matches!(versions.last(), Some((_, Some(_)))) && intent.by_id(id).is_none() {
+                    versions.push((seq, None));
+                }
             }
         }
-        for (id, versions) in &mut self.docs {
-            if matches!(versions.last(), Some((_, Some(_)))) && intent.by_id(id).is_none() {
-                versions.push((seq, None));
-            }
-        }
+        self.last = now.into_iter().cloned().collect();
         self.generations.push_back(Generation { seq, at: Instant::now(), default, groups });
         while self.generations.len() > KEPT {
             self.generations.pop_front();
         }
-        // Of what is older than the oldest kept generation, only the version in force then.
-        let oldest = self.generations.front().map_or(seq, |g| g.seq);
-        self.docs.retain(|_, versions| {
-            let before = versions.iter().take_while(|(s, _)| *s <= oldest).count();
-            versions.drain(..before.saturating_sub(1));
-            !matches!(versions.as_slice(), [(s, None)] if *s <= oldest)
-        });
+        // Every KEPT generations, of what is older than the oldest kept generation only the
+        // version in force then is kept.
+        if seq.is_multiple_of(KEPT as u64) {
+            let oldest = self.generations.front().map_or(seq, |g| g.seq);
+            self.docs.retain(|_, versions| {
+                let before = versions.iter().take_while(|(s, _)| *s <= oldest).count();
+                versions.drain(..before.saturating_sub(1));
+                !matches!(versions.as_slice(), [(s, None)] if *s <= oldest)
+            });
+        }
     }
 
     /// The generation a node of `group` holding target `version` holds.
@@ -325,6 +344,34 @@ mod tests {
         assert!(n.apply(&mut served, "other plugins").is_empty());
     }
 
+    /// What remembering the documents costs a generation (docs/PERFORMANCE.md):
+    /// `cargo test --release -p xdst --lib nacked::tests::history_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a benchmark: run it by name"]
+    fn history_cost() {
+        let n = 10_000;
+        let mut intent = set(&(0..n)
+            .map(|i| (format!("r{i}"), "/x".to_owned()))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect::<Vec<_>>());
+        let mut h = History::default();
+        h.record("g0".into(), BTreeMap::new(), &intent);
+        let runs = 200;
+        let started = Instant::now();
+        for i in 0..runs {
+            // One document changes a generation, as a team's edit does.
+            let text = format!("kind: Route\nmetadata: {{name: r{}}}\nspec: {{path: /v{i}}}\n", i % n);
+            let doc = xdst_core::intent::parse_file("routes.yaml", &text).unwrap().remove(0);
+            intent.replace(Arc::new(doc));
+            h.record(format!("g{}", i + 1).into(), BTreeMap::new(), &intent);
+        }
+        let each = started.elapsed() / runs;
+        eprintln!("History::record, {n} documents, one changed a generation: {each:?} a generation");
+        assert!(h.generations.len() == KEPT);
+    }
+
     /// A node that never held a target has nothing accepted: the document is left out; one
     /// whose target is older than the kept generations too, and the error says why.
     #[test]
@@ -343,6 +390,6 @@ mod tests {
             n.history.document("Route/a", n.history.generation("", "g5").unwrap()).map(|d| d.text.contains("/a5")),
             Some(true)
         );
-        assert!(n.history.docs["Route/a"].len() <= KEPT + 1, "history is bounded");
+        assert!(n.history.docs["Route/a"].len() <= 2 * KEPT + 1, "history is bounded");
     }
 }
