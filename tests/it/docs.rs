@@ -181,7 +181,7 @@ fn script_flags(into: &mut std::collections::BTreeSet<String>) {
 /// Flags of tools that are not ours, which the docs name in commands to run.
 const OTHER_TOOLS: &[(&str, &str)] = &[
     ("--release --target --test --lib --bin --workspace --all-targets --check", "cargo (and cargo fmt --check)"),
-    ("--nocapture --test-threads", "the Rust test harness, after `cargo test --`"),
+    ("--nocapture --test-threads --ignored", "the Rust test harness, after `cargo test --`"),
     ("--no-install-recommends", "apt-get"),
     ("--disable-hot-restart", "envoy"),
     ("--use", "asc, the AssemblyScript compiler"),
