@@ -25,6 +25,7 @@ mod gateway_api;
 mod go_plugins;
 mod grpc;
 mod intent_api;
+mod kubernetes_objects;
 mod limits;
 mod listener_lifecycle;
 mod make_before_break;

@@ -36,6 +36,22 @@ impl IntentDocument {
         self.name.split_once('/').map(|(ns, _)| ns)
     }
 
+    /// `metadata.generation`, when the document carries one (a Kubernetes object as the API
+    /// server printed it): what a status reports back as `observedGeneration`.
+    pub fn generation(&self) -> Option<i64> {
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(default)]
+            metadata: Option<Generation>,
+        }
+        #[derive(Deserialize)]
+        struct Generation {
+            #[serde(default)]
+            generation: Option<i64>,
+        }
+        serde_json::from_str::<Meta>(&self.json).ok()?.metadata?.generation
+    }
+
     /// `metadata.name` alone, without the namespace.
     pub fn local_name(&self) -> &str {
         self.name.split_once('/').map_or(&self.name, |(_, n)| n)

@@ -8,8 +8,8 @@
 //! are unique. Every error names the file, the document and the field.
 //!
 //! Kubernetes objects load as `kubectl get -o yaml` prints them: `status` and the metadata the
-//! API server sets (`uid`, `resourceVersion`, `generation`, `managedFields`, `selfLink`) are
-//! accepted and dropped, a `kind: List` stands for its `items`, and an object with
+//! API server sets (`uid`, `resourceVersion`, `managedFields`, `selfLink`; `generation` is
+//! kept) are accepted and dropped, a `kind: List` stands for its `items`, and an object with
 //! `apiVersion` may carry its body in top-level fields other than `spec` (an EndpointSlice's
 //! `endpoints`, a Secret's `data`), which reach the plugin as written.
 
@@ -59,8 +59,9 @@ impl IntentDocument {
 }
 
 /// The metadata the Kubernetes API server writes, dropped on load: it changes on every write
-/// and means nothing to a translation.
-const SERVER_METADATA: [&str; 5] = ["uid", "resourceVersion", "generation", "managedFields", "selfLink"];
+/// and means nothing to a translation. `generation` is kept: it moves only when the spec does,
+/// and plugins report it back as `observedGeneration`.
+const SERVER_METADATA: [&str; 4] = ["uid", "resourceVersion", "managedFields", "selfLink"];
 
 /// The top-level fields every document may have.
 const ENVELOPE: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
@@ -233,6 +234,15 @@ pub struct UnclaimedKind {
     pub known: String,
 }
 
+/// See [`IntentSet::ignorable`]; `doc`'s own claim is not in `claimed`.
+fn ignorable(doc: &IntentDocument, claimed: &BTreeSet<String>) -> bool {
+    match doc.group.as_deref() {
+        None => false,
+        Some("core") => true,
+        Some(group) => !claimed.iter().any(|c| split_claim(c).0 == Some(group)),
+    }
+}
+
 /// A claim's group and kind: `group/Kind`, or a bare `Kind` (documents without `apiVersion`).
 fn split_claim(claim: &str) -> (Option<&str>, &str) {
     match claim.rsplit_once('/') {
@@ -317,6 +327,17 @@ impl IntentSet {
         self.len() == 0
     }
 
+    /// The Kubernetes objects no plugin is for, by id: kept out of translation, never a reason
+    /// to refuse the intent (manifests carry Deployments, ConfigMaps, ServiceAccounts for
+    /// other controllers). An object is one when no plugin claims its kind and its API group is
+    /// `core` or one no plugin claims any kind of. A document without `apiVersion`, or of a
+    /// group a plugin claims other kinds of (`gateway.networking.k8s.io/TCPRoute` with a
+    /// plugin that claims HTTPRoute), is [`unclaimed`](Self::unclaimed): likely a typo or a
+    /// kind not translated yet, which the operator should see.
+    pub fn ignorable(&self, claimed: &BTreeSet<String>) -> Vec<&Arc<IntentDocument>> {
+        self.shared().filter(|doc| !claimed.contains(&doc.claim()) && ignorable(doc, claimed)).collect()
+    }
+
     /// Fails on the first document whose claim is not in `claimed`.
     pub fn check_claimed(&self, claimed: &BTreeSet<String>) -> Result<(), UnclaimedKind> {
         match self.unclaimed(claimed).into_iter().next() {
@@ -325,13 +346,14 @@ impl IntentSet {
         }
     }
 
-    /// Every document whose claim is not in `claimed`, by id, with the error naming it.
+    /// Every document whose claim is not in `claimed` and that is not [`ignorable`](Self::ignorable),
+    /// by id, with the error naming it.
     pub fn unclaimed(&self, claimed: &BTreeSet<String>) -> Vec<(Arc<str>, UnclaimedKind)> {
         let known = || {
             if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
         };
         self.documents()
-            .filter(|doc| !claimed.contains(&doc.claim()))
+            .filter(|doc| !claimed.contains(&doc.claim()) && !ignorable(doc, claimed))
             .map(|doc| {
                 (doc.id().clone(), UnclaimedKind { origin: doc.origin.clone(), kind: doc.claim(), known: known() })
             })
@@ -439,9 +461,10 @@ spec: {}
         );
         assert_eq!(slice.json["endpoints"][0]["addresses"][0], "127.0.0.1", "the body outside spec is kept");
         assert_eq!(slice.json["metadata"]["creationTimestamp"], "2026-11-26T00:00:00Z", "kept: it orders routes");
-        for dropped in ["uid", "resourceVersion", "generation", "managedFields"] {
+        for dropped in ["uid", "resourceVersion", "managedFields"] {
             assert!(slice.json["metadata"].get(dropped).is_none(), "{dropped} is the API server's");
         }
+        assert!(slice.json["metadata"].get("generation").is_some(), "kept: plugins report it as observedGeneration");
         assert!(slice.json.get("status").is_none() && !slice.text.contains("anything"));
         assert_eq!((docs[1].claim(), docs[2].claim()), ("core/Service".to_owned(), "Service".to_owned()));
 
@@ -454,11 +477,29 @@ spec: {}
         assert_eq!(names("discovery.k8s.io/EndpointSlice").len(), 1);
         assert!(names("EndpointSlice").is_empty());
         assert_eq!(set.get("Service", "gateway-conformance-infra/web").unwrap().origin, "k8s.yaml#2");
-        let e = set.check_claimed(&["Service".to_owned(), "core/Service".to_owned()].into()).unwrap_err();
+        // A group a plugin claims other kinds of: unclaimed (a typo, or a kind not translated).
+        let e = set
+            .check_claimed(&["Service".to_owned(), "discovery.k8s.io/EndpointSliceMirror".to_owned()].into())
+            .unwrap_err();
         assert_eq!(e.kind, "discovery.k8s.io/EndpointSlice");
         assert_eq!(e.origin, "k8s.yaml#1");
         set.check_claimed(&["Service".into(), "core/Service".into(), "discovery.k8s.io/EndpointSlice".into()].into())
             .unwrap();
+        // A group nobody claims, or core: a Kubernetes object for someone else, ignored.
+        let claimed: BTreeSet<String> = ["Service".to_owned()].into();
+        set.check_claimed(&claimed).unwrap();
+        let ignored: Vec<&str> = set.ignorable(&claimed).iter().map(|d| d.id().as_ref()).collect();
+        assert_eq!(
+            ignored,
+            ["EndpointSlice/gateway-conformance-infra/web-abc", "Service/gateway-conformance-infra/web"]
+        );
+        assert!(set.ignorable(&["core/Service".to_owned()].into()).iter().all(|d| d.kind == "EndpointSlice"));
+        let mut plain = IntentSet::default();
+        plain.add(parse_file("p.yaml", "kind: Servce\nmetadata: {name: a}\n").unwrap().remove(0)).unwrap();
+        assert!(
+            plain.ignorable(&claimed).is_empty() && plain.check_claimed(&claimed).is_err(),
+            "no apiVersion: a typo"
+        );
 
         // The same kind, namespace and name from two groups is one id: a duplicate.
         let other =

@@ -136,7 +136,15 @@ pub struct Translation {
     pub statuses: BTreeMap<Arc<str>, Arc<str>>,
     /// Documents held out of this generation because they failed, by id.
     pub held: BTreeMap<Arc<str>, Held>,
+    /// Kubernetes objects no plugin is for ([`IntentSet::ignorable`]), kept out of the
+    /// translation: (id, origin), at most [`MAX_IGNORED_LISTED`].
+    pub ignored: Vec<(Arc<str>, String)>,
+    /// How many there were.
+    pub ignored_total: usize,
 }
+
+/// The most ignored documents a translation names (the rest are counted).
+pub const MAX_IGNORED_LISTED: usize = 20;
 
 /// A document held out of a generation because it failed: its last good version is translated
 /// in its place, or nothing when it never had one. It stays held while it reads as it did when
@@ -364,8 +372,17 @@ impl Pipeline {
     ) -> Result<Translation, PipelineError> {
         let claimed = claims(plugins)?;
         let mut effective = std::borrow::Cow::Borrowed(intent);
+        let claims: std::collections::BTreeSet<String> = claimed.keys().cloned().collect();
+        let ignorable = intent.ignorable(&claims);
+        let ignored_total = ignorable.len();
+        let ignored: Vec<(Arc<str>, String)> =
+            ignorable.iter().take(MAX_IGNORED_LISTED).map(|d| (d.id().clone(), d.origin.clone())).collect();
+        let ignorable: Vec<Arc<str>> = ignorable.into_iter().map(|d| d.id().clone()).collect();
+        for id in ignorable {
+            effective.to_mut().remove_id(&id);
+        }
         let mut held: BTreeMap<Arc<str>, Held> = BTreeMap::new();
-        for (id, e) in intent.unclaimed(&claimed.keys().cloned().collect()) {
+        for (id, e) in intent.unclaimed(&claims) {
             let translated_before = self.plugins.values().any(|s| s.inputs.contains_key(&id));
             if !how.unclaimed || translated_before {
                 return Err(e.into());
@@ -392,6 +409,7 @@ impl Pipeline {
                     self.held = held.clone();
                     self.held_under = under;
                     t.held = held;
+                    (t.ignored, t.ignored_total) = (ignored, ignored_total);
                     return Ok(t);
                 }
                 Err(e) => e,
@@ -508,7 +526,15 @@ impl Pipeline {
         check_binds(&plugins, &served, self.snapshot.as_ref())?;
         self.plugins = next;
         self.snapshot = Some(snapshot);
-        Ok(Translation { snapshot: served, diagnostics, calls, statuses, held: BTreeMap::new() })
+        Ok(Translation {
+            snapshot: served,
+            diagnostics,
+            calls,
+            statuses,
+            held: BTreeMap::new(),
+            ignored: Vec::new(),
+            ignored_total: 0,
+        })
     }
 
     /// Calls `p` with the documents `sent` (and, for a patch plugin, `resources`), counting the

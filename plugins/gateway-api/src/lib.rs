@@ -83,7 +83,9 @@ pub fn translate(
     let config = Config::parse(&request.config)?;
     let world = world::World::read(&request.documents)?;
     let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
-    let mut statuses = status::Statuses { controller: config.controller_name.clone(), ..Default::default() };
+    let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
+    let mut statuses =
+        status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
     let backends = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
     backends::emit(&world, &backends, &mut out);
     for (id, message) in statuses.problems() {

@@ -26,13 +26,19 @@ impl Condition {
         Condition { kind, ok: false, reason, message: message.into() }
     }
 
-    fn to_json(&self) -> Value {
-        json!({
+    /// As Kubernetes shows it; with the document's `metadata.generation`, as
+    /// `observedGeneration` (the generation this condition was worked out for).
+    fn to_json(&self, generation: Option<i64>) -> Value {
+        let mut c = json!({
             "type": self.kind,
             "status": if self.ok { "True" } else { "False" },
             "reason": self.reason,
             "message": self.message,
-        })
+        });
+        if let Some(g) = generation {
+            c["observedGeneration"] = g.into();
+        }
+        c
     }
 }
 
@@ -58,6 +64,8 @@ pub struct Statuses {
     pub routes: BTreeMap<String, Vec<ParentStatus>>,
     pub gateways: BTreeMap<String, (Vec<Condition>, Vec<ListenerStatus>)>,
     pub controller: String,
+    /// Each document's `metadata.generation`, where it has one, by id.
+    pub generations: BTreeMap<String, i64>,
 }
 
 impl Statuses {
@@ -65,33 +73,35 @@ impl Statuses {
     pub fn to_json(&self) -> BTreeMap<String, Value> {
         let mut out = BTreeMap::new();
         for (id, parents) in &self.routes {
+            let generation = self.generations.get(id).copied();
             let parents: Vec<Value> = parents
                 .iter()
                 .map(|p| {
                     json!({
                         "parentRef": p.parent_ref,
                         "controllerName": self.controller,
-                        "conditions": p.conditions.iter().map(Condition::to_json).collect::<Vec<_>>(),
+                        "conditions": p.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
             out.insert(id.clone(), json!({ "parents": parents }));
         }
         for (id, (conditions, listeners)) in &self.gateways {
+            let generation = self.generations.get(id).copied();
             let listeners: Vec<Value> = listeners
                 .iter()
                 .map(|l| {
                     json!({
                         "name": l.name,
                         "attachedRoutes": l.attached_routes,
-                        "conditions": l.conditions.iter().map(Condition::to_json).collect::<Vec<_>>(),
+                        "conditions": l.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
             out.insert(
                 id.clone(),
                 json!({
-                    "conditions": conditions.iter().map(Condition::to_json).collect::<Vec<_>>(),
+                    "conditions": conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
                     "listeners": listeners,
                 }),
             );

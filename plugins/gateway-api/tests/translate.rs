@@ -137,3 +137,23 @@ fn the_host_keeps_its_port_and_routes_match_without_it() {
         .collect();
     assert_eq!(redirects, [(443, vec![":authority"]), (0, vec![])], "{routes:#?}");
 }
+
+/// Issue 36, item 6 (in part): a document's `metadata.generation` comes back as
+/// `observedGeneration` on every condition of its status (a route's per parent, a Gateway's
+/// and its listeners'); without one, conditions carry none.
+#[test]
+fn conditions_carry_the_generation_they_were_worked_out_for() {
+    let case = CASE
+        .replace("metadata: {name: r, namespace: infra}", "metadata: {name: r, namespace: infra, generation: 7}")
+        .replace("metadata: {name: gw, namespace: infra}", "metadata: {name: gw, namespace: infra, generation: 2}");
+    let (_, statuses) = run(&case, "null");
+    let generations = |list: &serde_json::Value| -> Vec<i64> {
+        list.as_array().unwrap().iter().map(|c| c["observedGeneration"].as_i64().unwrap_or(-1)).collect()
+    };
+    assert_eq!(generations(&statuses["HTTPRoute/infra/r"]["parents"][0]["conditions"]), [7, 7]);
+    let gw = &statuses["Gateway/infra/gw"];
+    assert!(generations(&gw["conditions"]).iter().all(|g| *g == 2), "{gw}");
+    assert!(generations(&gw["listeners"][0]["conditions"]).iter().all(|g| *g == 2), "{gw}");
+    let (_, statuses) = run(CASE, "null");
+    assert!(statuses["HTTPRoute/infra/r"]["parents"][0]["conditions"][0].get("observedGeneration").is_none());
+}

@@ -487,6 +487,8 @@ struct Attempt {
     diagnostics: Vec<(String, xdst_plugin::wit::Diagnostic)>,
     statuses: Statuses,
     held: Vec<HeldReport>,
+    /// The default group's Kubernetes objects no plugin is for: (id, origin), and how many.
+    ignored: (Vec<(Arc<str>, String)>, usize),
 }
 
 type Published = (
@@ -689,11 +691,11 @@ impl IntentSource {
         check: bool,
     ) -> Result<Attempt, GenerationError> {
         let configured: Vec<Configured> = chosen.iter().map(|c| c.loaded.configured()).collect();
-        let (publication, diagnostics, statuses, held) = self.translate(groups, &configured, intent, calls, how)?;
+        let attempt = self.translate(groups, &configured, intent, calls, how)?;
         if check {
-            plane.serving.cache.check(&publication).map_err(|e| publish_error(e, &publication))?;
+            plane.serving.cache.check(&attempt.publication).map_err(|e| publish_error(e, &attempt.publication))?;
         }
-        Ok(Attempt { publication, diagnostics, statuses, held })
+        Ok(attempt)
     }
 
     /// A generation of `intent` was published: what a node accepts from now on may be it.
@@ -711,6 +713,14 @@ impl IntentSource {
         let version = a.publication.default.version();
         let check = a.publication.clone();
         let report = plane.serving.cache.publish(a.publication).map_err(|e| publish_error(e, &check))?;
+        let (ignored, ignored_total) = a.ignored;
+        let mut st = locked(&self.status);
+        st.ignored = ignored
+            .into_iter()
+            .map(|(id, origin)| report::IgnoredReport { document: id.to_string(), origin })
+            .collect();
+        st.ignored_total = ignored_total;
+        drop(st);
         Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held))
     }
 
@@ -743,7 +753,7 @@ impl IntentSource {
         };
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
-        let (publication, _, _, held) =
+        let Attempt { publication, held, .. } =
             self.translate(&groups, &configured, &intent, &mut BTreeMap::new(), Holding::SERVE)?;
         let key = std::path::Path::new(overlay.0);
         if let Some(h) = held.iter().find(|h| std::path::Path::new(input::key_of(&h.origin)) == key) {
@@ -754,8 +764,7 @@ impl IntentSource {
 
     /// Translates `intent` for every group, holding out the documents that fail: the
     /// publication, the default group's plugin diagnostics and document statuses (a held
-    /// document's saying so), and what every group held.
-    #[allow(clippy::type_complexity, reason = "a tuple of four named outputs, used twice")]
+    /// document's saying so), what every group held, and what the default group ignored.
     fn translate(
         &self,
         groups: &[String],
@@ -763,8 +772,7 @@ impl IntentSource {
         intent: &xdst_core::intent::IntentSet,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
         how: Holding,
-    ) -> Result<(Publication, Vec<(String, xdst_plugin::wit::Diagnostic)>, Statuses, Vec<HeldReport>), GenerationError>
-    {
+    ) -> Result<Attempt, GenerationError> {
         // Pipelines are memos of past translations: keep them even if publishing fails.
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
@@ -802,7 +810,13 @@ impl IntentSource {
                 publication.groups.insert(g, t.snapshot);
             }
         }
-        Ok((publication, default.diagnostics, statuses, held))
+        Ok(Attempt {
+            publication,
+            diagnostics: default.diagnostics,
+            statuses,
+            held,
+            ignored: (default.ignored, default.ignored_total),
+        })
     }
 
     /// Refusals, for `/debug/plugins`.

@@ -36,6 +36,24 @@ pub struct Status {
     /// What the last good generation held out: files and store keys that did not read, and
     /// documents whose translation failed. Everything else is served.
     pub held: Vec<super::held::HeldReport>,
+    /// Kubernetes objects no plugin is for (a Deployment, a ConfigMap), kept out of the last
+    /// good generation: the first few, and how many.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<IgnoredReport>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ignored_total: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A document ignored: no plugin is for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IgnoredReport {
+    pub document: String,
+    /// Where it was read.
+    pub origin: String,
 }
 
 impl Status {
