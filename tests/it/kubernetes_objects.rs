@@ -6,7 +6,9 @@
 //!   the route serves;
 //! - a kind of a group a plugin claims other kinds of (a `TCPRoute`, which no plugin translates
 //!   yet) is still held, naming the kind: a typo or a kind not translated shows;
-//! - the route's `metadata.generation` comes back as `observedGeneration` on its conditions.
+//! - the route's `metadata.generation` comes back as `observedGeneration` on its conditions;
+//!   the GatewayClass is `Accepted` and `SupportedVersion`; the listener lists its
+//!   `supportedKinds`; the Gateway its address.
 
 use anyhow::ensure;
 use serde_json::Value;
@@ -19,7 +21,9 @@ const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn manifests(port: u16, upstream: u16) -> String {
     format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: app}}\nspec:\n  \
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: xdst, generation: 2}}\nspec: \
+         {{controllerName: xdst.dev/gateway-controller}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: app}}\nspec:\n  \
          gatewayClassName: xdst\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n---\n\
          apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: app}}\nspec: {{ports: [{{port: 80}}]}}\n---\n\
          apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: web-1, namespace: app, labels: \
@@ -76,7 +80,7 @@ async fn objects_for_other_controllers_are_ignored_and_generations_come_back() -
         ignored == ["ConfigMap/app/settings", "Deployment/app/web", "ServiceAccount/app/web"],
         "ignored: {ignored:?} ({status})"
     );
-    ensure!(status["ignored_total"] == 3 && status["ignored"][0]["origin"] == "app.yaml#6", "{status}");
+    ensure!(status["ignored_total"] == 3 && status["ignored"][0]["origin"] == "app.yaml#7", "{status}");
     ensure!(
         status["held"].as_array().is_some_and(Vec::is_empty) && status["last_error"].is_null(),
         "nothing is held or failed: {status}"
@@ -87,6 +91,24 @@ async fn objects_for_other_controllers_are_ignored_and_generations_come_back() -
         !conditions.is_empty() && conditions.iter().all(|c| c["observedGeneration"] == 4),
         "the route's conditions: {conditions:?}"
     );
+
+    // The status as the upstream suite reads it: the class accepted, at its generation; the
+    // listener's route kinds; the Gateway's address.
+    let class = admin_json(xdst.admin_addr, "/intent/GatewayClass/xdst").await?;
+    let conditions = class["status"]["conditions"].to_string();
+    ensure!(
+        conditions.contains("\"SupportedVersion\"") && conditions.contains("\"observedGeneration\":2"),
+        "the GatewayClass's status: {conditions}"
+    );
+    let gateway = admin_json(xdst.admin_addr, "/intent/Gateway/app/gw").await?;
+    let kinds: Vec<&str> = gateway["status"]["listeners"][0]["supportedKinds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|k| k["kind"].as_str())
+        .collect();
+    ensure!(kinds == ["HTTPRoute", "GRPCRoute"], "the listener's supportedKinds: {}", gateway["status"]);
+    ensure!(gateway["status"]["addresses"][0]["value"] == "127.0.0.1", "{}", gateway["status"]);
 
     // A Gateway API kind no plugin translates is not ignored: it is held, naming the kind.
     write(

@@ -22,7 +22,7 @@ use crate::config::{Config, Nodes};
 use crate::hostnames;
 use crate::http::{self, Owner};
 use crate::model::{GatewaySpec, Listener, ObjectRef};
-use crate::status::{Condition, ListenerStatus, ParentStatus, Statuses};
+use crate::status::{Condition, GatewayStatus, ListenerStatus, ParentStatus, Statuses};
 use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 
 /// A route attached to one Gateway listener, with the hostnames it serves there.
@@ -81,6 +81,33 @@ fn supported_protocol(listener: &Listener) -> bool {
     matches!(listener.protocol.as_str(), "HTTP" | "HTTPS")
 }
 
+/// The route kinds a listener takes (`supportedKinds`): those of its protocol, narrowed to
+/// `allowedRoutes.kinds` when it names some; and the kinds it names that its protocol cannot
+/// take (`InvalidRouteKinds`), as `group/Kind`.
+fn route_kinds(listener: &Listener) -> (Vec<&'static str>, Vec<String>) {
+    let served: &[&'static str] = if supported_protocol(listener) { &["HTTPRoute", "GRPCRoute"] } else { &[] };
+    let Some(named) = listener.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) else {
+        return (served.to_vec(), Vec::new());
+    };
+    let mut supported = Vec::new();
+    let mut invalid = Vec::new();
+    for k in named {
+        let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
+        match served.iter().find(|s| **s == k.kind && group == GATEWAY_GROUP) {
+            Some(s) if !supported.contains(s) => supported.push(*s),
+            Some(_) => {}
+            None => invalid.push(format!("{group}/{}", k.kind)),
+        }
+    }
+    (supported, invalid)
+}
+
+/// A GatewayClass of this controller is accepted, and every version of the API it is given is
+/// one the plugin reads.
+fn class_conditions() -> Vec<Condition> {
+    vec![Condition::yes("Accepted", "Accepted"), Condition::yes("SupportedVersion", "SupportedVersion")]
+}
+
 /// The HTTP listener settings every Gateway port shares: websockets pass through (a Service
 /// port's `appProtocol: kubernetes.io/ws` says its backend speaks them; HTTP/1.1 clusters carry
 /// the upgrade), and the CORS filter serves the routes that have a policy. The Host header is
@@ -101,6 +128,9 @@ pub fn translate(
 ) -> BTreeMap<Backend, bool> {
     let gateways: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
+    for class in world.classes.values().filter(|c| c.spec.controller_name == config.controller_name) {
+        statuses.classes.insert(class.id.clone(), class_conditions());
+    }
 
     // Routes to listeners.
     let mut attachments: Vec<Attachment> = Vec::new();
@@ -152,6 +182,7 @@ pub fn translate(
         let mut listener_statuses = Vec::new();
         for (i, l) in gateway.spec.listeners.iter().enumerate() {
             let attached = attachments.iter().filter(|a| &a.gateway == *gkey && a.listener == i).count() as u32;
+            let (supported_kinds, invalid_kinds) = route_kinds(l);
             let not_accepted = |reason, message: String| {
                 vec![
                     Condition::yes("ResolvedRefs", "ResolvedRefs"),
@@ -208,14 +239,36 @@ pub fn translate(
                     }
                 }
             };
-            listener_statuses.push(ListenerStatus { name: l.name.clone(), attached_routes: attached, conditions });
+            let mut conditions = conditions;
+            if !invalid_kinds.is_empty() {
+                // The kinds it can take are still served; the others are named.
+                conditions.retain(|c| c.kind != "ResolvedRefs");
+                conditions.insert(
+                    0,
+                    Condition::no(
+                        "ResolvedRefs",
+                        "InvalidRouteKinds",
+                        format!(
+                            "allowedRoutes.kinds names route kinds this listener cannot take: {}",
+                            invalid_kinds.join(", ")
+                        ),
+                    ),
+                );
+            }
+            listener_statuses.push(ListenerStatus {
+                name: l.name.clone(),
+                attached_routes: attached,
+                supported_kinds,
+                conditions,
+            });
         }
         statuses.gateways.insert(
             gateway.id.clone(),
-            (
-                vec![Condition::yes("Accepted", "Accepted"), Condition::yes("Programmed", "Programmed")],
-                listener_statuses,
-            ),
+            GatewayStatus {
+                conditions: vec![Condition::yes("Accepted", "Accepted"), Condition::yes("Programmed", "Programmed")],
+                addresses: vec![address(config, gateway)],
+                listeners: listener_statuses,
+            },
         );
 
         for (port, (protocol, programmed)) in ports {

@@ -55,14 +55,26 @@ pub struct ParentStatus {
 pub struct ListenerStatus {
     pub name: String,
     pub attached_routes: u32,
+    /// The route kinds (of the Gateway API group) it takes.
+    pub supported_kinds: Vec<&'static str>,
     pub conditions: Vec<Condition>,
+}
+
+/// A Gateway's own status: its conditions, the addresses it is served at, its listeners.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayStatus {
+    pub conditions: Vec<Condition>,
+    pub addresses: Vec<String>,
+    pub listeners: Vec<ListenerStatus>,
 }
 
 /// Every document's status, by id.
 #[derive(Debug, Default)]
 pub struct Statuses {
     pub routes: BTreeMap<String, Vec<ParentStatus>>,
-    pub gateways: BTreeMap<String, (Vec<Condition>, Vec<ListenerStatus>)>,
+    pub gateways: BTreeMap<String, GatewayStatus>,
+    /// GatewayClasses of this controller: their conditions, by id.
+    pub classes: BTreeMap<String, Vec<Condition>>,
     pub controller: String,
     /// Each document's `metadata.generation`, where it has one, by id.
     pub generations: BTreeMap<String, i64>,
@@ -86,24 +98,48 @@ impl Statuses {
                 .collect();
             out.insert(id.clone(), json!({ "parents": parents }));
         }
-        for (id, (conditions, listeners)) in &self.gateways {
+        for (id, gateway) in &self.gateways {
             let generation = self.generations.get(id).copied();
-            let listeners: Vec<Value> = listeners
+            let conditions = |list: &[Condition]| list.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>();
+            let listeners: Vec<Value> = gateway
+                .listeners
                 .iter()
                 .map(|l| {
+                    let kinds: Vec<Value> = l
+                        .supported_kinds
+                        .iter()
+                        .map(|k| json!({"group": crate::world::GATEWAY_GROUP, "kind": k}))
+                        .collect();
                     json!({
                         "name": l.name,
+                        "supportedKinds": kinds,
                         "attachedRoutes": l.attached_routes,
-                        "conditions": l.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
+                        "conditions": conditions(&l.conditions),
                     })
+                })
+                .collect();
+            let addresses: Vec<Value> = gateway
+                .addresses
+                .iter()
+                .map(|a| {
+                    let kind = if a.parse::<std::net::IpAddr>().is_ok() { "IPAddress" } else { "Hostname" };
+                    json!({"type": kind, "value": a})
                 })
                 .collect();
             out.insert(
                 id.clone(),
                 json!({
-                    "conditions": conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
+                    "addresses": addresses,
+                    "conditions": conditions(&gateway.conditions),
                     "listeners": listeners,
                 }),
+            );
+        }
+        for (id, list) in &self.classes {
+            let generation = self.generations.get(id).copied();
+            out.insert(
+                id.clone(),
+                json!({"conditions": list.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>()}),
             );
         }
         out
@@ -120,11 +156,11 @@ impl Statuses {
                 }
             }
         }
-        for (id, (conditions, listeners)) in &self.gateways {
-            for c in conditions.iter().filter(|c| !c.ok) {
+        for (id, gateway) in &self.gateways {
+            for c in gateway.conditions.iter().filter(|c| !c.ok) {
                 out.push((id.clone(), format!("{} False ({}): {}", c.kind, c.reason, c.message)));
             }
-            for l in listeners {
+            for l in &gateway.listeners {
                 for c in l.conditions.iter().filter(|c| !c.ok) {
                     out.push((
                         id.clone(),

@@ -157,3 +157,57 @@ fn conditions_carry_the_generation_they_were_worked_out_for() {
     let (_, statuses) = run(CASE, "null");
     assert!(statuses["HTTPRoute/infra/r"]["parents"][0]["conditions"][0].get("observedGeneration").is_none());
 }
+
+/// Issue 36, item 6 (in part), as the upstream `GatewayInvalidRouteKind` test reads it: a
+/// listener's `supportedKinds` are its protocol's route kinds narrowed to `allowedRoutes.kinds`,
+/// and a kind it cannot take is `ResolvedRefs: False`, `InvalidRouteKinds`; the GatewayClass of
+/// this controller is `Accepted` and `SupportedVersion`; a Gateway says where it is served.
+#[test]
+fn listeners_say_which_route_kinds_they_take_and_classes_are_accepted() {
+    let gateway = |name: &str, kinds: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: infra}}\n\
+             spec:\n  gatewayClassName: xdst\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, allowedRoutes: \
+             {{namespaces: {{from: All}}{kinds}}}}}\n---\n"
+        )
+    };
+    let case = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: xdst}}\nspec: \
+         {{controllerName: xdst.dev/gateway-controller}}\n---\n{}{}{}",
+        gateway("only-invalid", ", kinds: [{kind: InvalidRoute}]"),
+        gateway("invalid-and-http", ", kinds: [{kind: InvalidRoute}, {kind: HTTPRoute}]"),
+        gateway("default", ""),
+    );
+    let (_, statuses) = run(&case, "null");
+    let listener = |gw: &str| statuses[&format!("Gateway/infra/{gw}")]["listeners"][0].clone();
+    let kinds = |gw: &str| -> Vec<String> {
+        let l = listener(gw);
+        l["supportedKinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| format!("{}/{}", k["group"].as_str().unwrap(), k["kind"].as_str().unwrap()))
+            .collect()
+    };
+    let resolved = |gw: &str| {
+        let l = listener(gw);
+        common::conditions(&l["conditions"]).into_iter().find(|(t, _, _)| t == "ResolvedRefs").unwrap()
+    };
+    assert!(kinds("only-invalid").is_empty());
+    assert_eq!(kinds("invalid-and-http"), ["gateway.networking.k8s.io/HTTPRoute"]);
+    assert_eq!(kinds("default"), ["gateway.networking.k8s.io/HTTPRoute", "gateway.networking.k8s.io/GRPCRoute"]);
+    for gw in ["only-invalid", "invalid-and-http"] {
+        assert_eq!(resolved(gw), ("ResolvedRefs".into(), "False".into(), "InvalidRouteKinds".into()), "{gw}");
+        assert_eq!(listener(gw)["attachedRoutes"], 0);
+    }
+    assert_eq!(resolved("default").1, "True");
+    let class = common::conditions(&statuses["GatewayClass/xdst"]["conditions"]);
+    assert_eq!(
+        class,
+        [
+            ("Accepted".into(), "True".into(), "Accepted".into()),
+            ("SupportedVersion".into(), "True".into(), "SupportedVersion".into())
+        ]
+    );
+    assert_eq!(statuses["Gateway/infra/default"]["addresses"][0]["type"], "IPAddress");
+}
