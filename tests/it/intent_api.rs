@@ -197,3 +197,39 @@ async fn names_that_would_collide_on_disk_are_refused() {
     written.sort();
     assert_eq!(written, ["x.yaml"]);
 }
+
+/// Issue 36, item 6: what the API stores carries `metadata.generation` as the Kubernetes API
+/// server keeps it: 1 at creation (whatever the client sent), one more when the spec changes,
+/// the same when only metadata changes; it is in the stored file, so a restart keeps it.
+#[tokio::test]
+async fn the_api_keeps_a_generation_that_follows_the_spec() {
+    let (intent, plugins, xdst) = serve(&[("gateway.yaml", gateway("a"))]).await;
+    let admin = xdst.admin_addr;
+    let put = async |body: &str| {
+        let (status, text) = http_with(admin, "PUT", "/intent/Service/a", &[TOKEN], body).await;
+        assert_eq!(status, 200, "{text}");
+    };
+    let generation = async || -> i64 {
+        let (status, body) = http_get(admin, "/intent/Service/a").await;
+        assert_eq!(status, 200, "{body}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        doc["metadata"]["generation"].as_i64().unwrap_or_else(|| panic!("no generation: {doc}"))
+    };
+    put(&service("a", 8081).replace("{name: a}", "{name: a, generation: 9}")).await;
+    assert_eq!(generation().await, 1, "created: 1, not what the client sent");
+    put(&service("a", 8081).replace("{name: a}", "{name: a, labels: {team: x}}")).await;
+    assert_eq!(generation().await, 1, "metadata only");
+    put(&service("a", 8082)).await;
+    assert_eq!(generation().await, 2, "the spec changed");
+    let stored = std::fs::read_to_string(intent.path().join("_api/Service/a.yaml")).unwrap();
+    assert!(stored.contains("generation: 2"), "{stored}");
+    // A restart reads it back from the file.
+    drop(xdst);
+    let token = intent.path().join(".token");
+    let xdst = Process::start_intent(intent.path(), plugins.path(), &["--admin-token-file", token.to_str().unwrap()])
+        .await
+        .unwrap();
+    let (_, body) = http_get(xdst.admin_addr, "/intent/Service/a").await;
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["metadata"]["generation"], 2, "{doc}");
+}

@@ -891,6 +891,19 @@ async fn namespace_prefixes_bound_what_a_team_writes_into_etcd() -> anyhow::Resu
             && !stored(&mut client, "intent/Service/team-a/svc").await?,
         "the API's write is not under team-a's prefix"
     );
+    // Issue 36, item 6: the stored value carries metadata.generation, which moves with the
+    // spec (every replica reads it from the store).
+    let generation = async |client: &mut etcd_client::Client| -> anyhow::Result<i64> {
+        let got = client.get(format!("/{PREFIX}/intent/namespaces/team-a/Service/svc"), None).await?;
+        let text = String::from_utf8(got.kvs()[0].value().to_vec())?;
+        let doc: Value = xdst_core::documents::parse_one(&text)?;
+        doc["metadata"]["generation"].as_i64().with_context(|| format!("no generation: {text}"))
+    };
+    ensure!(generation(&mut client).await? == 1, "created at 1");
+    let (code, body) =
+        http_with(admin, "PUT", "/intent/Service/team-a/svc", &[TOKEN], &svc.replace("port: 80", "port: 81")).await;
+    ensure!(code == 200, "PUT: {code} {body}");
+    ensure!(generation(&mut client).await? == 2, "a spec change adds one");
 
     // Straight into etcd, under team-a's prefix: its own document applies ...
     let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: team-a}\n\

@@ -361,7 +361,11 @@ fn apply(
     match body {
         Some(text) => {
             // The body was checked (one document, of this kind and name) before this.
-            if let Err(e) = xdst_core::files::write_atomic(&path, text) {
+            let text = match crate::generate::intent::generation::stamp(previous.as_deref(), text) {
+                Ok(t) => t,
+                Err(e) => return refused(StatusCode::BAD_REQUEST, e),
+            };
+            if let Err(e) = xdst_core::files::write_atomic(&path, &text) {
                 return refused(StatusCode::INTERNAL_SERVER_ERROR, format!("writing {rel}: {e}"));
             }
         }

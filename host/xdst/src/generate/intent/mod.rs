@@ -22,6 +22,7 @@ use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
 use xdst_plugin::pipeline::{Configured, Holding, Pipeline, Translation};
 
 pub mod error;
+pub mod generation;
 pub mod held;
 pub mod input;
 pub mod nacked;

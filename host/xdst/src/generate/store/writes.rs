@@ -67,6 +67,17 @@ pub async fn write<S: Store>(
         return Outcome::refused(StatusCode::SERVICE_UNAVAILABLE, "not serving intent yet".into());
     };
     let key = write_key(kind, name, source.namespace_keys(), |k| mirror.mod_revision(k).is_some());
+    // `metadata.generation`, following what the key holds now.
+    let body = match body {
+        Some(b) => {
+            let previous = mirror.get(&key).and_then(|h| String::from_utf8(h.value.to_vec()).ok());
+            match crate::generate::intent::generation::stamp(previous.as_deref(), &b) {
+                Ok(t) => Some(t),
+                Err(e) => return Outcome::refused(StatusCode::BAD_REQUEST, e),
+            }
+        }
+        None => None,
+    };
     let held = mirror.mod_revision(&key);
     let expect = match if_match(headers) {
         Ok(Some(r)) => Expect::of(Some(r)),
