@@ -64,6 +64,9 @@ pub struct NodeSync {
     pub synced: Option<std::sync::Arc<str>>,
     /// The rejection it is held up by (its own streams'), with what it points at.
     pub rejection: Option<StoppedStatus>,
+    /// Every rejection it is held up by, one per stream and type (`rejection` is the first):
+    /// what the NACK quarantine acts on. Empty for almost every node.
+    pub rejections: Vec<StoppedStatus>,
 }
 
 /// `GET /changes/{id}`.
@@ -220,6 +223,7 @@ mod tests {
             label: id.into(),
             synced: synced.map(Into::into),
             rejection: None,
+            rejections: Vec::new(),
         }
     }
 

@@ -908,6 +908,12 @@ impl Rollout {
         self.rejected.iter().next().map(|((stream, t), rj)| rj.status(*stream, t, now))
     }
 
+    /// Every such rejection, one per stream and type ([`rejection_status`](Self::rejection_status)
+    /// is the first).
+    pub fn rejection_statuses(&self, now: Instant) -> Vec<StoppedStatus> {
+        self.rejected.iter().map(|((stream, t), rj)| rj.status(*stream, t, now)).collect()
+    }
+
     /// Whether the node, on its own streams, acknowledged (or said on reconnecting that it
     /// holds) its target of everything it asks for, and asked for everything a node of its
     /// kind will: an Envoy asks for every listener and cluster, the route configurations its

@@ -259,6 +259,7 @@ impl Rollouts {
             .into_iter()
             .map(|(n, shared)| {
                 let s = n.state.lock().unwrap();
+                let rejections = s.rollout.as_ref().map(|r| r.rejection_statuses(now)).unwrap_or_default();
                 xdst_core::changes::NodeSync {
                     group: n.group.clone(),
                     id: n.id.clone(),
@@ -268,7 +269,8 @@ impl Rollouts {
                         .synced
                         .as_ref()
                         .map(|t| versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()),
-                    rejection: s.rollout.as_ref().and_then(|r| r.rejection_status(now)),
+                    rejection: rejections.first().cloned(),
+                    rejections,
                 }
             })
             .collect()

@@ -162,15 +162,11 @@ impl Nacked {
     /// documents each blames; how many it newly holds.
     pub fn collect(&mut self, nodes: &[NodeSync], current: &IntentSet) -> usize {
         let now = Instant::now();
-        let reported: HashSet<usize> = nodes
-            .iter()
-            .filter_map(|n| n.rejection.as_ref())
-            .map(|r| Arc::as_ptr(&r.message) as *const u8 as usize)
-            .collect();
+        let reported: HashSet<usize> =
+            nodes.iter().flat_map(|n| &n.rejections).map(|r| Arc::as_ptr(&r.message) as *const u8 as usize).collect();
         self.seen.retain(|m| reported.contains(m));
         let mut added = 0;
-        for node in nodes {
-            let Some(rejection) = &node.rejection else { continue };
+        for (node, rejection) in nodes.iter().flat_map(|n| n.rejections.iter().map(move |r| (n, r))) {
             if !self.seen.insert(Arc::as_ptr(&rejection.message) as *const u8 as usize) {
                 continue;
             }
@@ -292,7 +288,8 @@ mod tests {
             client: 1,
             label: "envoy".into(),
             synced: synced.map(Arc::from),
-            rejection: Some(StoppedStatus {
+            rejection: None,
+            rejections: vec![StoppedStatus {
                 r#type: "rds".into(),
                 stream: 1,
                 message: message.clone(),
@@ -304,7 +301,7 @@ mod tests {
                     content_of: blamed.iter().map(|s| s.to_string()).collect(),
                 }],
                 resources_count: 1,
-            }),
+            }],
         }
     }
 
@@ -342,6 +339,20 @@ mod tests {
         // Other plugins: every hold ends.
         let mut served = v3.clone();
         assert!(n.apply(&mut served, "other plugins").is_empty());
+    }
+
+    /// A node that rejected two types at once (served unordered or by name): both are acted on.
+    #[test]
+    fn every_rejection_of_a_node_is_acted_on() {
+        let mut n = Nacked::default();
+        let v1 = set(&[("a", "/a1"), ("b", "/b1")]);
+        n.history.record("g1".into(), BTreeMap::new(), &v1);
+        let v2 = set(&[("a", "/a2"), ("b", "/b2")]);
+        n.history.record("g2".into(), BTreeMap::new(), &v2);
+        let (m1, m2): (Arc<str>, Arc<str>) = ("rds: no".into(), "lds: no".into());
+        let mut both = node(Some("g1"), &m1, &["Route/a"]);
+        both.rejections.extend(node(Some("g1"), &m2, &["Route/b"]).rejections);
+        assert_eq!(n.collect(&[both], &v2), 2);
     }
 
     /// What remembering the documents costs a generation (docs/PERFORMANCE.md):
