@@ -8,7 +8,8 @@
 //!   yet) is still held, naming the kind: a typo or a kind not translated shows;
 //! - the route's `metadata.generation` comes back as `observedGeneration` on its conditions;
 //!   the GatewayClass is `Accepted` and `SupportedVersion`; the listener lists its
-//!   `supportedKinds`; the Gateway its address.
+//!   `supportedKinds`; the Gateway its address; the Gateway, whose file carries no generation,
+//!   gets one from xdst that moves with its spec.
 
 use anyhow::ensure;
 use serde_json::Value;
@@ -109,6 +110,15 @@ async fn objects_for_other_controllers_are_ignored_and_generations_come_back() -
         .collect();
     ensure!(kinds == ["HTTPRoute", "GRPCRoute"], "the listener's supportedKinds: {}", gateway["status"]);
     ensure!(gateway["status"]["addresses"][0]["value"] == "127.0.0.1", "{}", gateway["status"]);
+    // The Gateway's file carries no generation: xdst keeps one, 1 until its spec changes.
+    ensure!(gateway["metadata"]["generation"] == 1, "{gateway}");
+    write("app.yaml", &manifests(8080, web.addr.port()).replace("name: http, port: 80", "name: web, port: 80"))?;
+    until("the Gateway's generation moves with its spec", WAIT, async || {
+        let gateway = admin_json(xdst.admin_addr, "/intent/Gateway/app/gw").await?;
+        let observed = &gateway["status"]["listeners"][0]["conditions"][0]["observedGeneration"];
+        Ok(Seen::holds(gateway["metadata"]["generation"] == 2 && *observed == 2, gateway.to_string()))
+    })
+    .await?;
 
     // A Gateway API kind no plugin translates is not ignored: it is held, naming the kind.
     write(

@@ -246,6 +246,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                 .with_max_file_size(config.max_file_size)
                 .with_namespace_dirs(config.namespace_dirs)
                 .with_namespace_keys(config.store.store_namespace_keys)
+                .with_generations_file(generations_file(config))
                 .with_hold_on_nack(config.on_nack == cli::settings::OnNack::Hold);
             Some(Arc::new(source))
         }
@@ -489,6 +490,21 @@ async fn first_generation(
         None => tracing::error!("the first generation did not finish: serving nothing until a good one"),
     }
     Ok(())
+}
+
+/// Where the generations of documents that carry none are kept: beside the plugin cache
+/// (`<cache>/../generations/`), one file per intent source (a digest of its directory or store
+/// URL), so two servers of two sources never share one. Without a plugin cache, none: they
+/// are counted afresh at each start.
+fn generations_file(config: &Settings) -> Option<std::path::PathBuf> {
+    let source = match (&config.intent, &config.store.store) {
+        (Some(dir), _) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()).display().to_string(),
+        (None, Some(url)) => url.clone(),
+        (None, None) => String::new(),
+    };
+    let digest = xdst_core::resource::content_version("xdst.generations", source.as_bytes());
+    let base = config.plugin_cache.as_deref().and_then(std::path::Path::parent)?;
+    Some(base.join("generations").join(format!("{digest}.json")))
 }
 
 /// The plugin host, with the settings' cache, fuel and text bounds.

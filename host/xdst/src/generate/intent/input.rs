@@ -18,7 +18,8 @@ pub type ParseCache = std::collections::HashMap<PathBuf, (String, Vec<Arc<xdst_c
 /// `--max-file-size`. Labels are paths relative to `dir`. Any file that does not read fails
 /// the whole read (what `xdst translate` wants).
 pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
-    let read = read_intent_cached(dir, &mut ParseCache::new(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES, Mode::Strict)?;
+    let read =
+        read_intent_cached(dir, &mut ParseCache::new(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES, Mode::Strict, None)?;
     Ok((read.set, read.files))
 }
 
@@ -60,6 +61,7 @@ pub fn read_intent_cached(
     cache: &mut ParseCache,
     max_file_bytes: usize,
     mode: Mode,
+    counter: Option<&mut super::generation::Counter>,
 ) -> Result<Read, GenerationError> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];
@@ -85,10 +87,11 @@ pub fn read_intent_cached(
     });
     let count = files.len();
     let bounded = mode == Mode::HoldingBounded;
-    let (set, fresh, held) = assemble(sources, cache, mode, |label, docs| match bounded {
+    let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
         true => namespace_bound(label, docs),
         false => Ok(()),
-    })?;
+    };
+    let (set, fresh, held) = assemble(sources, cache, mode, check, counter)?;
     *cache = fresh;
     Ok(Read { set, files: count, held })
 }
@@ -110,6 +113,7 @@ fn assemble<'a>(
     cache: &ParseCache,
     mode: Mode,
     check: impl Fn(&str, &[Arc<IntentDocument>]) -> Result<(), GenerationError>,
+    mut counter: Option<&mut super::generation::Counter>,
 ) -> Result<(IntentSet, ParseCache, Vec<HeldSource>), GenerationError> {
     let mut held = Vec::new();
     let mut fresh = ParseCache::new();
@@ -120,7 +124,16 @@ fn assemble<'a>(
         let result = source.text.and_then(|text| {
             let docs = match last {
                 Some((old, docs)) if *old == *text => return Ok((text.into_owned(), docs.clone(), false)),
-                _ => parse_file(&source.label, &text)?.into_iter().map(Arc::new).collect::<Vec<_>>(),
+                _ => parse_file(&source.label, &text)?
+                    .into_iter()
+                    .map(|mut d| {
+                        // A document without a generation gets the one xdst keeps for it.
+                        if let Some(c) = counter.as_deref_mut() {
+                            c.stamp(&mut d);
+                        }
+                        Arc::new(d)
+                    })
+                    .collect::<Vec<_>>(),
             };
             check(&source.label, &docs)?;
             Ok((text.into_owned(), docs, true))
@@ -155,6 +168,9 @@ fn assemble<'a>(
         }
     }
     held.sort_by(|a, b| a.source.cmp(&b.source));
+    if let Some(c) = counter {
+        c.keep_only(set.documents().map(|d| d.id().as_ref()));
+    }
     Ok((set, fresh, held))
 }
 
@@ -235,6 +251,7 @@ pub fn read_mirror(
     max_file_bytes: usize,
     cache: &mut ParseCache,
     mode: Mode,
+    counter: Option<&mut super::generation::Counter>,
 ) -> Result<Read, GenerationError> {
     let values = mirror.documents();
     let mut docs: BTreeMap<String, Result<std::borrow::Cow<'_, str>, GenerationError>> = BTreeMap::new();
@@ -268,7 +285,7 @@ pub fn read_mirror(
     let check = |key: &str, parsed: &[Arc<IntentDocument>]| {
         crate::generate::store::check_document_key(&store, key, parsed).map_err(GenerationError::from)
     };
-    let (set, fresh, mut held) = assemble(sources, cache, mode, check)?;
+    let (set, fresh, mut held) = assemble(sources, cache, mode, check, counter)?;
     for key in mirror.keys_not_utf8() {
         let error = StoreProblem::KeyNotUtf8 { store: store.clone(), key: key.clone() }.to_string();
         held.push(HeldSource { source: key, error, last_good: false });

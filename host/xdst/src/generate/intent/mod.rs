@@ -82,6 +82,8 @@ pub struct IntentSource {
     /// `--store-namespace-keys`: intent API writes of namespaced documents go under their
     /// namespace's prefix.
     namespace_keys: bool,
+    /// The generations kept for documents that carry none.
+    generations: Mutex<generation::Counter>,
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
@@ -151,7 +153,16 @@ impl IntentSource {
             hold_on_nack: true,
             nacked: Mutex::new(nacked::Nacked::default()),
             namespace_keys: false,
+            generations: Mutex::new(generation::Counter::default()),
         }
+    }
+
+    /// Where the generations of documents that carry none are kept across restarts.
+    pub fn with_generations_file(self, path: Option<PathBuf>) -> Self {
+        if let Some(path) = path {
+            *locked(&self.generations) = generation::Counter::load(path);
+        }
+        self
     }
 
     /// `--store-namespace-keys`: a namespaced document the intent API writes anew goes to
@@ -216,13 +227,14 @@ impl IntentSource {
     /// read is held at its last good parse ([`Read::held`]).
     pub fn read_current(&self) -> Result<Read, GenerationError> {
         let parsed = &mut locked(&self.parsed);
+        let counter = Some(&mut *locked(&self.generations));
         match &self.input {
             IntentInput::Dir(d) => {
                 let mode = if self.namespace_dirs { Mode::HoldingBounded } else { Mode::Holding };
-                read_intent_cached(d, parsed, self.max_file_bytes, mode)
+                read_intent_cached(d, parsed, self.max_file_bytes, mode, counter)
             }
             IntentInput::Store(m) => {
-                read_mirror(m, None, self.max_store_documents, self.max_file_bytes, parsed, Mode::Holding)
+                read_mirror(m, None, self.max_store_documents, self.max_file_bytes, parsed, Mode::Holding, counter)
             }
         }
     }
@@ -739,6 +751,7 @@ impl IntentSource {
             self.max_file_bytes,
             &mut locked(&self.parsed),
             Mode::Holding,
+            None,
         )?;
         // The write answers for its own key only: other keys' problems are theirs.
         if let Some(h) = read.held.iter().find(|h| h.source == overlay.0) {
