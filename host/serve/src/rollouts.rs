@@ -40,9 +40,30 @@ const MAX_LINGERING: usize = 10_000;
 pub struct Rollouts {
     config: RolloutConfig,
     nodes: Mutex<Nodes>,
-    /// Woken when a node rejects a response: the generation plane holds the documents the
-    /// rejection blames (`--on-nack hold`).
-    pub rejections: Arc<Notify>,
+    /// Nodes' rejections, as they come: the generation plane holds the documents a rejection
+    /// blames (`--on-nack hold`).
+    pub rejections: Arc<Rejections>,
+}
+
+/// Rejections, counted and announced: the generation plane looks at the nodes only when the
+/// count moved since it last did.
+#[derive(Default)]
+pub struct Rejections {
+    /// Woken at each one.
+    pub woken: Notify,
+    count: AtomicU64,
+}
+
+impl Rejections {
+    fn note(&self) {
+        self.count.fetch_add(1, Ordering::Release);
+        self.woken.notify_one();
+    }
+
+    /// How many there have been (read before looking at the nodes).
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
 }
 
 struct Nodes {
@@ -70,7 +91,7 @@ pub struct NodeRollout {
     /// ADS client) never needs a wake-up.
     changed: Notify,
     /// The server's [`Rollouts::rejections`].
-    rejections: Arc<Notify>,
+    rejections: Arc<Rejections>,
 }
 
 struct NodeState {
@@ -93,7 +114,7 @@ struct NodeState {
 impl Rollouts {
     pub fn new(config: RolloutConfig) -> Self {
         let nodes = Nodes { by_key: HashMap::new(), swept: Instant::now(), lingering: Default::default() };
-        Rollouts { config, nodes: Mutex::new(nodes), rejections: Arc::new(Notify::new()) }
+        Rollouts { config, nodes: Mutex::new(nodes), rejections: Default::default() }
     }
 
     pub fn config(&self) -> RolloutConfig {
@@ -372,7 +393,7 @@ impl NodeRollout {
     /// The node rejected a response: the generation plane is told
     /// ([`Rollouts::rejections`]), whatever the node's mode.
     pub fn rejected(&self) {
-        self.rejections.notify_one();
+        self.rejections.note();
     }
 
     /// Runs `f` on the rollout (if there is one yet), then counts and logs what it noted and

@@ -168,7 +168,9 @@ fn assemble<'a>(
         }
     }
     held.sort_by(|a, b| a.source.cmp(&b.source));
-    if let Some(c) = counter {
+    // Only a source parsed again, or one gone, can have taken a document away.
+    let changed = parsed.iter().any(|p| p.4) || fresh.len() != cache.len();
+    if let Some(c) = counter.filter(|_| changed) {
         c.keep_only(set.documents().map(|d| d.id().as_ref()));
     }
     Ok((set, fresh, held))

@@ -315,7 +315,9 @@ impl IntentSource {
             if self.hold_on_nack {
                 let plugins = chosen.iter().map(|c| c.key.as_str()).collect::<Vec<_>>().join(" ");
                 let mut nacked = locked(&self.nacked);
-                nacked.collect(&plane.serving.rollouts.syncs(), &intent);
+                if nacked.rejections_since(plane.serving.rollouts.rejections.count()) {
+                    nacked.collect(&plane.serving.rollouts.syncs(), &intent);
+                }
                 held_nacked = nacked.apply(&mut intent, &plugins);
             }
             // A plugin that changed since the last good generation and makes it fail, or makes
@@ -334,9 +336,8 @@ impl IntentSource {
             };
             let Some(i) = suspect else {
                 let attempt = first?;
-                let out = self.publish(plane, attempt)?;
+                let out = self.publish(plane, attempt, &intent)?;
                 self.accept(&chosen);
-                self.published(plane, &intent);
                 return Ok(out);
             };
             let mut without = chosen.clone();
@@ -360,17 +361,15 @@ impl IntentSource {
             if !better {
                 *locked(&self.pipelines) = saved;
                 let attempt = first?;
-                let out = self.publish(plane, attempt)?;
+                let out = self.publish(plane, attempt, &intent)?;
                 self.accept(&chosen);
-                self.published(plane, &intent);
                 return Ok(out);
             }
             let why = match &first {
                 Err(e) => e.message(),
                 Ok(t) => t.held.iter().map(|h| format!("{}: {}", h.held, h.error)).collect::<Vec<_>>().join("; "),
             };
-            let out = self.publish(plane, retry?)?;
-            self.published(plane, &intent);
+            let out = self.publish(plane, retry?, &intent)?;
             self.refuse(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"));
             report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
             calls = retry_calls;
@@ -711,15 +710,14 @@ impl IntentSource {
         Ok(attempt)
     }
 
-    /// A generation of `intent` was published: what a node accepts from now on may be it.
-    fn published(&self, plane: &Plane, intent: &xdst_core::intent::IntentSet) {
-        if self.hold_on_nack {
-            locked(&self.nacked).record(&plane.serving.cache, intent);
-        }
-    }
-
-    /// Publishes what an [`attempt`](Self::attempt) translated.
-    fn publish(&self, plane: &Plane, a: Attempt) -> Result<Published, GenerationError> {
+    /// Publishes what an [`attempt`](Self::attempt) translated from `intent`, and remembers
+    /// which documents it was made of (what a node accepts from now on may be it).
+    fn publish(
+        &self,
+        plane: &Plane,
+        a: Attempt,
+        intent: &xdst_core::intent::IntentSet,
+    ) -> Result<Published, GenerationError> {
         let counts: Vec<(String, usize)> =
             a.publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let resources = a.publication.default.len();
@@ -734,6 +732,9 @@ impl IntentSource {
             .collect();
         st.ignored_total = ignored_total;
         drop(st);
+        if self.hold_on_nack {
+            locked(&self.nacked).record(&plane.serving.cache, intent);
+        }
         Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held))
     }
 

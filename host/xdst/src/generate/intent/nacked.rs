@@ -52,6 +52,9 @@ pub struct Nacked {
     /// Rejections acted on (by their message's allocation, which a rejection keeps for its
     /// life), while nodes still report them.
     seen: HashSet<usize>,
+    /// The rollouts' rejection count when the nodes were last looked at: until it moves,
+    /// there is nothing new to look at (and no walk over every node each generation).
+    looked_at: u64,
 }
 
 struct Hold {
@@ -158,6 +161,12 @@ impl History {
 }
 
 impl Nacked {
+    /// Whether rejections came since the nodes were last looked at, given the rollouts'
+    /// count (read before looking); notes the count as looked at.
+    pub fn rejections_since(&mut self, count: u64) -> bool {
+        std::mem::replace(&mut self.looked_at, count) != count
+    }
+
     /// Takes the rejections `nodes` report that have not been acted on, and holds the
     /// documents each blames; how many it newly holds.
     pub fn collect(&mut self, nodes: &[NodeSync], current: &IntentSet) -> usize {

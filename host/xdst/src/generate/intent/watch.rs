@@ -28,7 +28,7 @@ pub async fn watch(
                     _ = plane.rescan.notified() => wake.notify_one(),
                     // A node rejected a response: with `--on-nack hold` the next generation
                     // holds the documents it blames.
-                    _ = plane.serving.rollouts.rejections.notified() => wake.notify_one(),
+                    _ = plane.serving.rollouts.rejections.woken.notified() => wake.notify_one(),
                     _ = shutdown.changed() => return,
                 }
             }
