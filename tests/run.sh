@@ -13,7 +13,7 @@
 # Cargo builds into ${CARGO_TARGET_DIR:-~/.cache/xdst/target}, so repeated runs and fresh
 # clones on the same machine stay warm.
 # The upstream Gateway API conformance cases are an input from outside the repository: they
-# run when $XDST_GATEWAY_API_CASES or ../shared/gateway-api-conformance names their folder,
+# run when $XDST_GATEWAY_API_CASES or ../shared/gateway-api-suite names their folder,
 # and are skipped otherwise (each test that needs them says so in one line; issue 34).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,12 +29,12 @@ if [ -n "${XDST_GATEWAY_API_CASES:-}" ]; then
         exit 1
     }
     echo "[tests] upstream Gateway API conformance cases: will run (XDST_GATEWAY_API_CASES=$XDST_GATEWAY_API_CASES)"
-elif [ -d "$root/../shared/gateway-api-conformance" ]; then
-    XDST_GATEWAY_API_CASES="$(cd "$root/../shared/gateway-api-conformance" && pwd)"
+elif [ -d "$root/../shared/gateway-api-suite" ]; then
+    XDST_GATEWAY_API_CASES="$(cd "$root/../shared/gateway-api-suite" && pwd)"
     export XDST_GATEWAY_API_CASES
     echo "[tests] upstream Gateway API conformance cases: will run ($XDST_GATEWAY_API_CASES)"
 else
-    echo "[tests] upstream Gateway API conformance cases: skipped (no ../shared/gateway-api-conformance beside $root and XDST_GATEWAY_API_CASES is not set)"
+    echo "[tests] upstream Gateway API conformance cases: skipped (no ../shared/gateway-api-suite beside $root and XDST_GATEWAY_API_CASES is not set)"
 fi
 
 step "installing test dependencies"

@@ -6,7 +6,7 @@
 //! (`conformance/tests/<case>.go` at 4564255), expecting the same answers: status, which
 //! Service's pod answered, and what reached it. See `xdst_tests::gateway_api` for the harness.
 //!
-//! The cases are read from `$XDST_GATEWAY_API_CASES`, else `../shared/gateway-api-conformance`:
+//! The cases are read from `$XDST_GATEWAY_API_CASES`, else `../shared/gateway-api-suite`:
 //! an input from outside the repository. Without them, every test that needs them prints one
 //! line saying it skipped them and why, and passes (issue 34, item 5).
 
@@ -862,10 +862,22 @@ fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::R
         .filter(|e| e.path().join("manifests.yaml").exists())
         .collect();
     cases.sort_by_key(|e| e.file_name());
-    anyhow::ensure!(cases.len() == 63, "{} cases, want the 63 upstream ones", cases.len());
+    // The whole suite (137 tests, 139 manifests), or its 63 HTTP and gRPC cases.
+    anyhow::ensure!(
+        [63, 139].contains(&cases.len()),
+        "{} cases, want the 139 of the upstream suite (or its 63 HTTP ones)",
+        cases.len()
+    );
+    let mut translated = 0;
     for case in &cases {
         let intent = tempfile::tempdir()?;
         let text = std::fs::read_to_string(case.path().join("manifests.yaml"))?.replace("{GATEWAY_CLASS_NAME}", "xdst");
+        // Kinds the plugin does not translate yet (issue 36, items 2 and 3): a case with one
+        // is held, naming the kind, which `kubernetes_objects` checks.
+        if NOT_YET_TRANSLATED.iter().any(|k| text.contains(&format!("\nkind: {k}\n"))) {
+            continue;
+        }
+        translated += 1;
         std::fs::write(intent.path().join("manifests.yaml"), text)?;
         let status = case.file_name() == "httproute-invalid-nonexistent-backendref";
         let mut cmd = std::process::Command::new(&xdst);
@@ -892,8 +904,12 @@ fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::R
             );
         }
     }
+    anyhow::ensure!(translated >= 63, "only {translated} cases were translated");
     Ok(())
 }
+
+/// Gateway API kinds of the upstream suite the plugin does not translate yet.
+const NOT_YET_TRANSLATED: [&str; 2] = ["BackendTLSPolicy", "ListenerSet"];
 
 /// The mirror Service's echo.
 fn echo<'a>(c: &'a Case, backend: &str) -> anyhow::Result<&'a xdst_tests::echo::Echo> {

@@ -4,8 +4,8 @@
 //! - a Deployment, a ConfigMap and a ServiceAccount beside a Gateway and its route are ignored
 //!   (listed in `/debug/plugins` as `ignored`), never held and never a failed generation, and
 //!   the route serves;
-//! - a kind of a group a plugin claims other kinds of (a `TCPRoute`, which no plugin translates
-//!   yet) is still held, naming the kind: a typo or a kind not translated shows;
+//! - a kind of a group a plugin claims other kinds of (a `BackendLBPolicy`, which no plugin
+//!   translates yet) is still held, naming the kind: a typo or a kind not translated shows;
 //! - the route's `metadata.generation` comes back as `observedGeneration` on its conditions;
 //!   the GatewayClass is `Accepted` and `SupportedVersion`; the listener lists its
 //!   `supportedKinds`; the Gateway its address; the Gateway, whose file carries no generation,
@@ -122,14 +122,14 @@ async fn objects_for_other_controllers_are_ignored_and_generations_come_back() -
 
     // A Gateway API kind no plugin translates is not ignored: it is held, naming the kind.
     write(
-        "tcp.yaml",
-        "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {name: db, namespace: app}\nspec:\n  \
-         parentRefs: [{name: gw}]\n  rules: [{backendRefs: [{name: web, port: 80}]}]\n",
+        "lb.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: BackendLBPolicy\nmetadata: {name: db, namespace: app}\nspec:\n  \
+         targetRefs: [{group: \"\", kind: Service, name: web}]\n  sessionPersistence: {sessionName: db}\n",
     )?;
     let held = xdst_tests::admin::wait_for_held(
         xdst.admin_addr,
-        "TCPRoute/app/db",
-        "no plugin translates kind \"gateway.networking.k8s.io/TCPRoute\"",
+        "BackendLBPolicy/app/db",
+        "no plugin translates kind \"gateway.networking.k8s.io/BackendLBPolicy\"",
     )
     .await?;
     ensure!(held["serving"] == "nothing", "{held}");

@@ -22,6 +22,7 @@ mod docs;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;
+mod gateway_api_l4;
 mod go_plugins;
 mod grpc;
 mod intent_api;

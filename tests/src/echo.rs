@@ -88,6 +88,15 @@ pub struct Echo {
 impl Echo {
     /// Binds 127.0.0.1:0 and serves until dropped.
     pub async fn start(namespace: &str, pod: &str) -> io::Result<Echo> {
+        Echo::start_with(namespace, pod, None).await
+    }
+
+    /// [`start`](Self::start), serving over TLS with `tls` (HTTP/1.1 and HTTP/2 by ALPN).
+    pub async fn start_tls(namespace: &str, pod: &str, tls: tokio_rustls::TlsAcceptor) -> io::Result<Echo> {
+        Echo::start_with(namespace, pod, Some(tls)).await
+    }
+
+    async fn start_with(namespace: &str, pod: &str, tls: Option<tokio_rustls::TlsAcceptor>) -> io::Result<Echo> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -107,6 +116,7 @@ impl Echo {
                 };
                 while conns.try_join_next().is_some() {}
                 let shared = serving.clone();
+                let tls = tls.clone();
                 conns.spawn(async move {
                     let service = service_fn(move |req| {
                         let shared = shared.clone();
@@ -117,7 +127,15 @@ impl Echo {
                         }
                     });
                     let builder = auto::Builder::new(TokioExecutor::new());
-                    let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                    match tls {
+                        None => {
+                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                        }
+                        Some(tls) => {
+                            let Ok(stream) = tls.accept(stream).await else { return };
+                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                        }
+                    }
                 });
             }
         });

@@ -1,16 +1,20 @@
 //! The Gateway API conformance harness: one upstream conformance case
 //! (`<cases>/<case>/manifests.yaml`) served by `xdst serve` with the `gateway-api` plugin to a
-//! real Envoy, with an [`Echo`] backend for every Service.
+//! real Envoy, with a backend for every Service.
 //!
 //! The upstream cases are an input from outside the repository (issue 34, item 5): they are
-//! read from `$XDST_GATEWAY_API_CASES`, else from `../shared/gateway-api-conformance` beside
-//! the clone. When neither is there, [`upstream_cases`] says why and every test that needs
+//! read from `$XDST_GATEWAY_API_CASES`, else from `../shared/gateway-api-suite` beside the
+//! clone (all 137 upstream tests), else `../shared/gateway-api-conformance` (63 of them). When
+//! none is there, [`upstream_cases`] says why and every test that needs
 //! them ([`skip_without_upstream_cases!`](crate::skip_without_upstream_cases)) prints one
 //! line saying it skipped them and passes; `tests/run.sh` says up front which it will be.
 //!
 //! - The manifests load as shipped, `{GATEWAY_CLASS_NAME}` replaced by `xdst`.
-//! - Every Service gets an echo and an EndpointSlice naming it for each of the Service's
-//!   ports. The echo's pod is `<app>-0`, after the Service's `selector.app` (the Deployment the
+//! - Every Service gets a backend and an EndpointSlice naming it for each of the Service's
+//!   ports: a TCP or UDP echo ([`crate::stream_echo`]) when the case's Deployment of that
+//!   name runs one (`TCP_ECHO_SERVER`, `UDP_ECHO_SERVER`) or the Service is the suite's
+//!   `tcp-backend`, a DNS server for `coredns`, a gRPC echo for `grpc-...`, else an HTTP
+//!   [`Echo`]. The echo's pod is `<app>-0`, after the Service's `selector.app` (the Deployment the
 //!   upstream suite runs), or after the Service's name. A Service the case gives EndpointSlices
 //!   of its own has no selector: the upstream test fills them with `infra-backend-v1`'s pods,
 //!   so its echo is `infra-backend-v1-0` and the case's IPv4 slices point at it.
@@ -61,8 +65,8 @@ pub const CASES_ENV: &str = "XDST_GATEWAY_API_CASES";
 /// Why the upstream conformance cases cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoCases {
-    /// Neither `$XDST_GATEWAY_API_CASES` nor `../shared/gateway-api-conformance`: the tests
-    /// that need them are skipped.
+    /// Neither `$XDST_GATEWAY_API_CASES` nor `../shared/gateway-api-suite` (or
+    /// `-conformance`): the tests that need them are skipped.
     Absent(PathBuf),
     /// `$XDST_GATEWAY_API_CASES` names a folder that is not there: a mistake, not a skip.
     Missing(PathBuf),
@@ -85,7 +89,8 @@ impl std::fmt::Display for NoCases {
 impl std::error::Error for NoCases {}
 
 /// The folder of the upstream conformance cases: `$XDST_GATEWAY_API_CASES`, else
-/// `../shared/gateway-api-conformance` beside the repository.
+/// `../shared/gateway-api-suite` beside the repository (all 137 upstream tests), else
+/// `../shared/gateway-api-conformance` (the 63 HTTP and gRPC ones, in the same form).
 pub fn upstream_cases() -> Result<PathBuf, NoCases> {
     match std::env::var_os(CASES_ENV).filter(|v| !v.is_empty()) {
         Some(dir) => {
@@ -94,8 +99,13 @@ pub fn upstream_cases() -> Result<PathBuf, NoCases> {
         }
         None => {
             let root = crate::repo_root();
-            let dir = root.parent().unwrap_or(&root).join("shared/gateway-api-conformance");
-            if dir.is_dir() { Ok(dir) } else { Err(NoCases::Absent(dir)) }
+            let shared = root.parent().unwrap_or(&root).join("shared");
+            let suite = shared.join("gateway-api-suite");
+            if suite.is_dir() {
+                return Ok(suite);
+            }
+            let dir = shared.join("gateway-api-conformance");
+            if dir.is_dir() { Ok(dir) } else { Err(NoCases::Absent(suite)) }
         }
     }
 }
@@ -137,6 +147,17 @@ pub fn cases_dir() -> anyhow::Result<PathBuf> {
     Ok(upstream_cases()?)
 }
 
+/// What serves a Service's pods: an HTTP or gRPC echo, a TCP echo, a UDP echo (with the
+/// Service name it reports) or a DNS server.
+#[derive(Debug, Clone)]
+enum Server {
+    Http,
+    Grpc,
+    Tcp,
+    Udp(String),
+    Dns,
+}
+
 /// A running case.
 pub struct Case {
     pub name: String,
@@ -145,6 +166,14 @@ pub struct Case {
     pub echoes: Vec<Echo>,
     /// The gRPC echoes, for Services whose app is `grpc-...` (the GRPCRoute cases).
     pub grpc_echoes: Vec<GrpcEcho>,
+    /// The TCP echoes (Deployments with `TCP_ECHO_SERVER`, and `tcp-backend`).
+    pub tcp_echoes: Vec<crate::stream_echo::TcpEcho>,
+    /// The UDP echoes (Deployments with `UDP_ECHO_SERVER`).
+    pub udp_echoes: Vec<crate::stream_echo::UdpEcho>,
+    /// The DNS servers (`coredns`).
+    pub dns: Vec<crate::stream_echo::Dns>,
+    /// The certificates and CAs the upstream suite makes in code.
+    pub suite: crate::suite_pki::SuitePki,
     pub xdst: Process,
     pub envoy: Envoy,
     /// The CA of the certificates made for the case's Secrets, for requests over TLS.
@@ -230,11 +259,11 @@ fn loopback_block() -> [u8; 3] {
     [127, (n >> 8) as u8 | 1, (n >> 16) as u8]
 }
 
-/// A Service of the case: namespace, name, port names.
+/// A Service of the case: namespace, name, and per port its name, protocol and target port.
 struct Service {
     namespace: String,
     name: String,
-    ports: Vec<Option<String>>,
+    ports: Vec<(Option<String>, String, u16)>,
     /// `spec.selector.app`: which Deployment's pods serve it upstream.
     app: Option<String>,
 }
@@ -244,7 +273,12 @@ impl Case {
     pub async fn start(case: &str) -> anyhow::Result<Case> {
         let file = cases_dir()?.join(case).join("manifests.yaml");
         let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("reading {}", file.display()))?
+            .with_context(|| {
+                format!(
+                    "reading {} (the whole upstream suite, 139 cases, is ../shared/gateway-api-suite)",
+                    file.display()
+                )
+            })?
             .replace("{GATEWAY_CLASS_NAME}", "xdst");
         let docs = xdst_core::intent::parse_file("manifests.yaml", &text)?;
         let mut services = Vec::new();
@@ -260,7 +294,15 @@ impl Case {
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .map(|p| p["name"].as_str().map(str::to_owned))
+                        .map(|p| {
+                            let port = p["port"].as_u64().unwrap_or(0);
+                            let target = p["targetPort"].as_u64().unwrap_or(port);
+                            (
+                                p["name"].as_str().map(str::to_owned),
+                                p["protocol"].as_str().unwrap_or("TCP").to_owned(),
+                                u16::try_from(target).unwrap_or(0),
+                            )
+                        })
                         .collect(),
                     app: d.json["spec"]["selector"]["app"].as_str().map(str::to_owned),
                 }),
@@ -282,8 +324,27 @@ impl Case {
                 own_slices.entry((ns, service.to_owned())).or_default().push(d.json.clone());
             }
         }
+        // What each Deployment of the case runs: a TCP or UDP echo (with its SERVICE_NAME).
+        let mut servers: BTreeMap<(String, String), Server> = BTreeMap::new();
+        for d in docs.iter().filter(|d| d.kind == "Deployment") {
+            let ns = d.namespace.clone().unwrap_or_else(|| "default".into());
+            let env = &d.json["spec"]["template"]["spec"]["containers"][0]["env"];
+            let var = |name: &str| {
+                env.as_array()?.iter().find(|e| e["name"] == name).and_then(|e| e["value"].as_str()).map(str::to_owned)
+            };
+            if var("TCP_ECHO_SERVER").is_some() {
+                servers.insert((ns, d.name.clone()), Server::Tcp);
+            } else if var("UDP_ECHO_SERVER").is_some() {
+                servers.insert((ns, d.name.clone()), Server::Udp(var("SERVICE_NAME").unwrap_or_default()));
+            }
+        }
+        let pki = tempfile::Builder::new().prefix("xdst-gwapi-pki-").tempdir()?;
+        let mut suite = crate::suite_pki::SuitePki::new(pki.path());
         let mut echoes = Vec::new();
         let mut grpc_echoes = Vec::new();
+        let mut tcp_echoes = Vec::new();
+        let mut udp_echoes = Vec::new();
+        let mut dns = Vec::new();
         let mut extra = String::new();
         for s in &services {
             let own = own_slices.contains_key(&(s.namespace.clone(), s.name.clone()));
@@ -293,25 +354,80 @@ impl Case {
                 (None, false) => s.name.clone(),
             };
             let pod = format!("{app}-0");
-            let port = if app.starts_with("grpc-") {
-                let echo = GrpcEcho::start(&s.namespace, &pod).await?;
-                let port = echo.addr.port();
-                grpc_echoes.push(echo);
-                port
-            } else {
-                let echo = Echo::start(&s.namespace, &pod).await?;
-                let port = echo.addr.port();
-                echoes.push((s.name.clone(), echo));
-                port
+            let server = match servers.get(&(s.namespace.clone(), app.clone())) {
+                Some(server) => server.clone(),
+                None if app == "tcp-backend" => Server::Tcp,
+                // The suite's coredns Deployment: its Service selects `app: udp`.
+                None if s.name == "coredns" => Server::Dns,
+                None if app.starts_with("grpc-") => Server::Grpc,
+                None => Server::Http,
             };
-            let ports: Vec<Value> = s
-                .ports
-                .iter()
-                .map(|name| match name {
-                    Some(n) => serde_json::json!({"name": n, "port": port, "protocol": "TCP"}),
-                    None => serde_json::json!({"port": port, "protocol": "TCP"}),
-                })
-                .collect();
+            // One server per kind of port: a Service port whose target is 8443 is the
+            // backend's TLS port (the suite's `tls-backend` and `tcp-backend` serve TLS there).
+            let mut started: BTreeMap<bool, u16> = BTreeMap::new();
+            let mut ports: Vec<Value> = Vec::new();
+            for (name, protocol, target) in &s.ports {
+                let tls = *target == 8443 && matches!(server, Server::Tcp | Server::Http);
+                let port = match started.get(&tls) {
+                    Some(port) => *port,
+                    None => {
+                        let port = match &server {
+                            Server::Grpc => {
+                                let echo = GrpcEcho::start(&s.namespace, &pod).await?;
+                                let port = echo.addr.port();
+                                grpc_echoes.push(echo);
+                                port
+                            }
+                            Server::Tcp => {
+                                let cert = match tls {
+                                    true => Some(suite.leaf("tls-passthrough-checks-certificate")?),
+                                    false => None,
+                                };
+                                let cert = cert.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+                                let echo = crate::stream_echo::TcpEcho::start(&s.namespace, &pod, cert).await?;
+                                let port = echo.addr.port();
+                                tcp_echoes.push(echo);
+                                port
+                            }
+                            Server::Udp(service) => {
+                                let echo = crate::stream_echo::UdpEcho::start(&s.namespace, service, &pod).await?;
+                                let port = echo.addr.port();
+                                udp_echoes.push(echo);
+                                port
+                            }
+                            Server::Dns => {
+                                let server = crate::stream_echo::Dns::start().await?;
+                                let port = server.addr.port();
+                                dns.push(server);
+                                port
+                            }
+                            Server::Http => {
+                                let echo = if tls {
+                                    let leaf = if s.namespace == "gateway-conformance-app-backend" {
+                                        "tls-passthrough-checks-certificate"
+                                    } else {
+                                        "tls-checks-certificate"
+                                    };
+                                    let (cert, key) = suite.leaf(leaf)?;
+                                    let acceptor = crate::stream_echo::acceptor(&cert, &key)?;
+                                    Echo::start_tls(&s.namespace, &pod, acceptor).await?
+                                } else {
+                                    Echo::start(&s.namespace, &pod).await?
+                                };
+                                let port = echo.addr.port();
+                                echoes.push((s.name.clone(), echo));
+                                port
+                            }
+                        };
+                        started.insert(tls, port);
+                        port
+                    }
+                };
+                ports.push(match name {
+                    Some(n) => serde_json::json!({"name": n, "port": port, "protocol": protocol}),
+                    None => serde_json::json!({"port": port, "protocol": protocol}),
+                });
+            }
             let slice = serde_json::json!({
                 "apiVersion": "discovery.k8s.io/v1",
                 "kind": "EndpointSlice",
@@ -349,8 +465,9 @@ impl Case {
             }
         }
         let text = remove_documents(&text, |d| d.kind == "EndpointSlice");
-        let pki = tempfile::Builder::new().prefix("xdst-gwapi-pki-").tempdir()?;
         let ca = certificate_secrets(&docs, pki.path(), &mut extra)?;
+        let shipped = docs.iter().map(|d| d.id().to_string()).collect();
+        extra.push_str(&suite.objects_for(&text, &shipped)?);
 
         let intent = tempfile::Builder::new().prefix("xdst-gwapi-intent-").tempdir()?;
         std::fs::write(intent.path().join("manifests.yaml"), text)?;
@@ -367,6 +484,10 @@ impl Case {
             gateways,
             echoes,
             grpc_echoes,
+            tcp_echoes,
+            udp_echoes,
+            dns,
+            suite,
             xdst,
             envoy,
             ca,
@@ -393,6 +514,98 @@ impl Case {
                 Err(e) => Some(format!("{e:#}")),
             }
         })
+        .await
+    }
+
+    /// Connects to `gateway`'s TCP (or TLS, with `tls`: a connector and server name) `port`
+    /// until the echo answering is `backend`'s (a pod name prefix) in `namespace`
+    /// [`IN_A_ROW`] times in a row, as upstream's `MakeTCPRequestAndExpectEventuallyValidResponse`.
+    pub async fn expect_tcp(
+        &self,
+        gateway: &str,
+        port: u16,
+        tls: Option<(&tokio_rustls::TlsConnector, &str)>,
+        backend: &str,
+        namespace: &str,
+    ) -> anyhow::Result<crate::stream_echo::TcpAnswer> {
+        let addr = self.addr(gateway, port);
+        let last = std::cell::RefCell::new(None);
+        self.converge(
+            || format!("TCP to {gateway}:{port} for {backend}"),
+            || async {
+                match crate::stream_echo::tcp_ask(addr, tls).await {
+                    Ok(a) if a.pod.starts_with(&format!("{backend}-")) && a.namespace == namespace => {
+                        *last.borrow_mut() = Some(a);
+                        None
+                    }
+                    Ok(a) => Some(format!("answered by {}/{}", a.namespace, a.pod)),
+                    Err(e) => Some(format!("{e:#}")),
+                }
+            },
+        )
+        .await?;
+        Ok(last.into_inner().expect("converged"))
+    }
+
+    /// Sends datagrams to `gateway`'s UDP `port` until the echo answering is `service`'s in
+    /// `namespace` [`IN_A_ROW`] times in a row, as upstream's `ExpectEchoResponseFromBackend`.
+    pub async fn expect_udp(&self, gateway: &str, port: u16, service: &str, namespace: &str) -> anyhow::Result<()> {
+        let addr = self.addr(gateway, port);
+        self.converge(
+            || format!("UDP to {gateway}:{port} for {service}"),
+            || async {
+                match crate::stream_echo::udp_ask(addr).await {
+                    Ok(a) if a.service == service && a.namespace == namespace => None,
+                    Ok(a) => Some(format!("answered by {}/{} of {}", a.namespace, a.pod, a.service)),
+                    Err(e) => Some(format!("{e:#}")),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits until Envoy has the Listener of `gateway`'s `port` active: the positive signal a
+    /// check that connections are refused waits for first, so a refusal is the proxy's, not
+    /// a listener not there yet.
+    pub async fn listening(&self, gateway: &str, port: u16) -> anyhow::Result<()> {
+        let name = format!("{gateway}/{port}");
+        self.eventually(&format!("Envoy listens for {name}"), || async {
+            match self.envoy.listener_port(&name).await? {
+                Some(_) => Ok(()),
+                None => anyhow::bail!("no active listener {name}"),
+            }
+        })
+        .await
+    }
+
+    /// Waits until the document `id`'s status (as `GET /intent/{id}` serves it) passes
+    /// `check` [`IN_A_ROW`] times in a row; fails with what `check` said last.
+    pub async fn expect_status(&self, id: &str, check: impl Fn(&Value) -> Result<(), String>) -> anyhow::Result<()> {
+        self.converge(
+            || format!("status of {id}"),
+            || async {
+                match self.document(id).await {
+                    Ok(doc) => check(&doc["status"]).err().map(|why| format!("{why}: {}", doc["status"])),
+                    Err(e) => Some(format!("{e:#}")),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits until `probe` succeeds [`IN_A_ROW`] times in a row (see [`converge`](Self::converge)).
+    pub async fn eventually<F, Fut>(&self, what: &str, mut probe: F) -> anyhow::Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<()>>,
+    {
+        self.converge(
+            || what.to_owned(),
+            || {
+                let f = probe();
+                async move { f.await.err().map(|e| format!("{e:#}")) }
+            },
+        )
         .await
     }
 
@@ -565,7 +778,7 @@ fn certificate_secrets(
             for r in l["tls"]["certificateRefs"].as_array().into_iter().flatten() {
                 let ns = r["namespace"].as_str().unwrap_or(&gateway_ns).to_owned();
                 let name = r["name"].as_str().unwrap_or_default().to_owned();
-                if !shipped.contains(&format!("Secret/{ns}/{name}")) {
+                if !shipped.contains(&format!("Secret/{ns}/{name}")) && !crate::suite_pki::made_in_code(&name) {
                     wanted.insert((ns, name));
                 }
             }
@@ -781,6 +994,64 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// Checks a route's status toward the Gateway `gateway` (its name): the condition `kind` is
+/// `status` (`True`/`False`) with `reason`, as upstream's `*RouteMustHaveCondition`.
+pub fn route_condition(
+    gateway: &'static str,
+    kind: &'static str,
+    status: &'static str,
+    reason: &'static str,
+) -> impl Fn(&Value) -> Result<(), String> {
+    move |s: &Value| {
+        let parents = s["parents"].as_array().ok_or("no parents")?;
+        let parent =
+            parents.iter().find(|p| p["parentRef"]["name"] == gateway).ok_or(format!("no parent {gateway}"))?;
+        let c = parent["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == kind);
+        match c {
+            Some(c) if c["status"] == status && c["reason"] == reason => Ok(()),
+            _ => Err(format!("want {kind} {status} ({reason}) toward {gateway}")),
+        }
+    }
+}
+
+/// Checks a Gateway's listeners: each `(name, attachedRoutes, supported kind)` is there, and
+/// Accepted and Programmed, as upstream's `GatewayStatusMustHaveListeners`.
+pub fn listeners(want: &'static [(&'static str, u64, &'static str)]) -> impl Fn(&Value) -> Result<(), String> {
+    move |s: &Value| {
+        for (name, attached, kind) in want {
+            let l = s["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|l| l["name"] == *name)
+                .ok_or(format!("no listener {name}"))?;
+            if l["attachedRoutes"] != *attached {
+                return Err(format!("listener {name}: attachedRoutes {} (want {attached})", l["attachedRoutes"]));
+            }
+            if !l["supportedKinds"].as_array().into_iter().flatten().any(|k| k["kind"] == *kind) {
+                return Err(format!("listener {name} does not list {kind} among its supportedKinds"));
+            }
+            for t in ["Accepted", "Programmed"] {
+                if !l["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == t && c["status"] == "True") {
+                    return Err(format!("listener {name} is not {t}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that no listener of a Gateway has a route attached (upstream's
+/// `GatewayMustHaveZeroRoutes`).
+pub fn no_routes(s: &Value) -> Result<(), String> {
+    let attached: u64 =
+        s["listeners"].as_array().into_iter().flatten().filter_map(|l| l["attachedRoutes"].as_u64()).sum();
+    if s["listeners"].as_array().is_none_or(|l| l.is_empty()) {
+        return Err("no listener statuses".into());
+    }
+    if attached == 0 { Ok(()) } else { Err(format!("{attached} routes attached (want 0)")) }
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ pub mod pki;
 pub mod plugins;
 pub mod registry;
 pub mod server;
+pub mod stream_echo;
+pub mod suite_pki;
 pub mod traffic;
 pub mod upstream;
 pub mod wait;

@@ -1,5 +1,5 @@
 //! The graph check run before a resource set is published (ORDER-1): every route
-//! configuration a listener names exists, every cluster a route or TCP proxy names exists,
+//! configuration a listener names exists, every cluster a route, TCP proxy or UDP proxy names exists,
 //! every Secret a listener's TLS context fetches over ADS exists, and every EDS cluster has its
 //! load assignment. A dangling reference would leave Envoy
 //! warming forever or routing to nothing, so the set is refused instead.
@@ -13,8 +13,12 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
+    Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
+};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::google::protobuf::Any;
+use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher};
 use prost::Message;
 
 use std::sync::Arc;
@@ -26,6 +30,8 @@ use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, short_name};
 const HCM: &str =
     "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 const TCP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
+const UDP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig";
+const UDP_ROUTE: &str = "type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.Route";
 const DOWNSTREAM_TLS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
 
 /// A reference from one resource to another that is not in the set.
@@ -266,7 +272,63 @@ fn listener_refs(l: &Listener) -> Vec<(String, Ref)> {
     if let Some(api) = l.api_listener.as_ref().and_then(|a| a.api_listener.as_ref()) {
         any_refs(api, API_LISTENER_FIELD, &mut out);
     }
+    for (i, f) in l.listener_filters.iter().enumerate() {
+        use envoy_types::pb::envoy::config::listener::v3::listener_filter::ConfigType;
+        if let Some(ConfigType::TypedConfig(any)) = &f.config_type
+            && any.type_url == UDP_PROXY
+            && let Ok(udp) = UdpProxyConfig::decode(any.value.as_slice())
+        {
+            let at = format!("listener_filters[{i}].typed_config");
+            #[allow(deprecated, reason = "Envoy still takes the cluster field: it is checked like the matcher")]
+            match udp.route_specifier {
+                Some(udp_proxy_config::RouteSpecifier::Cluster(c)) => {
+                    out.push((format!("{at}.cluster"), Ref::Cluster(c)))
+                }
+                Some(udp_proxy_config::RouteSpecifier::Matcher(m)) => {
+                    matcher_refs(&m, &format!("{at}.matcher"), &mut out)
+                }
+                None => {}
+            }
+        }
+    }
     out
+}
+
+/// The clusters a UDP proxy's match tree routes to (its `Route` actions), with their fields.
+fn matcher_refs(m: &Matcher, at: &str, out: &mut Vec<(String, Ref)>) {
+    use envoy_types::pb::xds::r#type::matcher::v3::matcher::{OnMatch, on_match};
+    let mut on_match = |o: &OnMatch, at: String| match &o.on_match {
+        Some(on_match::OnMatch::Action(a)) => {
+            if let Some(any) = a.typed_config.as_ref().filter(|any| any.type_url == UDP_ROUTE)
+                && let Ok(r) = UdpRoute::decode(any.value.as_slice())
+            {
+                out.push((format!("{at}.action.typed_config.cluster"), Ref::Cluster(r.cluster)));
+            }
+        }
+        Some(on_match::OnMatch::Matcher(inner)) => matcher_refs(inner, &format!("{at}.matcher"), out),
+        None => {}
+    };
+    if let Some(o) = &m.on_no_match {
+        on_match(o, format!("{at}.on_no_match"));
+    }
+    match &m.matcher_type {
+        Some(matcher::MatcherType::MatcherList(list)) => {
+            for (i, fm) in list.matchers.iter().enumerate() {
+                if let Some(o) = &fm.on_match {
+                    on_match(o, format!("{at}.matcher_list.matchers[{i}].on_match"));
+                }
+            }
+        }
+        Some(matcher::MatcherType::MatcherTree(tree)) => {
+            use envoy_types::pb::xds::r#type::matcher::v3::matcher::matcher_tree::TreeType;
+            if let Some(TreeType::ExactMatchMap(map) | TreeType::PrefixMatchMap(map)) = &tree.tree_type {
+                for (key, o) in &map.map {
+                    on_match(o, format!("{at}.matcher_tree.map[{key:?}]"));
+                }
+            }
+        }
+        None => {}
+    }
 }
 
 /// The Secrets a filter chain's TLS context fetches over ADS (ones from another source are
@@ -393,6 +455,24 @@ filter_chains:
         - {name: cert, sds_config: {ads: {}, resource_api_version: V3}}
         - {name: from-a-file, sds_config: {path_config_source: {path: /etc/envoy/sds.yaml}}}
 ---
+"@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: dns
+address: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 10053}}
+listener_filters:
+- name: envoy.filters.udp_listener.udp_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig
+    stat_prefix: dns
+    matcher:
+      on_no_match:
+        action:
+          name: route
+          typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.Route, cluster: udp}
+---
+"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+name: udp
+connect_timeout: 1s
+---
 "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
 name: cert
 tls_certificate: {certificate_chain: {inline_string: c}, private_key: {inline_string: k}}
@@ -480,6 +560,15 @@ cluster_name: api-v2
             only_error("rds/routes"),
             "listener \"http\" filter_chains[0].filters[0].typed_config.rds.route_config_name names route \
                 configuration \"routes\", which does not exist"
+        );
+    }
+
+    #[test]
+    fn missing_cluster_of_a_udp_proxy() {
+        assert_eq!(
+            only_error("cds/udp"),
+            "listener \"dns\" listener_filters[0].typed_config.matcher.on_no_match.action.typed_config.cluster \
+                names cluster \"udp\", which does not exist"
         );
     }
 

@@ -331,8 +331,8 @@ impl IntentSet {
     /// to refuse the intent (manifests carry Deployments, ConfigMaps, ServiceAccounts for
     /// other controllers). An object is one when no plugin claims its kind and its API group is
     /// `core` or one no plugin claims any kind of. A document without `apiVersion`, or of a
-    /// group a plugin claims other kinds of (`gateway.networking.k8s.io/TCPRoute` with a
-    /// plugin that claims HTTPRoute), is [`unclaimed`](Self::unclaimed): likely a typo or a
+    /// group a plugin claims other kinds of (`gateway.networking.k8s.io/BackendLBPolicy` with
+    /// a plugin that claims HTTPRoute), is [`unclaimed`](Self::unclaimed): likely a typo or a
     /// kind not translated yet, which the operator should see.
     pub fn ignorable(&self, claimed: &BTreeSet<String>) -> Vec<&Arc<IntentDocument>> {
         self.shared().filter(|doc| !claimed.contains(&doc.claim()) && ignorable(doc, claimed)).collect()

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
-use xdst_guest::{Diagnostic, Severity, TranslateResponse, resource};
+use xdst_guest::{Diagnostic, Severity, TranslateResponse, XdsResource, resource};
 
 use crate::model::ObjectRef;
 use crate::world::World;
@@ -88,43 +88,7 @@ pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut Transla
         }
         out.resources.push(resource(&cluster.build(), Some(service.id.clone())));
 
-        let mut endpoints = Vec::new();
-        for slice in world.slices.get(&key).into_iter().flatten() {
-            // An FQDN slice names hosts, not endpoints (Envoy takes only IPs for EDS): it is
-            // left out, saying so, and the Service's other slices serve.
-            if !matches!(slice.spec.address_type.as_deref(), None | Some("IPv4" | "IPv6")) {
-                out.diagnostics.push(Diagnostic {
-                    severity: Severity::Warning,
-                    message: format!(
-                        "addressType {:?}: only IPv4 and IPv6 slices are endpoints; this one is not used",
-                        slice.spec.address_type.as_deref().unwrap_or("")
-                    ),
-                    document: Some(slice.id.clone()),
-                    field: Some("addressType".into()),
-                });
-                continue;
-            }
-            let Some(target) = slice
-                .spec
-                .ports
-                .iter()
-                .find(|p| p.name.as_deref().unwrap_or("") == port.name.as_deref().unwrap_or(""))
-                .and_then(|p| p.port)
-            else {
-                continue;
-            };
-            for e in &slice.spec.endpoints {
-                if e.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-                    continue;
-                }
-                // Kubernetes checks each address against the slice's type; files are not checked.
-                for address in e.addresses.iter().filter(|a| a.parse::<std::net::IpAddr>().is_ok()) {
-                    endpoints.push((address.clone(), target));
-                }
-            }
-        }
-        endpoints.sort();
-        endpoints.dedup();
+        let endpoints = endpoints(world, b, Some(&mut out.diagnostics));
         let mut cla = LoadAssignment::new(name.as_str());
         if !endpoints.is_empty() {
             cla = cla.locality(
@@ -134,4 +98,86 @@ pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut Transla
         let cla = cla.build();
         out.resources.push(resource(&cla, Some(service.id.clone())));
     }
+}
+
+/// The ready endpoints (address, port) of a Service port, from its EndpointSlices. A slice
+/// that cannot serve is said in `diagnostics`, when given.
+pub fn endpoints(world: &World, b: &Backend, mut diagnostics: Option<&mut Vec<Diagnostic>>) -> Vec<(String, u16)> {
+    let key = (b.namespace.clone(), b.service.clone());
+    let Some(service) = world.services.get(&key) else { return Vec::new() };
+    let Some(port) = service.spec.ports.iter().find(|p| p.port == b.port) else { return Vec::new() };
+    let mut endpoints = Vec::new();
+    for slice in world.slices.get(&key).into_iter().flatten() {
+        // An FQDN slice names hosts, not endpoints (Envoy takes only IPs for EDS): it is
+        // left out, saying so, and the Service's other slices serve.
+        if !matches!(slice.spec.address_type.as_deref(), None | Some("IPv4" | "IPv6")) {
+            if let Some(d) = diagnostics.as_deref_mut() {
+                d.push(Diagnostic {
+                    severity: Severity::Warning,
+                    message: format!(
+                        "addressType {:?}: only IPv4 and IPv6 slices are endpoints; this one is not used",
+                        slice.spec.address_type.as_deref().unwrap_or("")
+                    ),
+                    document: Some(slice.id.clone()),
+                    field: Some("addressType".into()),
+                });
+            }
+            continue;
+        }
+        let Some(target) = slice
+            .spec
+            .ports
+            .iter()
+            .find(|p| p.name.as_deref().unwrap_or("") == port.name.as_deref().unwrap_or(""))
+            .and_then(|p| p.port)
+        else {
+            continue;
+        };
+        for e in &slice.spec.endpoints {
+            if e.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            // Kubernetes checks each address against the slice's type; files are not checked.
+            for address in e.addresses.iter().filter(|a| a.parse::<std::net::IpAddr>().is_ok()) {
+                endpoints.push((address.clone(), target));
+            }
+        }
+    }
+    endpoints.sort();
+    endpoints.dedup();
+    endpoints
+}
+
+/// A cluster named `name` that splits traffic between `shares` (a backend, or none for a
+/// backendRef that does not resolve, and its weight) by locality weights: one locality per
+/// share. For proxies that take one cluster only (Envoy's UDP proxy). A share that does not
+/// resolve is a locality without endpoints, which Envoy leaves out.
+pub fn emit_split(
+    world: &World,
+    name: &str,
+    shares: &[(Option<Backend>, u32)],
+    owner: &str,
+    out: &mut Vec<XdsResource>,
+) {
+    let cluster = EdsCluster::new(name).connect_timeout(Duration::from_secs(2)).locality_weighted().build();
+    out.push(resource(&cluster, Some(owner.to_owned())));
+    let mut cla = LoadAssignment::new(name);
+    for (i, (backend, weight)) in shares.iter().enumerate().filter(|(_, (_, w))| *w > 0) {
+        let found = backend.as_ref().map(|b| endpoints(world, b, None)).unwrap_or_default();
+        let zone = backend.as_ref().map(Backend::cluster).unwrap_or_else(|| format!("unresolved-{i}"));
+        cla = cla.locality(
+            Locality::new("", zone, "")
+                .weight(*weight)
+                .endpoints(found.into_iter().map(|(ip, port)| Endpoint::new(ip, port))),
+        );
+    }
+    out.push(resource(&cla.build(), Some(owner.to_owned())));
+}
+
+/// A cluster with no endpoints, named `name`: where the share of a backendRef that does not
+/// resolve goes on a TCP or TLS route, so its connections are closed.
+pub fn emit_empty(name: &str, owner: &str, out: &mut Vec<XdsResource>) {
+    let cluster = EdsCluster::new(name).connect_timeout(Duration::from_secs(2)).build();
+    out.push(resource(&cluster, Some(owner.to_owned())));
+    out.push(resource(&LoadAssignment::new(name).build(), Some(owner.to_owned())));
 }

@@ -1,5 +1,5 @@
 //! Envoy extension messages the `xds-api` crate does not carry (TLS contexts, the TLS
-//! inspector, CORS), declared with the fields this
+//! inspector, CORS, the TCP and UDP proxies), declared with the fields this
 //! plugin sets (field numbers as in Envoy's protos). The host decodes them with Envoy's full
 //! descriptors, so a wrong number would show as a refused resource in the tests.
 
@@ -64,3 +64,77 @@ pub struct CorsPolicy {
     pub forward_not_matching_preflights: Option<BoolValue>,
 }
 named!(CorsPolicy, "envoy.extensions.filters.http.cors.v3");
+
+/// `envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy`: a connection proxied to one
+/// cluster (`cluster`) or split by weight (`weighted_clusters`); set one of the two.
+#[derive(Clone, PartialEq, Message)]
+pub struct TcpProxy {
+    #[prost(string, tag = "1")]
+    pub stat_prefix: String,
+    #[prost(string, optional, tag = "2")]
+    pub cluster: Option<String>,
+    #[prost(message, optional, tag = "10")]
+    pub weighted_clusters: Option<TcpWeightedClusters>,
+}
+named!(TcpProxy, "envoy.extensions.filters.network.tcp_proxy.v3");
+
+/// `TcpProxy.WeightedCluster`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TcpWeightedClusters {
+    #[prost(message, repeated, tag = "1")]
+    pub clusters: Vec<TcpClusterWeight>,
+}
+
+/// `TcpProxy.WeightedCluster.ClusterWeight`: a weight of at least 1.
+#[derive(Clone, PartialEq, Message)]
+pub struct TcpClusterWeight {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(uint32, tag = "2")]
+    pub weight: u32,
+}
+
+/// `envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig`: datagrams of a UDP listener
+/// proxied to the cluster its `matcher` picks.
+#[derive(Clone, PartialEq, Message)]
+pub struct UdpProxyConfig {
+    #[prost(string, tag = "1")]
+    pub stat_prefix: String,
+    #[prost(message, optional, tag = "9")]
+    pub matcher: Option<Matcher>,
+}
+named!(UdpProxyConfig, "envoy.extensions.filters.udp.udp_proxy.v3");
+
+/// `envoy.extensions.filters.udp.udp_proxy.v3.Route`: the action of a UDP proxy's matcher.
+#[derive(Clone, PartialEq, Message)]
+pub struct UdpRoute {
+    #[prost(string, tag = "1")]
+    pub cluster: String,
+}
+impl Name for UdpRoute {
+    const NAME: &'static str = "Route";
+    const PACKAGE: &'static str = "envoy.extensions.filters.udp.udp_proxy.v3";
+}
+
+/// `xds.type.matcher.v3.Matcher` with only `on_no_match`: one action for everything.
+#[derive(Clone, PartialEq, Message)]
+pub struct Matcher {
+    #[prost(message, optional, tag = "3")]
+    pub on_no_match: Option<OnMatch>,
+}
+
+/// `xds.type.matcher.v3.Matcher.OnMatch` with an `action`.
+#[derive(Clone, PartialEq, Message)]
+pub struct OnMatch {
+    #[prost(message, optional, tag = "2")]
+    pub action: Option<TypedExtensionConfig>,
+}
+
+/// `xds.core.v3.TypedExtensionConfig`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TypedExtensionConfig {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub typed_config: Option<xdst_guest::envoy::google::protobuf::Any>,
+}

@@ -26,11 +26,11 @@ use crate::status::{Condition, GatewayStatus, ListenerStatus, ParentStatus, Stat
 use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 
 /// A route attached to one Gateway listener, with the hostnames it serves there.
-struct Attachment {
-    route: RouteKey,
-    gateway: Key,
-    listener: usize,
-    hostnames: Vec<String>,
+pub struct Attachment {
+    pub route: RouteKey,
+    pub gateway: Key,
+    pub listener: usize,
+    pub hostnames: Vec<String>,
 }
 
 /// The Gateway listeners programmed on a port, each with the Secrets of its certificates.
@@ -48,12 +48,10 @@ fn envoy_port(config: &Config, port: u16) -> Option<u16> {
     u16::try_from(i32::from(port) + config.port_offset).ok().filter(|p| *p != 0)
 }
 
-/// Whether a listener takes HTTPRoutes from `namespace`.
+/// Whether a listener takes routes of `kind` from `namespace`.
 fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: &str, namespace: &str) -> bool {
     let allowed = listener.allowed_routes.as_ref();
-    if let Some(kinds) = allowed.and_then(|a| a.kinds.as_ref())
-        && !kinds.iter().any(|k| k.kind == kind && k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP)
-    {
+    if !route_kinds(listener).0.contains(&kind) {
         return false;
     }
     let from = allowed.and_then(|a| a.namespaces.as_ref());
@@ -76,16 +74,27 @@ fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: 
     }
 }
 
-/// The listener kinds this plugin serves.
+/// The listener protocols this plugin serves.
 fn supported_protocol(listener: &Listener) -> bool {
-    matches!(listener.protocol.as_str(), "HTTP" | "HTTPS")
+    matches!(listener.protocol.as_str(), "HTTP" | "HTTPS" | "TCP" | "UDP" | "TLS")
+}
+
+/// The route kinds a listener of `protocol` can take.
+fn kinds_of(protocol: &str) -> &'static [&'static str] {
+    match protocol {
+        "HTTP" | "HTTPS" => &["HTTPRoute", "GRPCRoute"],
+        "TCP" => &["TCPRoute"],
+        "UDP" => &["UDPRoute"],
+        "TLS" => &["TLSRoute"],
+        _ => &[],
+    }
 }
 
 /// The route kinds a listener takes (`supportedKinds`): those of its protocol, narrowed to
 /// `allowedRoutes.kinds` when it names some; and the kinds it names that its protocol cannot
 /// take (`InvalidRouteKinds`), as `group/Kind`.
 fn route_kinds(listener: &Listener) -> (Vec<&'static str>, Vec<String>) {
-    let served: &[&'static str] = if supported_protocol(listener) { &["HTTPRoute", "GRPCRoute"] } else { &[] };
+    let served = kinds_of(&listener.protocol);
     let Some(named) = listener.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) else {
         return (served.to_vec(), Vec::new());
     };
@@ -192,13 +201,13 @@ pub fn translate(
             };
             let port_protocol = ports.get(&l.port).map(|(p, _)| *p);
             let certificates = match l.protocol.as_str() {
-                "HTTPS" => crate::tls::certificates(world, gateway, l).map(Some),
+                "HTTPS" | "TLS" => crate::tls::certificates(world, gateway, l).map(Some),
                 _ => Ok(None),
             };
             let conditions = if !supported_protocol(l) {
                 not_accepted(
                     "UnsupportedProtocol",
-                    format!("protocol {:?} is not supported (HTTP and HTTPS are)", l.protocol),
+                    format!("protocol {:?} is not supported (HTTP, HTTPS, TLS, TCP and UDP are)", l.protocol),
                 )
             } else if envoy_port(config, l.port).is_none() {
                 not_accepted("PortUnavailable", "the port with the configured offset is out of range".into())
@@ -277,6 +286,27 @@ pub fn translate(
             let envoy_port = envoy_port(config, port).expect("checked above");
             let address = address(config, gateway);
             taken.insert((address.clone(), envoy_port), gateway.id.clone());
+            if !matches!(protocol, "HTTP" | "HTTPS") {
+                let port = crate::l4::Port {
+                    gateway,
+                    gkey,
+                    name: &name,
+                    address: &address,
+                    port: envoy_port,
+                    protocol,
+                    programmed: &programmed,
+                };
+                let l4 = crate::l4::listener(world, &port, &attachments);
+                for b in l4.backends {
+                    backends.entry(b).or_insert(false);
+                }
+                if serve {
+                    secrets_served.extend(programmed.iter().flat_map(|(_, s)| s.iter().cloned()));
+                    out.resources.extend(l4.listener.map(|l| resource(&l, Some(gateway.id.clone()))));
+                    out.resources.extend(l4.clusters);
+                }
+                continue;
+            }
             let here = Port { gateway, gkey, listeners: &listeners, https: protocol == "HTTPS" };
             let mut configs = Vec::new();
             let listener = if here.https {

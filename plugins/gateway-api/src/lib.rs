@@ -1,6 +1,7 @@
-//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `GRPCRoute`, `Service`,
-//! `EndpointSlice`, `ReferenceGrant`, `GatewayClass` and `Namespace`, translated into Envoy
-//! Listeners, RouteConfigurations, Clusters and ClusterLoadAssignments.
+//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `GRPCRoute`, `TLSRoute`,
+//! `TCPRoute`, `UDPRoute`, `Service`, `EndpointSlice`, `ReferenceGrant`, `GatewayClass` and
+//! `Namespace`, translated into Envoy Listeners, RouteConfigurations, Clusters and
+//! ClusterLoadAssignments. TCP, UDP and TLS listeners are `l4.rs`.
 //!
 //! Whole-set granularity: a route attaches to Gateways in other documents, and the rules of
 //! every route on a listener merge into one RouteConfiguration. What each object becomes:
@@ -25,6 +26,7 @@ mod extensions;
 mod gateway;
 mod hostnames;
 mod http;
+mod l4;
 mod model;
 mod schema;
 mod status;
@@ -39,11 +41,14 @@ use xdst_guest::{
 pub use config::{Config, DEFAULT_CONTROLLER};
 
 /// What this plugin claims: Gateway API kinds, and the Kubernetes kinds they refer to.
-pub const KINDS: [&str; 9] = [
+pub const KINDS: [&str; 12] = [
     "gateway.networking.k8s.io/GatewayClass",
     "gateway.networking.k8s.io/Gateway",
     "gateway.networking.k8s.io/HTTPRoute",
     "gateway.networking.k8s.io/GRPCRoute",
+    "gateway.networking.k8s.io/TCPRoute",
+    "gateway.networking.k8s.io/UDPRoute",
+    "gateway.networking.k8s.io/TLSRoute",
     "gateway.networking.k8s.io/ReferenceGrant",
     "core/Service",
     "core/Namespace",

@@ -29,7 +29,7 @@ pub enum Refused {
     ResolvedRefs(Condition),
 }
 
-/// The Secrets an HTTPS listener's `certificateRefs` name, checked: every one must be a
+/// The Secrets an HTTPS listener's (or a terminating TLS listener's) `certificateRefs` name, checked: every one must be a
 /// `kubernetes.io/tls` Secret with a PEM certificate and key, in the Gateway's namespace or
 /// granted by a ReferenceGrant. The first that fails gives the condition.
 pub fn certificates(
@@ -38,7 +38,12 @@ pub fn certificates(
     listener: &GatewayListener,
 ) -> Result<Vec<Key>, Refused> {
     let tls = listener.tls.as_ref();
-    if tls.and_then(|t| t.mode.as_deref()).is_some_and(|m| m != "Terminate") {
+    let passthrough = tls.and_then(|t| t.mode.as_deref()) == Some("Passthrough");
+    if listener.protocol == "TLS" && passthrough {
+        // The backends end TLS: the listener holds no certificate.
+        return Ok(Vec::new());
+    }
+    if listener.protocol == "HTTPS" && tls.and_then(|t| t.mode.as_deref()).is_some_and(|m| m != "Terminate") {
         return Err(Refused::Accepted(Condition::no(
             "Accepted",
             "UnsupportedValue",
@@ -50,7 +55,7 @@ pub fn certificates(
         return Err(Refused::ResolvedRefs(Condition::no(
             "ResolvedRefs",
             "InvalidCertificateRef",
-            "an HTTPS listener needs tls.certificateRefs",
+            format!("a {} listener that terminates TLS needs tls.certificateRefs", listener.protocol),
         )));
     }
     let mut keys = Vec::new();
@@ -134,15 +139,7 @@ pub struct Chain {
 /// wildcard); the listener without a hostname takes the rest. Each chain ends TLS with its
 /// listener's certificates and fetches its own RouteConfiguration.
 pub fn https_listener(name: &str, address: &str, port: u16, chains: &[Chain]) -> Listener {
-    let mut listener = Listener {
-        name: name.to_owned(),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.tls_inspector".into(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(pack(&TlsInspector {}))),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let mut listener = Listener { name: name.to_owned(), listener_filters: vec![inspector()], ..Default::default() };
     for c in chains {
         let http = crate::gateway::http_listener(HttpListener::new(c.name.as_str(), port).address(address)).build();
         listener.address = http.address;
@@ -152,21 +149,35 @@ pub fn https_listener(name: &str, address: &str, port: u16, chains: &[Chain]) ->
             .hostname
             .as_ref()
             .map(|h| FilterChainMatch { server_names: vec![h.to_ascii_lowercase()], ..Default::default() });
-        let context = DownstreamTlsContext {
-            common_tls_context: Some(CommonTlsContext {
-                alpn_protocols: vec!["h2".into(), "http/1.1".into()],
-                tls_certificate_sds_secret_configs: c
-                    .secrets
-                    .iter()
-                    .map(|k| SdsSecretConfig { name: secret_name(k), sds_config: Some(ads()) })
-                    .collect(),
-            }),
-        };
-        chain.transport_socket = Some(TransportSocket {
-            name: "envoy.transport_sockets.tls".into(),
-            config_type: Some(transport_socket::ConfigType::TypedConfig(pack(&context))),
-        });
+        chain.transport_socket = Some(terminate(&c.secrets, &["h2", "http/1.1"]));
         listener.filter_chains.push(chain);
     }
     listener
+}
+
+/// The transport socket of a filter chain that ends TLS with the certificates of `secrets`
+/// (fetched over SDS), offering `alpn`.
+pub fn terminate(secrets: &[Key], alpn: &[&str]) -> TransportSocket {
+    let context = DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            alpn_protocols: alpn.iter().map(|&a| a.to_owned()).collect(),
+            tls_certificate_sds_secret_configs: secrets
+                .iter()
+                .map(|k| SdsSecretConfig { name: secret_name(k), sds_config: Some(ads()) })
+                .collect(),
+        }),
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(pack(&context))),
+    }
+}
+
+/// The TLS inspector, which reads a connection's server name (SNI) for filter chain matches.
+pub fn inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(pack(&TlsInspector {}))),
+        ..Default::default()
+    }
 }

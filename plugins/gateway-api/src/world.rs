@@ -30,15 +30,16 @@ pub struct Doc<T> {
 /// `(namespace, name)`.
 pub type Key = (String, String);
 
-/// A route: `(kind, namespace, name)`, kind `HTTPRoute` or `GRPCRoute`.
+/// A route: `(kind, namespace, name)`, kind `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `UDPRoute`
+/// or `TLSRoute`.
 pub type RouteKey = (&'static str, String, String);
 
 #[derive(Debug, Default)]
 pub struct World {
     pub classes: BTreeMap<String, Doc<GatewayClassSpec>>,
     pub gateways: BTreeMap<Key, Doc<GatewaySpec>>,
-    /// HTTPRoutes, and GRPCRoutes in the same shape (a gRPC method match is a path match on
-    /// `/service/method`).
+    /// HTTPRoutes, and the other route kinds in the same shape (a gRPC method match is a path
+    /// match on `/service/method`; TCP, UDP and TLS routes have only backendRefs).
     pub routes: BTreeMap<RouteKey, Doc<HttpRouteSpec>>,
     pub services: BTreeMap<Key, Doc<ServiceSpec>>,
     /// By the Service they belong to (`kubernetes.io/service-name`).
@@ -107,6 +108,16 @@ impl World {
                 }
                 "HTTPRoute" => {
                     w.routes.insert(("HTTPRoute", key.0, key.1), read(doc, order)?);
+                }
+                // A TCPRoute, UDPRoute or TLSRoute is parentRefs, hostnames (TLS) and rules
+                // of backendRefs: an HTTPRoute without matches or filters.
+                "TCPRoute" | "UDPRoute" | "TLSRoute" => {
+                    let kind = match doc.kind.as_str() {
+                        "TCPRoute" => "TCPRoute",
+                        "UDPRoute" => "UDPRoute",
+                        _ => "TLSRoute",
+                    };
+                    w.routes.insert((kind, key.0, key.1), read(doc, order)?);
                 }
                 "GRPCRoute" => {
                     let grpc: Doc<GrpcRouteSpec> = read(doc, order)?;

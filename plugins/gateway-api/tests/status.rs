@@ -4,7 +4,7 @@
 //! names (`conformance/tests/<case>.go` at 4564255).
 //!
 //! The cases are an input from outside the repository, read from `$XDST_GATEWAY_API_CASES`,
-//! else `../shared/gateway-api-conformance` beside it. Without them each test prints one line
+//! else `../shared/gateway-api-suite` (or `-conformance`) beside it. Without them each test prints one line
 //! saying it skipped them and why, and passes (issue 34, item 5); a variable naming a folder
 //! that is not there fails.
 
@@ -25,6 +25,10 @@ fn upstream_cases(test: &str) -> Option<PathBuf> {
     }
     // The directory the repository is in: plugins/gateway-api/../../..
     let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).ancestors().nth(3).map(PathBuf::from).unwrap_or_default();
+    let suite = beside.join("shared/gateway-api-suite");
+    if suite.is_dir() {
+        return Some(suite);
+    }
     let dir = beside.join("shared/gateway-api-conformance");
     if dir.is_dir() {
         return Some(dir);

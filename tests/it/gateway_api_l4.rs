@@ -1,0 +1,729 @@
+//! The upstream TCPRoute and UDPRoute conformance tests (kubernetes-sigs/gateway-api at
+//! 4564255, `conformance/tests/tcproute-*.go` and `udproute-*.go`), through a real Envoy:
+//! connections and datagrams to the Gateway reach the echo the upstream test expects, and
+//! statuses say what the Go test asserts. The inputs are the upstream manifests in
+//! `../shared/gateway-api-suite` (skipped, saying so, without them).
+
+use std::collections::BTreeMap;
+
+use xdst_tests::gateway_api::{Case, listeners, no_routes, route_condition};
+use xdst_tests::stream_echo::{dns_query, tcp_ask, udp_ask};
+
+const NS: &str = "gateway-conformance-infra";
+
+/// The Service a pod belongs to: its name without the `-N` the harness adds.
+fn backend_of(pod: &str) -> String {
+    pod.rsplit_once('-').map_or(pod, |(b, _)| b).to_owned()
+}
+
+/// Each backend's share of `n` answers is its weight within ten points (n >= 300: about four
+/// binomial standard deviations), and a weight of 0 got none (upstream's
+/// `TestWeightedDistribution`).
+fn shares_match(seen: &BTreeMap<String, u32>, n: u32, want: &[(&str, f64)]) -> anyhow::Result<()> {
+    for (backend, weight) in want {
+        let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(n);
+        let ok = if *weight == 0.0 { share == 0.0 } else { (share - weight).abs() <= 0.1 };
+        anyhow::ensure!(ok, "{backend}: {share:.2} of {n}, want {weight:.2} +- 0.10 ({seen:?})");
+    }
+    Ok(())
+}
+
+fn gw(name: &str) -> String {
+    format!("{NS}/{name}")
+}
+
+/// A route (`kind`) of the infra namespace is Accepted by Gateway `gateway`.
+async fn accepted(c: &Case, kind: &str, route: &str, gateway: &'static str) -> anyhow::Result<()> {
+    c.expect_status(&format!("{kind}/{NS}/{route}"), route_condition(gateway, "Accepted", "True", "Accepted")).await
+}
+
+/// A newer route (created a second after the case's objects, as the upstream test does)
+/// attached to the same listener as an older one: both are Accepted, the listener counts two,
+/// and every connection or datagram reaches the older one's backend.
+async fn only_the_oldest_serves(kind: &str, proto: &str, port: u16, backend_port: u16) -> anyhow::Result<()> {
+    let (case, gateway, listener) = match kind {
+        "TCPRoute" => ("tcproute-multiple-routes-attachment", "tcp-multi-route-attach-gateway", "tcp"),
+        _ => ("udproute-multiple-routes-attachment", "udp-multi-route-attach-gateway", "udp"),
+    };
+    let c = Case::start(case).await?;
+    let older = format!("{proto}route-attach-older");
+    accepted(&c, kind, &older, gateway).await?;
+    let created = chrono_like_now();
+    c.add(
+        "newer.yaml",
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: {kind}
+metadata: {{name: {proto}route-attach-newer, namespace: {NS}, creationTimestamp: \"{created}\"}}
+spec:
+  parentRefs: [{{name: {gateway}, sectionName: {listener}}}]
+  rules:
+  - backendRefs: [{{name: {proto}-attach-backend-2, port: {backend_port}}}]
+"
+        ),
+    )?;
+    for route in [older.as_str(), &format!("{proto}route-attach-newer")] {
+        accepted(&c, kind, route, gateway).await?;
+    }
+    let kinds: &'static [(&str, u64, &str)] =
+        if kind == "TCPRoute" { &[("tcp", 2, "TCPRoute")] } else { &[("udp", 2, "UDPRoute")] };
+    c.expect_status(&format!("Gateway/{}", gw(gateway)), listeners(kinds)).await?;
+    let addr = c.addr(&gw(gateway), port);
+    let first = format!("{proto}-attach-backend-1");
+    for i in 0..100 {
+        let pod = if kind == "TCPRoute" { tcp_ask(addr, None).await?.pod } else { udp_ask(addr).await?.pod };
+        anyhow::ensure!(backend_of(&pod) == first, "answer {i} came from {pod}; only {first} may answer");
+    }
+    Ok(())
+}
+
+/// Now as Kubernetes writes `creationTimestamp` (RFC 3339, seconds, UTC).
+fn chrono_like_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+mod tcp {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_invalid_backendref_nonexistent() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-invalid-backendref-nonexistent").await?;
+        let route = format!("TCPRoute/{NS}/tcp-route-invalid-backend-ref-nonexistent");
+        c.expect_status(
+            &route,
+            route_condition("tcp-gateway-invalid-backend", "ResolvedRefs", "False", "BackendNotFound"),
+        )
+        .await?;
+        // Its connections are closed, not sent anywhere.
+        c.listening(&gw("tcp-gateway-invalid-backend"), 9300).await?;
+        let addr = c.addr(&gw("tcp-gateway-invalid-backend"), 9300);
+        c.eventually("a connection to the route with no backend is closed", || async {
+            match tcp_ask(addr, None).await {
+                Ok(a) => anyhow::bail!("answered by {}", a.pod),
+                Err(_) => Ok(()),
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_invalid_cross_namespace_backend_ref() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-invalid-cross-namespace-backend-ref").await?;
+        let gateway = "tcp-invalid-cross-namespace-backend-ref-gateway";
+        let route = format!("TCPRoute/{NS}/tcp-invalid-cross-namespace-backend-ref");
+        c.expect_status(&route, route_condition(gateway, "Accepted", "True", "Accepted")).await?;
+        c.expect_status(&route, route_condition(gateway, "ResolvedRefs", "False", "RefNotPermitted")).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_invalid_non_tcp_listener() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-invalid-non-tcp-listener").await?;
+        let gateway = "tcp-mixed-protocol-gateway";
+        c.expect_status(
+            &format!("TCPRoute/{NS}/tcp-route"),
+            route_condition(gateway, "Accepted", "False", "NotAllowedByListeners"),
+        )
+        .await?;
+        c.expect_status(&format!("Gateway/{}", gw(gateway)), no_routes).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_multiple_routes_attachment() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        only_the_oldest_serves("TCPRoute", "tcp", 9310, 3000).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_parentref_attach_all() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-parentref-attach-all").await?;
+        accepted(&c, "TCPRoute", "tcp-route-attach-all", "tcp-attach-all-gateway").await?;
+        for port in [9310, 9311, 9312, 9313] {
+            c.expect_tcp(&gw("tcp-attach-all-gateway"), port, None, "tcp-echo-attach-all", NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_parentref_port_and_section_name() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-parentref-port-and-section-name").await?;
+        let gateway = "tcp-multi-listener-gateway";
+        for (route, port, backend) in [
+            ("tcp-route-by-port", 9300, "tcp-echo-one"),
+            ("tcp-route-by-section", 9301, "tcp-echo-two"),
+            ("tcp-route-by-section-and-port", 9302, "tcp-echo-three"),
+        ] {
+            accepted(&c, "TCPRoute", route, gateway).await?;
+            c.expect_tcp(&gw(gateway), port, None, backend, NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_reference_grant() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-reference-grant").await?;
+        let gateway = "tcp-reference-grant-gateway";
+        accepted(&c, "TCPRoute", "tcp-reference-grant", gateway).await?;
+        let web = "gateway-conformance-web-backend";
+        c.expect_tcp(&gw(gateway), 9320, None, "tcp-reference-grant-backend", web).await?;
+        c.remove(&format!("ReferenceGrant/{web}/tcp-reference-grant"))?;
+        let route = format!("TCPRoute/{NS}/tcp-reference-grant");
+        c.expect_status(&route, route_condition(gateway, "ResolvedRefs", "False", "RefNotPermitted")).await?;
+        // And the backend is no longer reached.
+        let addr = c.addr(&gw(gateway), 9320);
+        c.eventually("the backend is no longer reached", || async {
+            match tcp_ask(addr, None).await {
+                Ok(a) => anyhow::bail!("answered by {}", a.pod),
+                Err(_) => Ok(()),
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcproute_weighted_routing() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-weighted-routing").await?;
+        let gateway = "tcp-weighted-gateway";
+        accepted(&c, "TCPRoute", "tcp-weighted-route", gateway).await?;
+        let addr = c.addr(&gw(gateway), 9300);
+        c.eventually("a TCP echo answers", || async { tcp_ask(addr, None).await.map(|_| ()) }).await?;
+        let n = 400;
+        let mut seen = BTreeMap::new();
+        for _ in 0..n {
+            *seen.entry(backend_of(&tcp_ask(addr, None).await?.pod)).or_insert(0u32) += 1;
+        }
+        shares_match(&seen, n, &[("tcp-backend-v1", 0.7), ("tcp-backend-v2", 0.3), ("tcp-backend-v3", 0.0)])
+    }
+}
+
+mod udp {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_invalid_backendref_nonexistent() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-invalid-backendref-nonexistent").await?;
+        c.expect_status(
+            &format!("UDPRoute/{NS}/udp-route-invalid-backend-ref-nonexistent"),
+            route_condition("udp-gateway-invalid-backend", "ResolvedRefs", "False", "BackendNotFound"),
+        )
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_invalid_cross_namespace_backend_ref() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-invalid-cross-namespace-backend-ref").await?;
+        let gateway = "udp-gateway-invalid-cross-namespace-backend-ref";
+        let route = format!("UDPRoute/{NS}/udp-route-invalid-cross-namespace-backend-ref");
+        c.expect_status(&route, route_condition(gateway, "ResolvedRefs", "False", "RefNotPermitted")).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_multiple_routes_attachment() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        only_the_oldest_serves("UDPRoute", "udp", 5301, 8080).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_not_allowed_by_listeners() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-not-allowed-by-listeners").await?;
+        let gateway = "udproute-tls-only-gateway";
+        let route = format!("UDPRoute/{NS}/udproute-not-allowed-by-listeners");
+        c.expect_status(&route, route_condition(gateway, "Accepted", "False", "NotAllowedByListeners")).await?;
+        c.expect_status(&format!("Gateway/{}", gw(gateway)), no_routes).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_parentref_attach_all_listeners() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-parentref-attach-all-listeners").await?;
+        let gateway = "udp-attach-all-listeners-gateway";
+        accepted(&c, "UDPRoute", "udp-route-attach-all", gateway).await?;
+        c.expect_status(
+            &format!("Gateway/{}", gw(gateway)),
+            listeners(&[("udp-1", 1, "UDPRoute"), ("udp-2", 1, "UDPRoute"), ("udp-3", 1, "UDPRoute")]),
+        )
+        .await?;
+        for port in [5310, 5311, 5312] {
+            c.expect_udp(&gw(gateway), port, "udp-echo-attach-all", NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_parentref_port_and_section_name() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-parentref-port-and-section-name").await?;
+        let gateway = "udp-multi-listener-gateway";
+        for (route, port, backend) in [
+            ("udp-route-by-port", 5300, "udp-echo-by-port"),
+            ("udp-route-by-section", 5301, "udp-echo-by-section"),
+            ("udp-route-by-section-and-port", 5302, "udp-echo-by-section-and-port"),
+        ] {
+            accepted(&c, "UDPRoute", route, gateway).await?;
+            c.expect_udp(&gw(gateway), port, backend, NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_reference_grant() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-reference-grant").await?;
+        let gateway = "udp-gateway-reference-grant";
+        let route = format!("UDPRoute/{NS}/udp-route-reference-grant");
+        accepted(&c, "UDPRoute", "udp-route-reference-grant", gateway).await?;
+        c.expect_status(&route, route_condition(gateway, "ResolvedRefs", "True", "ResolvedRefs")).await?;
+        let app = "gateway-conformance-app-backend";
+        c.expect_udp(&gw(gateway), 5300, "udp-echo-reference-grant", app).await?;
+        c.remove(&format!("ReferenceGrant/{app}/udp-reference-grant"))?;
+        c.expect_status(&route, route_condition(gateway, "ResolvedRefs", "False", "RefNotPermitted")).await?;
+        let addr = c.addr(&gw(gateway), 5300);
+        c.eventually("the backend is no longer reached", || async {
+            match udp_ask(addr).await {
+                Ok(a) => anyhow::bail!("answered by {}", a.pod),
+                Err(_) => Ok(()),
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_simple() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-simple").await?;
+        accepted(&c, "UDPRoute", "udp-coredns", "udp-gateway").await?;
+        let addr = c.addr(&gw("udp-gateway"), 5300);
+        c.eventually("a DNS answer for foo.bar.com. through the Gateway", || async {
+            let answers = dns_query(addr, "foo.bar.com.").await?;
+            anyhow::ensure!(!answers.is_empty(), "no A record");
+            Ok(())
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn udproute_weighted_routing() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-weighted-routing").await?;
+        let gateway = "udp-weighted-gateway";
+        accepted(&c, "UDPRoute", "udp-weighted-route", gateway).await?;
+        let addr = c.addr(&gw(gateway), 5300);
+        c.eventually("a UDP echo answers", || async { udp_ask(addr).await.map(|_| ()) }).await?;
+        let n = 400;
+        let mut seen = BTreeMap::new();
+        for _ in 0..n {
+            *seen.entry(udp_ask(addr).await?.service).or_insert(0u32) += 1;
+        }
+        shares_match(&seen, n, &[("udp-backend-v1", 0.7), ("udp-backend-v2", 0.3), ("udp-backend-v3", 0.0)])
+    }
+}
+
+mod tls {
+    use super::*;
+    use xdst_tests::gateway_api::{Expect, Request};
+
+    /// A client trusting the suite's CA C (`tls-checks-ca-certificate`), which signs the
+    /// TLSRoute cases' certificates, the backends' and the Gateway's.
+    fn trusting_ca_c(c: &mut Case) -> anyhow::Result<tokio_rustls::TlsConnector> {
+        let ca = c.suite.ca_of("tls-checks-ca-certificate")?;
+        c.ca = Some(ca.clone());
+        xdst_tests::pki::client_config(&ca, None)
+    }
+
+    /// A TLS connection for `server_name` is refused or closed before the echo answers
+    /// (upstream's `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
+    async fn rejected(
+        c: &Case,
+        gateway: &str,
+        port: u16,
+        tls: &tokio_rustls::TlsConnector,
+        name: &str,
+    ) -> anyhow::Result<()> {
+        c.listening(gateway, port).await?;
+        let addr = c.addr(gateway, port);
+        c.eventually(&format!("a TLS connection for {name} is rejected"), || async {
+            match tcp_ask(addr, Some((tls, name))).await {
+                Ok(a) => anyhow::bail!("answered by {}", a.pod),
+                Err(_) => Ok(()),
+            }
+        })
+        .await
+    }
+
+    /// An HTTPS request through a passthrough listener, answered by `pod`'s echo with the
+    /// host that was sent.
+    async fn https_reaches(c: &Case, gateway: &str, host: &'static str, pod: &'static str) -> anyhow::Result<()> {
+        let req = Request { path: "/", host: Some(host), sni: Some(host), ..Default::default() };
+        let want = Expect { status: 200, backend: Some(pod), namespace: Some(NS), ..Default::default() };
+        c.expect(gateway, 443, &req, &want).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_simple_same_namespace() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("tlsroute-simple-same-namespace").await?;
+        let tls = trusting_ca_c(&mut c)?;
+        accepted(&c, "TLSRoute", "gateway-conformance-infra-test", "gateway-tlsroute").await?;
+        // Passthrough: the backend itself ends TLS, and sees the server name asked for.
+        let a = c.expect_tcp(&gw("gateway-tlsroute"), 443, Some((&tls, "abc.example.com")), "tcp-backend", NS).await?;
+        anyhow::ensure!(a.is_tls && a.server_name.as_deref() == Some("abc.example.com"), "{a:?}");
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_terminate_simple_same_namespace() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("tlsroute-terminate-simple-same-namespace").await?;
+        let tls = trusting_ca_c(&mut c)?;
+        let gateway = "gateway-tlsroute-terminate";
+        accepted(&c, "TLSRoute", "tlsroute-terminated-test", gateway).await?;
+        // Terminated at the Gateway: the backend gets plain TCP.
+        let a = c.expect_tcp(&gw(gateway), 8443, Some((&tls, "tls.example.com")), "tcp-backend", NS).await?;
+        anyhow::ensure!(!a.is_tls, "the backend saw TLS: {a:?}");
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_mixed_termination_same_namespace() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("tlsroute-mixed-termination-same-namespace").await?;
+        let tls = trusting_ca_c(&mut c)?;
+        let gateway = "gateway-tlsroute-mixed-termination";
+        for route in ["gateway-conformance-mixed-passthroughroute", "gateway-conformance-mixed-terminateroute"] {
+            accepted(&c, "TLSRoute", route, gateway).await?;
+        }
+        c.expect_status(
+            &format!("Gateway/{}", gw(gateway)),
+            listeners(&[("tls-terminate", 1, "TLSRoute"), ("tls-passthrough", 1, "TLSRoute")]),
+        )
+        .await?;
+        let terminated = c.expect_tcp(&gw(gateway), 8883, Some((&tls, "tls.example.com")), "tcp-backend", NS).await?;
+        anyhow::ensure!(!terminated.is_tls, "{terminated:?}");
+        let passed = c.expect_tcp(&gw(gateway), 8883, Some((&tls, "abc.example.com")), "tcp-backend", NS).await?;
+        anyhow::ensure!(passed.is_tls && passed.server_name.as_deref() == Some("abc.example.com"), "{passed:?}");
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_hostname_intersection() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("tlsroute-hostname-intersection").await?;
+        let tls = trusting_ca_c(&mut c)?;
+        let table: [(&str, &[&str], &str); 4] = [
+            ("gw-tlsroute-exact-hostname-x-1", &["tlsroute-more-specific-wc-hostname-x-1"], "non.matching.com"),
+            (
+                "gw-tlsroute-more-specific-wc-hostname-x-2",
+                &["tlsroute-exact-hostname-x-2", "tlsroute-less-specific-wc-hostname-x-2"],
+                "non.matching.com",
+            ),
+            (
+                "gw-tlsroute-less-specific-wc-hostname-x-3",
+                &["tlsroute-exact-hostname-x-3", "tlsroute-more-specific-wc-hostname-x-3"],
+                "non.matching.com",
+            ),
+            (
+                "gw-tlsroute-empty-hostname-x-4",
+                &["tlsroute-exact-hostname-x-4", "tlsroute-less-specific-wc-hostname-x-4"],
+                "non.matching.org",
+            ),
+        ];
+        for (gateway, routes, unmatched) in table {
+            for route in routes {
+                let id = format!("TLSRoute/{NS}/{route}");
+                let gateway: &'static str = Box::leak(gateway.to_owned().into_boxed_str());
+                c.expect_status(&id, route_condition(gateway, "Accepted", "True", "Accepted")).await?;
+                c.expect_status(&id, route_condition(gateway, "ResolvedRefs", "True", "ResolvedRefs")).await?;
+            }
+            let g = gw(gateway);
+            https_reaches(&c, &g, "abc.example.com", "tls-backend-0").await?;
+            if routes.len() == 2 {
+                https_reaches(&c, &g, "other.example.com", "tls-backend-2-0").await?;
+            }
+            rejected(&c, &g, 443, &tls, unmatched).await?;
+        }
+        Ok(())
+    }
+
+    /// A route whose only backend does not resolve: a condition with the upstream reason, and
+    /// its connections are rejected.
+    async fn unresolved(case: &str, gateway: &'static str, route: &str, reason: &'static str) -> anyhow::Result<()> {
+        let mut c = Case::start(case).await?;
+        let tls = trusting_ca_c(&mut c)?;
+        let id = format!("TLSRoute/{NS}/{route}");
+        c.expect_status(&id, route_condition(gateway, "Accepted", "True", "Accepted")).await?;
+        c.expect_status(&id, route_condition(gateway, "ResolvedRefs", "False", reason)).await?;
+        rejected(&c, &gw(gateway), 443, &tls, "example.com").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_backendref_nonexistent() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        unresolved(
+            "tlsroute-invalid-backendref-nonexistent",
+            "gateway-tlsroute-invalid-backend-ref-nonexistent",
+            "invalid-backend-ref-nonexistent",
+            "BackendNotFound",
+        )
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_backendref_unknown_kind() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        unresolved(
+            "tlsroute-invalid-backendref-unknown-kind",
+            "gateway-tlsroute-invalid-backend-ref-unknown-kind",
+            "invalid-backend-ref-unknown-kind",
+            "InvalidKind",
+        )
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_reference_grant() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tlsroute-invalid-reference-grant").await?;
+        let gateway = "gateway-tlsroute-referencegrant";
+        let id = format!("TLSRoute/{NS}/gateway-conformance-infra-test");
+        c.expect_status(&id, route_condition(gateway, "Accepted", "True", "Accepted")).await?;
+        c.expect_status(&id, route_condition(gateway, "ResolvedRefs", "False", "RefNotPermitted")).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_no_matching_listener() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tlsroute-invalid-no-matching-listener").await?;
+        for (route, gateway, reason) in [
+            ("tlsroute-not-allowed-protocol-http", "gateway-tlsroute-http-only", "NotAllowedByListeners"),
+            ("tlsroute-not-allowed-protocol-https", "gateway-tlsroute-https-only", "NotAllowedByListeners"),
+            ("tlsroute-no-matching-section-name", "gateway-tlsroute-tls-passthrough-only", "NoMatchingParent"),
+        ] {
+            let id = format!("TLSRoute/{NS}/{route}");
+            c.expect_status(&id, route_condition(gateway, "Accepted", "False", reason)).await?;
+            c.expect_status(&id, no_accepted_parent).await?;
+        }
+        for gateway in ["gateway-tlsroute-http-only", "gateway-tlsroute-https-only"] {
+            c.expect_status(&format!("Gateway/{}", gw(gateway)), no_routes).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_no_matching_listener_hostname() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tlsroute-invalid-no-matching-listener-hostname").await?;
+        for (route, gateway) in [
+            ("tlsroute-hostname-mismatch-1", "gateway-tls-exact-hostname"),
+            ("tlsroute-hostname-mismatch-2", "gateway-tls-wildcard-hostname"),
+        ] {
+            let id = format!("TLSRoute/{NS}/{route}");
+            c.expect_status(&id, route_condition(gateway, "Accepted", "False", "NoMatchingListenerHostname")).await?;
+            c.expect_status(&id, no_accepted_parent).await?;
+            c.expect_status(&format!("Gateway/{}", gw(gateway)), no_routes).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_listener_passthrough_supported_kinds() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tlsroute-listener-passthrough-supported-kinds").await?;
+        c.expect_status(&format!("Gateway/{}", gw("gateway-tlsroute-passthrough-supported-kind")), |s| {
+            let l = &s["listeners"][0];
+            let kinds: Vec<&str> =
+                l["supportedKinds"].as_array().into_iter().flatten().filter_map(|k| k["kind"].as_str()).collect();
+            let resolved = l["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "ResolvedRefs");
+            match resolved {
+                Some(r) if kinds == ["TLSRoute"] && r["status"] == "False" && r["reason"] == "InvalidRouteKinds" => {
+                    Ok(())
+                }
+                _ => Err("want supportedKinds [TLSRoute] and ResolvedRefs False (InvalidRouteKinds)".into()),
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_listener_terminate_supported_kinds() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tlsroute-listener-terminate-supported-kinds").await?;
+        c.expect_status(
+            &format!("Gateway/{}", gw("gateway-tlsroute-terminate-supported")),
+            listeners(&[("tls-terminate", 0, "TLSRoute")]),
+        )
+        .await
+    }
+
+    /// No parent of the route has Accepted True (upstream's `TLSRouteMustHaveNoAcceptedParents`).
+    fn no_accepted_parent(s: &serde_json::Value) -> Result<(), String> {
+        let accepted = s["parents"].as_array().into_iter().flatten().any(|p| {
+            p["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Accepted" && c["status"] == "True")
+        });
+        if accepted { Err("a parent accepted the route".into()) } else { Ok(()) }
+    }
+}
+
+/// Must-show: a bad object of each new kind is a condition on that object only. After it is
+/// added, its status says what is wrong, every other route's status is what it was, their
+/// traffic still reaches their backends, and Envoy, holding xdst's target for it, rejected
+/// no update.
+mod bad_objects {
+    use super::*;
+
+    /// The statuses of `ids`, as the admin API serves them.
+    async fn statuses(c: &Case, ids: &[String]) -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.push(c.document(id).await?["status"].clone());
+        }
+        Ok(out)
+    }
+
+    /// Envoy holds xdst's target for it and has rejected no listener or cluster update.
+    async fn no_nack(c: &Case) -> anyhow::Result<()> {
+        xdst_tests::admin::settled_target(c.xdst.admin_addr, &c.envoy.node_id).await?;
+        let stats = c.envoy.stats().await?;
+        for name in ["listener_manager.lds.update_rejected", "cluster_manager.cds.update_rejected"] {
+            anyhow::ensure!(stats.count(name) == 0, "Envoy rejected an update: {name} = {}", stats.count(name));
+        }
+        Ok(())
+    }
+
+    fn newer(kind: &str, name: &str, spec: &str) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: {kind}\nmetadata: {{name: {name}, namespace: {NS}, \
+             creationTimestamp: \"{}\"}}\nspec:\n{spec}",
+            chrono_like_now()
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tcproute_to_a_missing_backend() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("tcproute-parentref-port-and-section-name").await?;
+        let gateway = "tcp-multi-listener-gateway";
+        let served = [(9300, "tcp-echo-one"), (9301, "tcp-echo-two"), (9302, "tcp-echo-three")];
+        for (port, backend) in served {
+            c.expect_tcp(&gw(gateway), port, None, backend, NS).await?;
+        }
+        let others: Vec<String> = ["tcp-route-by-port", "tcp-route-by-section", "tcp-route-by-section-and-port"]
+            .iter()
+            .map(|r| format!("TCPRoute/{NS}/{r}"))
+            .collect();
+        let before = statuses(&c, &others).await?;
+        c.add(
+            "bad.yaml",
+            &newer(
+                "TCPRoute",
+                "bad",
+                &format!("  parentRefs: [{{name: {gateway}, sectionName: one}}]\n  rules: [{{backendRefs: [{{name: nowhere, port: 3000}}]}}]\n"),
+            ),
+        )?;
+        c.expect_status(
+            &format!("TCPRoute/{NS}/bad"),
+            route_condition(gateway, "ResolvedRefs", "False", "BackendNotFound"),
+        )
+        .await?;
+        no_nack(&c).await?;
+        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        for (port, backend) in served {
+            c.expect_tcp(&gw(gateway), port, None, backend, NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_udproute_to_a_missing_backend() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("udproute-parentref-port-and-section-name").await?;
+        let gateway = "udp-multi-listener-gateway";
+        let served =
+            [(5300, "udp-echo-by-port"), (5301, "udp-echo-by-section"), (5302, "udp-echo-by-section-and-port")];
+        for (port, backend) in served {
+            c.expect_udp(&gw(gateway), port, backend, NS).await?;
+        }
+        let others: Vec<String> = ["udp-route-by-port", "udp-route-by-section", "udp-route-by-section-and-port"]
+            .iter()
+            .map(|r| format!("UDPRoute/{NS}/{r}"))
+            .collect();
+        let before = statuses(&c, &others).await?;
+        c.add(
+            "bad.yaml",
+            &newer(
+                "UDPRoute",
+                "bad",
+                &format!("  parentRefs: [{{name: {gateway}, sectionName: by-section}}]\n  rules: [{{backendRefs: [{{name: nowhere, port: 8080}}]}}]\n"),
+            ),
+        )?;
+        c.expect_status(
+            &format!("UDPRoute/{NS}/bad"),
+            route_condition(gateway, "ResolvedRefs", "False", "BackendNotFound"),
+        )
+        .await?;
+        no_nack(&c).await?;
+        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        for (port, backend) in served {
+            c.expect_udp(&gw(gateway), port, backend, NS).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tlsroute_whose_hostname_intersects_nothing() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("tlsroute-mixed-termination-same-namespace").await?;
+        let ca = c.suite.ca_of("tls-checks-ca-certificate")?;
+        let tls = xdst_tests::pki::client_config(&ca, None)?;
+        let gateway = "gateway-tlsroute-mixed-termination";
+        let probe = async |c: &Case| -> anyhow::Result<()> {
+            let t = c.expect_tcp(&gw(gateway), 8883, Some((&tls, "tls.example.com")), "tcp-backend", NS).await?;
+            let p = c.expect_tcp(&gw(gateway), 8883, Some((&tls, "abc.example.com")), "tcp-backend", NS).await?;
+            anyhow::ensure!(!t.is_tls && p.is_tls, "terminated {t:?}, passed through {p:?}");
+            Ok(())
+        };
+        probe(&c).await?;
+        let others: Vec<String> =
+            ["gateway-conformance-mixed-passthroughroute", "gateway-conformance-mixed-terminateroute"]
+                .iter()
+                .map(|r| format!("TLSRoute/{NS}/{r}"))
+                .collect();
+        let before = statuses(&c, &others).await?;
+        c.add(
+            "bad.yaml",
+            &newer(
+                "TLSRoute",
+                "bad",
+                &format!("  parentRefs: [{{name: {gateway}}}]\n  hostnames: [nothing.example.org]\n  rules: [{{backendRefs: [{{name: tcp-backend, port: 8443}}]}}]\n"),
+            ),
+        )?;
+        c.expect_status(
+            &format!("TLSRoute/{NS}/bad"),
+            route_condition(gateway, "Accepted", "False", "NoMatchingListenerHostname"),
+        )
+        .await?;
+        no_nack(&c).await?;
+        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        probe(&c).await
+    }
+}
