@@ -6,10 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use xdst_tests::gateway_api::{Case, listeners, no_routes, route_condition};
+use xdst_tests::gateway_api::{Case, ListenerWant, listeners, no_accepted_parent, no_routes, route_condition};
 use xdst_tests::stream_echo::{dns_query, tcp_ask, udp_ask};
 
 const NS: &str = "gateway-conformance-infra";
+/// A listener's `Accepted: True` with the reason `Accepted`.
+const ACCEPTED: &[(&str, &str, &str)] = &[("Accepted", "True", "Accepted")];
+/// `Accepted` and `Programmed` True, for any reason.
+const ANY_TRUE: &[(&str, &str, &str)] = &[("Accepted", "True", ""), ("Programmed", "True", "")];
 
 /// The Service a pod belongs to: its name without the `-N` the harness adds.
 fn backend_of(pod: &str) -> String {
@@ -65,9 +69,12 @@ spec:
     for route in [older.as_str(), &format!("{proto}route-attach-newer")] {
         accepted(&c, kind, route, gateway).await?;
     }
-    let kinds: &'static [(&str, u64, &str)] =
-        if kind == "TCPRoute" { &[("tcp", 2, "TCPRoute")] } else { &[("udp", 2, "UDPRoute")] };
-    c.expect_status(&format!("Gateway/{}", gw(gateway)), listeners(kinds)).await?;
+    let want: &'static [ListenerWant] = if kind == "TCPRoute" {
+        &[ListenerWant { name: "tcp", kinds: &["TCPRoute"], attached: 2, conditions: ACCEPTED }]
+    } else {
+        &[ListenerWant { name: "udp", kinds: &["UDPRoute"], attached: 2, conditions: ACCEPTED }]
+    };
+    c.expect_status(&format!("Gateway/{}", gw(gateway)), listeners(want)).await?;
     let addr = c.addr(&gw(gateway), port);
     let first = format!("{proto}-attach-backend-1");
     for i in 0..100 {
@@ -261,7 +268,11 @@ mod udp {
         accepted(&c, "UDPRoute", "udp-route-attach-all", gateway).await?;
         c.expect_status(
             &format!("Gateway/{}", gw(gateway)),
-            listeners(&[("udp-1", 1, "UDPRoute"), ("udp-2", 1, "UDPRoute"), ("udp-3", 1, "UDPRoute")]),
+            listeners(&[
+                ListenerWant { name: "udp-1", kinds: &["UDPRoute"], attached: 1, conditions: ANY_TRUE },
+                ListenerWant { name: "udp-2", kinds: &["UDPRoute"], attached: 1, conditions: ANY_TRUE },
+                ListenerWant { name: "udp-3", kinds: &["UDPRoute"], attached: 1, conditions: ANY_TRUE },
+            ]),
         )
         .await?;
         for port in [5310, 5311, 5312] {
@@ -415,7 +426,10 @@ mod tls {
         }
         c.expect_status(
             &format!("Gateway/{}", gw(gateway)),
-            listeners(&[("tls-terminate", 1, "TLSRoute"), ("tls-passthrough", 1, "TLSRoute")]),
+            listeners(&[
+                ListenerWant { name: "tls-terminate", kinds: &["TLSRoute"], attached: 1, conditions: ACCEPTED },
+                ListenerWant { name: "tls-passthrough", kinds: &["TLSRoute"], attached: 1, conditions: ACCEPTED },
+            ]),
         )
         .await?;
         let terminated = c.expect_tcp(&gw(gateway), 8883, Some((&tls, "tls.example.com")), "tcp-backend", NS).await?;
@@ -549,8 +563,8 @@ mod tls {
     async fn tlsroute_listener_passthrough_supported_kinds() -> anyhow::Result<()> {
         xdst_tests::skip_without_upstream_cases!();
         let c = Case::start("tlsroute-listener-passthrough-supported-kinds").await?;
-        c.expect_status(&format!("Gateway/{}", gw("gateway-tlsroute-passthrough-supported-kind")), |s| {
-            let l = &s["listeners"][0];
+        c.expect_status(&format!("Gateway/{}", gw("gateway-tlsroute-passthrough-supported-kind")), |doc| {
+            let l = &doc["status"]["listeners"][0];
             let kinds: Vec<&str> =
                 l["supportedKinds"].as_array().into_iter().flatten().filter_map(|k| k["kind"].as_str()).collect();
             let resolved = l["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "ResolvedRefs");
@@ -570,17 +584,14 @@ mod tls {
         let c = Case::start("tlsroute-listener-terminate-supported-kinds").await?;
         c.expect_status(
             &format!("Gateway/{}", gw("gateway-tlsroute-terminate-supported")),
-            listeners(&[("tls-terminate", 0, "TLSRoute")]),
+            listeners(&[ListenerWant {
+                name: "tls-terminate",
+                kinds: &["TLSRoute"],
+                attached: 0,
+                conditions: ACCEPTED,
+            }]),
         )
         .await
-    }
-
-    /// No parent of the route has Accepted True (upstream's `TLSRouteMustHaveNoAcceptedParents`).
-    fn no_accepted_parent(s: &serde_json::Value) -> Result<(), String> {
-        let accepted = s["parents"].as_array().into_iter().flatten().any(|p| {
-            p["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Accepted" && c["status"] == "True")
-        });
-        if accepted { Err("a parent accepted the route".into()) } else { Ok(()) }
     }
 }
 

@@ -9,7 +9,8 @@
 //! them ([`skip_without_upstream_cases!`](crate::skip_without_upstream_cases)) prints one
 //! line saying it skipped them and passes; `tests/run.sh` says up front which it will be.
 //!
-//! - The manifests load as shipped, `{GATEWAY_CLASS_NAME}` replaced by `xdst`.
+//! - The manifests load as shipped, `{GATEWAY_CLASS_NAME}` replaced by `xdst` and
+//!   `{GATEWAY_CONTROLLER_NAME}` by the plugin's default controller name.
 //! - Every Service gets a backend and an EndpointSlice naming it for each of the Service's
 //!   ports: a TCP or UDP echo ([`crate::stream_echo`]) when the case's Deployment of that
 //!   name runs one (`TCP_ECHO_SERVER`, `UDP_ECHO_SERVER`) or the Service is the suite's
@@ -21,12 +22,13 @@
 //! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case), and every
 //!   Gateway port is offset by [`PORT_OFFSET`], so cases run in parallel and bind no
 //!   privileged port.
-//! - A Secret a Gateway listener's `certificateRefs` name and the case does not ship (the
-//!   upstream suite makes `tls-validity-checks-certificate` at run time) is made here: a
-//!   `kubernetes.io/tls` Secret with a certificate for `*.wildcard.org` and the `.org` names
-//!   the cases ask for, signed by a CA of the case's own ([`Case::ca`]), which requests over
-//!   TLS trust. (Upstream's certificate is self-signed for `*`, `*.org` and `*.wildcard.org`;
-//!   rustls takes neither `*` nor a wildcard over one label.)
+//! - The self-signed certificates upstream makes at run time, `tls-validity-checks-certificate`
+//!   and `gateway-conformance-web-backend/certificate`, are made here when a listener names
+//!   them and the case does not ship them: a `kubernetes.io/tls` Secret with a certificate for
+//!   `*.wildcard.org` and the `.org` names the cases ask for, signed by a CA of the case's own
+//!   ([`Case::ca`]), which requests over TLS trust. (Upstream's is self-signed for `*`, `*.org`
+//!   and `*.wildcard.org`; rustls takes neither `*` nor a wildcard over one label.) The other
+//!   certificates and CA bundles upstream makes in code are [`crate::suite_pki`]'s.
 //! - [`Case::expect`] sends a request and waits until the answer is what the upstream test
 //!   expects three times in a row (the suite's "eventually consistent" check), or fails with
 //!   the last answer after [`WAIT`]. A request that names no host carries the one upstream's
@@ -51,6 +53,9 @@ use crate::echo::Echo;
 use crate::envoy::{ApiType, Bootstrap, Envoy};
 use crate::grpc_echo::GrpcEcho;
 use crate::server::Process;
+
+/// The controller name the suite's `{GATEWAY_CONTROLLER_NAME}` stands for: the plugin's own.
+pub const CONTROLLER: &str = "xdst.dev/gateway-controller";
 
 /// Added to every Gateway listener port (the plugin's `portOffset`).
 pub const PORT_OFFSET: u16 = 10_000;
@@ -279,7 +284,8 @@ impl Case {
                     file.display()
                 )
             })?
-            .replace("{GATEWAY_CLASS_NAME}", "xdst");
+            .replace("{GATEWAY_CLASS_NAME}", "xdst")
+            .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER);
         let docs = xdst_core::intent::parse_file("manifests.yaml", &text)?;
         let mut services = Vec::new();
         let mut gateways = BTreeMap::new();
@@ -578,14 +584,14 @@ impl Case {
         .await
     }
 
-    /// Waits until the document `id`'s status (as `GET /intent/{id}` serves it) passes
+    /// Waits until the document `id` (as `GET /intent/{id}` serves it, status and all) passes
     /// `check` [`IN_A_ROW`] times in a row; fails with what `check` said last.
     pub async fn expect_status(&self, id: &str, check: impl Fn(&Value) -> Result<(), String>) -> anyhow::Result<()> {
         self.converge(
             || format!("status of {id}"),
             || async {
                 match self.document(id).await {
-                    Ok(doc) => check(&doc["status"]).err().map(|why| format!("{why}: {}", doc["status"])),
+                    Ok(doc) => check(&doc).err().map(|why| format!("{why}: {}", doc["status"])),
                     Err(e) => Some(format!("{e:#}")),
                 }
             },
@@ -617,6 +623,33 @@ impl Case {
         let after = remove_documents(&text, |d| d.id().as_ref() == id);
         anyhow::ensure!(after != text, "case {} has no document {id}", self.name);
         xdst_core::files::write_atomic(&file, after)?;
+        Ok(())
+    }
+
+    /// Changes the document `id` (`Kind/namespace/name`) in the case's manifests in place, as the
+    /// upstream tests patch an object mid-test: `change` edits it as JSON.
+    pub fn patch(&self, id: &str, change: impl FnOnce(&mut Value)) -> anyhow::Result<()> {
+        let file = self._intent.path().join("manifests.yaml");
+        let text = std::fs::read_to_string(&file)?;
+        let mut change = Some(change);
+        let parts: Vec<String> = text
+            .split("\n---")
+            .map(|part| {
+                let Ok(docs) = xdst_core::intent::parse_file("part.yaml", part) else { return part.to_owned() };
+                match docs.iter().find(|d| d.id().as_ref() == id) {
+                    Some(d) if docs.len() == 1 => {
+                        let mut json = d.json.clone();
+                        if let Some(f) = change.take() {
+                            f(&mut json);
+                        }
+                        format!("\n{json}\n")
+                    }
+                    _ => part.to_owned(),
+                }
+            })
+            .collect();
+        anyhow::ensure!(change.is_none(), "case {} has no document {id}", self.name);
+        xdst_core::files::write_atomic(&file, parts.join("\n---"))?;
         Ok(())
     }
 
@@ -778,7 +811,11 @@ fn certificate_secrets(
             for r in l["tls"]["certificateRefs"].as_array().into_iter().flatten() {
                 let ns = r["namespace"].as_str().unwrap_or(&gateway_ns).to_owned();
                 let name = r["name"].as_str().unwrap_or_default().to_owned();
-                if !shipped.contains(&format!("Secret/{ns}/{name}")) && !crate::suite_pki::made_in_code(&name) {
+                // Only the certificates upstream makes in code: a Secret a case names and
+                // neither ships nor makes (`nonexistent-certificate`) stays missing.
+                let made = name == "tls-validity-checks-certificate"
+                    || (ns == "gateway-conformance-web-backend" && name == "certificate");
+                if made && !shipped.contains(&format!("Secret/{ns}/{name}")) {
                     wanted.insert((ns, name));
                 }
             }
@@ -997,45 +1034,95 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
 }
 
 /// Checks a route's status toward the Gateway `gateway` (its name): the condition `kind` is
-/// `status` (`True`/`False`) with `reason`, as upstream's `*RouteMustHaveCondition`.
+/// `status` (`True`/`False`) with `reason` (any, when empty), as upstream's
+/// `*RouteMustHaveCondition`.
 pub fn route_condition(
     gateway: &'static str,
     kind: &'static str,
     status: &'static str,
     reason: &'static str,
 ) -> impl Fn(&Value) -> Result<(), String> {
-    move |s: &Value| {
-        let parents = s["parents"].as_array().ok_or("no parents")?;
+    move |doc: &Value| {
+        let parents = doc["status"]["parents"].as_array().ok_or("no parents")?;
         let parent =
             parents.iter().find(|p| p["parentRef"]["name"] == gateway).ok_or(format!("no parent {gateway}"))?;
-        let c = parent["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == kind);
-        match c {
-            Some(c) if c["status"] == status && c["reason"] == reason => Ok(()),
-            _ => Err(format!("want {kind} {status} ({reason}) toward {gateway}")),
+        if has_condition(&parent["conditions"], (kind, status, reason)) {
+            Ok(())
+        } else {
+            Err(format!("want {kind} {status} ({reason}) toward {gateway}"))
         }
     }
 }
 
-/// Checks a Gateway's listeners: each `(name, attachedRoutes, supported kind)` is there, and
-/// Accepted and Programmed, as upstream's `GatewayStatusMustHaveListeners`.
-pub fn listeners(want: &'static [(&'static str, u64, &'static str)]) -> impl Fn(&Value) -> Result<(), String> {
-    move |s: &Value| {
-        for (name, attached, kind) in want {
-            let l = s["listeners"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|l| l["name"] == *name)
-                .ok_or(format!("no listener {name}"))?;
-            if l["attachedRoutes"] != *attached {
-                return Err(format!("listener {name}: attachedRoutes {} (want {attached})", l["attachedRoutes"]));
+/// Whether `conditions` has one of type `kind` with `status` and `reason` (any, when empty).
+fn has_condition(conditions: &Value, (kind, status, reason): (&str, &str, &str)) -> bool {
+    conditions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == status && (reason.is_empty() || c["reason"] == reason))
+}
+
+/// Every condition of the document (its own, its listeners', its parents') carries its
+/// `metadata.generation` as `observedGeneration` (upstream's `*MustHaveLatestConditions`).
+pub fn latest_conditions(doc: &Value) -> Result<(), String> {
+    let generation = doc["metadata"]["generation"].as_i64().ok_or("no metadata.generation")?;
+    let status = &doc["status"];
+    let mut lists = vec![&status["conditions"]];
+    lists.extend(status["parents"].as_array().into_iter().flatten().map(|p| &p["conditions"]));
+    if lists.iter().all(|l| l.as_array().is_none_or(|l| l.is_empty())) {
+        return Err("no conditions yet".into());
+    }
+    for c in lists.into_iter().filter_map(Value::as_array).flatten() {
+        if c["observedGeneration"].as_i64() != Some(generation) {
+            return Err(format!(
+                "{} has observedGeneration {} (generation {generation})",
+                c["type"], c["observedGeneration"]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One listener's status as an upstream test expects it: its name, its `supportedKinds`
+/// (empty: none), `attachedRoutes`, and conditions `(type, status, reason)` (reason empty:
+/// any).
+pub struct ListenerWant {
+    pub name: &'static str,
+    pub kinds: &'static [&'static str],
+    pub attached: u64,
+    pub conditions: &'static [(&'static str, &'static str, &'static str)],
+}
+
+/// Accepted and Programmed, as a listener that serves has them.
+pub const SERVING: &[(&str, &str, &str)] = &[("Accepted", "True", "Accepted"), ("Programmed", "True", "Programmed")];
+
+/// Checks a Gateway's listeners as upstream's `GatewayStatusMustHaveListeners` does: the
+/// Gateway's conditions are of its latest generation, it has exactly the listeners wanted,
+/// each with the kinds wanted (none when none), the routes attached, and the conditions.
+pub fn listeners(want: &[ListenerWant]) -> impl Fn(&Value) -> Result<(), String> + '_ {
+    move |doc: &Value| {
+        latest_conditions(doc)?;
+        let actual = doc["status"]["listeners"].as_array().cloned().unwrap_or_default();
+        if actual.len() != want.len() {
+            return Err(format!("{} listeners in the status, want {}", actual.len(), want.len()));
+        }
+        for w in want {
+            let l = actual.iter().find(|l| l["name"] == w.name).ok_or(format!("no listener {}", w.name))?;
+            let kinds: Vec<&str> =
+                l["supportedKinds"].as_array().into_iter().flatten().filter_map(|k| k["kind"].as_str()).collect();
+            if w.kinds.is_empty() && !kinds.is_empty() || w.kinds.iter().any(|k| !kinds.contains(k)) {
+                return Err(format!("listener {}: supportedKinds {kinds:?}, want {:?}", w.name, w.kinds));
             }
-            if !l["supportedKinds"].as_array().into_iter().flatten().any(|k| k["kind"] == *kind) {
-                return Err(format!("listener {name} does not list {kind} among its supportedKinds"));
+            if l["attachedRoutes"] != w.attached {
+                return Err(format!(
+                    "listener {}: attachedRoutes {} (want {})",
+                    w.name, l["attachedRoutes"], w.attached
+                ));
             }
-            for t in ["Accepted", "Programmed"] {
-                if !l["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == t && c["status"] == "True") {
-                    return Err(format!("listener {name} is not {t}"));
+            for c in w.conditions {
+                if !has_condition(&l["conditions"], *c) {
+                    return Err(format!("listener {}: want {} {} ({})", w.name, c.0, c.1, c.2));
                 }
             }
         }
@@ -1043,15 +1130,43 @@ pub fn listeners(want: &'static [(&'static str, u64, &'static str)]) -> impl Fn(
     }
 }
 
+/// The document's own condition `kind` is `status` with `reason` (any when empty), of its
+/// latest generation (upstream's `GatewayMustHaveCondition`).
+pub fn own_condition(
+    kind: &'static str,
+    status: &'static str,
+    reason: &'static str,
+) -> impl Fn(&Value) -> Result<(), String> {
+    move |doc: &Value| {
+        latest_conditions(doc)?;
+        if has_condition(&doc["status"]["conditions"], (kind, status, reason)) {
+            Ok(())
+        } else {
+            Err(format!("want {kind} {status} ({reason})"))
+        }
+    }
+}
+
 /// Checks that no listener of a Gateway has a route attached (upstream's
 /// `GatewayMustHaveZeroRoutes`).
-pub fn no_routes(s: &Value) -> Result<(), String> {
-    let attached: u64 =
-        s["listeners"].as_array().into_iter().flatten().filter_map(|l| l["attachedRoutes"].as_u64()).sum();
+pub fn no_routes(doc: &Value) -> Result<(), String> {
+    let s = &doc["status"];
     if s["listeners"].as_array().is_none_or(|l| l.is_empty()) {
         return Err("no listener statuses".into());
     }
+    let attached: u64 =
+        s["listeners"].as_array().into_iter().flatten().filter_map(|l| l["attachedRoutes"].as_u64()).sum();
     if attached == 0 { Ok(()) } else { Err(format!("{attached} routes attached (want 0)")) }
+}
+
+/// No parent of the route has `Accepted: True` (upstream's `*RouteMustHaveNoAcceptedParents`).
+pub fn no_accepted_parent(doc: &Value) -> Result<(), String> {
+    let accepted = doc["status"]["parents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| has_condition(&p["conditions"], ("Accepted", "True", "")));
+    if accepted { Err("a parent accepted the route".into()) } else { Ok(()) }
 }
 
 #[cfg(test)]

@@ -81,11 +81,6 @@ const OBJECTS: &[Made] = &[
     Made { kind: "ConfigMap", namespace: INFRA, name: "mismatch-ca-certificate", ca: "mismatch", sans: &[] },
 ];
 
-/// Whether the table has a Secret named `name` (the harness makes the others a listener names).
-pub fn made_in_code(name: &str) -> bool {
-    OBJECTS.iter().any(|o| o.kind == "Secret" && o.name == name)
-}
-
 /// The CAs and leaves of one case, made on first use in its directory.
 pub struct SuitePki {
     dir: PathBuf,

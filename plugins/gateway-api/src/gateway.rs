@@ -59,8 +59,11 @@ fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: 
         "All" => true,
         "Selector" => {
             let Some(selector) = from.and_then(|f| f.selector.as_ref()) else { return false };
-            let empty = BTreeMap::new();
-            let labels = world.namespaces.get(namespace).unwrap_or(&empty);
+            // Every namespace has the label `kubernetes.io/metadata.name: <name>` (Kubernetes
+            // sets it), whether or not its Namespace object is in the intent.
+            let mut labels = world.namespaces.get(namespace).cloned().unwrap_or_default();
+            labels.insert("kubernetes.io/metadata.name".to_owned(), namespace.to_owned());
+            let labels = &labels;
             selector.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
                 && selector.match_expressions.iter().all(|e| match e.operator.as_str() {
                     "In" => labels.get(&e.key).is_some_and(|v| e.values.contains(v)),
@@ -271,13 +274,14 @@ pub fn translate(
                 conditions,
             });
         }
+        let conditions = gateway_conditions(gateway, &listener_statuses);
+        if conditions.iter().any(|c| c.kind == "Accepted" && !c.ok) {
+            // Not accepted: nothing of it is served.
+            ports.clear();
+        }
         statuses.gateways.insert(
             gateway.id.clone(),
-            GatewayStatus {
-                conditions: vec![Condition::yes("Accepted", "Accepted"), Condition::yes("Programmed", "Programmed")],
-                addresses: vec![address(config, gateway)],
-                listeners: listener_statuses,
-            },
+            GatewayStatus { conditions, addresses: vec![address(config, gateway)], listeners: listener_statuses },
         );
 
         for (port, (protocol, programmed)) in ports {
@@ -351,6 +355,30 @@ pub fn translate(
     }
 
     backends
+}
+
+/// A Gateway's own `Accepted` and `Programmed`: not accepted when it names parameters (xdst
+/// takes none, so they cannot be valid) or none of its listeners is accepted; accepted with the
+/// reason `ListenersNotValid` when only some are.
+fn gateway_conditions(gateway: &Doc<GatewaySpec>, listeners: &[ListenerStatus]) -> Vec<Condition> {
+    let not_programmed =
+        |why: &str| Condition::no("Programmed", "Invalid", format!("the Gateway is not accepted: {why}"));
+    if let Some(p) = gateway.spec.infrastructure.as_ref().and_then(|i| i.parameters_ref.as_ref()) {
+        let why = format!("spec.infrastructure.parametersRef names {p}; xdst takes no implementation parameters");
+        return vec![Condition::no("Accepted", "InvalidParameters", why.clone()), not_programmed(&why)];
+    }
+    let accepted = |l: &&ListenerStatus| l.conditions.iter().any(|c| c.kind == "Accepted" && c.ok);
+    let invalid: Vec<&str> = listeners.iter().filter(|l| !accepted(l)).map(|l| l.name.as_str()).collect();
+    if !listeners.is_empty() && invalid.len() == listeners.len() {
+        let why = "no listener is accepted".to_owned();
+        return vec![Condition::no("Accepted", "ListenersNotValid", why.clone()), not_programmed(&why)];
+    }
+    let mut accepted = Condition::yes("Accepted", "Accepted");
+    if !invalid.is_empty() {
+        accepted.reason = "ListenersNotValid";
+        accepted.message = format!("listeners not accepted: {}", invalid.join(", "));
+    }
+    vec![accepted, Condition::yes("Programmed", "Programmed")]
 }
 
 /// `ResolvedRefs`: whether every backendRef of the route (mirrors included) resolves; the

@@ -43,6 +43,17 @@ pub struct GatewaySpec {
     pub listeners: Vec<Listener>,
     #[serde(default)]
     pub addresses: Vec<GatewayAddress>,
+    #[serde(default)]
+    pub infrastructure: Option<Infrastructure>,
+}
+
+/// A Gateway's `infrastructure`: labels and annotations for what an implementation creates
+/// (xdst creates nothing), and `parametersRef`, implementation parameters (xdst takes none).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Infrastructure {
+    #[serde(default)]
+    pub parameters_ref: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
