@@ -23,6 +23,7 @@ mod envoy;
 mod envoy_plugins;
 mod gateway_api;
 mod gateway_api_l4;
+mod gateway_api_listener_sets;
 mod gateway_api_status;
 mod go_plugins;
 mod grpc;

@@ -21,6 +21,7 @@ use crate::backends::Backend;
 use crate::config::{Config, Nodes};
 use crate::hostnames;
 use crate::http::{self, Owner};
+use crate::listener_sets::Expanded;
 use crate::model::{GatewaySpec, Listener, ObjectRef};
 use crate::status::{Condition, GatewayStatus, ListenerStatus, ParentStatus, Statuses};
 use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
@@ -49,32 +50,14 @@ fn envoy_port(config: &Config, port: u16) -> Option<u16> {
 }
 
 /// Whether a listener takes routes of `kind` from `namespace`.
-fn allows(world: &World, gateway: &Doc<GatewaySpec>, listener: &Listener, kind: &str, namespace: &str) -> bool {
-    let allowed = listener.allowed_routes.as_ref();
+/// Whether a listener (declared in `owner`'s namespace: its Gateway's or ListenerSet's)
+/// takes routes of `kind` from `namespace`.
+fn allows(world: &World, owner: &str, listener: &Listener, kind: &str, namespace: &str) -> bool {
     if !route_kinds(listener).0.contains(&kind) {
         return false;
     }
-    let from = allowed.and_then(|a| a.namespaces.as_ref());
-    match from.and_then(|f| f.from.as_deref()).unwrap_or("Same") {
-        "All" => true,
-        "Selector" => {
-            let Some(selector) = from.and_then(|f| f.selector.as_ref()) else { return false };
-            // Every namespace has the label `kubernetes.io/metadata.name: <name>` (Kubernetes
-            // sets it), whether or not its Namespace object is in the intent.
-            let mut labels = world.namespaces.get(namespace).cloned().unwrap_or_default();
-            labels.insert("kubernetes.io/metadata.name".to_owned(), namespace.to_owned());
-            let labels = &labels;
-            selector.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
-                && selector.match_expressions.iter().all(|e| match e.operator.as_str() {
-                    "In" => labels.get(&e.key).is_some_and(|v| e.values.contains(v)),
-                    "NotIn" => labels.get(&e.key).is_none_or(|v| !e.values.contains(v)),
-                    "Exists" => labels.contains_key(&e.key),
-                    "DoesNotExist" => !labels.contains_key(&e.key),
-                    _ => false,
-                })
-        }
-        _ => gateway.namespace == namespace,
-    }
+    let from = listener.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
+    crate::listener_sets::namespace_allowed(world, from, "Same", owner, namespace)
 }
 
 /// The listener protocols this plugin serves.
@@ -138,8 +121,10 @@ pub fn translate(
     out: &mut TranslateResponse,
     statuses: &mut Statuses,
 ) -> BTreeMap<Backend, bool> {
-    let gateways: BTreeMap<&Key, &Doc<GatewaySpec>> =
+    let of_ours: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
+    // Each Gateway with the listeners of the ListenerSets it takes.
+    let gateways = crate::listener_sets::expand(world, &of_ours, statuses);
     for class in world.classes.values().filter(|c| c.spec.controller_name == config.controller_name) {
         statuses.classes.insert(class.id.clone(), class_conditions());
     }
@@ -156,15 +141,23 @@ pub fn translate(
             let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
             let kind = parent.kind.as_deref().unwrap_or("Gateway");
             let namespace = parent.namespace.clone().unwrap_or_else(|| route.namespace.clone());
-            let gkey = (namespace.clone(), parent.name.clone());
-            let Some(gateway) = gateways.get(&gkey).filter(|_| group == GATEWAY_GROUP && kind == "Gateway") else {
+            let pkey = (namespace.clone(), parent.name.clone());
+            // The Gateway of ours the parent is or belongs to; and the ListenerSet, if it is one.
+            let (gkey, set) = match (group == GATEWAY_GROUP, kind) {
+                (true, "Gateway") => (pkey, None),
+                (true, "ListenerSet") => {
+                    let owner = gateways.iter().find(|(_, e)| e.origins.iter().any(|o| o.set.as_ref() == Some(&pkey)));
+                    let Some((gkey, _)) = owner else { continue };
+                    (gkey.clone(), Some(pkey))
+                }
                 // Not a Gateway of ours: its controller writes this parent's status.
-                continue;
+                _ => continue,
             };
+            let Some(gateway) = gateways.get(&gkey) else { continue };
             let parent_ref = parent_json(parent, &namespace);
             let accepted = match &checked {
                 Err((reason, message)) => Condition::no("Accepted", reason, message.clone()),
-                Ok(()) => attach(world, gateway, &gkey, key, route, parent, &mut attachments),
+                Ok(()) => attach(world, gateway, &gkey, set.as_ref(), key, route, parent, &mut attachments),
             };
             parents.push(ParentStatus { parent_ref, conditions: vec![accepted, resolved.clone()] });
         }
@@ -179,9 +172,11 @@ pub fn translate(
     // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
     // listener): the oldest keeps it, and the other's listener is not accepted.
     let mut taken: BTreeMap<(String, u16), String> = BTreeMap::new();
-    let mut oldest_first: Vec<(&&Key, &&Doc<GatewaySpec>)> = gateways.iter().collect();
-    oldest_first.sort_by_key(|(k, g)| (g.metadata.creation_timestamp.clone().unwrap_or_default(), (**k).clone()));
-    for (gkey, gateway) in oldest_first {
+    let mut oldest_first: Vec<(&Key, &Expanded<'_>)> = gateways.iter().collect();
+    oldest_first
+        .sort_by_key(|(k, e)| (e.gateway.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone()));
+    for (gkey, expanded) in oldest_first {
+        let gateway = &expanded.gateway;
         let group = format!("{}/{}", gateway.namespace, gateway.name);
         let serve = config.nodes == Nodes::All || node_group == group;
         let bound_by = |port: u16| {
@@ -192,8 +187,11 @@ pub fn translate(
         // with the Secrets of each.
         let mut ports: BTreeMap<u16, (&str, Programmed)> = BTreeMap::new();
         let mut listener_statuses = Vec::new();
+        // The listeners of each ListenerSet attached, by set.
+        let mut set_statuses: BTreeMap<&Key, GatewayStatus> = BTreeMap::new();
         for (i, l) in gateway.spec.listeners.iter().enumerate() {
-            let attached = attachments.iter().filter(|a| &a.gateway == *gkey && a.listener == i).count() as u32;
+            let origin = &expanded.origins[i];
+            let attached = attachments.iter().filter(|a| &a.gateway == gkey && a.listener == i).count() as u32;
             let (supported_kinds, invalid_kinds) = route_kinds(l);
             let not_accepted = |reason, message: String| {
                 vec![
@@ -203,9 +201,22 @@ pub fn translate(
                 ]
             };
             let port_protocol = ports.get(&l.port).map(|(p, _)| *p);
+            let host = |l: &Listener| l.hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase();
+            let same_host = ports.get(&l.port).and_then(|(_, programmed)| {
+                programmed.iter().find(|(j, _)| host(&gateway.spec.listeners[*j]) == host(l))
+            });
+            let from = if origin.set.is_some() { "ListenerSet" } else { "Gateway" };
             let certificates = match l.protocol.as_str() {
-                "HTTPS" | "TLS" => crate::tls::certificates(world, gateway, l).map(Some),
+                "HTTPS" | "TLS" => crate::tls::certificates(world, (from, &origin.namespace), l).map(Some),
                 _ => Ok(None),
+            };
+            let conflicted = |reason: &'static str, message: String| {
+                vec![
+                    Condition::yes("ResolvedRefs", "ResolvedRefs"),
+                    Condition::no("Accepted", reason, message.clone()),
+                    Condition::no("Programmed", reason, message),
+                    Condition::yes("Conflicted", reason),
+                ]
             };
             let conditions = if !supported_protocol(l) {
                 not_accepted(
@@ -217,12 +228,20 @@ pub fn translate(
             } else if let Some(((address, port), owner)) = bound_by(l.port) {
                 not_accepted("PortUnavailable", format!("{address}:{port} is taken by the older {owner}"))
             } else if port_protocol.is_some_and(|p| p != l.protocol) {
-                let mut c = not_accepted(
+                conflicted(
                     "ProtocolConflict",
                     format!("port {} already serves {}", l.port, port_protocol.unwrap_or_default()),
-                );
-                c.push(Condition::yes("Conflicted", "ProtocolConflict"));
-                c
+                )
+            } else if let Some((j, _)) = same_host {
+                conflicted(
+                    "HostnameConflict",
+                    format!(
+                        "listener {} already serves hostname {} on port {}",
+                        expanded.origins[*j].name,
+                        host(l),
+                        l.port
+                    ),
+                )
             } else {
                 match certificates {
                     Err(crate::tls::Refused::Accepted(c)) => {
@@ -267,21 +286,32 @@ pub fn translate(
                     ),
                 );
             }
-            listener_statuses.push(ListenerStatus {
-                name: l.name.clone(),
-                attached_routes: attached,
-                supported_kinds,
-                conditions,
-            });
+            let status =
+                ListenerStatus { name: origin.name.clone(), attached_routes: attached, supported_kinds, conditions };
+            match &origin.set {
+                None => listener_statuses.push(status),
+                Some(set) => set_statuses.entry(set).or_default().listeners.push(status),
+            }
         }
-        let conditions = gateway_conditions(gateway, &listener_statuses);
+        let conditions = gateway_conditions(expanded.original, &listener_statuses);
         if conditions.iter().any(|c| c.kind == "Accepted" && !c.ok) {
             // Not accepted: nothing of it is served.
             ports.clear();
         }
+        let mut attached_sets = 0;
+        for (set, mut status) in set_statuses {
+            status.conditions = crate::listener_sets::set_conditions(&status);
+            attached_sets += u32::from(status.conditions.iter().any(|c| c.kind == "Accepted" && c.ok));
+            statuses.listener_sets.insert(world.listener_sets[set].id.clone(), status);
+        }
         statuses.gateways.insert(
             gateway.id.clone(),
-            GatewayStatus { conditions, addresses: vec![address(config, gateway)], listeners: listener_statuses },
+            GatewayStatus {
+                conditions,
+                addresses: vec![address(config, gateway)],
+                listeners: listener_statuses,
+                attached_listener_sets: Some(attached_sets),
+            },
         );
 
         for (port, (protocol, programmed)) in ports {
@@ -415,29 +445,37 @@ fn parent_json(parent: &ObjectRef, namespace: &str) -> serde_json::Value {
 
 /// Attaches `route` to the listeners of `gateway` its parentRef selects; returns the
 /// `Accepted` condition.
+#[allow(clippy::too_many_arguments, reason = "one call site; the parts of one attachment")]
 fn attach(
     world: &World,
-    gateway: &Doc<GatewaySpec>,
+    expanded: &Expanded<'_>,
     gkey: &Key,
+    set: Option<&Key>,
     rkey: &RouteKey,
     route: &Doc<crate::model::HttpRouteSpec>,
     parent: &ObjectRef,
     attachments: &mut Vec<Attachment>,
 ) -> Condition {
-    let candidates: Vec<(usize, &Listener)> = gateway
+    // A parentRef to a Gateway reaches its own listeners; to a ListenerSet, that set's.
+    let origins = &expanded.origins;
+    let candidates: Vec<(usize, &Listener)> = expanded
+        .gateway
         .spec
         .listeners
         .iter()
         .enumerate()
-        .filter(|(_, l)| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|(i, _)| origins[*i].set.as_ref() == set)
+        .filter(|(i, _)| parent.section_name.as_ref().is_none_or(|s| *s == origins[*i].name))
         .filter(|(_, l)| parent.port.is_none_or(|p| p == l.port))
         .filter(|(_, l)| supported_protocol(l))
         .collect();
     if candidates.is_empty() {
         return Condition::no("Accepted", "NoMatchingParent", "no listener of the Gateway matches the parentRef");
     }
-    let allowed: Vec<(usize, &Listener)> =
-        candidates.into_iter().filter(|(_, l)| allows(world, gateway, l, rkey.0, &route.namespace)).collect();
+    let allowed: Vec<(usize, &Listener)> = candidates
+        .into_iter()
+        .filter(|(i, l)| allows(world, &origins[*i].namespace, l, rkey.0, &route.namespace))
+        .collect();
     if allowed.is_empty() {
         return Condition::no(
             "Accepted",

@@ -1,7 +1,8 @@
-//! Kubernetes Gateway API objects as intent: `Gateway`, `HTTPRoute`, `GRPCRoute`, `TLSRoute`,
-//! `TCPRoute`, `UDPRoute`, `Service`, `EndpointSlice`, `ReferenceGrant`, `GatewayClass` and
-//! `Namespace`, translated into Envoy Listeners, RouteConfigurations, Clusters and
-//! ClusterLoadAssignments. TCP, UDP and TLS listeners are `l4.rs`.
+//! Kubernetes Gateway API objects as intent: `Gateway`, `ListenerSet`, `HTTPRoute`,
+//! `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`, `Service`, `EndpointSlice`,
+//! `ReferenceGrant`, `GatewayClass` and `Namespace`, translated into Envoy Listeners,
+//! RouteConfigurations, Clusters and ClusterLoadAssignments. TCP, UDP and TLS listeners are
+//! `l4.rs`; ListenerSets, which add listeners to a Gateway, `listener_sets.rs`.
 //!
 //! Whole-set granularity: a route attaches to Gateways in other documents, and the rules of
 //! every route on a listener merge into one RouteConfiguration. What each object becomes:
@@ -27,6 +28,7 @@ mod gateway;
 mod hostnames;
 mod http;
 mod l4;
+mod listener_sets;
 mod model;
 mod schema;
 mod status;
@@ -41,9 +43,10 @@ use xdst_guest::{
 pub use config::{Config, DEFAULT_CONTROLLER};
 
 /// What this plugin claims: Gateway API kinds, and the Kubernetes kinds they refer to.
-pub const KINDS: [&str; 12] = [
+pub const KINDS: [&str; 13] = [
     "gateway.networking.k8s.io/GatewayClass",
     "gateway.networking.k8s.io/Gateway",
+    "gateway.networking.k8s.io/ListenerSet",
     "gateway.networking.k8s.io/HTTPRoute",
     "gateway.networking.k8s.io/GRPCRoute",
     "gateway.networking.k8s.io/TCPRoute",

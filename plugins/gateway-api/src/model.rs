@@ -45,6 +45,28 @@ pub struct GatewaySpec {
     pub addresses: Vec<GatewayAddress>,
     #[serde(default)]
     pub infrastructure: Option<Infrastructure>,
+    /// Which ListenerSets may add listeners to it (none by default).
+    #[serde(default)]
+    pub allowed_listeners: Option<AllowedListeners>,
+}
+
+/// A Gateway's `allowedListeners`: the namespaces whose ListenerSets it takes (`from`:
+/// `None`, the default, `Same`, `All` or `Selector`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedListeners {
+    #[serde(default)]
+    pub namespaces: Option<RouteNamespaces>,
+}
+
+/// A ListenerSet: listeners added to its parent Gateway.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetSpec {
+    #[serde(default)]
+    pub parent_ref: ObjectRef,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
 }
 
 /// A Gateway's `infrastructure`: labels and annotations for what an implementation creates

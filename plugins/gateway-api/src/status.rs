@@ -66,6 +66,8 @@ pub struct GatewayStatus {
     pub conditions: Vec<Condition>,
     pub addresses: Vec<String>,
     pub listeners: Vec<ListenerStatus>,
+    /// How many ListenerSets are attached (Gateways only).
+    pub attached_listener_sets: Option<u32>,
 }
 
 /// Every document's status, by id.
@@ -73,6 +75,8 @@ pub struct GatewayStatus {
 pub struct Statuses {
     pub routes: BTreeMap<String, Vec<ParentStatus>>,
     pub gateways: BTreeMap<String, GatewayStatus>,
+    /// ListenerSets of our Gateways: their conditions and listeners (no addresses).
+    pub listener_sets: BTreeMap<String, GatewayStatus>,
     /// GatewayClasses of this controller: their conditions, by id.
     pub classes: BTreeMap<String, Vec<Condition>>,
     pub controller: String,
@@ -98,7 +102,7 @@ impl Statuses {
                 .collect();
             out.insert(id.clone(), json!({ "parents": parents }));
         }
-        for (id, gateway) in &self.gateways {
+        for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
             let generation = self.generations.get(id).copied();
             let conditions = |list: &[Condition]| list.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>();
             let listeners: Vec<Value> = gateway
@@ -126,14 +130,17 @@ impl Statuses {
                     json!({"type": kind, "value": a})
                 })
                 .collect();
-            out.insert(
-                id.clone(),
-                json!({
-                    "addresses": addresses,
-                    "conditions": conditions(&gateway.conditions),
-                    "listeners": listeners,
-                }),
-            );
+            let mut status = json!({
+                "conditions": conditions(&gateway.conditions),
+                "listeners": listeners,
+            });
+            if self.gateways.contains_key(id) {
+                status["addresses"] = json!(addresses);
+            }
+            if let Some(n) = gateway.attached_listener_sets {
+                status["attachedListenerSets"] = json!(n);
+            }
+            out.insert(id.clone(), status);
         }
         for (id, list) in &self.classes {
             let generation = self.generations.get(id).copied();
@@ -156,7 +163,7 @@ impl Statuses {
                 }
             }
         }
-        for (id, gateway) in &self.gateways {
+        for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
             for c in gateway.conditions.iter().filter(|c| !c.ok) {
                 out.push((id.clone(), format!("{} False ({}): {}", c.kind, c.reason, c.message)));
             }

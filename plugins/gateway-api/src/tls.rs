@@ -14,9 +14,9 @@ use xdst_guest::envoy::envoy::extensions::transport_sockets::tls::v3::{
 use xdst_guest::pack;
 
 use crate::extensions::{CommonTlsContext, DownstreamTlsContext, TlsInspector};
-use crate::model::{GatewaySpec, Listener as GatewayListener};
+use crate::model::Listener as GatewayListener;
 use crate::status::Condition;
-use crate::world::{Doc, Key, World};
+use crate::world::{Key, World};
 
 /// The SDS name of a Secret: `<namespace>/<name>`.
 pub fn secret_name(key: &Key) -> String {
@@ -30,13 +30,11 @@ pub enum Refused {
 }
 
 /// The Secrets an HTTPS listener's (or a terminating TLS listener's) `certificateRefs` name, checked: every one must be a
-/// `kubernetes.io/tls` Secret with a PEM certificate and key, in the Gateway's namespace or
-/// granted by a ReferenceGrant. The first that fails gives the condition.
-pub fn certificates(
-    world: &World,
-    gateway: &Doc<GatewaySpec>,
-    listener: &GatewayListener,
-) -> Result<Vec<Key>, Refused> {
+/// `kubernetes.io/tls` Secret with a PEM certificate and key, in the namespace of what declared
+/// the listener (`from`: a Gateway or a ListenerSet, and its namespace) or granted to it by a
+/// ReferenceGrant. The first that fails gives the condition.
+pub fn certificates(world: &World, from: (&str, &str), listener: &GatewayListener) -> Result<Vec<Key>, Refused> {
+    let (from_kind, from_namespace) = from;
     let tls = listener.tls.as_ref();
     let passthrough = tls.and_then(|t| t.mode.as_deref()) == Some("Passthrough");
     if listener.protocol == "TLS" && passthrough {
@@ -66,14 +64,12 @@ pub fn certificates(
         if !group.is_empty() || kind != "Secret" {
             return Err(invalid(format!("{at} names a {group}/{kind}; only core Secrets hold certificates")));
         }
-        let namespace = r.namespace.clone().unwrap_or_else(|| gateway.namespace.clone());
-        if namespace != gateway.namespace
-            && !world.granted("Gateway", &gateway.namespace, "", "Secret", &namespace, &r.name)
-        {
+        let namespace = r.namespace.clone().unwrap_or_else(|| from_namespace.to_owned());
+        if namespace != from_namespace && !world.granted(from_kind, from_namespace, "", "Secret", &namespace, &r.name) {
             return Err(Refused::ResolvedRefs(Condition::no(
                 "ResolvedRefs",
                 "RefNotPermitted",
-                format!("{at}: no ReferenceGrant in {namespace:?} lets this Gateway use Secret {:?}", r.name),
+                format!("{at}: no ReferenceGrant in {namespace:?} lets this {from_kind} use Secret {:?}", r.name),
             )));
         }
         let key = (namespace, r.name.clone());

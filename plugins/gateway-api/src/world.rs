@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use xdst_guest::{IntentDocument, PluginError};
 
 use crate::model::{
-    EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, Metadata, Object, ReferenceGrantSpec,
-    Secret, ServiceSpec,
+    EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, ListenerSetSpec, Metadata, Object,
+    ReferenceGrantSpec, Secret, ServiceSpec,
 };
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -38,6 +38,7 @@ pub type RouteKey = (&'static str, String, String);
 pub struct World {
     pub classes: BTreeMap<String, Doc<GatewayClassSpec>>,
     pub gateways: BTreeMap<Key, Doc<GatewaySpec>>,
+    pub listener_sets: BTreeMap<Key, Doc<ListenerSetSpec>>,
     /// HTTPRoutes, and the other route kinds in the same shape (a gRPC method match is a path
     /// match on `/service/method`; TCP, UDP and TLS routes have only backendRefs).
     pub routes: BTreeMap<RouteKey, Doc<HttpRouteSpec>>,
@@ -105,6 +106,9 @@ impl World {
                 }
                 "Gateway" => {
                     w.gateways.insert(key, read(doc, order)?);
+                }
+                "ListenerSet" => {
+                    w.listener_sets.insert(key, read(doc, order)?);
                 }
                 "HTTPRoute" => {
                     w.routes.insert(("HTTPRoute", key.0, key.1), read(doc, order)?);
