@@ -81,4 +81,12 @@ examples/replicas/run.sh --once > "$CARGO_TARGET_DIR/replicas.log" 2>&1 || {
   exit 1
 }
 echo "replicas quickstart ok (log: $CARGO_TARGET_DIR/replicas.log)"
+
+step "TLS passthrough, TCP and UDP example (examples/tls-tcp-udp)"
+examples/tls-tcp-udp/run.sh --once > "$CARGO_TARGET_DIR/tls-tcp-udp.log" 2>&1 || {
+  cat "$CARGO_TARGET_DIR/tls-tcp-udp.log"
+  echo "TLS, TCP and UDP example failed" >&2
+  exit 1
+}
+echo "TLS, TCP and UDP example ok (log: $CARGO_TARGET_DIR/tls-tcp-udp.log)"
 step "all tests passed"
