@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use xdst_tests::gateway_api::{
-    Case, Expect, ListenerWant, Request, latest_conditions, listeners, own_condition, route_condition,
+    Case, Expect, ListenerWant, Request, listener_conditions, listeners, own_condition, route_condition,
 };
 
 const NS: &str = "gateway-conformance-infra";
@@ -32,34 +32,6 @@ fn attached_sets(n: u64) -> impl Fn(&Value) -> Result<(), String> {
             Some(m) if m == n => Ok(()),
             other => Err(format!("attachedListenerSets {other:?}, want {n}")),
         }
-    }
-}
-
-/// Each named listener of the document has `conditions` (upstream's
-/// `ListenerSetListenersMustHaveConditions` and `GatewayListenersMustHaveConditions`).
-fn listener_conditions<'a>(
-    names: &'a [&'a str],
-    conditions: &'a [(&'a str, &'a str, &'a str)],
-) -> impl Fn(&Value) -> Result<(), String> + 'a {
-    move |doc| {
-        latest_conditions(doc)?;
-        for name in names {
-            let l = doc["status"]["listeners"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|l| l["name"] == *name)
-                .ok_or(format!("no listener {name}"))?;
-            for (kind, status, reason) in conditions {
-                let found = l["conditions"].as_array().into_iter().flatten().any(|c| {
-                    c["type"] == *kind && c["status"] == *status && (reason.is_empty() || c["reason"] == *reason)
-                });
-                if !found {
-                    return Err(format!("listener {name}: want {kind} {status} ({reason})"));
-                }
-            }
-        }
-        Ok(())
     }
 }
 

@@ -9,7 +9,8 @@
 
 use serde_json::{Value, json};
 use xdst_tests::gateway_api::{
-    Case, ListenerWant, latest_conditions, listeners, no_accepted_parent, no_routes, own_condition, route_condition,
+    Case, ListenerWant, latest_conditions, listener_conditions, listeners, no_accepted_parent, no_routes,
+    own_condition, route_condition,
 };
 
 const NS: &str = "gateway-conformance-infra";
@@ -304,4 +305,93 @@ async fn httproute_observed_generation_bump() -> anyhow::Result<()> {
     c.expect_status(&route, route_condition("same-namespace", "ResolvedRefs", "True", "ResolvedRefs")).await?;
     bump(&c, &route, |r| r["spec"]["rules"][0]["backendRefs"][0]["name"] = json!("infra-backend-v2")).await?;
     c.expect_status(&route, route_condition("same-namespace", "ResolvedRefs", "True", "ResolvedRefs")).await
+}
+
+/// Frontend client certificate validation (`spec.tls.frontend`): requests over TLS with the
+/// server name `host`, presenting `client` (a certificate of the suite's, or none).
+mod client_certificates {
+    use super::*;
+    use xdst_tests::gateway_api::{Expect, Request};
+
+    const A: &str = "tls-validity-checks-client-certificate";
+    const B: &str = "tls-validity-checks-per-port-client-certificate";
+
+    fn request(c: &mut Case, host: &'static str, client: Option<&str>) -> anyhow::Result<Request> {
+        let client_cert = client.map(|name| c.suite.leaf(name)).transpose()?;
+        Ok(Request { path: "/", host: Some(host), sni: Some(host), client_cert, ..Default::default() })
+    }
+
+    fn served_by(backend: &'static str) -> Expect {
+        Expect { status: 200, backend: Some(backend), namespace: Some(NS), ..Default::default() }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gateway_with_clientcertificate_validation() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("gateway-with-clientcertificate-validation").await?;
+        let gateway = format!("{NS}/client-validation-default");
+        // The default validation (CA A) on 443, the per-port one (CA B) on 8443.
+        let (a, b) = (request(&mut c, "example.org", Some(A))?, request(&mut c, "example.org", Some(B))?);
+        c.expect(&gateway, 443, &a, &served_by("infra-backend-v1")).await?;
+        c.expect_refused(&gateway, 443, &b).await?;
+        let (a, b) = (request(&mut c, "second-example.org", Some(A))?, request(&mut c, "second-example.org", Some(B))?);
+        c.expect(&gateway, 8443, &b, &served_by("infra-backend-v2")).await?;
+        c.expect_refused(&gateway, 8443, &a).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gateway_with_clientcertificate_validation_insecure_fallback() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("gateway-with-clientcertificate-validation-insecure-fallback").await?;
+        let name = "client-validation-insecure-fallback";
+        c.expect_status(&gw(name), own_condition("InsecureFrontendValidationMode", "True", "ConfigurationChanged"))
+            .await?;
+        let gateway = format!("{NS}/{name}");
+        for (port, host, backend) in
+            [(443, "example.org", "infra-backend-v1"), (8443, "second-example.org", "infra-backend-v2")]
+        {
+            for client in [Some(A), Some(B), None] {
+                let req = request(&mut c, host, client)?;
+                c.expect(&gateway, port, &req, &served_by(backend)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A listener whose client certificate validation does not resolve, for `reason`.
+    const fn unresolved(reason: &'static str) -> [(&'static str, &'static str, &'static str); 3] {
+        [("ResolvedRefs", "False", reason), ("Accepted", "False", "NoValidCACertificate"), ("Programmed", "False", "")]
+    }
+    const SERVING: &[(&str, &str, &str)] =
+        &[("ResolvedRefs", "True", ""), ("Accepted", "True", ""), ("Programmed", "True", "")];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gateway_invalid_default_frontend_client_certificate_validation() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let mut c = Case::start("gateway-invalid-default-frontend-client-certificate-validation").await?;
+        let name = "invalid-default-client-validation-config";
+        let gateway = format!("{NS}/{name}");
+        // The HTTP listener is untouched by the TLS settings.
+        c.expect_status(&gw(name), listener_conditions(&["http"], SERVING)).await?;
+        let plain = Request { path: "/", host: Some("example.org"), ..Default::default() };
+        c.expect(&gateway, 80, &plain, &served_by("infra-backend-v1")).await?;
+        const BROKEN: [(&str, &str, &str); 3] = unresolved("InvalidCACertificateRef");
+        c.expect_status(&gw(name), listener_conditions(&["https"], &BROKEN)).await?;
+        let req = request(&mut c, "example.org", None)?;
+        c.expect_refused(&gateway, 443, &req).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gateway_with_invalid_clientcertificate_validation() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let c = Case::start("gateway-with-invalid-clientcertificate-validation").await?;
+        let id = gw("gateway-with-invalid-client-cert-validation");
+        const MISSING: [(&str, &str, &str); 3] = unresolved("InvalidCACertificateRef");
+        const KIND: [(&str, &str, &str); 3] = unresolved("InvalidCACertificateKind");
+        const GRANT: [(&str, &str, &str); 3] = unresolved("RefNotPermitted");
+        c.expect_status(&id, listener_conditions(&["https"], SERVING)).await?;
+        c.expect_status(&id, listener_conditions(&["https-unresolved"], &MISSING)).await?;
+        c.expect_status(&id, listener_conditions(&["https-invalid-kind"], &KIND)).await?;
+        c.expect_status(&id, listener_conditions(&["https-grant-missing"], &GRANT)).await
+    }
 }

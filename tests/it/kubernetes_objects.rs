@@ -1,9 +1,9 @@
 //! Issue 36, items 5 and 6 (in part): manifests as a platform team applies them carry objects
 //! for other controllers. Through a real Envoy:
 //!
-//! - a Deployment, a ConfigMap and a ServiceAccount beside a Gateway and its route are ignored
-//!   (listed in `/debug/plugins` as `ignored`), never held and never a failed generation, and
-//!   the route serves;
+//! - a Deployment, a PodDisruptionBudget and a ServiceAccount beside a Gateway and its route
+//!   are ignored (listed in `/debug/plugins` as `ignored`), never held and never a failed
+//!   generation, and the route serves;
 //! - a kind of a group a plugin claims other kinds of (a `BackendLBPolicy`, which no plugin
 //!   translates yet) is still held, naming the kind: a typo or a kind not translated shows;
 //! - the route's `metadata.generation` comes back as `observedGeneration` on its conditions;
@@ -35,7 +35,8 @@ fn manifests(port: u16, upstream: u16) -> String {
          apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: app}}\nspec:\n  replicas: 2\n  \
          selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: \
          {{containers: [{{name: web, image: 'example/web:1', ports: [{{containerPort: {port}}}]}}]}}\n---\n\
-         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: app}}\ndata: {{level: debug}}\n---\n\
+         apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: web, namespace: app}}\nspec: {{minAvailable: 1, \
+         selector: {{matchLabels: {{app: web}}}}}}\n---\n\
          apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: web, namespace: app}}\n"
     )
 }
@@ -78,10 +79,10 @@ async fn objects_for_other_controllers_are_ignored_and_generations_come_back() -
     let ignored: Vec<&str> =
         status["ignored"].as_array().into_iter().flatten().filter_map(|i| i["document"].as_str()).collect();
     ensure!(
-        ignored == ["ConfigMap/app/settings", "Deployment/app/web", "ServiceAccount/app/web"],
+        ignored == ["Deployment/app/web", "PodDisruptionBudget/app/web", "ServiceAccount/app/web"],
         "ignored: {ignored:?} ({status})"
     );
-    ensure!(status["ignored_total"] == 3 && status["ignored"][0]["origin"] == "app.yaml#7", "{status}");
+    ensure!(status["ignored_total"] == 3 && status["ignored"][0]["origin"] == "app.yaml#6", "{status}");
     ensure!(
         status["held"].as_array().is_some_and(Vec::is_empty) && status["last_error"].is_null(),
         "nothing is held or failed: {status}"

@@ -201,6 +201,8 @@ pub struct Request {
     pub h2: bool,
     /// Over TLS with this server name (SNI), trusting the case's CA (see [`Case::start`]).
     pub sni: Option<&'static str>,
+    /// Over TLS, presenting this client certificate and key (PEM files).
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// What must come back.
@@ -678,13 +680,7 @@ impl Case {
     pub async fn expect(&self, gateway: &str, port: u16, req: &Request, want: &Expect) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
         let what = || format!("{} {} {:?}", req.method.unwrap_or("GET"), req.path, req.host);
-        let tls = match (req.sni, &self.ca) {
-            (Some(_), Some(ca)) => {
-                Some(crate::pki::client_config_alpn(ca, None, if req.h2 { b"h2" } else { b"http/1.1" })?)
-            }
-            (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
-            (None, _) => None,
-        };
+        let tls = self.tls_for(req)?;
         let default_host = upstream_default_host(addr.ip(), port, tls.is_some());
         self.converge(what, || async {
             match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
@@ -692,6 +688,39 @@ impl Case {
                 Err(e) => Some(format!("{e:#}")),
             }
         })
+        .await
+    }
+
+    /// The TLS client a request over TLS is sent with: trusting the case's CA, presenting the
+    /// request's client certificate if it names one.
+    fn tls_for(&self, req: &Request) -> anyhow::Result<Option<tokio_rustls::TlsConnector>> {
+        let client =
+            req.client_cert.as_ref().map(|(cert, key)| crate::pki::Leaf { cert: cert.clone(), key: key.clone() });
+        match (req.sni, &self.ca) {
+            (Some(_), Some(ca)) => {
+                Ok(Some(crate::pki::client_config_alpn(ca, client.as_ref(), if req.h2 { b"h2" } else { b"http/1.1" })?))
+            }
+            (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// Sends `req` to `gateway`'s `port` until it fails (no answer: the connection or the TLS
+    /// handshake is refused) [`IN_A_ROW`] times in a row, as upstream's
+    /// `MakeTLSRequestAndExpectEventuallyConsistentFailureResponse`.
+    pub async fn expect_refused(&self, gateway: &str, port: u16, req: &Request) -> anyhow::Result<()> {
+        let addr = self.addr(gateway, port);
+        let tls = self.tls_for(req)?;
+        let default_host = upstream_default_host(addr.ip(), port, tls.is_some());
+        self.converge(
+            || format!("{} {:?} refused", req.path, req.host),
+            || async {
+                match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
+                    Ok(answer) => Some(format!("answered {}", answer.status)),
+                    Err(_) => None,
+                }
+            },
+        )
         .await
     }
 
@@ -1144,6 +1173,34 @@ pub fn own_condition(
         } else {
             Err(format!("want {kind} {status} ({reason})"))
         }
+    }
+}
+
+/// Each named listener of the document has `conditions` (upstream's
+/// `ListenerSetListenersMustHaveConditions` and `GatewayListenersMustHaveConditions`).
+pub fn listener_conditions<'a>(
+    names: &'a [&'a str],
+    conditions: &'a [(&'a str, &'a str, &'a str)],
+) -> impl Fn(&Value) -> Result<(), String> + 'a {
+    move |doc| {
+        latest_conditions(doc)?;
+        for name in names {
+            let l = doc["status"]["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|l| l["name"] == *name)
+                .ok_or(format!("no listener {name}"))?;
+            for (kind, status, reason) in conditions {
+                let found = l["conditions"].as_array().into_iter().flatten().any(|c| {
+                    c["type"] == *kind && c["status"] == *status && (reason.is_empty() || c["reason"] == *reason)
+                });
+                if !found {
+                    return Err(format!("listener {name}: want {kind} {status} ({reason})"));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

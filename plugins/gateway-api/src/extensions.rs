@@ -22,18 +22,36 @@ macro_rules! named {
 pub struct DownstreamTlsContext {
     #[prost(message, optional, tag = "1")]
     pub common_tls_context: Option<CommonTlsContext>,
+    /// Whether a client must present a certificate.
+    #[prost(message, optional, tag = "2")]
+    pub require_client_certificate: Option<BoolValue>,
 }
 named!(DownstreamTlsContext, "envoy.extensions.transport_sockets.tls.v3");
 
 /// `envoy.extensions.transport_sockets.tls.v3.CommonTlsContext`.
 #[derive(Clone, PartialEq, Message)]
 pub struct CommonTlsContext {
+    /// How a peer's certificate is checked (`validation_context` of its oneof).
+    #[prost(message, optional, tag = "3")]
+    pub validation_context: Option<CertificateValidationContext>,
     #[prost(string, repeated, tag = "4")]
     pub alpn_protocols: Vec<String>,
     #[prost(message, repeated, tag = "6")]
     pub tls_certificate_sds_secret_configs: Vec<SdsSecretConfig>,
 }
 named!(CommonTlsContext, "envoy.extensions.transport_sockets.tls.v3");
+
+/// `envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext`: the CAs a peer's
+/// certificate must chain to; `trust_chain_verification` 1 (`ACCEPT_UNTRUSTED`) lets a
+/// certificate that does not through.
+#[derive(Clone, PartialEq, Message)]
+pub struct CertificateValidationContext {
+    #[prost(message, optional, tag = "1")]
+    pub trusted_ca: Option<xdst_guest::envoy::envoy::config::core::v3::DataSource>,
+    #[prost(int32, tag = "10")]
+    pub trust_chain_verification: i32,
+}
+named!(CertificateValidationContext, "envoy.extensions.transport_sockets.tls.v3");
 
 /// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`: reads the SNI that
 /// picks a filter chain.

@@ -189,6 +189,9 @@ pub fn translate(
         let mut listener_statuses = Vec::new();
         // The listeners of each ListenerSet attached, by set.
         let mut set_statuses: BTreeMap<&Key, GatewayStatus> = BTreeMap::new();
+        // Client certificate validation, by listener; whether any lets invalid ones through.
+        let mut validations: BTreeMap<usize, crate::tls::ClientValidation> = BTreeMap::new();
+        let mut insecure = false;
         for (i, l) in gateway.spec.listeners.iter().enumerate() {
             let origin = &expanded.origins[i];
             let attached = attachments.iter().filter(|a| &a.gateway == gkey && a.listener == i).count() as u32;
@@ -257,16 +260,27 @@ pub fn translate(
                         Condition::no("Programmed", "Invalid", "the listener's certificates do not resolve"),
                     ],
                     Ok(secrets) => {
-                        ports
-                            .entry(l.port)
-                            .or_insert((l.protocol.as_str(), Vec::new()))
-                            .1
-                            .push((i, secrets.unwrap_or_default()));
-                        vec![
-                            Condition::yes("ResolvedRefs", "ResolvedRefs"),
-                            Condition::yes("Accepted", "Accepted"),
-                            Condition::yes("Programmed", "Programmed"),
-                        ]
+                        let validation = match l.protocol.as_str() {
+                            "HTTPS" => crate::tls::client_validation(world, gateway, l),
+                            _ => Ok(None),
+                        };
+                        match validation {
+                            Err(conditions) => conditions,
+                            Ok(validation) => {
+                                insecure |= validation.as_ref().is_some_and(|v| v.insecure);
+                                validations.extend(validation.map(|v| (i, v)));
+                                ports
+                                    .entry(l.port)
+                                    .or_insert((l.protocol.as_str(), Vec::new()))
+                                    .1
+                                    .push((i, secrets.unwrap_or_default()));
+                                vec![
+                                    Condition::yes("ResolvedRefs", "ResolvedRefs"),
+                                    Condition::yes("Accepted", "Accepted"),
+                                    Condition::yes("Programmed", "Programmed"),
+                                ]
+                            }
+                        }
                     }
                 }
             };
@@ -293,7 +307,16 @@ pub fn translate(
                 Some(set) => set_statuses.entry(set).or_default().listeners.push(status),
             }
         }
-        let conditions = gateway_conditions(expanded.original, &listener_statuses);
+        let mut conditions = gateway_conditions(expanded.original, &listener_statuses);
+        if insecure {
+            conditions.push(Condition {
+                kind: "InsecureFrontendValidationMode",
+                ok: true,
+                reason: "ConfigurationChanged",
+                message: "a listener lets client certificates that do not validate through (AllowInsecureFallback)"
+                    .into(),
+            });
+        }
         if conditions.iter().any(|c| c.kind == "Accepted" && !c.ok) {
             // Not accepted: nothing of it is served.
             ports.clear();
@@ -354,6 +377,7 @@ pub fn translate(
                         name: chain_name,
                         hostname: gateway.spec.listeners[*i].hostname.clone(),
                         secrets: secrets.clone(),
+                        validation: validations.get(i).cloned(),
                     });
                     if serve {
                         secrets_served.extend(secrets.iter().cloned());

@@ -122,7 +122,7 @@ pub fn listener(world: &World, port: &Port<'_>, attachments: &[Attachment]) -> L
                 }
                 let secrets = port.programmed.iter().find(|(l, _)| l == i).map(|(_, s)| s.as_slice()).unwrap_or(&[]);
                 if tls && !secrets.is_empty() {
-                    chain.transport_socket = Some(crate::tls::terminate(secrets, &[]));
+                    chain.transport_socket = Some(crate::tls::terminate(secrets, &[], None));
                 }
                 listener.filter_chains.push(chain);
                 if !tls {

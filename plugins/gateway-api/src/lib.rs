@@ -43,7 +43,7 @@ use xdst_guest::{
 pub use config::{Config, DEFAULT_CONTROLLER};
 
 /// What this plugin claims: Gateway API kinds, and the Kubernetes kinds they refer to.
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     "gateway.networking.k8s.io/GatewayClass",
     "gateway.networking.k8s.io/Gateway",
     "gateway.networking.k8s.io/ListenerSet",
@@ -56,6 +56,7 @@ pub const KINDS: [&str; 13] = [
     "core/Service",
     "core/Namespace",
     "core/Secret",
+    "core/ConfigMap",
     "discovery.k8s.io/EndpointSlice",
 ];
 

@@ -48,6 +48,64 @@ pub struct GatewaySpec {
     /// Which ListenerSets may add listeners to it (none by default).
     #[serde(default)]
     pub allowed_listeners: Option<AllowedListeners>,
+    /// TLS settings of the whole Gateway: client certificate validation on its HTTPS
+    /// listeners (`frontend`).
+    #[serde(default)]
+    pub tls: Option<GatewayTls>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTls {
+    #[serde(default)]
+    pub frontend: Option<FrontendTls>,
+}
+
+/// Client certificate validation: a `default` for every HTTPS listener, and `perPort`
+/// settings that replace it on their port.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTls {
+    #[serde(default)]
+    pub default: Option<TlsSettings>,
+    #[serde(default)]
+    pub per_port: Vec<PortTls>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortTls {
+    pub port: u16,
+    #[serde(default)]
+    pub tls: TlsSettings,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSettings {
+    #[serde(default)]
+    pub validation: Option<ClientValidation>,
+}
+
+/// `validation`: the CA bundles a client certificate must chain to, and `mode`
+/// (`AllowValidOnly`, the default, or `AllowInsecureFallback`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientValidation {
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<SecretRef>,
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// A core `ConfigMap`: its `data` (a CA bundle is PEM under `ca.crt`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMap {
+    #[serde(default)]
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub data: BTreeMap<String, String>,
 }
 
 /// A Gateway's `allowedListeners`: the namespaces whose ListenerSets it takes (`from`:

@@ -13,10 +13,11 @@ use xdst_guest::envoy::envoy::extensions::transport_sockets::tls::v3::{
 };
 use xdst_guest::pack;
 
-use crate::extensions::{CommonTlsContext, DownstreamTlsContext, TlsInspector};
+use crate::extensions::{CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsInspector};
 use crate::model::Listener as GatewayListener;
 use crate::status::Condition;
 use crate::world::{Key, World};
+use xdst_guest::envoy::google::protobuf::BoolValue;
 
 /// The SDS name of a Secret: `<namespace>/<name>`.
 pub fn secret_name(key: &Key) -> String {
@@ -101,6 +102,80 @@ fn pem_pair(secret: &crate::model::Secret) -> Result<(Vec<u8>, Vec<u8>), String>
     Ok((field("tls.crt", "CERTIFICATE-----")?, field("tls.key", "PRIVATE KEY-----")?))
 }
 
+/// A listener's client certificate validation, resolved: the CA bundle (PEM) a client
+/// certificate must chain to, and whether one that does not (or none) is let through
+/// (`AllowInsecureFallback`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientValidation {
+    pub ca: Vec<u8>,
+    pub insecure: bool,
+}
+
+/// The client certificate validation of an HTTPS listener of `gateway` (its port's
+/// `perPort` setting, else the `default`), resolved; none when it has none. A reference that
+/// does not resolve gives the listener's conditions: `ResolvedRefs` False with the reason,
+/// `Accepted` False (`NoValidCACertificate`).
+pub fn client_validation(
+    world: &World,
+    gateway: &crate::world::Doc<crate::model::GatewaySpec>,
+    listener: &GatewayListener,
+) -> Result<Option<ClientValidation>, Vec<Condition>> {
+    let Some(frontend) = gateway.spec.tls.as_ref().and_then(|t| t.frontend.as_ref()) else { return Ok(None) };
+    let (setting, at) = match frontend.per_port.iter().position(|p| p.port == listener.port) {
+        Some(i) => (frontend.per_port[i].tls.validation.as_ref(), format!("spec.tls.frontend.perPort[{i}]")),
+        None => (frontend.default.as_ref().and_then(|d| d.validation.as_ref()), "spec.tls.frontend.default".to_owned()),
+    };
+    let Some(validation) = setting else { return Ok(None) };
+    let refuse = |reason: &'static str, why: String| {
+        vec![
+            Condition::no("ResolvedRefs", reason, why.clone()),
+            Condition::no("Accepted", "NoValidCACertificate", why),
+            Condition::no("Programmed", "Invalid", "the listener's client certificate validation does not resolve"),
+        ]
+    };
+    let mut ca = Vec::new();
+    for (i, r) in validation.ca_certificate_refs.iter().enumerate() {
+        let at = format!("{at}.validation.caCertificateRefs[{i}]");
+        let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("ConfigMap"));
+        if !(group.is_empty() || group == "core") || kind != "ConfigMap" {
+            return Err(refuse(
+                "InvalidCACertificateKind",
+                format!("{at} names a {group}/{kind}; CA bundles are ConfigMaps"),
+            ));
+        }
+        let namespace = r.namespace.clone().unwrap_or_else(|| gateway.namespace.clone());
+        if namespace != gateway.namespace
+            && !world.granted("Gateway", &gateway.namespace, "", "ConfigMap", &namespace, &r.name)
+        {
+            return Err(refuse(
+                "RefNotPermitted",
+                format!("{at}: no ReferenceGrant in {namespace:?} lets this Gateway use ConfigMap {:?}", r.name),
+            ));
+        }
+        let pem = world.config_maps.get(&(namespace.clone(), r.name.clone())).and_then(|m| m.spec.data.get("ca.crt"));
+        match pem {
+            Some(p) if p.contains("-----BEGIN CERTIFICATE-----") => ca.extend_from_slice(p.as_bytes()),
+            Some(_) => {
+                return Err(refuse(
+                    "InvalidCACertificateRef",
+                    format!("{at}: ConfigMap {namespace}/{}: ca.crt holds no PEM certificate", r.name),
+                ));
+            }
+            None => {
+                return Err(refuse(
+                    "InvalidCACertificateRef",
+                    format!("{at}: ConfigMap {namespace}/{} with ca.crt does not exist", r.name),
+                ));
+            }
+        }
+    }
+    if ca.is_empty() {
+        return Err(refuse("InvalidCACertificateRef", format!("{at}.validation names no CA bundle")));
+    }
+    let insecure = validation.mode.as_deref() == Some("AllowInsecureFallback");
+    Ok(Some(ClientValidation { ca, insecure }))
+}
+
 /// The SDS Secret resources for `keys` (each once).
 pub fn secrets<'a>(world: &World, keys: impl IntoIterator<Item = &'a Key>) -> Vec<(Secret, String)> {
     let unique: BTreeSet<&Key> = keys.into_iter().collect();
@@ -128,6 +203,8 @@ pub struct Chain {
     /// The listener's hostname; none: the chain for every other server name.
     pub hostname: Option<String>,
     pub secrets: Vec<Key>,
+    /// How client certificates are checked, if they are.
+    pub validation: Option<ClientValidation>,
 }
 
 /// The Listener of an HTTPS port: a TLS inspector reads the SNI, which picks the chain of the
@@ -145,17 +222,27 @@ pub fn https_listener(name: &str, address: &str, port: u16, chains: &[Chain]) ->
             .hostname
             .as_ref()
             .map(|h| FilterChainMatch { server_names: vec![h.to_ascii_lowercase()], ..Default::default() });
-        chain.transport_socket = Some(terminate(&c.secrets, &["h2", "http/1.1"]));
+        chain.transport_socket = Some(terminate(&c.secrets, &["h2", "http/1.1"], c.validation.as_ref()));
         listener.filter_chains.push(chain);
     }
     listener
 }
 
 /// The transport socket of a filter chain that ends TLS with the certificates of `secrets`
-/// (fetched over SDS), offering `alpn`.
-pub fn terminate(secrets: &[Key], alpn: &[&str]) -> TransportSocket {
+/// (fetched over SDS), offering `alpn`, and checking client certificates with `validation`:
+/// required and checked against its CAs, or with `AllowInsecureFallback` asked for and let
+/// through whatever they are.
+pub fn terminate(secrets: &[Key], alpn: &[&str], validation: Option<&ClientValidation>) -> TransportSocket {
     let context = DownstreamTlsContext {
+        require_client_certificate: validation.map(|v| BoolValue { value: !v.insecure }),
         common_tls_context: Some(CommonTlsContext {
+            validation_context: validation.map(|v| CertificateValidationContext {
+                trusted_ca: Some(DataSource {
+                    specifier: Some(data_source::Specifier::InlineBytes(v.ca.clone())),
+                    ..Default::default()
+                }),
+                trust_chain_verification: i32::from(v.insecure),
+            }),
             alpn_protocols: alpn.iter().map(|&a| a.to_owned()).collect(),
             tls_certificate_sds_secret_configs: secrets
                 .iter()

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use xdst_guest::{IntentDocument, PluginError};
 
 use crate::model::{
-    EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, ListenerSetSpec, Metadata, Object,
-    ReferenceGrantSpec, Secret, ServiceSpec,
+    ConfigMap, EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, ListenerSetSpec, Metadata,
+    Object, ReferenceGrantSpec, Secret, ServiceSpec,
 };
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -48,6 +48,8 @@ pub struct World {
     pub grants: Vec<Doc<ReferenceGrantSpec>>,
     /// Secrets, for HTTPS listeners' certificates.
     pub secrets: BTreeMap<Key, Doc<Secret>>,
+    /// ConfigMaps, for CA bundles (`ca.crt`).
+    pub config_maps: BTreeMap<Key, Doc<ConfigMap>>,
     /// Namespace labels, for `allowedRoutes.namespaces.selector`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
@@ -149,6 +151,11 @@ impl World {
                     let d: Doc<serde_json::Value> = read(doc, order)?;
                     // A Namespace has no namespace of its own: its name is the namespace.
                     w.namespaces.insert(doc.local_name().to_owned(), d.metadata.labels);
+                }
+                "ConfigMap" => {
+                    let map: ConfigMap = doc.body()?;
+                    let metadata = map.metadata.clone();
+                    w.config_maps.insert(key, Doc::whole(doc, metadata, map, order));
                 }
                 "Secret" => {
                     let secret: Secret = doc.body()?;
