@@ -868,16 +868,9 @@ fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::R
         "{} cases, want the 139 of the upstream suite (or its 63 HTTP ones)",
         cases.len()
     );
-    let mut translated = 0;
     for case in &cases {
         let intent = tempfile::tempdir()?;
         let text = std::fs::read_to_string(case.path().join("manifests.yaml"))?.replace("{GATEWAY_CLASS_NAME}", "xdst");
-        // Kinds the plugin does not translate yet (issue 36, item 2): a case with one
-        // is held, naming the kind, which `kubernetes_objects` checks.
-        if NOT_YET_TRANSLATED.iter().any(|k| text.contains(&format!("\nkind: {k}\n"))) {
-            continue;
-        }
-        translated += 1;
         std::fs::write(intent.path().join("manifests.yaml"), text)?;
         let status = case.file_name() == "httproute-invalid-nonexistent-backendref";
         let mut cmd = std::process::Command::new(&xdst);
@@ -904,12 +897,8 @@ fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::R
             );
         }
     }
-    anyhow::ensure!(translated >= 63, "only {translated} cases were translated");
     Ok(())
 }
-
-/// Gateway API kinds of the upstream suite the plugin does not translate yet.
-const NOT_YET_TRANSLATED: [&str; 1] = ["BackendTLSPolicy"];
 
 /// The mirror Service's echo.
 fn echo<'a>(c: &'a Case, backend: &str) -> anyhow::Result<&'a xdst_tests::echo::Echo> {

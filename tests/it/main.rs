@@ -22,6 +22,7 @@ mod docs;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;
+mod gateway_api_backend_tls;
 mod gateway_api_l4;
 mod gateway_api_listener_sets;
 mod gateway_api_status;

@@ -856,8 +856,14 @@ fn certificate_secrets(
     let ca = crate::pki::Ca::new(dir, "gateway-conformance-ca")?;
     // Upstream names `*`, `*.org` and `*.wildcard.org`; rustls takes no wildcard over a
     // single label, so the `.org` names the cases use are listed one by one.
-    let sans =
-        ["DNS:*.org", "DNS:*.wildcard.org", "DNS:example.org", "DNS:second-example.org", "DNS:unknown-example.org"];
+    let sans = [
+        "DNS:*.org",
+        "DNS:*.wildcard.org",
+        "DNS:example.org",
+        "DNS:second-example.org",
+        "DNS:unknown-example.org",
+        "DNS:https-listener.org",
+    ];
     let leaf = ca.issue("gateway-conformance", &sans)?;
     let b64 = |p: &std::path::Path| -> anyhow::Result<String> {
         use base64::Engine as _;

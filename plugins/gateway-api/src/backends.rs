@@ -4,7 +4,8 @@
 //! A Cluster is named `<namespace>/<service>:<port>`. Its endpoints come from the
 //! EndpointSlices labelled `kubernetes.io/service-name: <service>`, taking the slice port whose
 //! name is the Service port's name, as Kubernetes maps a Service's `targetPort`. Endpoints whose
-//! `conditions.ready` is false are left out. `appProtocol: kubernetes.io/h2c`, or a GRPCRoute
+//! `conditions.ready` is false are left out. A BackendTLSPolicy for the port makes the cluster
+//! speak TLS to them (`backend_tls.rs`). `appProtocol: kubernetes.io/h2c`, or a GRPCRoute
 //! using the port, makes the cluster speak HTTP/2 without TLS.
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
 use xdst_guest::{Diagnostic, Severity, TranslateResponse, XdsResource, resource};
 
+use crate::backend_tls::{Outcome, Policies};
 use crate::model::ObjectRef;
 use crate::world::World;
 
@@ -76,19 +78,29 @@ pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectR
 }
 
 /// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
-pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, out: &mut TranslateResponse) {
+pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, tls: &Policies, out: &mut TranslateResponse) {
     for (b, grpc) in backends {
         let key = (b.namespace.clone(), b.service.clone());
         let service = &world.services[&key];
         let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
         let name = b.cluster();
         let mut cluster = EdsCluster::new(name.as_str()).connect_timeout(Duration::from_secs(2));
-        if *grpc || port.app_protocol.as_deref() == Some("kubernetes.io/h2c") {
+        let h2 = *grpc || port.app_protocol.as_deref() == Some("kubernetes.io/h2c");
+        if h2 {
             cluster = cluster.http2();
         }
-        out.resources.push(resource(&cluster.build(), Some(service.id.clone())));
+        let mut cluster = cluster.build();
+        let policy = tls.for_port(&b.namespace, &b.service, port.name.as_deref());
+        if let Some(Outcome::Tls(upstream)) = policy {
+            cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2));
+        }
+        out.resources.push(resource(&cluster, Some(service.id.clone())));
 
-        let endpoints = endpoints(world, b, Some(&mut out.diagnostics));
+        // A port whose BackendTLSPolicy cannot be applied gets no endpoints: never plaintext.
+        let endpoints = match policy {
+            Some(Outcome::Unusable) => Vec::new(),
+            _ => endpoints(world, b, Some(&mut out.diagnostics)),
+        };
         let mut cla = LoadAssignment::new(name.as_str());
         if !endpoints.is_empty() {
             cla = cla.locality(

@@ -50,7 +50,30 @@ pub struct CertificateValidationContext {
     pub trusted_ca: Option<xdst_guest::envoy::envoy::config::core::v3::DataSource>,
     #[prost(int32, tag = "10")]
     pub trust_chain_verification: i32,
+    #[prost(message, repeated, tag = "15")]
+    pub match_typed_subject_alt_names: Vec<SubjectAltNameMatcher>,
 }
+
+/// `envoy.extensions.transport_sockets.tls.v3.SubjectAltNameMatcher`: `san_type` 2 is DNS,
+/// 3 is URI.
+#[derive(Clone, PartialEq, Message)]
+pub struct SubjectAltNameMatcher {
+    #[prost(int32, tag = "1")]
+    pub san_type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub matcher: Option<StringMatcher>,
+}
+
+/// `envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`: TLS to a cluster's
+/// endpoints, asking for `sni`.
+#[derive(Clone, PartialEq, Message)]
+pub struct UpstreamTlsContext {
+    #[prost(message, optional, tag = "1")]
+    pub common_tls_context: Option<CommonTlsContext>,
+    #[prost(string, tag = "2")]
+    pub sni: String,
+}
+named!(UpstreamTlsContext, "envoy.extensions.transport_sockets.tls.v3");
 named!(CertificateValidationContext, "envoy.extensions.transport_sockets.tls.v3");
 
 /// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`: reads the SNI that

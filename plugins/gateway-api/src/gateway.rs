@@ -44,6 +44,11 @@ fn ours(world: &World, config: &Config, gateway: &Doc<GatewaySpec>) -> bool {
         || world.classes.get(class).is_some_and(|c| c.spec.controller_name == config.controller_name)
 }
 
+/// The Gateways of ours, by key.
+pub fn ours_set<'a>(world: &'a World, config: &Config) -> BTreeSet<&'a Key> {
+    world.gateways.iter().filter(|(_, g)| ours(world, config, g)).map(|(k, _)| k).collect()
+}
+
 /// The port Envoy binds for a Gateway listener's port.
 fn envoy_port(config: &Config, port: u16) -> Option<u16> {
     u16::try_from(i32::from(port) + config.port_offset).ok().filter(|p| *p != 0)

@@ -2,7 +2,8 @@
 //! `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`, `Service`, `EndpointSlice`,
 //! `ReferenceGrant`, `GatewayClass` and `Namespace`, translated into Envoy Listeners,
 //! RouteConfigurations, Clusters and ClusterLoadAssignments. TCP, UDP and TLS listeners are
-//! `l4.rs`; ListenerSets, which add listeners to a Gateway, `listener_sets.rs`.
+//! `l4.rs`; ListenerSets, which add listeners to a Gateway, `listener_sets.rs`;
+//! BackendTLSPolicies, TLS to backends, `backend_tls.rs`.
 //!
 //! Whole-set granularity: a route attaches to Gateways in other documents, and the rules of
 //! every route on a listener merge into one RouteConfiguration. What each object becomes:
@@ -20,6 +21,7 @@
 //! which `xdst translate --status` prints and `GET /intent/...` serves; those that are False
 //! are also warnings naming the document. `CONFORMANCE.md` lists the upstream conformance cases and how each fares.
 
+mod backend_tls;
 mod backends;
 mod config;
 mod cors;
@@ -43,7 +45,7 @@ use xdst_guest::{
 pub use config::{Config, DEFAULT_CONTROLLER};
 
 /// What this plugin claims: Gateway API kinds, and the Kubernetes kinds they refer to.
-pub const KINDS: [&str; 14] = [
+pub const KINDS: [&str; 15] = [
     "gateway.networking.k8s.io/GatewayClass",
     "gateway.networking.k8s.io/Gateway",
     "gateway.networking.k8s.io/ListenerSet",
@@ -53,6 +55,7 @@ pub const KINDS: [&str; 14] = [
     "gateway.networking.k8s.io/UDPRoute",
     "gateway.networking.k8s.io/TLSRoute",
     "gateway.networking.k8s.io/ReferenceGrant",
+    "gateway.networking.k8s.io/BackendTLSPolicy",
     "core/Service",
     "core/Namespace",
     "core/Secret",
@@ -96,7 +99,8 @@ pub fn translate(
     let mut statuses =
         status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
     let backends = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
-    backends::emit(&world, &backends, &mut out);
+    let tls = backend_tls::Policies::read(&world, &gateway::ours_set(&world, &config), &mut statuses);
+    backends::emit(&world, &backends, &tls, &mut out);
     for (id, message) in statuses.problems() {
         out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
     }

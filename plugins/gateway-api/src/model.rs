@@ -622,3 +622,41 @@ pub fn literal(s: &str) -> String {
     }
     out
 }
+
+/// A BackendTLSPolicy: TLS from the gateway to the Services it targets.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicySpec {
+    #[serde(default)]
+    pub target_refs: Vec<ObjectRef>,
+    #[serde(default)]
+    pub validation: BackendValidation,
+}
+
+/// How a backend's certificate is checked: the CA bundles it must chain to, the server name
+/// to ask for (`hostname`, also the name checked when no `subjectAltNames` are given), and
+/// the names the certificate must carry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendValidation {
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<SecretRef>,
+    #[serde(default)]
+    pub well_known_ca_certificates: Option<String>,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// One name a backend's certificate must carry: `Hostname` (a DNS name) or `URI`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectAltName {
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub uri: Option<String>,
+}

@@ -75,6 +75,8 @@ pub struct GatewayStatus {
 pub struct Statuses {
     pub routes: BTreeMap<String, Vec<ParentStatus>>,
     pub gateways: BTreeMap<String, GatewayStatus>,
+    /// BackendTLSPolicies: their conditions per ancestor (a Gateway), by id.
+    pub policies: BTreeMap<String, Vec<ParentStatus>>,
     /// ListenerSets of our Gateways: their conditions and listeners (no addresses).
     pub listener_sets: BTreeMap<String, GatewayStatus>,
     /// GatewayClasses of this controller: their conditions, by id.
@@ -101,6 +103,20 @@ impl Statuses {
                 })
                 .collect();
             out.insert(id.clone(), json!({ "parents": parents }));
+        }
+        for (id, ancestors) in &self.policies {
+            let generation = self.generations.get(id).copied();
+            let ancestors: Vec<Value> = ancestors
+                .iter()
+                .map(|a| {
+                    json!({
+                        "ancestorRef": a.parent_ref,
+                        "controllerName": self.controller,
+                        "conditions": a.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            out.insert(id.clone(), json!({ "ancestors": ancestors }));
         }
         for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
             let generation = self.generations.get(id).copied();
@@ -155,7 +171,7 @@ impl Statuses {
     /// Every condition that is `False`, with the document it is on, for diagnostics.
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (id, parents) in &self.routes {
+        for (id, parents) in self.routes.iter().chain(&self.policies) {
             for p in parents {
                 for c in p.conditions.iter().filter(|c| !c.ok) {
                     let parent = p.parent_ref["name"].as_str().unwrap_or("?");

@@ -242,6 +242,7 @@ pub fn terminate(secrets: &[Key], alpn: &[&str], validation: Option<&ClientValid
                     ..Default::default()
                 }),
                 trust_chain_verification: i32::from(v.insecure),
+                match_typed_subject_alt_names: Vec::new(),
             }),
             alpn_protocols: alpn.iter().map(|&a| a.to_owned()).collect(),
             tls_certificate_sds_secret_configs: secrets

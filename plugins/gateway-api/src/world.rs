@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use xdst_guest::{IntentDocument, PluginError};
 
 use crate::model::{
-    ConfigMap, EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, ListenerSetSpec, Metadata,
-    Object, ReferenceGrantSpec, Secret, ServiceSpec,
+    BackendTlsPolicySpec, ConfigMap, EndpointSlice, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec,
+    ListenerSetSpec, Metadata, Object, ReferenceGrantSpec, Secret, ServiceSpec,
 };
 
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -48,6 +48,8 @@ pub struct World {
     pub grants: Vec<Doc<ReferenceGrantSpec>>,
     /// Secrets, for HTTPS listeners' certificates.
     pub secrets: BTreeMap<Key, Doc<Secret>>,
+    /// BackendTLSPolicies, in intent order.
+    pub backend_tls_policies: Vec<Doc<BackendTlsPolicySpec>>,
     /// ConfigMaps, for CA bundles (`ca.crt`).
     pub config_maps: BTreeMap<Key, Doc<ConfigMap>>,
     /// Namespace labels, for `allowedRoutes.namespaces.selector`.
@@ -147,6 +149,7 @@ impl World {
                     w.slices.entry((key.0, service)).or_default().push(d);
                 }
                 "ReferenceGrant" => w.grants.push(read(doc, order)?),
+                "BackendTLSPolicy" => w.backend_tls_policies.push(read(doc, order)?),
                 "Namespace" => {
                     let d: Doc<serde_json::Value> = read(doc, order)?;
                     // A Namespace has no namespace of its own: its name is the namespace.
