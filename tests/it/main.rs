@@ -25,6 +25,7 @@ mod gateway_api;
 mod gateway_api_backend_tls;
 mod gateway_api_l4;
 mod gateway_api_listener_sets;
+mod gateway_api_report;
 mod gateway_api_status;
 mod go_plugins;
 mod grpc;
