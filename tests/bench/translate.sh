@@ -4,9 +4,12 @@
 #
 #   tests/bench/translate.sh                      # 10,000 services, 5 full runs, 20 changes
 #   tests/bench/translate.sh --services 1000 --runs 3 --changes 10
+#   tests/bench/translate.sh --gateway-api        # issue 36: 5,000 HTTPRoutes over 1,000 Services
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-$PWD/target}"
-cargo build -q --release --target wasm32-unknown-unknown -p xdst-plugin-reference
+plugin=reference
+for a in "$@"; do [ "$a" = --gateway-api ] && plugin=gateway-api; done
+cargo build -q --release --target wasm32-unknown-unknown -p "xdst-plugin-$plugin"
 cargo build -q --release -p xdst-bench-translate
-exec "$target/release/xdst-bench-translate" --wasm "$target/wasm32-unknown-unknown/release/xdst_plugin_reference.wasm" "$@"
+exec "$target/release/xdst-bench-translate" --wasm "$target/wasm32-unknown-unknown/release/xdst_plugin_${plugin//-/_}.wasm" "$@"

@@ -3,10 +3,15 @@
 //! encoding, snapshot, consistency check), then single-service changes through the
 //! incremental pipeline. The same translator compiled natively is the baseline.
 //!
+//! Issue 36: with `--gateway-api`, the gateway-api plugin instead: one Gateway, R HTTPRoutes
+//! (a path each) over S Services with an EndpointSlice each; a change is one route's path.
+//!
 //!     tests/bench/translate.sh [--services 10000] [--runs 5] [--changes 20]
+//!     tests/bench/translate.sh --gateway-api [--routes 5000] [--services 1000]
 //!
 //! (the script builds the plugin for wasm32 and this binary in release, then runs it).
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,15 +20,15 @@ use xdst_core::intent::{IntentSet, parse_file};
 use xdst_plugin::pipeline::{Configured, Pipeline, Translate};
 use xdst_plugin::{Limits, PluginError, Runtime, RuntimeConfig, wit};
 
-/// The reference translator compiled into this binary, behind the host's `Translate` trait.
-struct Native {
+/// A translator compiled into this binary, behind the host's `Translate` trait.
+struct Native<T> {
     info: wit::PluginInfo,
+    translator: PhantomData<T>,
 }
 
-impl Native {
+impl<T: xdst_guest::Translator> Native<T> {
     fn new() -> Self {
-        use xdst_guest::Translator;
-        let i = xdst_plugin_reference::Reference::describe();
+        let i = T::describe();
         Native {
             info: wit::PluginInfo {
                 name: i.name,
@@ -35,11 +40,12 @@ impl Native {
                     xdst_guest::Granularity::WholeSet => wit::Granularity::WholeSet,
                 },
             },
+            translator: PhantomData,
         }
     }
 }
 
-impl Translate for Native {
+impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
     fn info(&self) -> &wit::PluginInfo {
         &self.info
     }
@@ -47,7 +53,6 @@ impl Translate for Native {
         "native"
     }
     fn translate(&self, r: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
-        use xdst_guest::Translator;
         // The conversions stand in for the copies the component model makes.
         let request = xdst_guest::TranslateRequest {
             node_group: r.node_group.clone(),
@@ -64,8 +69,8 @@ impl Translate for Native {
             resources: vec![],
             config: r.config.clone(),
         };
-        let response = xdst_plugin_reference::Reference::translate(request).map_err(|e| PluginError {
-            plugin: "reference".into(),
+        let response = T::translate(request).map_err(|e| PluginError {
+            plugin: self.info.name.clone(),
             digest: "native".into(),
             failure: xdst_plugin::Failure::Reported { message: e.message, document: e.document, field: e.field },
         })?;
@@ -88,6 +93,79 @@ impl Translate for Native {
     }
 }
 
+/// What is translated: the reference kinds, or Gateway API objects.
+#[derive(Debug, Clone, Copy)]
+enum Workload {
+    /// N services: a `Service` and a `GrpcService` each.
+    Reference { services: usize },
+    /// One Gateway, `routes` HTTPRoutes over `services` Services with an EndpointSlice each.
+    GatewayApi { routes: usize, services: usize },
+}
+
+impl Workload {
+    /// The intent, with the `changed` item (a service's port, a route's path) changed to
+    /// variant `v`.
+    fn intent(self, changed: Option<(usize, u16)>) -> anyhow::Result<IntentSet> {
+        let text = match self {
+            Workload::Reference { services } => reference_intent(services, changed),
+            Workload::GatewayApi { routes, services } => gateway_api_intent(routes, services, changed),
+        };
+        let mut set = IntentSet::default();
+        for d in parse_file("bench.yaml", &text)? {
+            set.add(d)?;
+        }
+        Ok(set)
+    }
+
+    /// How many items a change picks from.
+    fn items(self) -> usize {
+        match self {
+            Workload::Reference { services } => services,
+            Workload::GatewayApi { routes, .. } => routes,
+        }
+    }
+
+    /// How many documents one change may send to the plugin: the changed ones for the
+    /// per-document reference plugin; every one for the whole-set gateway-api plugin.
+    fn documents_per_change(self) -> usize {
+        match self {
+            Workload::Reference { .. } => 2,
+            Workload::GatewayApi { routes, services } => 1 + routes + 2 * services,
+        }
+    }
+}
+
+/// One Gateway, `routes` HTTPRoutes (`/r<i>`, to Service `svc-<i mod services>`), and the
+/// Services with their EndpointSlices (two endpoints each).
+fn gateway_api_intent(routes: usize, services: usize, changed: Option<(usize, u16)>) -> String {
+    let mut text = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: bench}\nspec:\n  \
+         gatewayClassName: xdst\n  listeners: [{name: http, port: 8080, protocol: HTTP}]\n",
+    );
+    for i in 0..services {
+        let (a, b) = ((i / 250) % 250, i % 250);
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: svc-{i}, namespace: bench}}\nspec:\n  ports: [{{name: \
+             http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{i}, \
+             namespace: bench, labels: {{kubernetes.io/service-name: svc-{i}}}}}\naddressType: IPv4\nendpoints: \
+             [{{addresses: [10.{a}.{b}.1]}}, {{addresses: [10.{a}.{b}.2]}}]\nports: [{{name: http, port: 8080}}]\n"
+        ));
+    }
+    for i in 0..routes {
+        let path = match changed {
+            Some((c, v)) if c == i => format!("/r{i}-v{v}"),
+            _ => format!("/r{i}"),
+        };
+        text.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r-{i}, namespace: bench}}\n\
+             spec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
+             backendRefs: [{{name: svc-{}, port: 80}}]\n",
+            i % services
+        ));
+    }
+    text
+}
+
 fn service(i: usize, port: u16) -> String {
     format!(
         "kind: Service\nmetadata: {{name: svc-{i}}}\nspec:\n  protocol: grpc\n  connectTimeout: 1s\n  endpoints:\n  - {{address: 10.{}.{}.1, port: {port}}}\n  - {{address: 10.{}.{}.2, port: {port}}}\n",
@@ -104,7 +182,7 @@ fn grpc_service(i: usize) -> String {
     )
 }
 
-fn intent(n: usize, changed: Option<(usize, u16)>) -> anyhow::Result<IntentSet> {
+fn reference_intent(n: usize, changed: Option<(usize, u16)>) -> String {
     let mut text = String::new();
     for i in 0..n {
         let port = match changed {
@@ -116,11 +194,7 @@ fn intent(n: usize, changed: Option<(usize, u16)>) -> anyhow::Result<IntentSet> 
         text.push_str("---\n");
         text.push_str(&grpc_service(i));
     }
-    let mut set = IntentSet::default();
-    for d in parse_file("bench.yaml", &text)? {
-        set.add(d)?;
-    }
-    Ok(set)
+    text
 }
 
 struct Measured {
@@ -149,9 +223,10 @@ fn validate_time(snapshot: &xdst_core::snapshot::Snapshot) -> anyhow::Result<Dur
     Ok(t.elapsed())
 }
 
-fn run(plugin: Arc<dyn Translate>, n: usize, runs: usize, changes: usize) -> anyhow::Result<Measured> {
+fn run(plugin: Arc<dyn Translate>, work: Workload, runs: usize, changes: usize) -> anyhow::Result<Measured> {
     let plugins = [Configured::new(plugin, "null")];
-    let base = intent(n, None)?;
+    let base = work.intent(None)?;
+    let n = work.items();
     let mut full = Vec::new();
     let mut resources = 0;
     let mut pipeline = Pipeline::new("");
@@ -169,7 +244,7 @@ fn run(plugin: Arc<dyn Translate>, n: usize, runs: usize, changes: usize) -> any
     // Prepare the changed intents first: parsing 20,000 documents is not what is measured.
     let mut variants = Vec::new();
     for k in 0..changes {
-        variants.push(intent(n, Some(((k * 7919) % n, 9000 + k as u16)))?);
+        variants.push(work.intent(Some(((k * 7919) % n, 9000 + k as u16)))?);
     }
     let validate = validate_time(&previous)?;
     let mut change = Vec::new();
@@ -183,8 +258,8 @@ fn run(plugin: Arc<dyn Translate>, n: usize, runs: usize, changes: usize) -> any
         checks.push(c.elapsed());
         previous = out.snapshot;
         change.push(t.elapsed());
-        if out.calls.iter().map(|c| c.documents).sum::<usize>() > 2 {
-            bail!("a single-service change re-translated {:?} documents", out.calls);
+        if out.calls.iter().map(|c| c.documents).sum::<usize>() > work.documents_per_change() {
+            bail!("a single change re-translated {:?} documents", out.calls);
         }
     }
     eprintln!("  single change: of which consistency check {} (median)", ms(median(&checks)));
@@ -203,36 +278,53 @@ fn ms(d: Duration) -> String {
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let mut n = 10_000;
+    let n = 10_000;
     let mut runs = 5;
     let mut changes = 20;
     let mut wasm_path = None;
+    let mut gateway_api = false;
+    let mut routes = 5_000;
+    let mut services = None;
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--services" => n = args.next().context("--services N")?.parse()?,
+            "--services" => services = Some(args.next().context("--services N")?.parse()?),
+            "--gateway-api" => gateway_api = true,
+            "--routes" => routes = args.next().context("--routes N")?.parse()?,
             "--runs" => runs = args.next().context("--runs N")?.parse()?,
             "--changes" => changes = args.next().context("--changes N")?.parse()?,
             "--wasm" => wasm_path = Some(args.next().context("--wasm FILE")?),
             "-h" | "--help" => {
-                println!("xdst-bench-translate --wasm FILE [--services N] [--runs R] [--changes C]");
+                println!(
+                    "xdst-bench-translate --wasm FILE [--services N] [--runs R] [--changes C]\n\
+                     xdst-bench-translate --gateway-api --wasm FILE [--routes R] [--services S] [--runs R] [--changes C]"
+                );
                 return Ok(());
             }
             other => bail!("unknown argument {other:?}"),
         }
     }
+    let work = if gateway_api {
+        Workload::GatewayApi { routes, services: services.unwrap_or(1_000) }
+    } else {
+        Workload::Reference { services: services.unwrap_or(n) }
+    };
     let wasm_path =
-        wasm_path.context("--wasm FILE: the reference plugin built for wasm32 (tests/bench/translate.sh builds it)")?;
+        wasm_path.context("--wasm FILE: the plugin built for wasm32 (tests/bench/translate.sh builds it)")?;
     let bytes = std::fs::read(&wasm_path).with_context(|| format!("reading {wasm_path}"))?;
     let runtime = Runtime::new(RuntimeConfig { cache_dir: None, fuel: false, ..Default::default() })?;
     let t = Instant::now();
     let limits =
         Limits { deadline: Duration::from_secs(60), memory_bytes: 4 << 30, output_bytes: 1 << 30, ..Limits::default() };
-    let wasm = runtime.load_any("reference.wasm", &bytes, limits)?;
+    let wasm = runtime.load_any("plugin.wasm", &bytes, limits)?;
     eprintln!("compiled the plugin ({} bytes) in {}", bytes.len(), ms(t.elapsed()));
 
-    eprintln!("{n} services ({} documents): {runs} full runs and {changes} single-service changes each", 2 * n);
-    let native = run(Arc::new(Native::new()), n, runs, changes)?;
-    let wasm = run(Arc::new(wasm), n, runs, changes)?;
+    eprintln!("{work:?}: {runs} full runs and {changes} single changes each");
+    let native: Arc<dyn Translate> = match work {
+        Workload::Reference { .. } => Arc::new(Native::<xdst_plugin_reference::Reference>::new()),
+        Workload::GatewayApi { .. } => Arc::new(Native::<xdst_plugin_gateway_api::GatewayApi>::new()),
+    };
+    let native = run(native, work, runs, changes)?;
+    let wasm = run(Arc::new(wasm), work, runs, changes)?;
     let (wf, nf) = (median(&wasm.full), median(&native.full));
     let (wc, nc) = (median(&wasm.change), median(&native.change));
     println!("| | wasm | native | wasm / native |");
@@ -245,7 +337,7 @@ fn main() -> anyhow::Result<()> {
         wf.as_secs_f64() / nf.as_secs_f64()
     );
     println!(
-        "| single-service change (median of {changes}) | {} | {} | {:.2} |",
+        "| single change (median of {changes}) | {} | {} | {:.2} |",
         ms(wc),
         ms(nc),
         wc.as_secs_f64() / nc.as_secs_f64()
