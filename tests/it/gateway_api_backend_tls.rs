@@ -240,3 +240,53 @@ async fn backendtlspolicy_tlsroute_terminate() -> anyhow::Result<()> {
     anyhow::ensure!(a.is_tls && a.server_name.as_deref() == Some("abc.example.com"), "{a:?}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_tls_backend_client_certificate() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let mut c = Case::start("gateway-tls-backend-client-certificate").await?;
+    let name = "gateway-tls-backend-client-certificate";
+    c.expect_status(
+        &format!("Gateway/{NS}/{name}"),
+        xdst_tests::gateway_api::own_condition("ResolvedRefs", "True", "ResolvedRefs"),
+    )
+    .await?;
+    c.expect_status(
+        &format!("BackendTLSPolicy/{NS}/gateway-tls-backend-client-certificate-test"),
+        policy_condition(name, "Accepted", "True", "Accepted"),
+    )
+    .await?;
+    // The backend checks client certificates against the suite's CA C and says which one it
+    // got: it must be the Secret the Gateway names.
+    let (cert, _) = c.suite.leaf("tls-checks-client-certificate")?;
+    let want: String = std::fs::read_to_string(cert)?.split_whitespace().collect();
+    let addr = c.addr(&format!("{NS}/{name}"), 80);
+    let req = get("/");
+    c.eventually("the backend got the Gateway's client certificate", || async {
+        let answer = xdst_tests::gateway_api::send(addr, &req).await?;
+        anyhow::ensure!(answer.status == 200, "status {}: {}", answer.status, answer.body);
+        let body: Value = serde_json::from_str(&answer.body)?;
+        let got: String = body["tls"]["peerCertificates"][0].as_str().unwrap_or_default().split_whitespace().collect();
+        anyhow::ensure!(got == want, "the backend got {:?}", body["tls"]);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_invalid_tls_backend_configuration() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let c = Case::start("gateway-invalid-tls-backend-configuration").await?;
+    for (name, reason) in [
+        ("gateway-client-certificate-nonexistent-secret", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-unsupported-group", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-unsupported-kind", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-malformed-secret", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-missing-reference-grant", "RefNotPermitted"),
+    ] {
+        let id = format!("Gateway/{NS}/{name}");
+        c.expect_status(&id, xdst_tests::gateway_api::own_condition("ResolvedRefs", "False", reason)).await?;
+        c.expect_status(&id, xdst_tests::gateway_api::own_condition("Accepted", "True", "Accepted")).await?;
+    }
+    Ok(())
+}

@@ -29,7 +29,6 @@ const UNSUPPORTED: &[&str] = &[
     "GatewayInfrastructurePropagation",
     // Not built yet.
     "GatewayStaticAddresses",
-    "GatewayBackendClientCertificate",
     // Mesh profiles are not a gateway's.
     "Mesh",
 ];

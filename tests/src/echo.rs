@@ -13,7 +13,8 @@
 //! fails its first N attempts (per `U`), with `responseCode` when given and otherwise by
 //! dropping the connection, each after `delayRetry` when given. The paths it received are kept
 //! ([`Echo::paths`]), so a test can see what a mirror got. A websocket handshake is accepted,
-//! and every message is echoed back.
+//! and every message is echoed back. Over TLS, the certificates a client presented are in the
+//! answer as `tls.peerCertificates` (PEM).
 
 use std::io;
 use std::net::SocketAddr;
@@ -118,22 +119,29 @@ impl Echo {
                 let shared = serving.clone();
                 let tls = tls.clone();
                 conns.spawn(async move {
-                    let service = service_fn(move |req| {
-                        let shared = shared.clone();
-                        async move {
-                            let response = echo(req, &shared).await;
-                            shared.requests.fetch_add(1, Ordering::Relaxed);
-                            response
-                        }
-                    });
+                    let service = |peer: Option<Arc<Vec<String>>>| {
+                        service_fn(move |req| {
+                            let (shared, peer) = (shared.clone(), peer.clone());
+                            async move {
+                                let response = echo(req, &shared, peer.as_deref()).await;
+                                shared.requests.fetch_add(1, Ordering::Relaxed);
+                                response
+                            }
+                        })
+                    };
                     let builder = auto::Builder::new(TokioExecutor::new());
                     match tls {
                         None => {
-                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service(None)).await;
                         }
                         Some(tls) => {
                             let Ok(stream) = tls.accept(stream).await else { return };
-                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                            let peer = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .map(|certs| Arc::new(certs.iter().map(|c| pem(c)).collect()));
+                            let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service(peer)).await;
                         }
                     }
                 });
@@ -194,7 +202,20 @@ fn websocket(mut req: Request<Incoming>) -> Option<Response<Full<Bytes>>> {
     Some(response)
 }
 
-async fn echo(req: Request<Incoming>, shared: &Shared) -> Result<Response<Full<Bytes>>, Dropped> {
+/// A certificate (DER) as PEM.
+fn pem(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap_or("")).collect();
+    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
+}
+
+/// Answers one request; `peer`: the certificates the client presented over TLS (PEM).
+async fn echo(
+    req: Request<Incoming>,
+    shared: &Shared,
+    peer: Option<&Vec<String>>,
+) -> Result<Response<Full<Bytes>>, Dropped> {
     if req.headers().contains_key(header::UPGRADE) {
         return Ok(websocket(req).unwrap_or_else(|| {
             let mut r = Response::new(Full::new(Bytes::from_static(b"not a websocket handshake")));
@@ -267,7 +288,7 @@ async fn echo(req: Request<Incoming>, shared: &Shared) -> Result<Response<Full<B
         Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
     };
-    let body = json!({
+    let mut body = json!({
         "path": parts.uri.path_and_query().map_or("/", |p| p.as_str()),
         "host": host,
         "method": parts.method.as_str(),
@@ -276,6 +297,9 @@ async fn echo(req: Request<Incoming>, shared: &Shared) -> Result<Response<Full<B
         "namespace": namespace,
         "pod": pod,
     });
+    if let Some(peer) = peer {
+        body["tls"] = json!({"peerCertificates": peer});
+    }
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     let out = response.headers_mut();
     out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -417,7 +417,14 @@ impl Case {
                                         "tls-checks-certificate"
                                     };
                                     let (cert, key) = suite.leaf(leaf)?;
-                                    let acceptor = crate::stream_echo::acceptor(&cert, &key)?;
+                                    // It checks the client certificates presented against CA C.
+                                    let clients = match app.as_str() {
+                                        "tls-backend-with-client-cert-validation" => {
+                                            Some(suite.ca_of("tls-checks-ca-certificate")?)
+                                        }
+                                        _ => None,
+                                    };
+                                    let acceptor = crate::stream_echo::acceptor(&cert, &key, clients.as_deref())?;
                                     Echo::start_tls(&s.namespace, &pod, acceptor).await?
                                 } else {
                                     Echo::start(&s.namespace, &pod).await?

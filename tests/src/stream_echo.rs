@@ -52,7 +52,7 @@ impl TcpEcho {
         tls: Option<(&std::path::Path, &std::path::Path)>,
     ) -> anyhow::Result<TcpEcho> {
         let acceptor = match tls {
-            Some((cert, key)) => Some(acceptor(cert, key)?),
+            Some((cert, key)) => Some(acceptor(cert, key, None)?),
             None => None,
         };
         let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -85,12 +85,29 @@ impl TcpEcho {
     }
 }
 
-/// A TLS acceptor serving `cert` and `key`.
-pub fn acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+/// A TLS acceptor serving `cert` and `key`; with `clients`, a CA file, it asks for a client
+/// certificate and refuses one that does not chain to it (a client may present none).
+pub fn acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    clients: Option<&std::path::Path>,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     use rustls::pki_types::pem::PemObject as _;
     let certs = rustls::pki_types::CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
     let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key)?;
-    let config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key)?;
+    let builder = rustls::ServerConfig::builder();
+    let config = match clients {
+        None => builder.with_no_client_auth().with_single_cert(certs, key)?,
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in rustls::pki_types::CertificateDer::pem_file_iter(ca)? {
+                roots.add(c?)?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).allow_unauthenticated().build()?;
+            builder.with_client_cert_verifier(verifier).with_single_cert(certs, key)?
+        }
+    };
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 

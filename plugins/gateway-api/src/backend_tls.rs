@@ -188,8 +188,13 @@ fn bundle(world: &World, namespace: &str, r: &SecretRef) -> Result<Vec<u8>, (&'s
 }
 
 /// The transport socket of a cluster whose endpoints are reached over TLS as `tls` says,
-/// offering HTTP/2 by ALPN when the cluster speaks it (`h2`).
-pub fn transport_socket(tls: &Upstream, h2: bool) -> xdst_guest::envoy::envoy::config::core::v3::TransportSocket {
+/// offering HTTP/2 by ALPN when the cluster speaks it (`h2`), and presenting the client
+/// certificate of the Secret `client` (over SDS) when a Gateway names one.
+pub fn transport_socket(
+    tls: &Upstream,
+    h2: bool,
+    client: Option<&Key>,
+) -> xdst_guest::envoy::envoy::config::core::v3::TransportSocket {
     use xdst_guest::envoy::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
     use xdst_guest::envoy::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
 
@@ -218,7 +223,13 @@ pub fn transport_socket(tls: &Upstream, h2: bool) -> xdst_guest::envoy::envoy::c
                     .collect(),
             }),
             alpn_protocols: if h2 { vec!["h2".to_owned()] } else { Vec::new() },
-            tls_certificate_sds_secret_configs: Vec::new(),
+            tls_certificate_sds_secret_configs: client
+                .map(|k| xdst_guest::envoy::envoy::extensions::transport_sockets::tls::v3::SdsSecretConfig {
+                    name: crate::tls::secret_name(k),
+                    sds_config: Some(xdst_guest::build::ads()),
+                })
+                .into_iter()
+                .collect(),
         }),
     };
     TransportSocket {

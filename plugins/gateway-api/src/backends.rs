@@ -8,7 +8,6 @@
 //! speak TLS to them (`backend_tls.rs`). `appProtocol: kubernetes.io/h2c`, or a GRPCRoute
 //! using the port, makes the cluster speak HTTP/2 without TLS.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
@@ -78,8 +77,8 @@ pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectR
 }
 
 /// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
-pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, tls: &Policies, out: &mut TranslateResponse) {
-    for (b, grpc) in backends {
+pub fn emit(world: &World, used: &crate::gateway::Used, tls: &Policies, out: &mut TranslateResponse) {
+    for (b, grpc) in &used.backends {
         let key = (b.namespace.clone(), b.service.clone());
         let service = &world.services[&key];
         let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
@@ -92,7 +91,8 @@ pub fn emit(world: &World, backends: &BTreeMap<Backend, bool>, tls: &Policies, o
         let mut cluster = cluster.build();
         let policy = tls.for_port(&b.namespace, &b.service, port.name.as_deref());
         if let Some(Outcome::Tls(upstream)) = policy {
-            cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2));
+            let client = used.client_certificates.get(b);
+            cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2, client));
         }
         out.resources.push(resource(&cluster, Some(service.id.clone())));
 

@@ -26,6 +26,14 @@ use crate::model::{GatewaySpec, Listener, ObjectRef};
 use crate::status::{Condition, GatewayStatus, ListenerStatus, ParentStatus, Statuses};
 use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 
+/// The Service ports the Gateways' routes send to: whether each speaks gRPC, and the client
+/// certificate (a Secret) presented to it when it is reached over TLS.
+#[derive(Debug, Default)]
+pub struct Used {
+    pub backends: BTreeMap<Backend, bool>,
+    pub client_certificates: BTreeMap<Backend, Key>,
+}
+
 /// A route attached to one Gateway listener, with the hostnames it serves there.
 pub struct Attachment {
     pub route: RouteKey,
@@ -125,7 +133,7 @@ pub fn translate(
     node_group: &str,
     out: &mut TranslateResponse,
     statuses: &mut Statuses,
-) -> BTreeMap<Backend, bool> {
+) -> Used {
     let of_ours: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
     // Each Gateway with the listeners of the ListenerSets it takes.
@@ -173,6 +181,7 @@ pub fn translate(
 
     // Per Gateway port: the Listener and its RouteConfigurations.
     let mut backends = BTreeMap::new();
+    let mut client_certificates = BTreeMap::new();
     let mut secrets_served: BTreeSet<Key> = BTreeSet::new();
     // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
     // listener): the oldest keeps it, and the other's listener is not accepted.
@@ -313,6 +322,21 @@ pub fn translate(
             }
         }
         let mut conditions = gateway_conditions(expanded.original, &listener_statuses);
+        // The client certificate it presents to backends over TLS, if it names one.
+        let client_certificate = match crate::tls::backend_client_certificate(world, expanded.original) {
+            Ok(None) => None,
+            Ok(Some(key)) => {
+                conditions.push(Condition::yes("ResolvedRefs", "ResolvedRefs"));
+                if serve {
+                    secrets_served.insert(key.clone());
+                }
+                Some(key)
+            }
+            Err(c) => {
+                conditions.push(c);
+                None
+            }
+        };
         if insecure {
             conditions.push(Condition {
                 kind: "InsecureFrontendValidationMode",
@@ -360,6 +384,9 @@ pub fn translate(
                 };
                 let l4 = crate::l4::listener(world, &port, &attachments);
                 for b in l4.backends {
+                    if let Some(key) = &client_certificate {
+                        client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
+                    }
                     backends.entry(b).or_insert(false);
                 }
                 if serve {
@@ -398,6 +425,9 @@ pub fn translate(
                 for r in rules {
                     for (b, grpc) in &r.backends {
                         *backends.entry(b.clone()).or_insert(false) |= grpc;
+                        if let Some(key) = &client_certificate {
+                            client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
+                        }
                     }
                 }
             }
@@ -413,7 +443,7 @@ pub fn translate(
         out.resources.push(resource_named(secret.name.clone(), &secret, Some(id)));
     }
 
-    backends
+    Used { backends, client_certificates }
 }
 
 /// A Gateway's own `Accepted` and `Programmed`: not accepted when it names parameters (xdst

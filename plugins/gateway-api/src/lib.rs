@@ -98,9 +98,9 @@ pub fn translate(
     let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
     let mut statuses =
         status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
-    let backends = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
+    let used = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
     let tls = backend_tls::Policies::read(&world, &gateway::ours_set(&world, &config), &mut statuses);
-    backends::emit(&world, &backends, &tls, &mut out);
+    backends::emit(&world, &used, &tls, &mut out);
     for (id, message) in statuses.problems() {
         out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
     }

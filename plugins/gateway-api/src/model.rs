@@ -59,6 +59,16 @@ pub struct GatewaySpec {
 pub struct GatewayTls {
     #[serde(default)]
     pub frontend: Option<FrontendTls>,
+    #[serde(default)]
+    pub backend: Option<BackendTlsSettings>,
+}
+
+/// `tls.backend`: the client certificate the Gateway presents to backends it reaches over TLS.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsSettings {
+    #[serde(default)]
+    pub client_certificate_ref: Option<SecretRef>,
 }
 
 /// Client certificate validation: a `default` for every HTTPS listener, and `perPort`

@@ -176,6 +176,43 @@ pub fn client_validation(
     Ok(Some(ClientValidation { ca, insecure }))
 }
 
+/// The Secret a Gateway presents to backends as its client certificate
+/// (`spec.tls.backend.clientCertificateRef`), checked as a listener's certificates are; none
+/// when it names none. A reference that does not resolve gives the Gateway's `ResolvedRefs`
+/// False (`InvalidClientCertificateRef`, `RefNotPermitted`).
+pub fn backend_client_certificate(
+    world: &World,
+    gateway: &crate::world::Doc<crate::model::GatewaySpec>,
+) -> Result<Option<Key>, Condition> {
+    let Some(r) =
+        gateway.spec.tls.as_ref().and_then(|t| t.backend.as_ref()).and_then(|b| b.client_certificate_ref.as_ref())
+    else {
+        return Ok(None);
+    };
+    let at = "spec.tls.backend.clientCertificateRef";
+    let invalid = |why: String| Condition::no("ResolvedRefs", "InvalidClientCertificateRef", format!("{at}: {why}"));
+    let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("Secret"));
+    if !(group.is_empty() || group == "core") || kind != "Secret" {
+        return Err(invalid(format!("names a {group}/{kind}; a client certificate is a core Secret")));
+    }
+    let namespace = r.namespace.clone().unwrap_or_else(|| gateway.namespace.clone());
+    if namespace != gateway.namespace
+        && !world.granted("Gateway", &gateway.namespace, "", "Secret", &namespace, &r.name)
+    {
+        return Err(Condition::no(
+            "ResolvedRefs",
+            "RefNotPermitted",
+            format!("{at}: no ReferenceGrant in {namespace:?} lets this Gateway use Secret {:?}", r.name),
+        ));
+    }
+    let key = (namespace, r.name.clone());
+    let Some(secret) = world.secrets.get(&key) else {
+        return Err(invalid(format!("Secret {}/{} does not exist", key.0, key.1)));
+    };
+    pem_pair(&secret.spec).map_err(|why| invalid(format!("Secret {}/{}: {why}", key.0, key.1)))?;
+    Ok(Some(key))
+}
+
 /// The SDS Secret resources for `keys` (each once).
 pub fn secrets<'a>(world: &World, keys: impl IntoIterator<Item = &'a Key>) -> Vec<(Secret, String)> {
     let unique: BTreeSet<&Key> = keys.into_iter().collect();
