@@ -290,3 +290,22 @@ async fn gateway_invalid_tls_backend_configuration() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backendtlspolicy_grpcroute() -> anyhow::Result<()> {
+    use xdst_tests::gateway_api::{GrpcCall, GrpcExpect};
+    xdst_tests::skip_without_upstream_cases!();
+    let c = Case::start("backendtlspolicy-grpcroute").await?;
+    for name in ["grpc-normative-test", "grpc-host-mismatch", "grpc-cert-mismatch"] {
+        accepted(&c, name).await?;
+    }
+    let gateway = format!("{NS}/{GATEWAY}");
+    // Over TLS (HTTP/2 by ALPN) to the gRPC backend, which speaks only TLS on that port.
+    let call = |method, authority| GrpcCall { method, authority: Some(authority), ..Default::default() };
+    let served = GrpcExpect { backend: Some("grpc-infra-backend-v1"), namespace: Some(NS), ..Default::default() };
+    c.expect_grpc(&gateway, 80, &call("Echo", "abc.example.com"), &served).await?;
+    // A server name the certificate lacks, and a CA that did not sign it: the call fails.
+    let unavailable = GrpcExpect { code: Some(tonic::Code::Unavailable), ..Default::default() };
+    c.expect_grpc(&gateway, 80, &call("EchoTwo", "abc.example.com"), &unavailable).await?;
+    c.expect_grpc(&gateway, 80, &call("Echo", "cert-mismatch.example.com"), &unavailable).await
+}

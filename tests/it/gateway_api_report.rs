@@ -27,8 +27,6 @@ use serde_json::{Value, json};
 const UNSUPPORTED: &[&str] = &[
     // xdst makes no Kubernetes objects for a Gateway to label (CONFORMANCE.md, n/a).
     "GatewayInfrastructurePropagation",
-    // Not built yet.
-    "GatewayStaticAddresses",
     // Mesh profiles are not a gateway's.
     "Mesh",
 ];

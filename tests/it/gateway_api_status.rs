@@ -395,3 +395,75 @@ mod client_certificates {
         c.expect_status(&id, listener_conditions(&["https-grant-missing"], &GRANT)).await
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_static_addresses() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let c = Case::start("gateway-static-addresses").await?;
+    let name = "gateway-static-addresses";
+    let id = gw(name);
+    let usable = c.gateways[&format!("{NS}/{name}")].to_string();
+    // An address of a type xdst does not serve: not accepted.
+    c.expect_status(&id, own_condition("Accepted", "False", "UnsupportedAddress")).await?;
+    c.patch(&id, |g| {
+        g["spec"]["addresses"].as_array_mut().expect("addresses").retain(|a| a["value"] != "fake address teehee!")
+    })?;
+    // An address no Envoy here can bind: accepted, not programmed.
+    c.expect_status(&id, own_condition("Accepted", "True", "Accepted")).await?;
+    c.expect_status(&id, own_condition("Programmed", "False", "AddressNotUsable")).await?;
+    let unusable = xdst_tests::gateway_api::UNUSABLE_ADDRESS;
+    c.patch(&id, |g| g["spec"]["addresses"].as_array_mut().expect("addresses").retain(|a| a["value"] != unusable))?;
+    c.expect_status(&id, own_condition("Accepted", "True", "Accepted")).await?;
+    c.expect_status(&id, own_condition("Programmed", "True", "Programmed")).await?;
+    c.expect_status(&id, listeners(&[ListenerWant { name: "http", kinds: HTTP, attached: 0, conditions: RESOLVED }]))
+        .await?;
+    c.expect_status(&id, |doc| {
+        let addresses = doc["status"]["addresses"].as_array().cloned().unwrap_or_default();
+        match addresses.as_slice() {
+            [a] if a["value"] == usable.as_str() && a["type"] == "IPAddress" => Ok(()),
+            _ => Err(format!("want one status address, IPAddress {usable}")),
+        }
+    })
+    .await?;
+    // And it is served there.
+    c.listening(&format!("{NS}/{name}"), 8080).await
+}
+
+/// The HTTPRoute cases whose upstream tests assert conditions only, through `xdst serve`
+/// with Envoy connected (the plugin's own tests check them on its output too): a parentRef
+/// that matches no listener, or one that does not allow the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproute_parent_refs_that_match_no_listener() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    for (case, route, gateway, reason) in [
+        (
+            "httproute-invalid-parentref-not-matching-listener-port",
+            "HTTPRoute/gateway-conformance-infra/httproute-listener-not-matching-route-port",
+            "same-namespace",
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-invalid-parentref-not-matching-section-name",
+            "HTTPRoute/gateway-conformance-infra/httproute-listener-not-matching-section-name",
+            "same-namespace",
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-invalid-parentref-section-name-not-matching-port",
+            "HTTPRoute/gateway-conformance-infra/httproute-listener-section-name-not-matching-port",
+            "gateway-with-one-not-matching-port-and-section-name-route",
+            "NoMatchingParent",
+        ),
+        (
+            "httproute-invalid-cross-namespace-parent-ref",
+            "HTTPRoute/gateway-conformance-web-backend/invalid-cross-namespace-parent-ref",
+            "same-namespace",
+            "NotAllowedByListeners",
+        ),
+    ] {
+        let c = Case::start(case).await?;
+        c.expect_status(route, route_condition(gateway, "Accepted", "False", reason)).await?;
+        c.expect_status(&gw(gateway), no_routes).await?;
+    }
+    Ok(())
+}

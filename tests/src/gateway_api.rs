@@ -19,7 +19,8 @@
 //!   upstream suite runs), or after the Service's name. A Service the case gives EndpointSlices
 //!   of its own has no selector: the upstream test fills them with `infra-backend-v1`'s pods,
 //!   so its echo is `infra-backend-v1-0` and the case's IPv4 slices point at it.
-//! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case), and every
+//! - Each Gateway binds its own loopback address (`127.X.Y.Z`, random per case; the plugin is
+//!   told these are the addresses Envoy can bind, `usableAddresses`), and every
 //!   Gateway port is offset by [`PORT_OFFSET`], so cases run in parallel and bind no
 //!   privileged port.
 //! - The self-signed certificates upstream makes at run time, `tls-validity-checks-certificate`
@@ -59,6 +60,10 @@ pub const CONTROLLER: &str = "xdst.dev/gateway-controller";
 
 /// Added to every Gateway listener port (the plugin's `portOffset`).
 pub const PORT_OFFSET: u16 = 10_000;
+/// The address gateway-static-addresses names as one the implementation cannot use: in
+/// TEST-NET-2 (RFC 5737), which nothing here binds.
+pub const UNUSABLE_ADDRESS: &str = "198.51.100.77";
+
 /// How long a request may take to be answered as expected.
 pub const WAIT: Duration = Duration::from_secs(30);
 /// Answers in a row that must match, as the upstream suite requires.
@@ -375,13 +380,19 @@ impl Case {
             let mut started: BTreeMap<bool, u16> = BTreeMap::new();
             let mut ports: Vec<Value> = Vec::new();
             for (name, protocol, target) in &s.ports {
-                let tls = *target == 8443 && matches!(server, Server::Tcp | Server::Http);
+                let tls = *target == 8443 && matches!(server, Server::Tcp | Server::Http | Server::Grpc);
                 let port = match started.get(&tls) {
                     Some(port) => *port,
                     None => {
                         let port = match &server {
                             Server::Grpc => {
-                                let echo = GrpcEcho::start(&s.namespace, &pod).await?;
+                                let echo = if tls {
+                                    let (cert, key) = suite.leaf("tls-checks-certificate")?;
+                                    let acceptor = crate::stream_echo::acceptor(&cert, &key, None)?;
+                                    GrpcEcho::start_tls(&s.namespace, &pod, acceptor).await?
+                                } else {
+                                    GrpcEcho::start(&s.namespace, &pod).await?
+                                };
                                 let port = echo.addr.port();
                                 grpc_echoes.push(echo);
                                 port
@@ -480,6 +491,14 @@ impl Case {
             }
         }
         let text = remove_documents(&text, |d| d.kind == "EndpointSlice");
+        // gateway-static-addresses: the address it can use is its own loopback one, the one
+        // it cannot an address of the documentation range that no Envoy here binds.
+        let text = match gateways.get("gateway-conformance-infra/gateway-static-addresses") {
+            Some(ip) => text
+                .replace("PLACEHOLDER_USABLE_ADDRS", &ip.to_string())
+                .replace("PLACEHOLDER_UNUSABLE_ADDRS", UNUSABLE_ADDRESS),
+            None => text,
+        };
         let ca = certificate_secrets(&docs, pki.path(), &mut extra)?;
         let shipped = docs.iter().map(|d| d.id().to_string()).collect();
         extra.push_str(&suite.objects_for(&text, &shipped)?);
@@ -489,7 +508,12 @@ impl Case {
         std::fs::write(intent.path().join("endpoints.yaml"), extra)?;
         let plugins = tempfile::Builder::new().prefix("xdst-gwapi-plugins-").tempdir()?;
         let addresses: BTreeMap<&String, String> = gateways.iter().map(|(k, v)| (k, v.to_string())).collect();
-        let settings = serde_json::json!({"config": {"portOffset": PORT_OFFSET, "addresses": addresses}}).to_string();
+        // Envoy here can bind every Gateway's loopback address, and nothing else.
+        let usable: Vec<&String> = addresses.values().collect();
+        let settings = serde_json::json!({
+            "config": {"portOffset": PORT_OFFSET, "addresses": addresses, "usableAddresses": usable}
+        })
+        .to_string();
         crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
         let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
         let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;

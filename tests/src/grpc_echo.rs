@@ -128,7 +128,71 @@ impl tonic::server::UnaryService<EchoRequest> for Unary {
     }
 }
 
+/// A connection of the echo over TLS, as tonic's server takes it.
+struct TlsConn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>);
+
+impl tokio::io::AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl tonic::transport::server::Connected for TlsConn {
+    type ConnectInfo = ();
+    fn connect_info(&self) {}
+}
+
 impl GrpcEcho {
+    /// [`start`](Self::start), serving over TLS with `tls` (the upstream suite's gRPC backend
+    /// on its port 8443).
+    pub async fn start_tls(namespace: &str, pod: &str, tls: tokio_rustls::TlsAcceptor) -> std::io::Result<GrpcEcho> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let who = Who { namespace: namespace.into(), pod: pod.into() };
+        let task = tokio::spawn(async move {
+            let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<TlsConn>>(16);
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (tls, tx) = (tls.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        if let Ok(stream) = tls.accept(stream).await {
+                            let _ = tx.send(Ok(TlsConn(stream))).await;
+                        }
+                    });
+                }
+            });
+            let incoming = tokio_stream::wrappers::ReceiverStream::new(rx);
+            let _ = tonic::transport::Server::builder().add_service(who).serve_with_incoming(incoming).await;
+        });
+        Ok(GrpcEcho { addr, pod: pod.to_owned(), namespace: namespace.to_owned(), task })
+    }
+
     pub async fn start(namespace: &str, pod: &str) -> std::io::Result<GrpcEcho> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

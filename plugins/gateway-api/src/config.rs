@@ -36,6 +36,11 @@ pub struct Config {
     /// Per Gateway (`<namespace>/<name>`), the address its listeners bind instead.
     #[serde(default)]
     pub addresses: BTreeMap<String, String>,
+    /// The IP addresses the Envoys serving these Gateways can bind. A Gateway's static address
+    /// (`spec.addresses`) outside them is not usable: the Gateway is not programmed. Empty:
+    /// any address is.
+    #[serde(default)]
+    pub usable_addresses: Vec<String>,
     /// Added to every Gateway listener port, so tests need not bind 80 and 443.
     #[serde(default)]
     pub port_offset: i32,

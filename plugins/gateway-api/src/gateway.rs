@@ -322,6 +322,14 @@ pub fn translate(
             }
         }
         let mut conditions = gateway_conditions(expanded.original, &listener_statuses);
+        let statics = static_addresses(config, expanded.original);
+        if let Err(refused) = &statics {
+            // Not served at an address it asks for: not served at all.
+            for c in refused {
+                conditions.retain(|have| have.kind != c.kind);
+                conditions.push(c.clone());
+            }
+        }
         // The client certificate it presents to backends over TLS, if it names one.
         let client_certificate = match crate::tls::backend_client_certificate(world, expanded.original) {
             Ok(None) => None,
@@ -346,8 +354,8 @@ pub fn translate(
                     .into(),
             });
         }
-        if conditions.iter().any(|c| c.kind == "Accepted" && !c.ok) {
-            // Not accepted: nothing of it is served.
+        if conditions.iter().any(|c| matches!(c.kind, "Accepted" | "Programmed") && !c.ok) {
+            // Not accepted, or not programmed at its addresses: nothing of it is served.
             ports.clear();
         }
         let mut attached_sets = 0;
@@ -360,7 +368,10 @@ pub fn translate(
             gateway.id.clone(),
             GatewayStatus {
                 conditions,
-                addresses: vec![address(config, gateway)],
+                addresses: match statics {
+                    Ok(statics) if !statics.is_empty() => statics,
+                    _ => vec![address(config, gateway)],
+                },
                 listeners: listener_statuses,
                 attached_listener_sets: Some(attached_sets),
             },
@@ -558,8 +569,39 @@ fn attach(
     }
 }
 
-/// The address a Gateway's Envoy listeners bind.
+/// A Gateway's static addresses (`spec.addresses` with a value): the IP addresses it asks to
+/// be served at; `Err` with its conditions when one is of a type xdst does not serve
+/// (`UnsupportedAddress`: only `IPAddress` is, an Envoy binds IPs) or not one the Envoys can
+/// bind (`AddressNotUsable`, per the configuration's `usableAddresses`).
+fn static_addresses(config: &Config, gateway: &Doc<GatewaySpec>) -> Result<Vec<String>, Vec<Condition>> {
+    let mut out = Vec::new();
+    for (i, a) in gateway.spec.addresses.iter().enumerate().filter(|(_, a)| !a.value.is_empty()) {
+        let kind = a.kind.as_deref().unwrap_or("IPAddress");
+        if kind != "IPAddress" || a.value.parse::<std::net::IpAddr>().is_err() {
+            let why = format!("spec.addresses[{i}]: {kind} {:?} is not an IP address an Envoy can bind", a.value);
+            return Err(vec![
+                Condition::no("Accepted", "UnsupportedAddress", why.clone()),
+                Condition::no("Programmed", "Invalid", why),
+            ]);
+        }
+        if !config.usable_addresses.is_empty() && !config.usable_addresses.contains(&a.value) {
+            let why =
+                format!("spec.addresses[{i}]: {} is not an address the Envoys can bind (usableAddresses)", a.value);
+            return Err(vec![Condition::no("Programmed", "AddressNotUsable", why)]);
+        }
+        out.push(a.value.clone());
+    }
+    Ok(out)
+}
+
+/// The address a Gateway's Envoy listeners bind: its first static address, else the one the
+/// configuration gives it.
 fn address(config: &Config, gateway: &Doc<GatewaySpec>) -> String {
+    if let Ok(statics) = static_addresses(config, gateway)
+        && let Some(a) = statics.first()
+    {
+        return a.clone();
+    }
     if let Some(a) = config.addresses.get(&format!("{}/{}", gateway.namespace, gateway.name)) {
         return a.clone();
     }

@@ -149,6 +149,10 @@ pub struct Infrastructure {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayAddress {
+    /// `IPAddress` (the default), `Hostname`, or an implementation's own.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// Empty: the implementation picks one (`GatewayAddressEmpty`).
     #[serde(default)]
     pub value: String,
 }
