@@ -309,3 +309,44 @@ async fn backendtlspolicy_grpcroute() -> anyhow::Result<()> {
     c.expect_grpc(&gateway, 80, &call("EchoTwo", "abc.example.com"), &unavailable).await?;
     c.expect_grpc(&gateway, 80, &call("Echo", "cert-mismatch.example.com"), &unavailable).await
 }
+
+/// Must-show: a BackendTLSPolicy that conflicts with an older one is a condition on it alone:
+/// `Conflicted`, the older policy keeps applying, the other policies keep their status, their
+/// backends keep serving, and Envoy rejects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_backendtlspolicy_is_a_condition_on_it_alone() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let c = Case::start("backendtlspolicy-san").await?;
+    let names = ["san-dns", "san-uri", "multiple-sans"];
+    for (name, path) in
+        names.iter().zip(["/backendtlspolicy-san-dns", "/backendtlspolicy-san-uri", "/backendtlspolicy-multiple-sans"])
+    {
+        accepted_or_any(&c, name).await?;
+        served(&c, path).await?;
+    }
+    let ids: Vec<String> = names.iter().map(|n| format!("BackendTLSPolicy/{NS}/{n}")).collect();
+    let before = c.statuses(&ids).await?;
+    // Newer, for the same Service port as san-dns, with a server name its certificate lacks.
+    c.add(
+        "conflicting.yaml",
+        &xdst_tests::gateway_api::newer_object(
+            "gateway.networking.k8s.io/v1",
+            "BackendTLSPolicy",
+            NS,
+            "conflicting",
+            "  targetRefs: [{group: \"\", kind: Service, name: backendtlspolicy-san-dns-test, sectionName: btls}]\n  \
+             validation:\n    caCertificateRefs: [{group: \"\", kind: ConfigMap, name: tls-checks-ca-certificate}]\n    \
+             hostname: nowhere.example.com\n",
+        ),
+    )?;
+    policy(&c, "conflicting", "Accepted", "False", "Conflicted").await?;
+    c.no_nack().await?;
+    anyhow::ensure!(c.statuses(&ids).await? == before, "another policy's status changed");
+    served(&c, "/backendtlspolicy-san-dns").await?;
+    served(&c, "/backendtlspolicy-multiple-sans").await
+}
+
+/// `Accepted` True toward the Gateway (any reason).
+async fn accepted_or_any(c: &Case, name: &str) -> anyhow::Result<()> {
+    policy(c, name, "Accepted", "True", "").await
+}

@@ -52,7 +52,7 @@ async fn only_the_oldest_serves(kind: &str, proto: &str, port: u16, backend_port
     let c = Case::start(case).await?;
     let older = format!("{proto}route-attach-older");
     accepted(&c, kind, &older, gateway).await?;
-    let created = chrono_like_now();
+    let created = xdst_tests::gateway_api::creation_timestamp_now();
     c.add(
         "newer.yaml",
         &format!(
@@ -82,23 +82,6 @@ spec:
         anyhow::ensure!(backend_of(&pod) == first, "answer {i} came from {pod}; only {first} may answer");
     }
     Ok(())
-}
-
-/// Now as Kubernetes writes `creationTimestamp` (RFC 3339, seconds, UTC).
-fn chrono_like_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 mod tcp {
@@ -602,31 +585,8 @@ mod tls {
 mod bad_objects {
     use super::*;
 
-    /// The statuses of `ids`, as the admin API serves them.
-    async fn statuses(c: &Case, ids: &[String]) -> anyhow::Result<Vec<serde_json::Value>> {
-        let mut out = Vec::new();
-        for id in ids {
-            out.push(c.document(id).await?["status"].clone());
-        }
-        Ok(out)
-    }
-
-    /// Envoy holds xdst's target for it and has rejected no listener or cluster update.
-    async fn no_nack(c: &Case) -> anyhow::Result<()> {
-        xdst_tests::admin::settled_target(c.xdst.admin_addr, &c.envoy.node_id).await?;
-        let stats = c.envoy.stats().await?;
-        for name in ["listener_manager.lds.update_rejected", "cluster_manager.cds.update_rejected"] {
-            anyhow::ensure!(stats.count(name) == 0, "Envoy rejected an update: {name} = {}", stats.count(name));
-        }
-        Ok(())
-    }
-
     fn newer(kind: &str, name: &str, spec: &str) -> String {
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: {kind}\nmetadata: {{name: {name}, namespace: {NS}, \
-             creationTimestamp: \"{}\"}}\nspec:\n{spec}",
-            chrono_like_now()
-        )
+        xdst_tests::gateway_api::newer_object("gateway.networking.k8s.io/v1alpha2", kind, NS, name, spec)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -642,7 +602,7 @@ mod bad_objects {
             .iter()
             .map(|r| format!("TCPRoute/{NS}/{r}"))
             .collect();
-        let before = statuses(&c, &others).await?;
+        let before = c.statuses(&others).await?;
         c.add(
             "bad.yaml",
             &newer(
@@ -656,8 +616,8 @@ mod bad_objects {
             route_condition(gateway, "ResolvedRefs", "False", "BackendNotFound"),
         )
         .await?;
-        no_nack(&c).await?;
-        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        c.no_nack().await?;
+        anyhow::ensure!(c.statuses(&others).await? == before, "another route's status changed");
         for (port, backend) in served {
             c.expect_tcp(&gw(gateway), port, None, backend, NS).await?;
         }
@@ -678,7 +638,7 @@ mod bad_objects {
             .iter()
             .map(|r| format!("UDPRoute/{NS}/{r}"))
             .collect();
-        let before = statuses(&c, &others).await?;
+        let before = c.statuses(&others).await?;
         c.add(
             "bad.yaml",
             &newer(
@@ -692,8 +652,8 @@ mod bad_objects {
             route_condition(gateway, "ResolvedRefs", "False", "BackendNotFound"),
         )
         .await?;
-        no_nack(&c).await?;
-        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        c.no_nack().await?;
+        anyhow::ensure!(c.statuses(&others).await? == before, "another route's status changed");
         for (port, backend) in served {
             c.expect_udp(&gw(gateway), port, backend, NS).await?;
         }
@@ -719,7 +679,7 @@ mod bad_objects {
                 .iter()
                 .map(|r| format!("TLSRoute/{NS}/{r}"))
                 .collect();
-        let before = statuses(&c, &others).await?;
+        let before = c.statuses(&others).await?;
         c.add(
             "bad.yaml",
             &newer(
@@ -733,8 +693,8 @@ mod bad_objects {
             route_condition(gateway, "Accepted", "False", "NoMatchingListenerHostname"),
         )
         .await?;
-        no_nack(&c).await?;
-        anyhow::ensure!(statuses(&c, &others).await? == before, "another route's status changed");
+        c.no_nack().await?;
+        anyhow::ensure!(c.statuses(&others).await? == before, "another route's status changed");
         probe(&c).await
     }
 }

@@ -413,3 +413,44 @@ async fn listenerset_route_status_scoped_to_parentref() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Must-show: a ListenerSet listener that conflicts with one the Gateway already has is a
+/// condition on that listener alone: the rest of the set and the Gateway's routes keep
+/// serving, other statuses do not move, and Envoy rejects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_listener_is_a_condition_on_it_alone() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let c = Case::start("listenerset-http-routing").await?;
+    let gateway = "gateway-with-listener-sets-http-routing";
+    http(&c, gateway, "gateway-listener-1.com", "/route", Some("infra-backend-v1")).await?;
+    http(&c, gateway, "listener-set-http-routing-1-listener-1.com", "/route", Some("infra-backend-v1")).await?;
+    let ids = vec![ls(NS, "listener-set-http-routing-1"), ls(NS, "listener-set-http-routing-2"), gw(gateway)];
+    let before = c.statuses(&ids).await?;
+    // A newer set with a listener for a hostname the Gateway serves, and one of its own.
+    c.add(
+        "conflicting.yaml",
+        &xdst_tests::gateway_api::newer_object(
+            "gateway.networking.k8s.io/v1",
+            "ListenerSet",
+            NS,
+            "late",
+            &format!(
+                "  parentRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: {gateway}}}\n  listeners:\n  - \
+                 {{name: taken, port: 80, protocol: HTTP, hostname: gateway-listener-1.com}}\n  - {{name: own, port: 80, \
+                 protocol: HTTP, hostname: late.example.com}}\n"
+            ),
+        ),
+    )?;
+    c.expect_status(&ls(NS, "late"), listener_conditions(&["taken"], &[("Conflicted", "True", "HostnameConflict")]))
+        .await?;
+    c.expect_status(&ls(NS, "late"), listener_conditions(&["own"], ACCEPTED)).await?;
+    c.no_nack().await?;
+    let after = c.statuses(&ids).await?;
+    // The Gateway now counts one more attached set; nothing else of it or the others moved.
+    anyhow::ensure!(after[..2] == before[..2], "another ListenerSet's status changed");
+    let mut gateway_before = before[2].clone();
+    gateway_before["attachedListenerSets"] = after[2]["attachedListenerSets"].clone();
+    anyhow::ensure!(after[2] == gateway_before, "the Gateway's status changed beyond attachedListenerSets");
+    http(&c, gateway, "gateway-listener-1.com", "/route", Some("infra-backend-v1")).await?;
+    http(&c, gateway, "listener-set-http-routing-1-listener-1.com", "/route", Some("infra-backend-v1")).await
+}

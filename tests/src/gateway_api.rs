@@ -603,6 +603,26 @@ impl Case {
         .await
     }
 
+    /// The statuses of the documents `ids`, as the admin API serves them.
+    pub async fn statuses(&self, ids: &[String]) -> anyhow::Result<Vec<Value>> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.push(self.document(id).await?["status"].clone());
+        }
+        Ok(out)
+    }
+
+    /// Envoy holds xdst's target for it and has rejected no listener or cluster update: after
+    /// a change, the sign that Envoy took what it was sent.
+    pub async fn no_nack(&self) -> anyhow::Result<()> {
+        crate::admin::settled_target(self.xdst.admin_addr, &self.envoy.node_id).await?;
+        let stats = self.envoy.stats().await?;
+        for name in ["listener_manager.lds.update_rejected", "cluster_manager.cds.update_rejected"] {
+            anyhow::ensure!(stats.count(name) == 0, "Envoy rejected an update: {name} = {}", stats.count(name));
+        }
+        Ok(())
+    }
+
     /// Waits until Envoy has the Listener of `gateway`'s `port` active: the positive signal a
     /// check that connections are refused waits for first, so a refusal is the proxy's, not
     /// a listener not there yet.
@@ -1097,6 +1117,34 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// Now as Kubernetes writes `creationTimestamp` (RFC 3339, seconds, UTC): what the API server
+/// stamps on an object a test creates mid-test.
+pub fn creation_timestamp_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// An object created now (`creationTimestamp`, so it is newer than the case's): `kind` of
+/// `api_version`, in `namespace`, with `spec` (YAML, indented two spaces).
+pub fn newer_object(api_version: &str, kind: &str, namespace: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: {name}, namespace: {namespace}, creationTimestamp: \
+         \"{}\"}}\nspec:\n{spec}",
+        creation_timestamp_now()
+    )
 }
 
 /// Checks a route's status toward the Gateway `gateway` (its name): the condition `kind` is

@@ -1,6 +1,6 @@
 //! The graph check run before a resource set is published (ORDER-1): every route
 //! configuration a listener names exists, every cluster a route, TCP proxy or UDP proxy names exists,
-//! every Secret a listener's TLS context fetches over ADS exists, and every EDS cluster has its
+//! every Secret a listener's or a cluster's TLS context fetches over ADS exists, and every EDS cluster has its
 //! load assignment. A dangling reference would leave Envoy
 //! warming forever or routing to nothing, so the set is refused instead.
 
@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpPro
 use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
     Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
 };
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{DownstreamTlsContext, UpstreamTlsContext};
 use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher};
 use prost::Message;
@@ -32,6 +32,7 @@ const HCM: &str =
 const TCP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
 const UDP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig";
 const UDP_ROUTE: &str = "type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.Route";
+const UPSTREAM_TLS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
 const DOWNSTREAM_TLS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
 
 /// A reference from one resource to another that is not in the set.
@@ -112,9 +113,11 @@ impl References {
             ROUTE => RouteConfiguration::decode(body)
                 .map(|rc| route_clusters(&rc, "").into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()),
             CLUSTER => Cluster::decode(body).map(|c| {
-                eds_service_name(&c)
+                let mut refs: Vec<(String, &'static str, String)> = eds_service_name(&c)
                     .map(|s| vec![("eds_cluster_config.service_name".to_owned(), ENDPOINT, s)])
-                    .unwrap_or_default()
+                    .unwrap_or_default();
+                refs.extend(upstream_secret_refs(&c).into_iter().map(|(field, n)| (field, SECRET, n)));
+                refs
             }),
             _ => Ok(Vec::new()),
         };
@@ -418,6 +421,35 @@ fn route_clusters(rc: &RouteConfiguration, prefix: &str) -> Vec<(String, String)
     out
 }
 
+/// The Secrets a cluster's upstream TLS context fetches over ADS (a client certificate it
+/// presents): a cluster waits for them before it is used.
+fn upstream_secret_refs(c: &Cluster) -> Vec<(String, String)> {
+    let Some(transport_socket::ConfigType::TypedConfig(any)) =
+        c.transport_socket.as_ref().and_then(|t| t.config_type.as_ref())
+    else {
+        return Vec::new();
+    };
+    if any.type_url != UPSTREAM_TLS {
+        return Vec::new();
+    }
+    let Ok(tls) = UpstreamTlsContext::decode(any.value.as_slice()) else { return Vec::new() };
+    let Some(common) = tls.common_tls_context else { return Vec::new() };
+    common
+        .tls_certificate_sds_secret_configs
+        .into_iter()
+        .enumerate()
+        .filter(|(_, sds)| {
+            matches!(
+                sds.sds_config.as_ref().and_then(|c| c.config_source_specifier.as_ref()),
+                Some(config_source::ConfigSourceSpecifier::Ads(_))
+            )
+        })
+        .map(|(i, sds)| {
+            (format!("transport_socket.common_tls_context.tls_certificate_sds_secret_configs[{i}].name"), sds.name)
+        })
+        .collect()
+}
+
 /// The load assignment name an EDS cluster waits for.
 fn eds_service_name(c: &Cluster) -> Option<String> {
     let eds = cluster::DiscoveryType::Eds as i32;
@@ -472,6 +504,17 @@ listener_filters:
 "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
 name: udp
 connect_timeout: 1s
+transport_socket:
+  name: envoy.transport_sockets.tls
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+    common_tls_context:
+      tls_certificate_sds_secret_configs:
+      - {name: client-cert, sds_config: {ads: {}, resource_api_version: V3}}
+---
+"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
+name: client-cert
+tls_certificate: {certificate_chain: {inline_string: c}, private_key: {inline_string: k}}
 ---
 "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
 name: cert
@@ -569,6 +612,15 @@ cluster_name: api-v2
             only_error("cds/udp"),
             "listener \"dns\" listener_filters[0].typed_config.matcher.on_no_match.action.typed_config.cluster \
                 names cluster \"udp\", which does not exist"
+        );
+    }
+
+    #[test]
+    fn a_cluster_needs_the_client_certificate_it_presents() {
+        assert_eq!(
+            only_error("sds/client-cert"),
+            "cluster \"udp\" transport_socket.common_tls_context.tls_certificate_sds_secret_configs[0].name names \
+                secret \"client-cert\", which does not exist"
         );
     }
 
