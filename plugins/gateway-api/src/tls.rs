@@ -14,7 +14,7 @@ use xdst_guest::envoy::envoy::extensions::transport_sockets::tls::v3::{
 use xdst_guest::pack;
 
 use crate::extensions::{CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsInspector};
-use crate::model::Listener as GatewayListener;
+use crate::model::{Listener as GatewayListener, SecretRef};
 use crate::status::Condition;
 use crate::world::{Key, World};
 use xdst_guest::envoy::google::protobuf::BoolValue;
@@ -59,28 +59,40 @@ pub fn certificates(world: &World, from: (&str, &str), listener: &GatewayListene
     }
     let mut keys = Vec::new();
     for (i, r) in refs.iter().enumerate() {
-        let at = format!("tls.certificateRefs[{i}]");
-        let invalid = |why: String| Refused::ResolvedRefs(Condition::no("ResolvedRefs", "InvalidCertificateRef", why));
-        let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("Secret"));
-        if !group.is_empty() || kind != "Secret" {
-            return Err(invalid(format!("{at} names a {group}/{kind}; only core Secrets hold certificates")));
-        }
-        let namespace = r.namespace.clone().unwrap_or_else(|| from_namespace.to_owned());
-        if namespace != from_namespace && !world.granted(from_kind, from_namespace, "", "Secret", &namespace, &r.name) {
-            return Err(Refused::ResolvedRefs(Condition::no(
-                "ResolvedRefs",
-                "RefNotPermitted",
-                format!("{at}: no ReferenceGrant in {namespace:?} lets this {from_kind} use Secret {:?}", r.name),
-            )));
-        }
-        let key = (namespace, r.name.clone());
-        let Some(secret) = world.secrets.get(&key) else {
-            return Err(invalid(format!("{at}: Secret {}/{} does not exist", key.0, key.1)));
-        };
-        pem_pair(&secret.spec).map_err(|why| invalid(format!("{at}: Secret {}/{}: {why}", key.0, key.1)))?;
+        let key = tls_secret(world, (from_kind, from_namespace), r, &format!("tls.certificateRefs[{i}]")).map_err(
+            |(reason, why)| {
+                let reason = if reason == "RefNotPermitted" { reason } else { "InvalidCertificateRef" };
+                Refused::ResolvedRefs(Condition::no("ResolvedRefs", reason, why))
+            },
+        )?;
         keys.push(key);
     }
     Ok(keys)
+}
+
+/// The `kubernetes.io/tls` Secret a reference at `at` names (a Gateway's or ListenerSet's:
+/// `from`, its kind and namespace), checked: a core Secret, in that namespace or granted by a
+/// ReferenceGrant, holding a PEM certificate and key. `Err`: `RefNotPermitted`, or
+/// `Invalid` for the rest, with the reason in words.
+fn tls_secret(world: &World, from: (&str, &str), r: &SecretRef, at: &str) -> Result<Key, (&'static str, String)> {
+    let (from_kind, from_namespace) = from;
+    let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("Secret"));
+    if !(group.is_empty() || group == "core") || kind != "Secret" {
+        return Err(("Invalid", format!("{at} names a {group}/{kind}; only core Secrets hold certificates")));
+    }
+    let namespace = r.namespace.clone().unwrap_or_else(|| from_namespace.to_owned());
+    if namespace != from_namespace && !world.granted(from_kind, from_namespace, "", "Secret", &namespace, &r.name) {
+        return Err((
+            "RefNotPermitted",
+            format!("{at}: no ReferenceGrant in {namespace:?} lets this {from_kind} use Secret {:?}", r.name),
+        ));
+    }
+    let key = (namespace, r.name.clone());
+    let Some(secret) = world.secrets.get(&key) else {
+        return Err(("Invalid", format!("{at}: Secret {}/{} does not exist", key.0, key.1)));
+    };
+    pem_pair(&secret.spec).map_err(|why| ("Invalid", format!("{at}: Secret {}/{}: {why}", key.0, key.1)))?;
+    Ok(key)
 }
 
 /// A `kubernetes.io/tls` Secret's certificate and key, decoded.
@@ -189,28 +201,11 @@ pub fn backend_client_certificate(
     else {
         return Ok(None);
     };
-    let at = "spec.tls.backend.clientCertificateRef";
-    let invalid = |why: String| Condition::no("ResolvedRefs", "InvalidClientCertificateRef", format!("{at}: {why}"));
-    let (group, kind) = (r.group.as_deref().unwrap_or(""), r.kind.as_deref().unwrap_or("Secret"));
-    if !(group.is_empty() || group == "core") || kind != "Secret" {
-        return Err(invalid(format!("names a {group}/{kind}; a client certificate is a core Secret")));
-    }
-    let namespace = r.namespace.clone().unwrap_or_else(|| gateway.namespace.clone());
-    if namespace != gateway.namespace
-        && !world.granted("Gateway", &gateway.namespace, "", "Secret", &namespace, &r.name)
-    {
-        return Err(Condition::no(
-            "ResolvedRefs",
-            "RefNotPermitted",
-            format!("{at}: no ReferenceGrant in {namespace:?} lets this Gateway use Secret {:?}", r.name),
-        ));
-    }
-    let key = (namespace, r.name.clone());
-    let Some(secret) = world.secrets.get(&key) else {
-        return Err(invalid(format!("Secret {}/{} does not exist", key.0, key.1)));
-    };
-    pem_pair(&secret.spec).map_err(|why| invalid(format!("Secret {}/{}: {why}", key.0, key.1)))?;
-    Ok(Some(key))
+    let from = ("Gateway", gateway.namespace.as_str());
+    tls_secret(world, from, r, "spec.tls.backend.clientCertificateRef").map(Some).map_err(|(reason, why)| {
+        let reason = if reason == "RefNotPermitted" { reason } else { "InvalidClientCertificateRef" };
+        Condition::no("ResolvedRefs", reason, why)
+    })
 }
 
 /// The SDS Secret resources for `keys` (each once).
