@@ -234,13 +234,22 @@ pub struct UnclaimedKind {
     pub known: String,
 }
 
-/// See [`IntentSet::ignorable`]; `doc`'s own claim is not in `claimed`.
-fn ignorable(doc: &IntentDocument, claimed: &BTreeSet<String>) -> bool {
+/// See [`IntentSet::ignorable`]; `doc`'s own claim is not in `claimed`, and `groups` are the
+/// API groups of the claims.
+fn ignorable(doc: &IntentDocument, groups: &BTreeSet<&str>) -> bool {
     match doc.group.as_deref() {
         None => false,
         Some("core") => true,
-        Some(group) => !claimed.iter().any(|c| split_claim(c).0 == Some(group)),
+        Some(group) => !groups.contains(group),
     }
+}
+
+/// The documents no plugin claims, sorted in one pass: those for other controllers (kept out
+/// of translation) and the rest (held, naming their kind).
+#[derive(Debug, Default)]
+pub struct Unclaimed<'a> {
+    pub ignorable: Vec<&'a Arc<IntentDocument>>,
+    pub unclaimed: Vec<(Arc<str>, UnclaimedKind)>,
 }
 
 /// A claim's group and kind: `group/Kind`, or a bare `Kind` (documents without `apiVersion`).
@@ -335,7 +344,32 @@ impl IntentSet {
     /// a plugin that claims HTTPRoute), is [`unclaimed`](Self::unclaimed): likely a typo or a
     /// kind not translated yet, which the operator should see.
     pub fn ignorable(&self, claimed: &BTreeSet<String>) -> Vec<&Arc<IntentDocument>> {
-        self.shared().filter(|doc| !claimed.contains(&doc.claim()) && ignorable(doc, claimed)).collect()
+        self.sort_unclaimed(claimed).ignorable
+    }
+
+    /// [`ignorable`](Self::ignorable) and [`unclaimed`](Self::unclaimed) in one pass over the
+    /// documents, each document's claim built once.
+    pub fn sort_unclaimed(&self, claimed: &BTreeSet<String>) -> Unclaimed<'_> {
+        let groups: BTreeSet<&str> = claimed.iter().filter_map(|c| split_claim(c).0).collect();
+        let known = || {
+            if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
+        };
+        let mut out = Unclaimed::default();
+        for doc in self.shared() {
+            let claim = doc.claim();
+            if claimed.contains(&claim) {
+                continue;
+            }
+            if ignorable(doc, &groups) {
+                out.ignorable.push(doc);
+            } else {
+                out.unclaimed.push((
+                    doc.id().clone(),
+                    UnclaimedKind { origin: doc.origin.clone(), kind: claim, known: known() },
+                ));
+            }
+        }
+        out
     }
 
     /// Fails on the first document whose claim is not in `claimed`.
@@ -349,15 +383,7 @@ impl IntentSet {
     /// Every document whose claim is not in `claimed` and that is not [`ignorable`](Self::ignorable),
     /// by id, with the error naming it.
     pub fn unclaimed(&self, claimed: &BTreeSet<String>) -> Vec<(Arc<str>, UnclaimedKind)> {
-        let known = || {
-            if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
-        };
-        self.documents()
-            .filter(|doc| !claimed.contains(&doc.claim()) && !ignorable(doc, claimed))
-            .map(|doc| {
-                (doc.id().clone(), UnclaimedKind { origin: doc.origin.clone(), kind: doc.claim(), known: known() })
-            })
-            .collect()
+        self.sort_unclaimed(claimed).unclaimed
     }
 }
 

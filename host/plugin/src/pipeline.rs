@@ -373,16 +373,16 @@ impl Pipeline {
         let claimed = claims(plugins)?;
         let mut effective = std::borrow::Cow::Borrowed(intent);
         let claims: std::collections::BTreeSet<String> = claimed.keys().cloned().collect();
-        let ignorable = intent.ignorable(&claims);
-        let ignored_total = ignorable.len();
+        let sorted = intent.sort_unclaimed(&claims);
+        let ignored_total = sorted.ignorable.len();
         let ignored: Vec<(Arc<str>, String)> =
-            ignorable.iter().take(MAX_IGNORED_LISTED).map(|d| (d.id().clone(), d.origin.clone())).collect();
-        let ignorable: Vec<Arc<str>> = ignorable.into_iter().map(|d| d.id().clone()).collect();
+            sorted.ignorable.iter().take(MAX_IGNORED_LISTED).map(|d| (d.id().clone(), d.origin.clone())).collect();
+        let ignorable: Vec<Arc<str>> = sorted.ignorable.iter().map(|d| d.id().clone()).collect();
         for id in ignorable {
             effective.to_mut().remove_id(&id);
         }
         let mut held: BTreeMap<Arc<str>, Held> = BTreeMap::new();
-        for (id, e) in intent.unclaimed(&claims) {
+        for (id, e) in sorted.unclaimed {
             let translated_before = self.plugins.values().any(|s| s.inputs.contains_key(&id));
             if !how.unclaimed || translated_before {
                 return Err(e.into());
