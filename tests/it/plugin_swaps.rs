@@ -111,12 +111,19 @@ async fn fifty_plugin_swaps_under_load_drop_nothing_and_keep_the_connection() ->
         times.push(t0.elapsed().as_secs_f64() * 1e3);
         let stats = envoy.stats().await?;
         ensure!(stats.count("control_plane.connected_state") == 1, "swap {i}: Envoy is not connected to xdst");
-        let status = json(xdst.admin_addr, "/debug/plugins").await?;
-        let digest = status["plugins"]
-            .as_array()
-            .and_then(|ps| ps.iter().find(|p| p["name"] == "swap"))
-            .map(|p| p["digest"].clone());
-        digests.insert(digest.unwrap_or_default().to_string());
+        // The status page may be written a moment after the node's target moved: wait for it
+        // to name a digest not seen before (each swap's wasm differs).
+        let digest = until(format!("swap {i}: /debug/plugins to name the new plugin"), WAIT, async || {
+            let status = json(xdst.admin_addr, "/debug/plugins").await?;
+            let digest = status["plugins"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == "swap"))
+                .map(|p| p["digest"].to_string())
+                .unwrap_or_default();
+            Ok(Seen::when(!digests.contains(&digest), digest.clone(), &digest))
+        })
+        .await?;
+        digests.insert(digest);
     }
     let report = traffic.stop().await;
     let rate = report.sent as f64 / started.elapsed().as_secs_f64();
