@@ -767,13 +767,17 @@ async fn httproute_timeouts() -> anyhow::Result<()> {
 }
 
 /// The Service a pod belongs to: its name without the `-N` the harness adds.
-fn backend_of(pod: &str) -> String {
+pub(crate) fn backend_of(pod: &str) -> String {
     pod.rsplit_once('-').map_or(pod, |(b, _)| b).to_owned()
 }
 
 /// Each backend's share of `n` requests (`seen`, by backend) is its weight within ten points
 /// (n = 300 or more: three binomial standard deviations at most), and a weight of 0 got none.
-fn shares_match(seen: &std::collections::BTreeMap<String, u32>, n: u32, want: &[(&str, f64)]) -> anyhow::Result<()> {
+pub(crate) fn shares_match(
+    seen: &std::collections::BTreeMap<String, u32>,
+    n: u32,
+    want: &[(&str, f64)],
+) -> anyhow::Result<()> {
     for (backend, weight) in want {
         let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(n);
         let ok = if *weight == 0.0 { share == 0.0 } else { (share - weight).abs() <= 0.1 };

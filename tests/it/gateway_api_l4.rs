@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::gateway_api::{backend_of, shares_match};
 use xdst_tests::gateway_api::{Case, ListenerWant, listeners, no_accepted_parent, no_routes, route_condition};
 use xdst_tests::stream_echo::{dns_query, tcp_ask, udp_ask};
 
@@ -14,23 +15,6 @@ const NS: &str = "gateway-conformance-infra";
 const ACCEPTED: &[(&str, &str, &str)] = &[("Accepted", "True", "Accepted")];
 /// `Accepted` and `Programmed` True, for any reason.
 const ANY_TRUE: &[(&str, &str, &str)] = &[("Accepted", "True", ""), ("Programmed", "True", "")];
-
-/// The Service a pod belongs to: its name without the `-N` the harness adds.
-fn backend_of(pod: &str) -> String {
-    pod.rsplit_once('-').map_or(pod, |(b, _)| b).to_owned()
-}
-
-/// Each backend's share of `n` answers is its weight within ten points (n >= 300: about four
-/// binomial standard deviations), and a weight of 0 got none (upstream's
-/// `TestWeightedDistribution`).
-fn shares_match(seen: &BTreeMap<String, u32>, n: u32, want: &[(&str, f64)]) -> anyhow::Result<()> {
-    for (backend, weight) in want {
-        let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(n);
-        let ok = if *weight == 0.0 { share == 0.0 } else { (share - weight).abs() <= 0.1 };
-        anyhow::ensure!(ok, "{backend}: {share:.2} of {n}, want {weight:.2} +- 0.10 ({seen:?})");
-    }
-    Ok(())
-}
 
 fn gw(name: &str) -> String {
     format!("{NS}/{name}")
