@@ -11,6 +11,7 @@
 #   tests/bench/run.sh --n 1000 --api delta     # a subset
 #   tests/bench/run.sh --n 10000 --api sotw --mode mux --change all
 #   tests/bench/run.sh --n 10000 --change all --compare unordered   # xdst next to another server
+#   tests/bench/run.sh --n 10000 --api delta --mode each --changes 0 --storm --admission 0,2000
 #
 # Options (lists are space- or comma-separated):
 #   --n LIST          stream counts (default "1000 10000")
@@ -34,6 +35,13 @@
 #                     listens, e.g. --compare 'my-server --dir {resources} --ready {ready}'.
 #                     `mtls` runs xdst again over mTLS (certificates made with openssl, every
 #                     connection a TLS handshake with a client certificate): plaintext / mTLS.
+#   --mtls            run xdst over mTLS (as --compare mtls does for its second run)
+#   --admission LIST  xdst's --max-new-streams-per-second: one xdst run per value (default:
+#                     xdst's default)
+#   --clusters K      serve K - 1 more EDS clusters (each with three endpoints) beside the
+#                     quickstart's one: a larger configuration per stream (default 1)
+#   --storm           after the changes, a reconnect storm: every connection dropped at once
+#                     and opened again within a second (xdst-loadgen --storm)
 #
 # Needs 2 x N file descriptors for N one-connection-per-stream streams (the server and the
 # load generator each hold N): the script raises its soft limit to the hard one; if that is
@@ -54,6 +62,10 @@ out=""
 build=1
 loadgen_args=""
 compare=""
+admissions=default
+clusters=1
+storm=""
+xdst_mtls=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) ns=${2//,/ }; shift 2 ;;
@@ -67,6 +79,10 @@ while [ $# -gt 0 ]; do
         --no-build) build=0; shift ;;
         --loadgen-args) loadgen_args=$2; shift 2 ;;
         --compare) compare=$2; shift 2 ;;
+        --admission) admissions=${2//,/ }; shift 2 ;;
+        --storm) storm=--storm; shift ;;
+        --clusters) clusters=$2; shift 2 ;;
+        --mtls) xdst_mtls=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -95,7 +111,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-if [ "$mtls" = 1 ]; then
+if [ "$mtls" = 1 ] || [ "$xdst_mtls" = 1 ]; then
     # A CA, a server certificate for localhost and the load generator's client certificate;
     # identity rules that let it use every group.
     (
@@ -131,12 +147,18 @@ echo "memory:   $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}')
 echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 echo "fd limit: $(ulimit -n)"
 
-start_server() { # $1: resources dir; $2: "xdst" or "compare"
+# Whether the server of this run ($1: "xdst" or "compare") is xdst over mTLS.
+over_mtls() {
+    { [ "$1" = xdst ] && [ "$xdst_mtls" = 1 ]; } || { [ "$1" = compare ] && [ "$mtls" = 1 ]; }
+}
+
+start_server() { # $1: resources dir; $2: "xdst" or "compare"; $3: --max-new-streams-per-second
     local ready=$work/ready.json
     rm -f "$ready"
     if [ "$2" = xdst ] || [ "$mtls" = 1 ]; then
         local config=()
-        [ "$2" = compare ] && config=(--config "$work/mtls.yaml")
+        over_mtls "$2" && config=(--config "$work/mtls.yaml")
+        [ "$3" != default ] && config+=(--max-new-streams-per-second "$3")
         RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 "${config[@]}" \
             --resources "$1" --ready-file "$ready" --debounce 10ms \
             --max-streams-per-connection 1048576 --max-connections-per-client 1000000 &
@@ -172,28 +194,42 @@ for n in $ns; do
                 *) echo "run.sh: --mode is mux or each, not $mode" >&2; exit 2 ;;
             esac
             for r in $(seq "$repeat"); do
+                for adm in $admissions; do
                 for server in xdst ${compare:+compare}; do
-                    res=$work/resources-$n-$api-$mode-$r-$server
+                    res=$work/resources-$n-$api-$mode-$r-$adm-$server
                     mkdir -p "$res"
                     cp -r "$root"/examples/quickstart/resources/. "$res"/
+                    for k in $(seq 2 "$clusters"); do
+                        printf '%s\n' '---' '"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster' \
+                            "name: extra-$k" 'type: EDS' 'connect_timeout: 1s' \
+                            'eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}' '---' \
+                            '"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment' \
+                            "cluster_name: extra-$k" 'endpoints:' '- lb_endpoints:'
+                        for e in 1 2 3; do
+                            echo "  - endpoint: {address: {socket_address: {address: 10.0.$((k % 250)).$e, port_value: 8080}}}"
+                        done
+                    done > "$res/extra.yaml"
                     echo
-                    echo "== server=$server N=$n api=$api mode=$mode connections=$conns change=$change run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
-                    start_server "$res" "$server"
+                    echo "== server=$server N=$n api=$api mode=$mode connections=$conns clusters=$clusters change=$change admission=$adm mtls=$(over_mtls "$server" && echo yes || echo no) run=$r (load $(cut -d' ' -f1 /proc/loadavg))"
+                    start_server "$res" "$server" "$adm"
                     tls=()
                     admin=()
                     # xdst's operator reads (/changes, /status) are timed with its streams open.
-                    if [ "$server" = xdst ] && [ -n "$admin_addr" ]; then admin=(--admin "$admin_addr"); fi
-                    if [ "$mtls" = 1 ] && [ "$server" = compare ]; then
+                    # (The load generator reads them in plaintext.)
+                    if [ "$server" = xdst ] && [ -n "$admin_addr" ] && ! over_mtls xdst; then admin=(--admin "$admin_addr"); fi
+                    if over_mtls "$server"; then
                         tls=(--tls-ca "$work/ca.pem" --tls-cert "$work/client.pem" --tls-key "$work/client.key")
                     fi
                     # shellcheck disable=SC2086 # loadgen_args is a list of words
                     "$loadgen" --addr "$xds_addr" --n "$n" --api "$api" --connections "$conns" "${tls[@]}" "${admin[@]}" \
                         --server-pid "$server_pid" --resources "$res" --changes "$changes" \
-                        --change "$change" --json $loadgen_args | tee "$work/out.txt"
+                        --change "$change" --json $storm $loadgen_args | tee "$work/out.txt"
+                    tls_mode=$(over_mtls "$server" && echo mtls || echo plaintext)
                     grep '^RESULT ' "$work/out.txt" \
-                        | sed "s/^RESULT {/{\"server\":\"$server\",\"mode\":\"$mode\",\"run\":$r,/" >> "$results" || true
+                        | sed "s/^RESULT {/{\"server\":\"$server\",\"mode\":\"$mode\",\"run\":$r,\"admission\":\"$adm\",\"tls\":\"$tls_mode\",/" >> "$results" || true
                     stop_server
                     sleep 1 # let closed connections drain before the next server starts
+                done
                 done
             done
         done
@@ -221,13 +257,26 @@ for r in rows:
     print(f"{r.get('server', 'xdst'):<7} {r['n']:>6} {r['api']:<5} {r['mode']:<4} {r['connections']:>5} | "
           f"{i['max_ms']:>11.0f} {i['p50_ms']:>6.0f} {i['p99_ms']:>6.0f} | {kb:>9} | {ch}{conv}")
 
+storms = [r for r in rows if r.get("storm")]
+if storms:
+    print()
+    print("== reconnect storm: every connection dropped, reopened within a second (ms)")
+    print(f"{'server':<7} {'N':>6} {'api':<5} {'tls':<9} {'admission':>9} | {'all again':>9} {'p50':>6} {'p99':>6} {'max':>6} | "
+          f"{'failed':>6} {'starved':>7} | server CPU ms")
+    for r in storms:
+        s = r["storm"]
+        p = s["per_stream"]
+        print(f"{r.get('server', 'xdst'):<7} {r['n']:>6} {r['api']:<5} {r.get('tls', '-'):<9} {r.get('admission', '-'):>9} | "
+              f"{s['all_ms']:>9.0f} {p['p50_ms']:>6.0f} {p['p99_ms']:>6.0f} {p['max_ms']:>6.0f} | "
+              f"{s['failed']:>6} {s['starved']:>7} | {s['server_cpu_ms']:.0f}")
+
 # xdst next to the other server: medians over the changes of the time until every stream
 # converged ("all"), the initial convergence, and KB per idle stream.
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if xs else None
 def key(r):
-    return (r["n"], r["api"], r["mode"], r.get("run", 1))
+    return (r["n"], r["api"], r["mode"], r.get("run", 1), r.get("admission"))
 others = {key(r): r for r in rows if r.get("server") == "compare"}
 pairs = [(r, others[key(r)]) for r in rows if r.get("server", "xdst") == "xdst" and key(r) in others]
 if pairs:

@@ -325,3 +325,37 @@ async fn two_servers_in_one_process_keep_their_own_file_size_bound() -> anyhow::
     roomy.shutdown().await;
     Ok(())
 }
+
+/// Issue 37, item 4: `--max-new-streams-per-second` admits new streams at a bounded rate. Six
+/// streams open at once against a rate of 2 a second (one at once): the first is served at
+/// once, the others wait their turns, and every one is served: none is refused. The turns
+/// are the rate's: the last first response comes at least two seconds (four turns of half a
+/// second; five are due) after the streams opened, however fast the machine, and the waits
+/// are counted in `xdst_stream_admission_waits_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_streams_over_the_admission_rate_wait_their_turn_and_none_is_refused() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    xdst_tests::fixtures::write(dir.path(), "a.yaml", &xdst_tests::fixtures::cluster("a", 9));
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &["--max-new-streams-per-second", "2"]).await?;
+    let waits = || xdst_tests::operator::metric_sum(xdst.admin_addr, "xdst_stream_admission_waits_total");
+    let waits_before = waits().await?;
+    // Connections first, so that the six streams open together.
+    let channels = futures::future::join_all((0..6).map(|_| channel(xdst.xds_addr))).await;
+    let opened = Instant::now();
+    let served = futures::future::join_all(channels.into_iter().enumerate().map(|(i, ch)| async move {
+        let mut s = sotw_ads_on(ch).await;
+        s.send(request(&format!("storm-{i}"), "storm")).await;
+        let first = s.recv().await; // panics if the stream is refused or ended
+        (first.resources.len(), opened.elapsed())
+    }))
+    .await;
+    let mut times: Vec<Duration> = served.iter().map(|(_, t)| *t).collect();
+    times.sort();
+    eprintln!("[limits] six new streams at 2 a second: first responses after {times:?}");
+    ensure!(served.iter().all(|(n, _)| *n == 1), "a stream was not served its cluster: {served:?}");
+    ensure!(times[5] >= Duration::from_secs(2), "six streams were served faster than 2 a second: {times:?}");
+    let waited = waits().await? - waits_before;
+    ensure!(waited >= 4.0, "{waited} of six streams opened together waited for their turn");
+    Ok(())
+}

@@ -72,6 +72,20 @@ mod tests {
         }
         assert!(log.len() <= MAX_CLIENTS, "{}", log.len());
     }
+
+    #[test]
+    fn new_streams_take_turns_at_the_rate_after_a_burst() {
+        let a = StreamAdmission::new(100); // 10 ms apart, 10 at once
+        let t0 = Instant::now();
+        let waits: Vec<Duration> = (0..15).map(|_| a.reserve(t0)).collect();
+        assert!(waits[..10].iter().all(Duration::is_zero), "{waits:?}");
+        assert_eq!(waits[10..], (1..=5).map(|k| Duration::from_millis(10 * k)).collect::<Vec<_>>()[..]);
+        // Once the queue has drained, a stream goes straight through again.
+        assert_eq!(a.reserve(t0 + Duration::from_secs(1)), Duration::ZERO);
+        // Without a limit, nobody waits.
+        let free = StreamAdmission::new(0);
+        assert!((0..1000).all(|_| free.reserve(t0).is_zero()));
+    }
 }
 
 /// Requests a stream may send: `rate` a second on average, `burst` at once (a token bucket).
@@ -110,6 +124,51 @@ impl Bucket {
         }
         self.tokens -= 1.0;
         true
+    }
+}
+
+/// New streams the server admits a second (`--max-new-streams-per-second`): when a fleet
+/// reconnects at once (xdst restarted, a network partition healed), serving every stream its
+/// full configuration at once shares the cores among all of them, and each waits as long as
+/// the last. Admitting them in arrival order at a bounded rate serves the first ones at once
+/// and bounds what each later one waits. A stream over the rate waits for its turn; none is
+/// refused. The first `burst` go through at once.
+#[derive(Debug)]
+pub struct StreamAdmission {
+    /// Between two admissions at the rate (zero: no limit).
+    interval: Duration,
+    /// How far ahead of the rate the schedule may run: `burst - 1` intervals.
+    tolerance: Duration,
+    /// When the next stream is due at the rate (the theoretical arrival time of the generic
+    /// cell rate algorithm); streams reserve their turn by moving it on.
+    next: Mutex<Option<Instant>>,
+}
+
+impl StreamAdmission {
+    /// The default rate: see docs/PERFORMANCE.md, "Reconnect storm", for the curve it was
+    /// chosen from.
+    pub const DEFAULT_RATE: u32 = 10_000;
+
+    /// `rate` streams a second (0: no limit), a tenth of a second's worth at once.
+    pub fn new(rate: u32) -> StreamAdmission {
+        if rate == 0 {
+            return StreamAdmission { interval: Duration::ZERO, tolerance: Duration::ZERO, next: Mutex::new(None) };
+        }
+        let interval = Duration::from_secs(1) / rate;
+        let burst = (rate / 10).max(1);
+        StreamAdmission { interval, tolerance: interval * (burst - 1), next: Mutex::new(None) }
+    }
+
+    /// Reserves the next turn for a stream arriving `now`: how long it waits first (zero:
+    /// admitted at once).
+    pub fn reserve(&self, now: Instant) -> Duration {
+        if self.interval.is_zero() {
+            return Duration::ZERO;
+        }
+        let mut next = self.next.lock().unwrap();
+        let due = next.map_or(now, |t| t.max(now));
+        *next = Some(due + self.interval);
+        (due.checked_sub(self.tolerance).unwrap_or(due)).saturating_duration_since(now)
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Serving {
     pub refusal_log: admission::LogOncePerMinute,
     /// Requests a stream may send.
     pub request_rate: admission::RequestRate,
+    /// The rate new streams are admitted at.
+    pub stream_admission: admission::StreamAdmission,
     /// Which node groups are served as their own.
     pub node_groups: admission::NodeGroups,
     /// Unlisted node groups admitted lately.

@@ -77,6 +77,10 @@ pub struct Metrics {
     pub stream_errors: Family<Labels1, Counter>,
     /// Clients refused or cut off at a limit, by reason (a fixed set, never client-chosen).
     pub refusals: Family<Labels1, Counter>,
+    /// New streams that waited for their turn under `--max-new-streams-per-second`.
+    pub admission_waits: Counter,
+    /// Streams waiting for their turn now.
+    pub admission_waiting: Gauge,
     /// Seconds from a change reaching a node to the node acknowledging its last step.
     pub plan_convergence_seconds: Histogram,
     /// Make-before-break steps entered, by step.
@@ -125,6 +129,8 @@ impl Metrics {
         let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let stream_errors = Family::<Labels1, Counter>::default();
         let refusals = Family::<Labels1, Counter>::default();
+        let admission_waits = Counter::default();
+        let admission_waiting = Gauge::default();
         let plan_convergence_seconds = histogram();
         let plan_steps = Family::<Labels1, Counter>::default();
         let plan_restarts = Counter::default();
@@ -167,6 +173,16 @@ impl Metrics {
             "Clients refused (identity, node ownership) or cut off at a limit, by reason",
             refusals.clone(),
         );
+        registry.register(
+            "stream_admission_waits",
+            "New streams that waited for their turn under --max-new-streams-per-second",
+            admission_waits.clone(),
+        );
+        registry.register(
+            "stream_admission_waiting",
+            "Streams waiting for their turn under --max-new-streams-per-second now",
+            admission_waiting.clone(),
+        );
         Metrics {
             registry,
             streams,
@@ -177,6 +193,8 @@ impl Metrics {
             push_ack_seconds,
             stream_errors,
             refusals,
+            admission_waits,
+            admission_waiting,
             plan_convergence_seconds,
             plan_steps,
             plan_restarts,

@@ -252,6 +252,8 @@ struct Driver<M: Machine> {
     finished: bool,
     /// The rollout's next deadline.
     timer: Timer,
+    /// Whether the stream had its turn under `--max-new-streams-per-second`.
+    admitted: bool,
 }
 
 enum Wake<R> {
@@ -297,12 +299,42 @@ impl<M: Machine> Driver<M> {
             shutdown,
             finished: false,
             timer: Timer::default(),
+            admitted: false,
+        }
+    }
+
+    /// Waits for the stream's turn under `--max-new-streams-per-second` (or shutdown).
+    async fn admit(&mut self) {
+        self.admitted = true;
+        let wait = self.serving.stream_admission.reserve(Instant::now());
+        if wait.is_zero() {
+            return;
+        }
+        let metrics = &self.serving.metrics;
+        metrics.admission_waits.inc();
+        // Counted down however the wait ends: the client may reset the stream meanwhile,
+        // and then this future is dropped.
+        struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        metrics.admission_waiting.inc();
+        let _waiting = Waiting(&metrics.admission_waiting);
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.wait_for(|down| *down) => {}
         }
     }
 
     /// The stream's next response. The driver is boxed: `unfold` moves its state in and out
     /// of this future for every response, and a pointer moves for less than the driver.
     async fn next(mut self: Box<Self>) -> Option<(Result<M::Response, Status>, Box<Self>)> {
+        if !self.admitted {
+            self.admit().await;
+        }
         loop {
             if let Some(r) = self.queue.pop_front() {
                 if self.queue.is_empty() {

@@ -448,6 +448,7 @@ fn serving_plane(
             rate: config.max_requests_per_second,
             burst: config.max_requests_per_second.saturating_mul(10),
         },
+        stream_admission: admission::StreamAdmission::new(config.max_new_streams_per_second),
         node_groups: admission::NodeGroups {
             listed: config.node_groups.clone(),
             max_unlisted: config.max_unlisted_node_groups,

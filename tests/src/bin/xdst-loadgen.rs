@@ -115,6 +115,15 @@ struct Args {
     /// `/status/graph`, and `/debug/nodes` next to them), each [`ADMIN_PROBES`] times.
     #[arg(long, value_name = "HOST:PORT")]
     admin: Option<std::net::SocketAddr>,
+    /// After the changes: a reconnect storm. Every stream and connection is dropped at once
+    /// and opened again within --storm-spread-ms (connection c at spread x c / C); measures
+    /// until every stream holds its full configuration again (all four types ACKed), per
+    /// stream from its connection's start, and the streams that failed (refused) or never
+    /// converged (starved).
+    #[arg(long)]
+    storm: bool,
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    storm_spread_ms: u64,
     /// Also print the results as one JSON line (prefixed `RESULT `).
     #[arg(long)]
     json: bool,
@@ -300,55 +309,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cpu0 = Cpu::now(server.as_ref());
     let t0 = progress.start(&[CDS, EDS, LDS, RDS]);
 
-    // Open: C connection tasks, each connects (at most connect_concurrency at once) and then
-    // starts its share of the streams.
-    let gate = Arc::new(Semaphore::new(args.connect_concurrency.max(1)));
-    let connected = Arc::new(Mutex::new(Vec::<Instant>::with_capacity(conns)));
-    for c in 0..conns {
-        let endpoint = endpoint.clone();
-        let gate = gate.clone();
-        let progress = progress.clone();
-        let connected = connected.clone();
-        let api = args.api;
-        let eager = args.startup == Startup::Eager;
-        let node_cluster = args.node_cluster.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let streams = (c..n).step_by(conns);
-            let channel = {
-                let _permit = gate.acquire().await;
-                endpoint.connect_with_connector(Connector(addr, tls)).await
-            };
-            let channel = match channel {
-                Ok(ch) => ch,
-                Err(e) => {
-                    let error = format!("connect: {e:?}");
-                    for s in streams {
-                        progress.failed(s, &error);
-                    }
-                    return;
-                }
-            };
-            connected.lock().unwrap().push(Instant::now());
-            for s in streams {
-                let node = node(s, &node_cluster);
-                let ch = channel.clone();
-                let progress = progress.clone();
-                tokio::spawn(async move {
-                    let result = match api {
-                        Api::Sotw => sotw_stream(s, ch, node, eager, &progress).await,
-                        Api::Delta => delta_stream(s, ch, node, eager, &progress).await,
-                    };
-                    let error = match result {
-                        Ok(()) => "server closed the stream".to_owned(),
-                        Err(e) => format!("{e:#}"),
-                    };
-                    progress.failed(s, &error);
-                });
-            }
-        });
-    }
-
+    let fleet = Fleet {
+        n,
+        conns,
+        addr,
+        endpoint,
+        tls,
+        api: args.api,
+        eager: args.startup == Startup::Eager,
+        node_cluster: args.node_cluster.clone(),
+        gate: Arc::new(Semaphore::new(args.connect_concurrency.max(1))),
+        progress: progress.clone(),
+        connected: Arc::new(Mutex::new(Vec::<Instant>::with_capacity(conns))),
+        tasks: Arc::new(Mutex::new(Vec::with_capacity(n))),
+    };
+    fleet.open(t0, Duration::ZERO);
+    let connected = fleet.connected.clone();
     let initial_ok = progress.wait(timeout).await;
     let cpu1 = Cpu::now(server.as_ref());
     let connect_ms = connected.lock().unwrap().iter().max().map(|t| ms(*t - t0));
@@ -388,6 +364,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         rss_after: None,
         changes: Vec::new(),
         threads: args.threads,
+        storm: None,
     };
     report.print_head();
 
@@ -414,6 +391,46 @@ async fn run(args: Args) -> anyhow::Result<()> {
             progress.idle(settle).await;
         }
     }
+    if args.storm {
+        fleet.drop_all();
+        // Until the server has seen every stream go: its gauge of streams reads 0 then, but
+        // the load generator cannot read it, so the drop is given the settle time.
+        tokio::time::sleep(settle).await;
+        progress.reset_failures();
+        let cpu0 = Cpu::now(server.as_ref());
+        let t0 = progress.start(&[CDS, EDS, LDS, RDS]);
+        fleet.open(t0, Duration::from_millis(args.storm_spread_ms));
+        let ok = progress.wait(timeout).await;
+        let cpu1 = Cpu::now(server.as_ref());
+        let (since_start, _, since_began) = progress.latencies_from_began();
+        let failed = progress.failed.load(Ordering::Acquire);
+        let per_stream = Stats::of(since_began);
+        let all = Stats::of(since_start);
+        let (server_ms, loadgen_ms, other_ms) = cpu0.spent(&cpu1);
+        println!(
+            "  storm     : {}/{n} converged again, {failed} failed (refused), {} starved (not converged in {}s); all in {:.0} ms after the drop; per stream from its reconnect p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; CPU: server {server_ms:.0} ms, loadgen {loadgen_ms:.0} ms, other {other_ms:.0} ms",
+            per_stream.count,
+            n - per_stream.count - failed,
+            args.timeout_secs,
+            all.max,
+            per_stream.p50,
+            per_stream.p99,
+            per_stream.max,
+        );
+        if !ok {
+            eprintln!("xdst-loadgen: the storm timed out");
+        }
+        progress.print_errors();
+        report.storm = Some(format!(
+            r#"{{"spread_ms":{},"converged":{},"failed":{},"starved":{},"all_ms":{:.1},"per_stream":{},"server_cpu_ms":{server_ms:.0},"loadgen_cpu_ms":{loadgen_ms:.0},"other_cpu_ms":{other_ms:.0}}}"#,
+            args.storm_spread_ms,
+            per_stream.count,
+            failed,
+            n - per_stream.count - failed,
+            all.max,
+            per_stream.json()
+        ));
+    }
     if let Some(admin) = args.admin {
         probe_admin(admin, n, &args.node_cluster).await?;
     }
@@ -425,6 +442,92 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("RESULT {}", report.json());
     }
     Ok(())
+}
+
+/// The streams and their connections, opened (and, for a storm, dropped and opened again).
+struct Fleet {
+    n: usize,
+    conns: usize,
+    addr: std::net::SocketAddr,
+    endpoint: Endpoint,
+    tls: Option<tokio_rustls::TlsConnector>,
+    api: Api,
+    eager: bool,
+    node_cluster: String,
+    /// At most `--connect-concurrency` connections being established at once.
+    gate: Arc<Semaphore>,
+    progress: Arc<Progress>,
+    /// When each connection was up.
+    connected: Arc<Mutex<Vec<Instant>>>,
+    /// Every stream's task, to drop them all at once.
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Fleet {
+    /// Opens C connection tasks, connection `c` starting at `start + spread * c / C`; each
+    /// connects (at most --connect-concurrency at once) and then starts its share of the
+    /// streams. A stream's time to converge counts from its connection's start.
+    fn open(&self, start: Instant, spread: Duration) {
+        for c in 0..self.conns {
+            let at = start + spread.mul_f64(c as f64 / self.conns as f64);
+            let (endpoint, gate, progress) = (self.endpoint.clone(), self.gate.clone(), self.progress.clone());
+            let (connected, tasks) = (self.connected.clone(), self.tasks.clone());
+            let (api, eager, node_cluster) = (self.api, self.eager, self.node_cluster.clone());
+            let connector = Connector(self.addr, self.tls.clone());
+            let (n, conns) = (self.n, self.conns);
+            let task = tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                let streams = (c..n).step_by(conns);
+                for s in streams.clone() {
+                    progress.began(s);
+                }
+                let channel = {
+                    let _permit = gate.acquire().await;
+                    endpoint.connect_with_connector(connector).await
+                };
+                let channel = match channel {
+                    Ok(ch) => ch,
+                    Err(e) => {
+                        let error = format!("connect: {e:?}");
+                        for s in streams {
+                            progress.failed(s, &error);
+                        }
+                        return;
+                    }
+                };
+                connected.lock().unwrap().push(Instant::now());
+                let mut handles = Vec::new();
+                for s in streams {
+                    let node = node(s, &node_cluster);
+                    let ch = channel.clone();
+                    let progress = progress.clone();
+                    let stream = tokio::spawn(async move {
+                        let result = match api {
+                            Api::Sotw => sotw_stream(s, ch, node, eager, &progress).await,
+                            Api::Delta => delta_stream(s, ch, node, eager, &progress).await,
+                        };
+                        let error = match result {
+                            Ok(()) => "server closed the stream".to_owned(),
+                            Err(e) => format!("{e:#}"),
+                        };
+                        progress.failed(s, &error);
+                    });
+                    handles.push(stream.abort_handle());
+                }
+                tasks.lock().unwrap().extend(handles);
+            });
+            self.tasks.lock().unwrap().push(task.abort_handle());
+        }
+    }
+
+    /// Drops every stream and connection at once (as a restart of the server, or a network
+    /// partition, would).
+    fn drop_all(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+        self.connected.lock().unwrap().clear();
+    }
 }
 
 /// Connects straight to the socket address: tonic's default connector resolves even an IP
@@ -729,6 +832,8 @@ struct Progress {
 
 #[derive(Default)]
 struct Slot {
+    /// When the stream's connection started to connect.
+    began: AtomicU64,
     opened: AtomicU64,
     /// When each type last got new content (ACKed).
     updated: [AtomicU64; 4],
@@ -771,6 +876,18 @@ impl Progress {
         self.unexpected.store(0, Ordering::Relaxed);
         self.phase.fetch_add(1, Ordering::Release);
         self.instant(now)
+    }
+
+    fn began(&self, s: usize) {
+        self.slots[s].began.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// Forgets which streams failed (they are opened again).
+    fn reset_failures(&self) {
+        for slot in self.slots.iter() {
+            slot.failed.store(false, Ordering::Relaxed);
+        }
+        self.failed.store(0, Ordering::Release);
     }
 
     fn opened(&self, s: usize) {
@@ -851,10 +968,17 @@ impl Progress {
     /// For the streams done with the current phase: time from the phase start, and from
     /// the stream's own opening.
     fn latencies(&self) -> (Vec<Duration>, Vec<Duration>) {
+        let (from_start, from_open, _) = self.latencies_from_began();
+        (from_start, from_open)
+    }
+
+    /// [`Progress::latencies`], and the time from the start of each stream's connection.
+    fn latencies_from_began(&self) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
         let phase = self.phase.load(Ordering::Acquire);
         let since = self.instant(self.since.load(Ordering::Acquire));
         let mut from_start = Vec::with_capacity(self.n);
         let mut from_open = Vec::with_capacity(self.n);
+        let mut from_began = Vec::with_capacity(self.n);
         for slot in self.slots.iter() {
             if slot.done_phase.load(Ordering::Acquire) != phase || slot.failed.load(Ordering::Acquire) {
                 continue;
@@ -865,8 +989,12 @@ impl Progress {
             if opened != 0 {
                 from_open.push(done.saturating_duration_since(self.instant(opened)));
             }
+            let began = slot.began.load(Ordering::Relaxed);
+            if began != 0 {
+                from_began.push(done.saturating_duration_since(self.instant(began)));
+            }
         }
-        (from_start, from_open)
+        (from_start, from_open, from_began)
     }
 
     fn print_errors(&self) {
@@ -1085,6 +1213,8 @@ struct Report {
     rss_after: Option<u64>,
     changes: Vec<Phase>,
     threads: usize,
+    /// The reconnect storm's results, as JSON.
+    storm: Option<String>,
 }
 
 impl Report {
@@ -1157,7 +1287,7 @@ impl Report {
     fn json(&self) -> String {
         let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
         format!(
-            r#"{{"api":"{}","n":{},"connections":{},"startup":"{}","change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}]}}"#,
+            r#"{{"api":"{}","n":{},"connections":{},"startup":"{}","change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}],"storm":{}}}"#,
             self.api.name(),
             self.n,
             self.conns,
@@ -1172,7 +1302,8 @@ impl Report {
             opt(self.rss_idle),
             opt(self.rss_after),
             self.per_stream_bytes().map_or("null".to_owned(), |v| format!("{v:.0}")),
-            self.changes.iter().map(Phase::json).collect::<Vec<_>>().join(",")
+            self.changes.iter().map(Phase::json).collect::<Vec<_>>().join(","),
+            self.storm.as_deref().unwrap_or("null")
         )
     }
 }

@@ -163,6 +163,13 @@ settings! {
     /// answers and one per subscription change. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = xdst_serve::admission::RequestRate::DEFAULT.rate)]
     flag max_requests_per_second: u32,
+    /// New xDS streams admitted a second, a tenth of that at once; a stream beyond waits for
+    /// its turn (in arrival order) before its first request is read, and none is refused.
+    /// When a whole fleet reconnects at once (xdst restarted, a partition healed), the first
+    /// streams are then served at once instead of every stream sharing the cores with all
+    /// the others. Waits are counted in xdst_stream_admission_waits_total. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = xdst_serve::admission::StreamAdmission::DEFAULT_RATE)]
+    flag max_new_streams_per_second: u32,
     /// The node groups xdst serves as their own (comma-separated, exact or ending in `*`).
     /// A node naming another group (in node.cluster, or the --node-group-key) is served the
     /// default set, untranslated for it. Groups of the resources directory (its

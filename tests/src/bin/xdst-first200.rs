@@ -1,0 +1,366 @@
+//! `xdst-first200`: a new HTTPRoute to its first 200 through a real Envoy, the way the field
+//! measures Gateway API control planes (issue 37, row 1; results in docs/PERFORMANCE.md;
+//! `tests/bench/first200.sh` runs it).
+//!
+//! For each route count R it starts `xdst serve` (the binary in `XDST_BIN`) with the
+//! gateway-api plugin over one Gateway (an HTTP listener on a free loopback port) with R
+//! HTTPRoutes (`/r<i>`, to Service `svc-<i mod S>`, S = min(R, 1000), each Service's
+//! EndpointSlice naming one of four upstreams that answer with their names), and a real
+//! Envoy on ADS. Once Envoy serves the last route:
+//!
+//! 1. **Additions.** A steady load of `--rate` requests a second (an open-loop generator, a new
+//!    connection per request) goes to `/r0`. `--additions` times, a new HTTPRoute with a new
+//!    path is written, through the intent API (`PUT`) and, separately, as a file in the intent
+//!    directory; a poller sends `GET <new path>` every millisecond until the first 200. Per
+//!    addition: the time from just before the write to that 200. Every non-2xx answer the
+//!    poller saw while waiting is counted by status (404: Envoy has no route yet; 503: a route
+//!    to a cluster Envoy does not have warm, the failure make-before-break prevents), and so is
+//!    every non-2xx or misrouted answer of the steady load.
+//! 2. **In-place changes.** `--changes` changes of one route, 200 ms apart, under the same load
+//!    on that route's path: its backend (alternately one Service and another) or a filter on it
+//!    (a response header). After a backend change the poller waits for the new backend; from then
+//!    on an answer from the old one is misrouted. Every non-2xx and misrouted answer is counted.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use clap::{Parser, ValueEnum};
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::plugins;
+use xdst_tests::server::Process;
+use xdst_tests::traffic::{Allowed, Expect, Traffic};
+use xdst_tests::upstream::{Upstream, http_request};
+
+#[derive(Parser)]
+#[command(about = "Time from a new HTTPRoute (API or file) to its first 200 through a real Envoy, under load")]
+struct Args {
+    /// Route counts already attached, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "50,1000,5000")]
+    routes: Vec<usize>,
+    /// New routes added, through the API and again as files (each).
+    #[arg(long, default_value_t = 100)]
+    additions: usize,
+    /// In-place changes of one route.
+    #[arg(long, default_value_t = 10)]
+    changes: usize,
+    /// The steady load, requests a second.
+    #[arg(long, default_value_t = 500)]
+    rate: u32,
+    /// ADS flavour Envoy uses.
+    #[arg(long, value_enum, default_value_t = Api::Sotw)]
+    api: Api,
+    /// Skip the file additions (the API ones only).
+    #[arg(long)]
+    api_only: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Api {
+    Sotw,
+    Delta,
+}
+
+/// Upstreams the Services' endpoints spread over.
+const UPSTREAMS: usize = 4;
+/// Most Services.
+const MAX_SERVICES: usize = 1000;
+const NS: &str = "bench";
+
+fn gateway(port: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  \
+         gatewayClassName: xdst\n  listeners: [{{name: http, port: {port}, protocol: HTTP}}]\n"
+    )
+}
+
+fn service(i: usize, upstream: u16) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{i}, namespace: {NS}}}\nspec:\n  ports: [{{name: http, \
+         port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{i}, namespace: \
+         {NS}, labels: {{kubernetes.io/service-name: svc-{i}}}}}\naddressType: IPv4\nendpoints: [{{addresses: \
+         [127.0.0.1]}}]\nports: [{{name: http, port: {upstream}}}]\n"
+    )
+}
+
+/// An HTTPRoute `name` sending `path` to `svc-<service>`, with a response header when `tag` is set.
+fn route(name: &str, path: &str, service: usize, tag: Option<usize>) -> String {
+    let filter = match tag {
+        Some(t) => format!(
+            "\n    filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-change, value: \
+             \"{t}\"}}]}}}}]"
+        ),
+        None => String::new(),
+    };
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  \
+         parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
+         backendRefs: [{{name: svc-{service}, port: 80}}]{filter}\n"
+    )
+}
+
+/// The upstream's name (its answer) a Service's endpoints are on.
+fn upstream_of(service: usize) -> String {
+    format!("u{}", service % UPSTREAMS)
+}
+
+/// A free loopback port for the Gateway's listener.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// What a poller saw: answers by status until the first 200, and the time to it.
+struct Poll {
+    took: Duration,
+    statuses: BTreeMap<String, u64>,
+    body: String,
+}
+
+/// `GET path` every millisecond until a 200 (or `patience`).
+async fn first_200(proxy: SocketAddr, path: &str, t0: Instant, patience: Duration) -> anyhow::Result<Poll> {
+    let mut statuses = BTreeMap::new();
+    loop {
+        match http_request(proxy, path, &[]).await {
+            Ok(r) if r.status == 200 => return Ok(Poll { took: t0.elapsed(), statuses, body: r.body }),
+            Ok(r) => *statuses.entry(r.status.to_string()).or_default() += 1,
+            Err(e) => *statuses.entry(format!("{:?}", e.kind())).or_default() += 1,
+        }
+        if t0.elapsed() > patience {
+            bail!("GET {path}: no 200 within {patience:?}; saw {statuses:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// `PUT /intent/HTTPRoute/bench/<name>`.
+async fn put(admin: SocketAddr, name: &str, body: &str) -> anyhow::Result<()> {
+    let path = format!("/intent/HTTPRoute/{NS}/{name}");
+    let (status, text) =
+        xdst_tests::xds::http_with(admin, "PUT", &path, &[("Authorization", "Bearer bench")], body).await;
+    ensure!(status == 200, "PUT {path}: {status} {text}");
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Nearest-rank percentile of `v` (sorted here).
+fn percentile(v: &mut [Duration], p: f64) -> f64 {
+    v.sort_unstable();
+    ms(v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
+}
+
+fn merge(into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_default() += v;
+    }
+}
+
+struct Run<'a> {
+    args: &'a Args,
+    routes: usize,
+    services: usize,
+    proxy: SocketAddr,
+    xdst: Process,
+    intent: &'a Path,
+}
+
+impl Run<'_> {
+    /// Adds `--additions` routes by `how` ("api" or "file"); prints the times and what was seen.
+    async fn additions(&self, how: &str) -> anyhow::Result<()> {
+        let expect = Expect::new(Allowed::answers(&[&upstream_of(0)]));
+        let load = Traffic::start_checked(self.proxy, "/r0", self.args.rate, expect);
+        let mut times = Vec::new();
+        let mut waiting = BTreeMap::new();
+        let mut misrouted = 0;
+        for k in 0..self.args.additions {
+            let name = format!("add-{how}-{k}");
+            let (path, svc) = (format!("/{name}"), k % self.services);
+            let doc = route(&name, &path, svc, None);
+            let t0 = Instant::now();
+            match how {
+                "api" => put(self.xdst.admin_addr, &name, &doc).await?,
+                _ => xdst_core::files::write_atomic(&self.intent.join(format!("{name}.yaml")), doc)?,
+            }
+            let poll = first_200(self.proxy, &path, t0, Duration::from_secs(60)).await?;
+            misrouted += usize::from(poll.body != upstream_of(svc));
+            times.push(poll.took);
+            merge(&mut waiting, poll.statuses);
+        }
+        let load = load.stop().await;
+        // Whether the time grows with the routes added: the median of the first and last ten.
+        let tens = times.len().min(10);
+        let first10 = percentile(&mut times[..tens].to_vec(), 50.0);
+        let last10 = percentile(&mut times[times.len() - tens..].to_vec(), 50.0);
+        let (p50, p99, max) =
+            (percentile(&mut times, 50.0), percentile(&mut times, 99.0), percentile(&mut times, 100.0));
+        println!(
+            "  {how:<4} additions: {} to the first 200: p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms (median of the \
+             first ten {first10:.1} ms, of the last ten {last10:.1} ms); poller saw while waiting {waiting:?}; {misrouted} \
+             first 200s from the wrong backend",
+            times.len()
+        );
+        println!(
+            "             steady load on /r0: {} sent, {} non-2xx, {} errors, {} misrouted{}",
+            load.sent,
+            load.non_2xx,
+            load.errors,
+            load.unexpected,
+            if load.first_failures.is_empty() { String::new() } else { format!(": {:?}", load.first_failures) }
+        );
+        println!(
+            "RESULT {{\"routes\":{},\"phase\":\"add-{how}\",\"n\":{},\"p50_ms\":{p50:.1},\"p99_ms\":{p99:.1},\"max_ms\":{max:.1},\
+             \"waiting\":{},\"misrouted_first\":{misrouted},\"load_sent\":{},\"load_failed\":{},\"load_misrouted\":{}}}",
+            self.routes,
+            times.len(),
+            serde_json::to_string(&waiting)?,
+            load.sent,
+            load.failed(),
+            load.unexpected
+        );
+        Ok(())
+    }
+
+    /// `--changes` in-place changes of route `r-1`, 200 ms apart, under load on its path.
+    async fn changes(&self) -> anyhow::Result<()> {
+        let (a, b) = (1 % self.services, 2 % self.services);
+        ensure!(upstream_of(a) != upstream_of(b), "the changed route's two backends share an upstream");
+        let expect = Expect::new(Allowed::answers(&[&upstream_of(a)]));
+        let load = Traffic::start_checked(self.proxy, "/r1", self.args.rate, expect.clone());
+        let mut current = a;
+        let mut tag = None;
+        let mut poller_failures = BTreeMap::new();
+        for k in 0..self.args.changes {
+            let t0 = Instant::now();
+            let next = if k % 2 == 0 { if current == a { b } else { a } } else { current };
+            tag = if k % 2 == 1 { Some(k) } else { tag };
+            // Both are allowed from the write until the new backend is seen answering.
+            expect.set(Allowed::answers(&[&upstream_of(current), &upstream_of(next)]));
+            put(self.xdst.admin_addr, "r-1", &route("r-1", "/r1", next, tag)).await?;
+            if next != current {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    match http_request(self.proxy, "/r1", &[]).await {
+                        Ok(r) if r.status == 200 && r.body == upstream_of(next) => break,
+                        Ok(r) if r.status == 200 => {}
+                        Ok(r) => *poller_failures.entry(r.status.to_string()).or_default() += 1,
+                        Err(e) => *poller_failures.entry(format!("{:?}", e.kind())).or_default() += 1,
+                    }
+                    ensure!(Instant::now() < deadline, "change {}: the new backend never answered", k + 1);
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            expect.set(Allowed::answers(&[&upstream_of(next)]));
+            current = next;
+            tokio::time::sleep_until((t0 + Duration::from_millis(200)).into()).await;
+        }
+        let load = load.stop().await;
+        println!(
+            "  in-place changes: {} (backend and filter, 200 ms apart) under {} requests/s on the route: {} sent, {} \
+             non-2xx, {} errors, {} misrouted; poller non-2xx {poller_failures:?}{}",
+            self.args.changes,
+            self.args.rate,
+            load.sent,
+            load.non_2xx,
+            load.errors,
+            load.unexpected,
+            if load.first_failures.is_empty() { String::new() } else { format!(": {:?}", load.first_failures) }
+        );
+        println!(
+            "RESULT {{\"routes\":{},\"phase\":\"in-place\",\"n\":{},\"load_sent\":{},\"load_failed\":{},\"load_misrouted\":{},\
+             \"poller_failed\":{}}}",
+            self.routes,
+            self.args.changes,
+            load.sent,
+            load.failed(),
+            load.unexpected,
+            poller_failures.values().sum::<u64>()
+        );
+        Ok(())
+    }
+}
+
+async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Result<()> {
+    let services = routes.clamp(3, MAX_SERVICES);
+    let port = free_port()?;
+    let intent = tempfile::Builder::new().prefix("xdst-first200-").tempdir()?;
+    let mut text = gateway(port);
+    for i in 0..services {
+        text.push_str("---\n");
+        text.push_str(&service(i, upstreams[i % UPSTREAMS].addr.port()));
+    }
+    std::fs::write(intent.path().join("services.yaml"), text)?;
+    let mut text = String::new();
+    // r-1 is the route the in-place changes rewrite through the API: it is not in a file.
+    for i in (0..routes).filter(|i| *i != 1) {
+        text.push_str("---\n");
+        text.push_str(&route(&format!("r-{i}"), &format!("/r{i}"), i % services, None));
+    }
+    std::fs::write(intent.path().join("routes.yaml"), text)?;
+    let plugin_dir = tempfile::tempdir()?;
+    plugins::install(
+        plugin_dir.path(),
+        &plugins::gateway_api()?,
+        "gateway-api.wasm",
+        Some("config: {address: 127.0.0.1}\n"),
+    )?;
+    let token = plugin_dir.path().join("token");
+    std::fs::write(&token, "bench")?;
+    let started = Instant::now();
+    let xdst =
+        Process::start_intent(intent.path(), plugin_dir.path(), &["--admin-token-file", token.to_str().unwrap()])
+            .await?;
+    let api = match args.api {
+        Api::Sotw => ApiType::Sotw,
+        Api::Delta => ApiType::Delta,
+    };
+    let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, "first200")).await?;
+    let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
+    put(xdst.admin_addr, "r-1", &route("r-1", "/r1", 1 % services, None)).await?;
+    let last = routes - 1;
+    first_200(proxy, &format!("/r{last}"), Instant::now(), Duration::from_secs(120))
+        .await
+        .with_context(|| format!("Envoy never served the last route\n{}", envoy.log_tail(20)))?;
+    first_200(proxy, "/r1", Instant::now(), Duration::from_secs(30)).await?;
+    println!(
+        "== {routes} HTTPRoutes over {services} Services attached; Envoy served all after {:.1} s; xdst RSS {:.0} MiB",
+        started.elapsed().as_secs_f64(),
+        xdst.rss()? as f64 / (1 << 20) as f64
+    );
+    let r = Run { args, routes, services, proxy, xdst, intent: intent.path() };
+    r.additions("api").await?;
+    if !args.api_only {
+        r.additions("file").await?;
+    }
+    r.changes().await?;
+    // Every `*.update_rejected` counter of Envoy's (listeners, routes, clusters): a NACK each.
+    let rejected: u64 = envoy
+        .stats()
+        .await?
+        .matching(&["update_rejected"])
+        .lines()
+        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
+        .sum();
+    println!("  updates Envoy rejected (the sum of its update_rejected counters): {rejected}");
+    envoy.kill().await?;
+    r.xdst.kill().await?;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    std::env::var("XDST_BIN").context("set XDST_BIN to the xdst binary to measure (tests/bench/first200.sh does)")?;
+    let mut upstreams = Vec::new();
+    for i in 0..UPSTREAMS {
+        upstreams.push(Upstream::start(&format!("u{i}")).await?);
+    }
+    for &routes in &args.routes {
+        ensure!(routes >= 3, "--routes: at least 3");
+        run(&args, routes, &upstreams).await?;
+    }
+    Ok(())
+}
