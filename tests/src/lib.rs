@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod ads_client;
+pub mod bench_intent;
 pub mod echo;
 pub mod envoy;
 pub mod etcd;

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use clap::{Parser, ValueEnum};
+use xdst_tests::bench_intent;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
@@ -67,40 +68,6 @@ enum Api {
 const UPSTREAMS: usize = 4;
 /// Most Services.
 const MAX_SERVICES: usize = 1000;
-const NS: &str = "bench";
-
-fn gateway(port: u16) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  \
-         gatewayClassName: xdst\n  listeners: [{{name: http, port: {port}, protocol: HTTP}}]\n"
-    )
-}
-
-fn service(i: usize, upstream: u16) -> String {
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{i}, namespace: {NS}}}\nspec:\n  ports: [{{name: http, \
-         port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{i}, namespace: \
-         {NS}, labels: {{kubernetes.io/service-name: svc-{i}}}}}\naddressType: IPv4\nendpoints: [{{addresses: \
-         [127.0.0.1]}}]\nports: [{{name: http, port: {upstream}}}]\n"
-    )
-}
-
-/// An HTTPRoute `name` sending `path` to `svc-<service>`, with a response header when `tag` is set.
-fn route(name: &str, path: &str, service: usize, tag: Option<usize>) -> String {
-    let filter = match tag {
-        Some(t) => format!(
-            "\n    filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-change, value: \
-             \"{t}\"}}]}}}}]"
-        ),
-        None => String::new(),
-    };
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  \
-         parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
-         backendRefs: [{{name: svc-{service}, port: 80}}]{filter}\n"
-    )
-}
-
 /// The upstream's name (its answer) a Service's endpoints are on.
 fn upstream_of(service: usize) -> String {
     format!("u{}", service % UPSTREAMS)
@@ -136,11 +103,12 @@ async fn first_200(proxy: SocketAddr, path: &str, t0: Instant, patience: Duratio
 
 /// `PUT /intent/HTTPRoute/bench/<name>`.
 async fn put(admin: SocketAddr, name: &str, body: &str) -> anyhow::Result<()> {
-    let path = format!("/intent/HTTPRoute/{NS}/{name}");
-    let (status, text) =
-        xdst_tests::xds::http_with(admin, "PUT", &path, &[("Authorization", "Bearer bench")], body).await;
-    ensure!(status == 200, "PUT {path}: {status} {text}");
-    Ok(())
+    bench_intent::put(admin, "bench", "HTTPRoute", name, body).await.map(drop)
+}
+
+/// HTTPRoute `name` on the Gateway: `path` to `svc-<service>`.
+fn route(name: &str, path: &str, service: usize, tag: Option<usize>) -> String {
+    bench_intent::route(name, "gw", &[(path, &format!("svc-{service}"))], tag)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -287,10 +255,11 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
     let services = routes.clamp(3, MAX_SERVICES);
     let port = free_port()?;
     let intent = tempfile::Builder::new().prefix("xdst-first200-").tempdir()?;
-    let mut text = gateway(port);
+    let mut text = bench_intent::gateway("gw", port);
     for i in 0..services {
         text.push_str("---\n");
-        text.push_str(&service(i, upstreams[i % UPSTREAMS].addr.port()));
+        let upstream = upstreams[i % UPSTREAMS].addr.port().to_string();
+        text.push_str(&bench_intent::service(&format!("svc-{i}"), &["127.0.0.1"], &upstream));
     }
     std::fs::write(intent.path().join("services.yaml"), text)?;
     let mut text = String::new();

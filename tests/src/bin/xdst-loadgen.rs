@@ -101,6 +101,10 @@ struct Args {
     /// node.cluster of every stream.
     #[arg(long, default_value = "bench")]
     node_cluster: String,
+    /// With G > 1: stream s is of node group --node-cluster followed by s mod G (G node
+    /// groups, e.g. `--node-cluster bench/gw- --groups 1000` for Gateways gw-0 .. gw-999).
+    #[arg(long, default_value_t = 1)]
+    groups: usize,
     /// Pause after the initial convergence before memory is read, and between changes.
     #[arg(long, default_value_t = 2000)]
     settle_ms: u64,
@@ -124,6 +128,29 @@ struct Args {
     storm: bool,
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     storm_spread_ms: u64,
+    /// After everything else, keep the streams open this long, sampling the server's memory
+    /// (VmRSS, VmHWM), open file descriptors and CPU every --sample-secs.
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    hold_secs: u64,
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    sample_secs: u64,
+    /// While holding: endpoint churn. Every 1/R s, change number k rewrites
+    /// DIR/svc-<k mod --churn-services>.yaml from --churn-template, `{i}` replaced by the
+    /// service number and `{port}` by 1024 + k: the port names the change. Each stream that
+    /// receives a load assignment notes the change its first endpoint's port names (and the
+    /// earlier changes of that service it superseded); a change's latency is the time from
+    /// its write until the last stream had it.
+    #[arg(long, value_name = "DIR", requires_all = ["churn_template", "churn_services"])]
+    churn_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    churn_template: Option<PathBuf>,
+    #[arg(long, value_name = "N")]
+    churn_services: Option<usize>,
+    #[arg(long, default_value_t = 10, value_name = "R")]
+    churn_per_second: u32,
+    /// How long the churn lasts (at most --hold-secs).
+    #[arg(long, value_name = "SECONDS")]
+    churn_secs: Option<u64>,
     /// Also print the results as one JSON line (prefixed `RESULT `).
     #[arg(long)]
     json: bool,
@@ -318,6 +345,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         api: args.api,
         eager: args.startup == Startup::Eager,
         node_cluster: args.node_cluster.clone(),
+        groups: args.groups.max(1),
         gate: Arc::new(Semaphore::new(args.connect_concurrency.max(1))),
         progress: progress.clone(),
         connected: Arc::new(Mutex::new(Vec::<Instant>::with_capacity(conns))),
@@ -365,6 +393,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         changes: Vec::new(),
         threads: args.threads,
         storm: None,
+        hold: None,
     };
     report.print_head();
 
@@ -431,6 +460,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             per_stream.json()
         ));
     }
+    if args.hold_secs > 0 {
+        report.hold = Some(hold(&args, &progress, server.as_ref()).await?);
+    }
     if let Some(admin) = args.admin {
         probe_admin(admin, n, &args.node_cluster).await?;
     }
@@ -454,6 +486,7 @@ struct Fleet {
     api: Api,
     eager: bool,
     node_cluster: String,
+    groups: usize,
     /// At most `--connect-concurrency` connections being established at once.
     gate: Arc<Semaphore>,
     progress: Arc<Progress>,
@@ -472,7 +505,7 @@ impl Fleet {
             let at = start + spread.mul_f64(c as f64 / self.conns as f64);
             let (endpoint, gate, progress) = (self.endpoint.clone(), self.gate.clone(), self.progress.clone());
             let (connected, tasks) = (self.connected.clone(), self.tasks.clone());
-            let (api, eager, node_cluster) = (self.api, self.eager, self.node_cluster.clone());
+            let (api, eager, node_cluster, groups) = (self.api, self.eager, self.node_cluster.clone(), self.groups);
             let connector = Connector(self.addr, self.tls.clone());
             let (n, conns) = (self.n, self.conns);
             let task = tokio::spawn(async move {
@@ -498,7 +531,10 @@ impl Fleet {
                 connected.lock().unwrap().push(Instant::now());
                 let mut handles = Vec::new();
                 for s in streams {
-                    let node = node(s, &node_cluster);
+                    let node = match groups {
+                        1 => node(s, &node_cluster),
+                        g => node(s, &format!("{node_cluster}{}", s % g)),
+                    };
                     let ch = channel.clone();
                     let progress = progress.clone();
                     let stream = tokio::spawn(async move {
@@ -684,6 +720,11 @@ async fn sotw_stream(id: usize, channel: Channel, node: Node, eager: bool, progr
         .await?;
         if ty == EDS {
             endpoints = resp.resources.iter().filter_map(|a| cla_name(&a.value)).collect();
+            if let Some(churn) = progress.churn.get() {
+                for a in &resp.resources {
+                    churn.seen(id, &a.value);
+                }
+            }
         }
         if warm.listeners_due(ty == CDS, || subs[EDS].names.iter().all(|n| endpoints.contains(n))) {
             tx.send(DiscoveryRequest { type_url: LISTENER.into(), ..Default::default() }).await?;
@@ -755,6 +796,11 @@ async fn delta_stream(id: usize, channel: Channel, node: Node, eager: bool, prog
                 held[ty].insert(r.name.clone(), r.version.clone());
             }
             let body = r.resource.as_ref().map(|a| a.value.as_slice()).unwrap_or_default();
+            if ty == EDS
+                && let Some(churn) = progress.churn.get()
+            {
+                churn.seen(id, body);
+            }
             match ty {
                 CDS => match eds_name(body) {
                     Some(e) => {
@@ -828,6 +874,8 @@ struct Progress {
     slots: Box<[Slot]>,
     all_done: Notify,
     errors: Mutex<BTreeMap<String, usize>>,
+    /// Endpoint churn, once it starts.
+    churn: std::sync::OnceLock<Arc<Churn>>,
 }
 
 #[derive(Default)]
@@ -856,6 +904,7 @@ impl Progress {
             slots: (0..n).map(|_| Slot::default()).collect(),
             all_done: Notify::new(),
             errors: Mutex::new(BTreeMap::new()),
+            churn: std::sync::OnceLock::new(),
         }
     }
 
@@ -1002,6 +1051,220 @@ impl Progress {
             eprintln!("xdst-loadgen: {count} stream(s) failed: {e}");
         }
     }
+}
+
+/// The port of change 0; change k's is `CHURN_BASE_PORT + k`.
+const CHURN_BASE_PORT: u32 = 1024;
+/// Changes tracked: the ports up to 65535.
+const CHURN_MAX: usize = 65535 - CHURN_BASE_PORT as usize;
+
+/// Endpoint churn: when each change was written and when each stream had it.
+struct Churn {
+    base: Instant,
+    services: usize,
+    streams: usize,
+    /// Per change: written at (ns since `base`, +1; 0: not yet).
+    written: Box<[AtomicU64]>,
+    /// Per change: how many streams had it, and when the last one did.
+    arrived: Box<[AtomicU32]>,
+    last: Box<[AtomicU64]>,
+    /// Per stream and service: the latest change it had (u32::MAX: none yet).
+    latest: Box<[AtomicU32]>,
+}
+
+impl Churn {
+    fn new(streams: usize, services: usize, changes: usize) -> Churn {
+        let atomics = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+        Churn {
+            base: Instant::now(),
+            services,
+            streams,
+            written: atomics(changes),
+            arrived: (0..changes).map(|_| AtomicU32::new(0)).collect(),
+            last: atomics(changes),
+            latest: (0..streams * services).map(|_| AtomicU32::new(u32::MAX)).collect(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// Stream `s` received a load assignment: credits the change its port names, and the
+    /// earlier changes of the same service it had not had (superseded, so had).
+    fn seen(&self, s: usize, cla: &[u8]) {
+        let Ok(c) = ClusterLoadAssignment::decode(cla) else { return };
+        let port = c.endpoints.iter().flat_map(|l| &l.lb_endpoints).find_map(|e| {
+            use envoy_types::pb::envoy::config::core::v3::{address::Address, socket_address::PortSpecifier};
+            use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
+            let Some(HostIdentifier::Endpoint(ep)) = &e.host_identifier else { return None };
+            let Some(Address::SocketAddress(sa)) = ep.address.as_ref()?.address.as_ref() else { return None };
+            match sa.port_specifier {
+                Some(PortSpecifier::PortValue(p)) => Some(p),
+                _ => None,
+            }
+        });
+        let Some(k) = port.and_then(|p| p.checked_sub(CHURN_BASE_PORT)).map(|k| k as usize) else { return };
+        if k >= self.written.len() || self.written[k].load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let service = k % self.services;
+        let Some(slot) = self.latest.get(s * self.services + service) else { return };
+        let prev = slot.load(Ordering::Relaxed);
+        if prev != u32::MAX && prev as usize >= k {
+            return;
+        }
+        slot.store(k as u32, Ordering::Relaxed);
+        let first = if prev == u32::MAX { service } else { prev as usize + self.services };
+        let now = self.now();
+        for j in (first..=k).step_by(self.services) {
+            self.arrived[j].fetch_add(1, Ordering::Relaxed);
+            self.last[j].fetch_max(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the changes at `per_second` for `secs` (on a thread of its own); returns how
+    /// many were written.
+    fn write(self: &Arc<Self>, dir: &Path, template: &str, per_second: u32, secs: u64) -> anyhow::Result<usize> {
+        let every = Duration::from_secs(1) / per_second.max(1);
+        let total = (per_second as u64 * secs) as usize;
+        let start = Instant::now();
+        let mut k = 0;
+        while k < total && start.elapsed() < Duration::from_secs(secs) {
+            let due = start + every * k as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let service = k % self.services;
+            let port = CHURN_BASE_PORT as usize + k % CHURN_MAX;
+            let text = template.replace("{i}", &service.to_string()).replace("{port}", &port.to_string());
+            let path = dir.join(format!("svc-{service}.yaml"));
+            if k < self.written.len() {
+                self.written[k].store(self.now(), Ordering::Release);
+            }
+            xdst_core::files::write_atomic(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            k += 1;
+        }
+        Ok(k)
+    }
+
+    /// Per change that every stream had: time from its write to the last stream having it;
+    /// and how many changes some stream never had.
+    fn latencies(&self, written: usize) -> (Vec<Duration>, usize) {
+        let mut lat = Vec::with_capacity(written);
+        let mut missing = 0;
+        for k in 0..written.min(self.written.len()) {
+            let (w, l) = (self.written[k].load(Ordering::Acquire), self.last[k].load(Ordering::Acquire));
+            if self.arrived[k].load(Ordering::Acquire) as usize >= self.streams && l >= w {
+                lat.push(Duration::from_nanos(l - w));
+            } else {
+                missing += 1;
+            }
+        }
+        (lat, missing)
+    }
+}
+
+/// One sample of the server: RSS, peak RSS (kB), open file descriptors, CPU ms.
+fn sample(server: &Proc) -> anyhow::Result<(u64, u64, usize, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.0))?;
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", server.0)).map(|d| d.count()).unwrap_or(0);
+    Ok((kb("VmRSS:").unwrap_or(0), kb("VmHWM:").unwrap_or(0), fds, server.cpu_ms().unwrap_or(0.0)))
+}
+
+/// Holds the streams open for --hold-secs with the server sampled, and the endpoint churn if
+/// asked for; returns the results as JSON.
+async fn hold(args: &Args, progress: &Arc<Progress>, server: Option<&Proc>) -> anyhow::Result<String> {
+    let server = server.context("--hold-secs needs --server-pid")?;
+    let live = args.n - progress.failed.load(Ordering::Acquire);
+    let churn = match (&args.churn_dir, &args.churn_template, args.churn_services) {
+        (Some(dir), Some(template), Some(services)) => {
+            let template = std::fs::read_to_string(template)
+                .with_context(|| format!("reading --churn-template {}", template.display()))?;
+            let secs = args.churn_secs.unwrap_or(args.hold_secs).min(args.hold_secs);
+            let total = (args.churn_per_second as usize * secs as usize).min(CHURN_MAX);
+            let churn = Arc::new(Churn::new(args.n, services.max(1), total));
+            let _ = progress.churn.set(churn.clone());
+            let (c, dir, rate) = (churn.clone(), dir.clone(), args.churn_per_second);
+            let writer = std::thread::spawn(move || c.write(&dir, &template, rate, secs));
+            Some((churn, writer))
+        }
+        _ => None,
+    };
+    let start = Instant::now();
+    let cpu0 = server.cpu_ms().unwrap_or(0.0);
+    let mut samples = Vec::new();
+    let every = Duration::from_secs(args.sample_secs.max(1));
+    loop {
+        let s = sample(server)?;
+        let t = start.elapsed();
+        println!(
+            "  sample    : {:>5.0} s: server RSS {:.1} MiB (peak {:.1} MiB), {} open files, CPU {:.2} cores since the last",
+            t.as_secs_f64(),
+            s.0 as f64 / 1024.0,
+            s.1 as f64 / 1024.0,
+            s.2,
+            samples.last().map_or(0.0, |(t0, p): &(Duration, (u64, u64, usize, f64))| (s.3 - p.3)
+                / 1000.0
+                / (t - *t0).as_secs_f64().max(1e-9))
+        );
+        samples.push((t, s));
+        if t >= Duration::from_secs(args.hold_secs) {
+            break;
+        }
+        tokio::time::sleep(every.min(Duration::from_secs(args.hold_secs) - t)).await;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let cores = (server.cpu_ms().unwrap_or(0.0) - cpu0) / 1000.0 / wall;
+    // Steady: the median RSS of the second half of the samples; the first half is warm-up.
+    let mut second: Vec<u64> = samples[samples.len() / 2..].iter().map(|(_, s)| s.0).collect();
+    second.sort_unstable();
+    let steady = second[second.len() / 2];
+    let peak = samples.iter().map(|(_, s)| s.1).max().unwrap_or(0);
+    let warm = samples[samples.len() / 2].1;
+    let last = samples.last().expect("a sample").1;
+    println!(
+        "  hold      : {wall:.0} s, {live} streams: server RSS steady {:.1} MiB, peak {:.1} MiB, from the middle sample to \
+         the last {:+.1} MiB and {:+} open files; CPU {cores:.3} cores on average",
+        steady as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        (last.0 as f64 - warm.0 as f64) / 1024.0,
+        last.2 as i64 - warm.2 as i64
+    );
+    let mut churn_json = "null".to_owned();
+    if let Some((churn, writer)) = churn {
+        let written = writer.join().map_err(|_| anyhow::anyhow!("the churn writer panicked"))??;
+        let (lat, missing) = churn.latencies(written);
+        let st = Stats::of(lat);
+        println!(
+            "  churn     : {written} endpoint changes ({}/s over {} services); every stream had {} of them: per change \
+             until the last stream had it p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {missing} not had by every stream",
+            args.churn_per_second, churn.services, st.count, st.p50, st.p99, st.max
+        );
+        churn_json = format!(
+            r#"{{"written":{written},"per_second":{},"services":{},"complete":{},"missing":{missing},"latency":{}}}"#,
+            args.churn_per_second,
+            churn.services,
+            st.count,
+            st.json()
+        );
+    }
+    let series = samples
+        .iter()
+        .map(|(t, s)| format!("[{:.0},{},{},{}]", t.as_secs_f64(), s.0, s.1, s.2))
+        .collect::<Vec<_>>()
+        .join(",");
+    Ok(format!(
+        r#"{{"secs":{wall:.0},"streams":{live},"rss_kb_steady":{steady},"rss_kb_peak":{peak},"rss_kb_growth_second_half":{},"fds_growth_second_half":{},"cores":{cores:.3},"samples_s_rss_hwm_fds":[{series}],"churn":{churn_json}}}"#,
+        last.0 as i64 - warm.0 as i64,
+        last.2 as i64 - warm.2 as i64
+    ))
 }
 
 /// Rewrites a file of the resources directory for each change, atomically (write a hidden
@@ -1215,6 +1478,8 @@ struct Report {
     threads: usize,
     /// The reconnect storm's results, as JSON.
     storm: Option<String>,
+    /// The hold (and churn) results, as JSON.
+    hold: Option<String>,
 }
 
 impl Report {
@@ -1287,7 +1552,7 @@ impl Report {
     fn json(&self) -> String {
         let opt = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
         format!(
-            r#"{{"api":"{}","n":{},"connections":{},"startup":"{}","change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}],"storm":{}}}"#,
+            r#"{{"api":"{}","n":{},"connections":{},"startup":"{}","change":"{}","loadgen_threads":{},"connect_ms":{},"initial":{},"initial_since_open":{},"idle_updates":{},"rss_kb":{{"before":{},"idle":{},"after_changes":{}}},"bytes_per_idle_stream":{},"changes":[{}],"storm":{},"hold":{}}}"#,
             self.api.name(),
             self.n,
             self.conns,
@@ -1303,7 +1568,8 @@ impl Report {
             opt(self.rss_after),
             self.per_stream_bytes().map_or("null".to_owned(), |v| format!("{v:.0}")),
             self.changes.iter().map(Phase::json).collect::<Vec<_>>().join(","),
-            self.storm.as_deref().unwrap_or("null")
+            self.storm.as_deref().unwrap_or("null"),
+            self.hold.as_deref().unwrap_or("null")
         )
     }
 }
