@@ -88,17 +88,30 @@ fn stream_service<M: Machine>(
         async move {
             let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
             let identity = req.extensions().get::<PeerIdentity>().cloned();
-            let limit = serving.max_request_size;
-            let open = tower::service_fn(move |req: tonic::Request<Streaming<M::Request>>| {
-                let driver =
-                    Driver::<M>::new(serving.clone(), scope.clone(), label, peer, identity.clone(), req.into_inner());
-                let stream: BoxStream<'static, Result<M::Response, Status>> =
-                    Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
-                std::future::ready(Ok::<_, Status>(tonic::Response::new(stream)))
-            });
-            let mut grpc = tonic::server::Grpc::new(XdsCodec::<M::Request, M::Response>::default())
-                .max_decoding_message_size(limit);
-            Ok(grpc.streaming(open, req).await)
+            // Requests through tonic's decoder; responses through our own body (see
+            // `codec::ResponseBody`). xdst offers no compression: a client that compresses
+            // is told so, as tonic tells it.
+            if let Some(encoding) = req.headers().get("grpc-encoding").filter(|e| e.as_bytes() != b"identity") {
+                let status = Status::unimplemented(format!(
+                    "Content is compressed with `{}` which isn't supported",
+                    String::from_utf8_lossy(encoding.as_bytes())
+                ));
+                return Ok(status.into_http());
+            }
+            let requests = Streaming::new_request(
+                crate::codec::XdsDecoder::<M::Request>::default(),
+                req.into_body(),
+                None,
+                Some(serving.max_request_size),
+            );
+            let driver = Driver::<M>::new(serving, scope, label, peer, identity, requests);
+            let messages: BoxStream<'static, Result<M::Response, Status>> =
+                Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
+            let mut response = http::Response::new(tonic::body::Body::new(crate::codec::ResponseBody::new(messages)));
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+            Ok(response)
         }
     })
 }
