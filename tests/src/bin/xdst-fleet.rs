@@ -102,11 +102,10 @@ fn write_intent(args: &Args, gateways: usize, routes_per_gateway: bool) -> anyho
     }
     let mut text = String::new();
     if routes_per_gateway {
-        // Each Gateway: its own route, to its own Service and to svc-0 (which every Gateway sees).
+        // Each Gateway: its own route (a file each, so that a change rewrites one small file),
+        // to its own Service and to svc-0 (which every Gateway sees).
         for g in 0..gateways {
-            let own = format!("svc-{}", g % args.services);
-            text.push_str("---\n");
-            text.push_str(&route(&format!("r-{g}"), &format!("gw-{g}"), &[("/own", &own), ("/shared", "svc-0")], None));
+            std::fs::write(dir.path().join(format!("route-{g}.yaml")), gateway_route(g, g % args.services))?;
         }
     } else {
         for r in 0..args.routes {
@@ -121,6 +120,11 @@ fn write_intent(args: &Args, gateways: usize, routes_per_gateway: bool) -> anyho
     let template_path = template_dir.path().join("svc.yaml.template");
     std::fs::write(&template_path, template)?;
     Ok(Intent { dir, template: template_path, _template_dir: template_dir })
+}
+
+/// Gateway `g`'s route: `/own` to `svc-<own>`, `/shared` to svc-0.
+fn gateway_route(g: usize, own: usize) -> String {
+    route(&format!("r-{g}"), &format!("gw-{g}"), &[("/own", &format!("svc-{own}")), ("/shared", "svc-0")], None)
 }
 
 /// The gateway-api plugin installed in a directory of its own with `nodes`.
@@ -288,9 +292,10 @@ async fn churn_row(args: &Args) -> anyhow::Result<()> {
             if child.try_wait()?.is_some() {
                 break;
             }
+            // A route of the API's own (the files' routes are the files').
             let svc = format!("svc-{}", writes % args.services);
-            let doc = route("r-0", "gw-0", &[("/r0", &svc)], None);
-            if let Err(e) = bench_intent::put(xdst.admin_addr, TOKEN, "HTTPRoute", "r-0", &doc).await {
+            let doc = route("soak-api", "gw-0", &[("/soak", &svc)], None);
+            if let Err(e) = bench_intent::put(xdst.admin_addr, TOKEN, "HTTPRoute", "soak-api", &doc).await {
                 eprintln!("xdst-fleet: intent change {writes}: {e:#}");
             }
             writes += 1;
@@ -329,6 +334,31 @@ async fn until_live(admin: SocketAddr, id: i64, t0: Instant) -> anyhow::Result<D
     }
 }
 
+/// The latest change (`GET /changes`).
+async fn latest_change(admin: SocketAddr) -> anyhow::Result<i64> {
+    let (status, body) = xdst_tests::upstream::http_get(admin, "/changes").await?;
+    ensure!(status == 200, "GET /changes: {status}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    Ok(v["latest"].as_i64().unwrap_or(0))
+}
+
+/// Rewrites an intent file (atomically) and waits for the change it makes to be live on
+/// every node (`GET /changes/{id}`): the time from the write.
+async fn write_until_live(admin: SocketAddr, file: &Path, text: String) -> anyhow::Result<Duration> {
+    let before = latest_change(admin).await?;
+    let t0 = Instant::now();
+    xdst_core::files::write_atomic(file, text)?;
+    let id = loop {
+        let id = latest_change(admin).await?;
+        if id > before {
+            break id;
+        }
+        ensure!(t0.elapsed() < Duration::from_secs(120), "no change after writing {}", file.display());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    until_live(admin, id, t0).await
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -361,26 +391,16 @@ async fn groups_run(args: &Args, nodes: &str, timed: bool) -> anyhow::Result<u64
         for k in 0..args.changes {
             // One Gateway's route: its own rule to another Service.
             let gw = (k * 7) % g;
-            let own = format!("svc-{}", (gw + k + 1) % args.services);
-            let doc = route(&format!("r-{gw}"), &format!("gw-{gw}"), &[("/own", &own), ("/shared", "svc-0")], None);
-            let t0 = Instant::now();
-            let id = bench_intent::put(xdst.admin_addr, TOKEN, "HTTPRoute", &format!("r-{gw}"), &doc).await?;
-            one.push(until_live(xdst.admin_addr, id, t0).await?);
+            let file = intent.dir.path().join(format!("route-{gw}.yaml"));
+            one.push(write_until_live(xdst.admin_addr, &file, gateway_route(gw, (gw + k + 1) % args.services)).await?);
             // svc-0's endpoints, which every Gateway's /shared rule uses.
-            let body = service_template()
-                .replace("{i}", "0")
-                .replace("{port}", &(9000 + k).to_string())
-                .split("---\n")
-                .nth(1)
-                .context("the template's EndpointSlice")?
-                .to_owned();
-            let t0 = Instant::now();
-            let id = bench_intent::put(xdst.admin_addr, TOKEN, "EndpointSlice", "svc-0", &body).await?;
-            every.push(until_live(xdst.admin_addr, id, t0).await?);
+            let text = service_template().replace("{i}", "0").replace("{port}", &(9000 + k).to_string());
+            let file = intent.dir.path().join("svc-0.yaml");
+            every.push(write_until_live(xdst.admin_addr, &file, text).await?);
         }
         let show = |v: &[Duration]| v.iter().map(|d| format!("{:.0}", ms(*d))).collect::<Vec<_>>().join(", ");
-        println!("  one Gateway's route changed, until live on every node (ms): {}", show(&one));
-        println!("  an EndpointSlice every Gateway uses changed, until live on every node (ms): {}", show(&every));
+        println!("  one Gateway's route file rewritten, until live on every node (ms): {}", show(&one));
+        println!("  the EndpointSlice every Gateway uses rewritten, until live on every node (ms): {}", show(&every));
     }
     let _ = child.kill();
     let _ = child.wait();
