@@ -205,6 +205,8 @@ fn every_flag_named_in_the_docs_exists() {
         env!("CARGO_BIN_EXE_xdst-bench-unordered"),
         env!("CARGO_BIN_EXE_xdst-propagation"),
         env!("CARGO_BIN_EXE_xdst-plugin-bench"),
+        env!("CARGO_BIN_EXE_xdst-first200"),
+        env!("CARGO_BIN_EXE_xdst-fleet"),
     ] {
         help_flags(Path::new(bin), &[], &mut known);
     }
