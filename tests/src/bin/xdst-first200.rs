@@ -121,6 +121,15 @@ fn percentile(v: &mut [Duration], p: f64) -> f64 {
     ms(v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
 }
 
+/// What a load saw: sent, non-2xx, errors, misrouted, and the first failures.
+fn seen(load: &xdst_tests::traffic::Report) -> String {
+    let failures = if load.first_failures.is_empty() { String::new() } else { format!(": {:?}", load.first_failures) };
+    format!(
+        "{} sent, {} non-2xx, {} errors, {} misrouted{failures}",
+        load.sent, load.non_2xx, load.errors, load.unexpected
+    )
+}
+
 fn merge(into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>) {
     for (k, v) in from {
         *into.entry(k).or_default() += v;
@@ -171,14 +180,7 @@ impl Run<'_> {
              first 200s from the wrong backend",
             times.len()
         );
-        println!(
-            "             steady load on /r0: {} sent, {} non-2xx, {} errors, {} misrouted{}",
-            load.sent,
-            load.non_2xx,
-            load.errors,
-            load.unexpected,
-            if load.first_failures.is_empty() { String::new() } else { format!(": {:?}", load.first_failures) }
-        );
+        println!("             steady load on /r0: {}", seen(&load));
         println!(
             "RESULT {{\"routes\":{},\"phase\":\"add-{how}\",\"n\":{},\"p50_ms\":{p50:.1},\"p99_ms\":{p99:.1},\"max_ms\":{max:.1},\
              \"waiting\":{},\"misrouted_first\":{misrouted},\"load_sent\":{},\"load_failed\":{},\"load_misrouted\":{}}}",
@@ -227,15 +229,11 @@ impl Run<'_> {
         }
         let load = load.stop().await;
         println!(
-            "  in-place changes: {} (backend and filter, 200 ms apart) under {} requests/s on the route: {} sent, {} \
-             non-2xx, {} errors, {} misrouted; poller non-2xx {poller_failures:?}{}",
+            "  in-place changes: {} (backend and filter, 200 ms apart) under {} requests/s on the route: {}; poller \
+             non-2xx {poller_failures:?}",
             self.args.changes,
             self.args.rate,
-            load.sent,
-            load.non_2xx,
-            load.errors,
-            load.unexpected,
-            if load.first_failures.is_empty() { String::new() } else { format!(": {:?}", load.first_failures) }
+            seen(&load)
         );
         println!(
             "RESULT {{\"routes\":{},\"phase\":\"in-place\",\"n\":{},\"load_sent\":{},\"load_failed\":{},\"load_misrouted\":{},\
