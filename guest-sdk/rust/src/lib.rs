@@ -1,5 +1,7 @@
-//! The Rust SDK for xdst plugins: the `xdst:plugin@0.2.0` contract (`proto/wit`) as Rust
-//! types (a plugin may return each document's `statuses`; the host loads 0.1.0 plugins too), [`export_translator!`] to export an implementation, typed builders for the Envoy
+//! The Rust SDK for xdst plugins: the `xdst:plugin@0.3.0` contract (`proto/wit`) as Rust
+//! types (a plugin may return each document's `statuses`, and say which node groups each
+//! resource is for with [`XdsResource::for_node_groups`]; the host loads 0.1.0 and 0.2.0
+//! plugins too), [`export_translator!`] to export an implementation, typed builders for the Envoy
 //! resources a translator usually emits ([`build`]), and helpers that read an intent
 //! document's `spec` into your own serde types with errors that name the document and field
 //! ([`IntentDocument::spec`]).
@@ -83,7 +85,7 @@ pub use prost;
 #[allow(clippy::too_many_arguments, reason = "generated bindings")]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../proto/wit/xdst-plugin-0.2.0",
+        path: "../../proto/wit/xdst-plugin-0.3.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",

@@ -80,7 +80,30 @@ pub fn resource<R: Resource>(message: &R, document: Option<String>) -> XdsResour
 /// Like [`resource`], for message types without a [`Resource`] impl: `name` must equal the
 /// message's own name field, or the host refuses the resource.
 pub fn resource_named<M: Message + Name>(name: String, message: &M, document: Option<String>) -> XdsResource {
-    XdsResource { type_url: type_url::<M>(), name, body: Body::Proto(message.encode_to_vec()), document }
+    XdsResource {
+        type_url: type_url::<M>(),
+        name,
+        body: Body::Proto(message.encode_to_vec()),
+        document,
+        node_groups: Vec::new(),
+    }
+}
+
+impl XdsResource {
+    /// The resource, for the node groups `groups` only (contract 0.3.0). A resource that names
+    /// none is for every group. A translate plugin is called once for every group (with node
+    /// group `""`), and each group is served what names it or names none.
+    ///
+    /// ```
+    /// use xdst_guest::{build, resource};
+    /// let cluster = build::EdsCluster::new("infra/gw-a/80").build();
+    /// let r = resource(&cluster, None).for_node_groups(["infra/gw-a"]);
+    /// assert_eq!(r.node_groups, ["infra/gw-a"]);
+    /// ```
+    pub fn for_node_groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+        self.node_groups = groups.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 /// Packs a message into a `google.protobuf.Any` with its full type URL, for `typed_config`

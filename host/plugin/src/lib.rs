@@ -1,7 +1,8 @@
 //! The plugin host: loads WebAssembly plugins and calls them in a sandbox. A plugin is a
-//! component of the `xdst:plugin@0.1.0` or `@0.2.0` world (`proto/wit`), or a core module
-//! speaking the 0.1.0 contract as JSON through memory (`proto/core-abi`); all become one
-//! [`Plugin`], whose calls use the 0.1.0 types ([`wit`]) plus the statuses 0.2.0 added.
+//! component of the `xdst:plugin@0.1.0`, `@0.2.0` or `@0.3.0` world (`proto/wit`), or a core
+//! module speaking the 0.1.0 contract as JSON through memory (`proto/core-abi`); all become one
+//! [`Plugin`], whose calls use the 0.1.0 types ([`wit`]) plus what later versions added (the
+//! statuses of 0.2.0, the node groups of 0.3.0: [`Translated`]).
 //!
 //! - No ambient authority: a plugin gets `log`; a component may import WASI (preview 2) and a
 //!   core module WASI preview 1 (`wasi_snapshot_preview1`, which Go's, Zig's and C's WASI
@@ -55,6 +56,15 @@ pub mod wit {
 pub mod wit2 {
     wasmtime::component::bindgen!({
         path: "../../proto/wit/xdst-plugin-0.2.0",
+        world: "plugin",
+    });
+}
+
+/// The types of contract 0.3.0, for components built against it: 0.2.0's, and the node groups
+/// of each resource.
+pub mod wit3 {
+    wasmtime::component::bindgen!({
+        path: "../../proto/wit/xdst-plugin-0.3.0",
         world: "plugin",
     });
 }

@@ -139,6 +139,19 @@ pub struct XdsResource {
     document: Option<BoundedString>,
 }
 
+/// Contract 0.3.0's resource: 0.1.0's and the node groups it is for.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct XdsResource3 {
+    #[component(name = "type-url")]
+    type_url: BoundedString,
+    name: BoundedString,
+    body: Body,
+    document: Option<BoundedString>,
+    #[component(name = "node-groups")]
+    node_groups: BoundedList<BoundedString>,
+}
+
 #[derive(ComponentType, Lift)]
 #[component(record)]
 pub struct Diagnostic {
@@ -160,6 +173,15 @@ pub struct TranslateResponse {
 #[component(record)]
 pub struct TranslateResponse2 {
     resources: BoundedList<XdsResource>,
+    diagnostics: BoundedList<Diagnostic>,
+    statuses: BoundedList<DocumentStatus>,
+}
+
+/// Contract 0.3.0's response: 0.2.0's, its resources naming their node groups.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct TranslateResponse3 {
+    resources: BoundedList<XdsResource3>,
     diagnostics: BoundedList<Diagnostic>,
     statuses: BoundedList<DocumentStatus>,
 }
@@ -217,20 +239,68 @@ impl From<TranslateResponse> for wit::TranslateResponse {
 
 impl From<TranslateResponse> for crate::Translated {
     fn from(r: TranslateResponse) -> Self {
-        crate::Translated { response: r.into(), statuses: Vec::new() }
+        crate::Translated::of(r.into())
     }
+}
+
+fn statuses(s: BoundedList<DocumentStatus>) -> Vec<crate::DocumentStatus> {
+    s.0.into_iter().map(|s| crate::DocumentStatus { document: s.document.0, status: s.status.0 }).collect()
 }
 
 impl From<TranslateResponse2> for crate::Translated {
     fn from(r: TranslateResponse2) -> Self {
         let response = TranslateResponse { resources: r.resources, diagnostics: r.diagnostics }.into();
-        let statuses = r
-            .statuses
-            .0
-            .into_iter()
-            .map(|s| crate::DocumentStatus { document: s.document.0, status: s.status.0 })
-            .collect();
-        crate::Translated { response, statuses }
+        crate::Translated { response, statuses: statuses(r.statuses), node_groups: Vec::new() }
+    }
+}
+
+impl From<TranslateResponse3> for crate::Translated {
+    fn from(r: TranslateResponse3) -> Self {
+        let mut node_groups = Vec::with_capacity(r.resources.0.len());
+        let mut resources = Vec::with_capacity(r.resources.0.len());
+        for x in r.resources.0 {
+            node_groups.push(x.node_groups.0.into_iter().map(|g| g.0).collect::<Vec<String>>());
+            resources.push(XdsResource { type_url: x.type_url, name: x.name, body: x.body, document: x.document });
+        }
+        if node_groups.iter().all(Vec::is_empty) {
+            node_groups.clear();
+        }
+        let response = TranslateResponse { resources: BoundedList(resources), diagnostics: r.diagnostics }.into();
+        crate::Translated { response, statuses: statuses(r.statuses), node_groups }
+    }
+}
+
+/// A request in contract 0.3.0's types: the resources given to a `patch` plugin name no node
+/// groups (it runs for one group).
+pub fn request_v3(r: &wit::TranslateRequest) -> crate::wit3::xdst::plugin::types::TranslateRequest {
+    use crate::wit3::xdst::plugin::types as t3;
+    t3::TranslateRequest {
+        node_group: r.node_group.clone(),
+        documents: r
+            .documents
+            .iter()
+            .map(|d| t3::IntentDocument {
+                kind: d.kind.clone(),
+                name: d.name.clone(),
+                origin: d.origin.clone(),
+                json: d.json.clone(),
+            })
+            .collect(),
+        resources: r
+            .resources
+            .iter()
+            .map(|x| t3::XdsResource {
+                type_url: x.type_url.clone(),
+                name: x.name.clone(),
+                body: match &x.body {
+                    wit::Body::Json(s) => t3::Body::Json(s.clone()),
+                    wit::Body::Proto(b) => t3::Body::Proto(b.clone()),
+                },
+                document: x.document.clone(),
+                node_groups: Vec::new(),
+            })
+            .collect(),
+        config: r.config.clone(),
     }
 }
 

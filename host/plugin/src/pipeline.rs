@@ -31,9 +31,16 @@ pub trait Translate: Send + Sync {
     /// `sha256:<hex>` of the code, so a changed plugin is re-run.
     fn digest(&self) -> &str;
     fn translate(&self, request: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError>;
-    /// [`translate`](Self::translate), with the documents' statuses (contract 0.2.0).
+    /// [`translate`](Self::translate), with the documents' statuses (contract 0.2.0) and the
+    /// node groups of each resource (0.3.0).
     fn translate_full(&self, request: &wit::TranslateRequest) -> Result<Translated, PluginError> {
-        self.translate(request).map(|response| Translated { response, statuses: Vec::new() })
+        self.translate(request).map(Translated::of)
+    }
+    /// Whether its resources name the node groups they are for (contract 0.3.0). A `translate`
+    /// plugin that does is called with node group `""`, once for every group a generation
+    /// serves ([`CallMemo`]), and each group keeps the resources naming it or naming none.
+    fn names_node_groups(&self) -> bool {
+        false
     }
 }
 
@@ -49,6 +56,9 @@ impl Translate for Plugin {
     }
     fn translate_full(&self, request: &wit::TranslateRequest) -> Result<Translated, PluginError> {
         Plugin::translate_full(self, request)
+    }
+    fn names_node_groups(&self) -> bool {
+        self.contract() == "0.3.0"
     }
 }
 
@@ -82,6 +92,9 @@ impl Translate for Renamed {
             e.plugin = self.info.name.clone();
             e
         })
+    }
+    fn names_node_groups(&self) -> bool {
+        Translate::names_node_groups(self.plugin.as_ref())
     }
 }
 
@@ -320,6 +333,68 @@ struct PluginState {
     statuses: OrdMap<Arc<str>, Arc<str>>,
 }
 
+/// The plugin calls of one generation, shared by the node groups it translates. A plugin whose
+/// resources name their node groups ([`Translate::names_node_groups`]) is called once for given
+/// documents: every group's pipeline given the same documents takes that call's result, checked
+/// and decoded once, and keeps the resources that are for it. Make one for each attempt at a
+/// generation, and give it to every group's [`Pipeline::run_with`].
+#[derive(Default)]
+pub struct CallMemo {
+    calls: std::sync::Mutex<Vec<Memoised>>,
+}
+
+struct Memoised {
+    plugin: String,
+    digest: String,
+    config: String,
+    sent: Vec<Arc<IntentDocument>>,
+    result: Result<Arc<Decoded>, PipelineError>,
+}
+
+impl CallMemo {
+    fn same(m: &Memoised, p: &Configured, sent: &[&Arc<IntentDocument>]) -> bool {
+        m.plugin == p.plugin.info().name
+            && m.digest == p.plugin.digest()
+            && m.config == p.config
+            && m.sent.len() == sent.len()
+            && m.sent.iter().zip(sent).all(|(a, b)| Arc::ptr_eq(a, b) || (a.id() == b.id() && a.text == b.text))
+    }
+
+    fn find(&self, p: &Configured, sent: &[&Arc<IntentDocument>]) -> Option<Result<Arc<Decoded>, PipelineError>> {
+        let calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.iter().find(|m| Self::same(m, p, sent)).map(|m| m.result.clone())
+    }
+
+    fn keep(&self, p: &Configured, sent: &[&Arc<IntentDocument>], result: Result<Arc<Decoded>, PipelineError>) {
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.push(Memoised {
+            plugin: p.plugin.info().name.clone(),
+            digest: p.plugin.digest().to_owned(),
+            config: p.config.clone(),
+            sent: sent.iter().map(|d| Arc::clone(d)).collect(),
+            result,
+        });
+    }
+}
+
+/// A translate call's result, checked and decoded: what the groups of a generation share.
+struct Decoded {
+    /// The documents' statuses: (id, JSON object).
+    statuses: Vec<(Arc<str>, Arc<str>)>,
+    /// The resources by slot (the document each came from for a `per-document` plugin, `""`
+    /// for a `whole-set` one), each with the node groups it is for (none: every group).
+    fresh: BTreeMap<Arc<str>, Vec<ForGroups>>,
+    diagnostics: Vec<wit::Diagnostic>,
+}
+
+/// A resource and the node groups it is for (none: every group).
+type ForGroups = (Resource, Arc<[String]>);
+
+/// Whether a resource for `groups` is served to `group`.
+fn for_group(groups: &[String], group: &str) -> bool {
+    groups.is_empty() || groups.iter().any(|g| g == group)
+}
+
 /// What a generation changed: resources to take out (by type and name) and to put in.
 #[derive(Default)]
 struct Changes {
@@ -359,16 +434,29 @@ impl Pipeline {
         self.run_holding(plugins, intent, Holding::STRICT)
     }
 
-    /// [`run`](Self::run), holding documents out instead of failing: a failure that names a
-    /// document (a plugin's error about it, a resource part it made that Envoy would refuse, a
-    /// new document of a kind no plugin claims) holds that document out ([`Held`]) and the
-    /// generation is run again without it, up to `how.max_new` times. Documents held before
-    /// are held again, without another try, while their text is the one that failed.
+    /// [`run_with`](Self::run_with), with calls shared by nothing else.
     pub fn run_holding(
         &mut self,
         plugins: &[Configured],
         intent: &IntentSet,
         how: Holding,
+    ) -> Result<Translation, PipelineError> {
+        self.run_with(plugins, intent, how, &CallMemo::default())
+    }
+
+    /// [`run`](Self::run), holding documents out instead of failing: a failure that names a
+    /// document (a plugin's error about it, a resource part it made that Envoy would refuse, a
+    /// new document of a kind no plugin claims) holds that document out ([`Held`]) and the
+    /// generation is run again without it, up to `how.max_new` times. Documents held before
+    /// are held again, without another try, while their text is the one that failed. The
+    /// calls of plugins that name node groups are shared through `memo` with the other groups
+    /// of the generation.
+    pub fn run_with(
+        &mut self,
+        plugins: &[Configured],
+        intent: &IntentSet,
+        how: Holding,
+        memo: &CallMemo,
     ) -> Result<Translation, PipelineError> {
         let claimed = claims(plugins)?;
         let mut effective = std::borrow::Cow::Borrowed(intent);
@@ -404,7 +492,7 @@ impl Pipeline {
         }
         let mut fresh = 0;
         loop {
-            let e = match self.run_once(plugins, &effective) {
+            let e = match self.run_once(plugins, &effective, memo) {
                 Ok(mut t) => {
                     self.held = held.clone();
                     self.held_under = under;
@@ -446,7 +534,12 @@ impl Pipeline {
         }
     }
 
-    fn run_once(&mut self, plugins: &[Configured], intent: &IntentSet) -> Result<Translation, PipelineError> {
+    fn run_once(
+        &mut self,
+        plugins: &[Configured],
+        intent: &IntentSet,
+        memo: &CallMemo,
+    ) -> Result<Translation, PipelineError> {
         let mut patches: Vec<&Configured> = plugins.iter().filter(|p| p.plugin.info().phase == Phase::Patch).collect();
         patches.sort_by(|a, b| (a.priority, &a.plugin.info().name).cmp(&(b.priority, &b.plugin.info().name)));
         let mut plugins: Vec<&Configured> =
@@ -473,7 +566,7 @@ impl Pipeline {
                 // A new version or configuration: everything it produced is replaced.
                 changes.take_out_all(old);
             }
-            let state = self.run_plugin(p, intent, reusable.map(Arc::as_ref), &mut calls, &mut changes)?;
+            let state = self.run_plugin(p, intent, reusable.map(Arc::as_ref), &mut calls, &mut changes, memo)?;
             next.insert(info.name.clone(), state.map(Arc::new).unwrap_or_else(|| reusable.unwrap().clone()));
         }
 
@@ -537,18 +630,19 @@ impl Pipeline {
         })
     }
 
-    /// Calls `p` with the documents `sent` (and, for a patch plugin, `resources`), counting the
-    /// call. A plugin error that names a document gets that document's origin (from `known`).
+    /// Calls `p` for `node_group` with the documents `sent` (and, for a patch plugin,
+    /// `resources`), counting the call. A plugin error that names a document gets that
+    /// document's origin (from `known`).
     fn call(
-        &self,
         p: &Configured,
+        node_group: &str,
         sent: &[&Arc<IntentDocument>],
         known: &[&Arc<IntentDocument>],
         resources: Vec<wit::XdsResource>,
         calls: &mut Vec<PluginCall>,
     ) -> Result<Translated, PipelineError> {
         let request = wit::TranslateRequest {
-            node_group: self.node_group.clone(),
+            node_group: node_group.to_owned(),
             documents: sent
                 .iter()
                 .map(|d| wit::IntentDocument {
@@ -610,7 +704,7 @@ impl Pipeline {
                 document: r.attribution().document,
             })
             .collect();
-        let response = self.call(p, &docs, &docs, resources, calls)?.response;
+        let response = Self::call(p, &self.node_group, &docs, &docs, resources, calls)?.response;
         let (mut remove, mut add) = (Vec::new(), Vec::new());
         for r in response.resources {
             let body = match &r.body {
@@ -643,6 +737,7 @@ impl Pipeline {
         prev: Option<&PluginState>,
         calls: &mut Vec<PluginCall>,
         changes: &mut Changes,
+        memo: &CallMemo,
     ) -> Result<Option<PluginState>, PipelineError> {
         let info = p.plugin.info();
         let per_document = info.granularity == Granularity::PerDocument;
@@ -750,8 +845,46 @@ impl Pipeline {
             return Ok(Some(state(outputs, diagnostics, inputs, statuses)));
         }
 
-        let Translated { response, statuses: returned } = self.call(p, &changed, &docs, vec![], calls)?;
-        for s in returned {
+        let decoded = match p.plugin.names_node_groups() {
+            false => Arc::new(Self::call_decoded(p, &self.node_group, &changed, &docs, calls)?),
+            true => match memo.find(p, &changed) {
+                Some(shared) => shared?,
+                None => {
+                    let result = Self::call_decoded(p, "", &changed, &docs, calls).map(Arc::new);
+                    memo.keep(p, &changed, result.clone());
+                    result?
+                }
+            },
+        };
+        statuses.extend(decoded.statuses.iter().cloned());
+        for (slot, resources) in &decoded.fresh {
+            let mine: Vec<Resource> = resources
+                .iter()
+                .filter(|(_, groups)| for_group(groups, &self.node_group))
+                .map(|(r, _)| r.clone())
+                .collect();
+            changes.add.extend(mine.iter().cloned());
+            outputs.insert(slot.clone(), mine.into());
+        }
+        diagnostics.extend(decoded.diagnostics.iter().cloned());
+        Ok(Some(state(outputs, diagnostics, inputs, statuses)))
+    }
+
+    /// Calls translate plugin `p` for `node_group` with the documents `changed` (every one
+    /// of its kinds is in `docs`), and checks and decodes what it returned.
+    fn call_decoded(
+        p: &Configured,
+        node_group: &str,
+        changed: &[&Arc<IntentDocument>],
+        docs: &[&Arc<IntentDocument>],
+        calls: &mut Vec<PluginCall>,
+    ) -> Result<Decoded, PipelineError> {
+        let info = p.plugin.info();
+        let per_document = info.granularity == Granularity::PerDocument;
+        let changed_ids: BTreeSet<&str> = changed.iter().map(|d| d.id().as_ref()).collect();
+        let translated = Self::call(p, node_group, changed, docs, vec![], calls)?;
+        let mut statuses = Vec::with_capacity(translated.statuses.len());
+        for s in &translated.statuses {
             let invalid = |message: &str| PipelineError::InvalidStatus {
                 plugin: info.name.clone(),
                 document: s.document.clone(),
@@ -764,17 +897,17 @@ impl Pipeline {
                 Ok(serde_json::Value::Object(_)) => {}
                 _ => return Err(invalid("is not a JSON object")),
             }
-            statuses.insert(Arc::from(s.document.as_str()), Arc::from(s.status));
+            statuses.push((Arc::from(s.document.as_str()), Arc::from(s.status.as_str())));
         }
 
-        let mut fresh: BTreeMap<Arc<str>, Vec<Resource>> = if per_document {
+        let mut fresh: BTreeMap<Arc<str>, Vec<ForGroups>> = if per_document {
             changed.iter().map(|d| (d.id().clone(), Vec::new())).collect()
         } else {
             BTreeMap::from([(Arc::from(""), Vec::new())])
         };
-        for r in response.resources {
-            let invalid =
-                |field: Option<String>, message: String| InvalidResource::refused(p, &r, None, field, message);
+        let everyone: Arc<[String]> = Arc::from([]);
+        for (i, r) in translated.response.resources.iter().enumerate() {
+            let invalid = |field: Option<String>, message: String| InvalidResource::refused(p, r, None, field, message);
             let slot: Arc<str> = if per_document {
                 match &r.document {
                     Some(d) if changed_ids.contains(d.as_str()) => Arc::from(d.as_str()),
@@ -805,19 +938,18 @@ impl Pipeline {
             };
             test_panic_hook(&r.name);
             let resource = decode_body(&r.type_url, &r.name, body.clone())
-                .map_err(|(field, message)| InvalidResource::refused(p, &r, Some(body), field, message))?;
+                .map_err(|(field, message)| InvalidResource::refused(p, r, Some(body), field, message))?;
             let origin = match &r.document {
                 Some(d) => format!("plugin {} from {d}", info.name),
                 None => format!("plugin {}", info.name),
             };
-            fresh.get_mut(&slot).expect("slot exists").push(resource.with_origin(origin));
+            let groups = match translated.groups_of(i) {
+                [] => everyone.clone(),
+                named => Arc::from(named),
+            };
+            fresh.get_mut(&slot).expect("slot exists").push((resource.with_origin(origin), groups));
         }
-        for (id, resources) in fresh {
-            changes.add.extend(resources.iter().cloned());
-            outputs.insert(id, resources.into());
-        }
-        diagnostics.extend(response.diagnostics);
-        Ok(Some(state(outputs, diagnostics, inputs, statuses)))
+        Ok(Decoded { statuses, fresh, diagnostics: translated.response.diagnostics })
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::{Failure, PluginError};
 use crate::lift;
 use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
-use crate::wit2;
+use crate::{wit2, wit3};
 
 mod waits;
 
@@ -26,13 +26,19 @@ const TICK: Duration = Duration::from_millis(5);
 pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The newest version of the `xdst:plugin` contract (`proto/wit`) this host implements.
-pub const CONTRACT: &str = "0.2.0";
+pub const CONTRACT: &str = "0.3.0";
 /// Every version of the contract this host loads.
-pub const CONTRACTS: [&str; 2] = ["0.1.0", "0.2.0"];
+pub const CONTRACTS: [&str; 3] = ["0.1.0", "0.2.0", "0.3.0"];
 /// What a component may import: the contract's log function, and its types (an interface with
 /// no functions, imported by every component that uses them), in each version.
-const GRANTED: [&str; 4] =
-    ["xdst:plugin/log@0.1.0", "xdst:plugin/types@0.1.0", "xdst:plugin/log@0.2.0", "xdst:plugin/types@0.2.0"];
+const GRANTED: [&str; 6] = [
+    "xdst:plugin/log@0.1.0",
+    "xdst:plugin/types@0.1.0",
+    "xdst:plugin/log@0.2.0",
+    "xdst:plugin/types@0.2.0",
+    "xdst:plugin/log@0.3.0",
+    "xdst:plugin/types@0.3.0",
+];
 /// WASI packages a component may import. They are linked to an empty WASI: no files, no
 /// environment or arguments, no network, stdin empty; stdout and stderr are captured into the
 /// plugin's log. Interpreters (JavaScript, Python) and libc-based toolchains import these even
@@ -198,6 +204,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wit2::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        wit3::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
         waits::bound_component_waits(&mut linker).map_err(host)?;
         let mut core_linker = wasmtime::Linker::new(&engine);
@@ -274,14 +281,19 @@ impl Runtime {
         check_imports(imports.iter().map(String::as_str)).map_err(&err)?;
         let pre = self.linker.instantiate_pre(&component).map_err(|e| err(Failure::Incompatible(format!("{e:#}"))))?;
         // The version its imports name; one that imports nothing of the contract is tried as
-        // 0.1.0, then as 0.2.0.
-        let code = if imports.iter().any(|n| n.starts_with("xdst:plugin/") && n.ends_with("@0.2.0")) {
+        // each version in turn (their exports' types differ).
+        let named = |v: &str| imports.iter().any(|n| n.starts_with("xdst:plugin/") && n.ends_with(&format!("@{v}")));
+        let code = if named("0.3.0") {
+            wit3::PluginPre::new(pre).map(Code::Component3).map_err(|e| e.to_string())
+        } else if named("0.2.0") {
             wit2::PluginPre::new(pre).map(Code::Component2).map_err(|e| e.to_string())
         } else {
             wit::PluginPre::new(pre.clone())
                 .map(Code::Component)
-                .or_else(|e1| wit2::PluginPre::new(pre).map(Code::Component2).map_err(|e2| format!("{e1:#}; {e2:#}")))
-                .map_err(|e| e.to_string())
+                .or_else(|e1| {
+                    wit2::PluginPre::new(pre.clone()).map(Code::Component2).map_err(|e2| format!("{e1:#}; {e2:#}"))
+                })
+                .or_else(|e| wit3::PluginPre::new(pre).map(Code::Component3).map_err(|e3| format!("{e}; {e3:#}")))
         }
         .map_err(|e| {
             err(Failure::Incompatible(format!(
@@ -331,12 +343,16 @@ impl Runtime {
             fuel_enabled: self.config.fuel,
             text: self.config.text,
         };
-        let v2 = matches!(plugin.code, Code::Component2(_));
+        let version = plugin.contract();
         let info = plugin.call(
             |instance, store| {
-                if v2 {
+                if version == "0.2.0" {
                     let p = wit2::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
                     return p.call_describe(store).map(info_from_v2).map_err(CallError::Wasm);
+                }
+                if version == "0.3.0" {
+                    let p = wit3::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
+                    return p.call_describe(store).map(info_from_v3).map_err(CallError::Wasm);
                 }
                 let p = wit::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
                 p.call_describe(store).map_err(CallError::Wasm)
@@ -425,12 +441,32 @@ enum Code {
     Component(wit::PluginPre<CallState>),
     /// A component of contract 0.2.0.
     Component2(wit2::PluginPre<CallState>),
+    /// A component of contract 0.3.0.
+    Component3(wit3::PluginPre<CallState>),
     Core(CorePre),
 }
 
 /// A 0.2.0 plugin's description in the host's (0.1.0) types: the record is the same.
 fn info_from_v2(i: wit2::xdst::plugin::types::PluginInfo) -> PluginInfo {
     use wit2::xdst::plugin::types::{Granularity as G, Phase as P};
+    PluginInfo {
+        name: i.name,
+        version: i.version,
+        kinds: i.kinds,
+        phase: match i.phase {
+            P::Translate => wit::Phase::Translate,
+            P::Patch => wit::Phase::Patch,
+        },
+        granularity: match i.granularity {
+            G::PerDocument => wit::Granularity::PerDocument,
+            G::WholeSet => wit::Granularity::WholeSet,
+        },
+    }
+}
+
+/// A 0.3.0 plugin's description in the host's types: the record is the same.
+fn info_from_v3(i: wit3::xdst::plugin::types::PluginInfo) -> PluginInfo {
+    use wit3::xdst::plugin::types::{Granularity as G, Phase as P};
     PluginInfo {
         name: i.name,
         version: i.version,
@@ -455,12 +491,27 @@ pub struct DocumentStatus {
     pub status: String,
 }
 
-/// What a translation returned: the 0.1.0 response, and the statuses 0.2.0 added (none from a
-/// 0.1.0 plugin).
+/// What a translation returned: the 0.1.0 response, the statuses 0.2.0 added (none from a
+/// 0.1.0 plugin), and the node groups 0.3.0 added.
 #[derive(Debug, Clone)]
 pub struct Translated {
     pub response: TranslateResponse,
     pub statuses: Vec<DocumentStatus>,
+    /// The node groups each of `response.resources` is for, in their order (contract 0.3.0):
+    /// empty when no resource names any (every resource is for every group).
+    pub node_groups: Vec<Vec<String>>,
+}
+
+impl Translated {
+    /// A response with no statuses and no node groups (contract 0.1.0).
+    pub fn of(response: TranslateResponse) -> Self {
+        Translated { response, statuses: Vec::new(), node_groups: Vec::new() }
+    }
+
+    /// The node groups resource `i` is for; empty: every group.
+    pub fn groups_of(&self, i: usize) -> &[String] {
+        self.node_groups.get(i).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// A loaded plugin: compiled, linked, described. Calls are independent: each gets a fresh
@@ -504,7 +555,7 @@ impl Plugin {
     /// Whether it is a component or a core-ABI module.
     pub fn abi(&self) -> Abi {
         match self.code {
-            Code::Component(_) | Code::Component2(_) => Abi::Component,
+            Code::Component(_) | Code::Component2(_) | Code::Component3(_) => Abi::Component,
             Code::Core(_) => Abi::CoreModule,
         }
     }
@@ -512,6 +563,7 @@ impl Plugin {
     pub fn contract(&self) -> &'static str {
         match self.code {
             Code::Component2(_) => "0.2.0",
+            Code::Component3(_) => "0.3.0",
             Code::Component(_) | Code::Core(_) => "0.1.0",
         }
     }
@@ -528,18 +580,16 @@ impl Plugin {
     /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns.
     pub fn translate_full(&self, request: &TranslateRequest) -> Result<Translated, PluginError> {
         let cap = self.limits.output_bytes;
-        let v2 = matches!(self.code, Code::Component2(_));
+        let version = self.contract();
         let result = self.call(
-            |instance, store| {
-                if v2 {
-                    translate_bounded::<lift::TranslateResponse2>(instance, store, request, cap)
-                } else {
-                    translate_bounded::<lift::TranslateResponse>(instance, store, request, cap)
+            |instance, store| match version {
+                "0.2.0" => translate_bounded::<_, lift::TranslateResponse2>(instance, store, request, cap),
+                "0.3.0" => {
+                    translate_bounded::<_, lift::TranslateResponse3>(instance, store, &lift::request_v3(request), cap)
                 }
+                _ => translate_bounded::<_, lift::TranslateResponse>(instance, store, request, cap),
             },
-            |c, store| {
-                c.translate(store, request, cap).map(|r| r.map(|response| Translated { response, statuses: vec![] }))
-            },
+            |c, store| c.translate(store, request, cap).map(|r| r.map(Translated::of)),
         )?;
         let mut translated = result
             .map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
@@ -595,6 +645,7 @@ impl Plugin {
         let instance_pre = match &self.code {
             Code::Component(pre) => Ok(pre.instance_pre()),
             Code::Component2(pre) => Ok(pre.instance_pre()),
+            Code::Component3(pre) => Ok(pre.instance_pre()),
             Code::Core(pre) => Err(pre),
         };
         let outcome = match instance_pre {
@@ -626,22 +677,21 @@ impl Plugin {
     }
 }
 
-/// Calls a component's `translate`, copying its result (`R`: the response of the plugin's
-/// contract version) under the output cap `cap` (see [`crate::lift`]): aliased strings cannot
-/// make the copy larger than the cap. The request is the same record in every version.
-fn translate_bounded<R>(
+/// Calls a component's `translate` with `request` (`Q`: the request of the plugin's contract
+/// version), copying its result (`R`: the response of that version) under the output cap `cap`
+/// (see [`crate::lift`]): aliased strings cannot make the copy larger than the cap.
+fn translate_bounded<Q, R>(
     instance: &wasmtime::component::Instance,
     store: &mut Store<CallState>,
-    request: &TranslateRequest,
+    request: &Q,
     cap: usize,
 ) -> Result<Result<Translated, wit::PluginError>, CallError>
 where
+    Q: wasmtime::component::ComponentType + wasmtime::component::Lower + Sync,
     R: wasmtime::component::ComponentType + wasmtime::component::Lift + Into<Translated> + Send + Sync + 'static,
 {
     type Returns<R> = (Result<R, lift::PluginError>,);
-    let f = instance
-        .get_typed_func::<(&TranslateRequest,), Returns<R>>(&mut *store, "translate")
-        .map_err(CallError::Wasm)?;
+    let f = instance.get_typed_func::<(&Q,), Returns<R>>(&mut *store, "translate").map_err(CallError::Wasm)?;
     let (result,) = lift::bounded(cap, || f.call(&mut *store, (request,))).map_err(|e| match e
         .downcast_ref::<lift::OutputCapExceeded>()
     {
@@ -670,7 +720,8 @@ fn output_size(t: &Translated) -> usize {
         .sum();
     let diag: usize = r.diagnostics.iter().map(|d| d.message.len() + opt(&d.document) + opt(&d.field)).sum();
     let statuses: usize = t.statuses.iter().map(|s| s.document.len() + s.status.len()).sum();
-    res + diag + statuses
+    let groups: usize = t.node_groups.iter().flatten().map(String::len).sum();
+    res + diag + statuses + groups
 }
 
 /// The state of one call.
@@ -862,6 +913,20 @@ impl wit::xdst::plugin::log::Host for CallState {
     }
 }
 
+impl wit3::xdst::plugin::log::Host for CallState {
+    fn log(&mut self, level: wit3::xdst::plugin::log::Level, message: String) {
+        use wit::xdst::plugin::log::Level as L;
+        use wit3::xdst::plugin::log::Level as L3;
+        let level = match level {
+            L3::Debug => L::Debug,
+            L3::Info => L::Info,
+            L3::Warn => L::Warn,
+            L3::Error => L::Error,
+        };
+        self.write_log(level, message);
+    }
+}
+
 impl wit2::xdst::plugin::log::Host for CallState {
     fn log(&mut self, level: wit2::xdst::plugin::log::Level, message: String) {
         use wit::xdst::plugin::log::Level as L;
@@ -876,6 +941,14 @@ impl wit2::xdst::plugin::log::Host for CallState {
     }
 }
 
+/// The versions of the contract this host speaks, for people: `0.1.0, 0.2.0 and 0.3.0`.
+fn spoken() -> String {
+    match CONTRACTS.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => CONTRACTS.join(""),
+    }
+}
+
 /// Every import must be one we provide: anything else was not granted. A plugin built
 /// against another version of the contract is told so first.
 fn check_imports<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<(), Failure> {
@@ -885,7 +958,7 @@ fn check_imports<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<(),
         {
             return Err(Failure::Incompatible(format!(
                 "speaks version {v} of the xdst:plugin contract ({name}); this xdst speaks {} (see proto/README.md)",
-                CONTRACTS.join(" and ")
+                spoken()
             )));
         }
     }

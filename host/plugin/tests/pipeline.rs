@@ -98,6 +98,42 @@ fn a_pipeline_reruns_only_what_changed() {
     assert!(after.calls.is_empty(), "{:?}", after.calls);
 }
 
+/// Contract 0.3.0 (design 019): a translate plugin whose resources name their node groups is
+/// called once for every group of a generation, with node group `""`; each group keeps what
+/// names it or names none. The next generation, unchanged, calls nothing.
+#[test]
+fn a_plugin_naming_node_groups_is_called_once_for_every_group() {
+    use xdst_plugin::pipeline::{CallMemo, Holding, Pipeline};
+    let plugin = runtime().load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
+    assert_eq!(plugin.contract(), "0.3.0");
+    let plugins = [Configured::new(Arc::new(plugin), "\"groups\"")];
+    let set = intent(ONE);
+    let mut pipelines: Vec<Pipeline> = ["", "blue", "green"].into_iter().map(Pipeline::new).collect();
+    for round in 0..2 {
+        let memo = CallMemo::default();
+        let mut calls = Vec::new();
+        let mut served = Vec::new();
+        for p in &mut pipelines {
+            let out = p.run_with(&plugins, &set, Holding::STRICT, &memo).unwrap();
+            calls.extend(out.calls);
+            let names: Vec<String> =
+                out.snapshot.types().flat_map(|(_, s)| s.resources()).map(|r| r.name().to_string()).collect();
+            served.push((p.node_group().to_owned(), names));
+        }
+        let expected = if round == 0 { 1 } else { 0 };
+        assert_eq!(calls.len(), expected, "round {round}: {calls:?}");
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            served,
+            [
+                ("".to_owned(), names(&["asked-all", "c-all"])),
+                ("blue".to_owned(), names(&["asked-all", "c-all", "c-blue"])),
+                ("green".to_owned(), names(&["asked-all", "c-all"])),
+            ]
+        );
+    }
+}
+
 /// Issue 7, composition: `patch` plugins (here core-ABI modules in WAT) run after the translate
 /// plugins, in priority then name order, over every translated resource; what they change is
 /// attributed to both plugins; a failing one fails the generation (fail-closed) or is skipped

@@ -78,7 +78,10 @@ pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectR
 
 /// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
 pub fn emit(world: &World, used: &crate::gateway::Used, tls: &Policies, out: &mut TranslateResponse) {
+    let every = std::collections::BTreeSet::new();
     for (b, grpc) in &used.backends {
+        // For the node groups of the Gateways whose routes use it.
+        let groups = used.groups.get(b).unwrap_or(&every);
         let key = (b.namespace.clone(), b.service.clone());
         let service = &world.services[&key];
         let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
@@ -94,7 +97,7 @@ pub fn emit(world: &World, used: &crate::gateway::Used, tls: &Policies, out: &mu
             let client = used.client_certificates.get(b);
             cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2, client));
         }
-        out.resources.push(resource(&cluster, Some(service.id.clone())));
+        out.resources.push(resource(&cluster, Some(service.id.clone())).for_node_groups(groups));
 
         // A port whose BackendTLSPolicy cannot be applied gets no endpoints: never plaintext.
         let endpoints = match policy {
@@ -108,7 +111,7 @@ pub fn emit(world: &World, used: &crate::gateway::Used, tls: &Policies, out: &mu
             );
         }
         let cla = cla.build();
-        out.resources.push(resource(&cla, Some(service.id.clone())));
+        out.resources.push(resource(&cla, Some(service.id.clone())).for_node_groups(groups));
     }
 }
 

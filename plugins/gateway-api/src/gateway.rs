@@ -32,6 +32,9 @@ use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 pub struct Used {
     pub backends: BTreeMap<Backend, bool>,
     pub client_certificates: BTreeMap<Backend, Key>,
+    /// The node groups of the Gateways whose routes use each backend (`nodes: per-gateway`;
+    /// with `nodes: all` none, which is every group).
+    pub groups: BTreeMap<Backend, BTreeSet<String>>,
 }
 
 /// A route attached to one Gateway listener, with the hostnames it serves there.
@@ -126,14 +129,10 @@ pub fn http_listener(listener: HttpListener) -> HttpListener {
     listener.upgrade("websocket").http_filter(crate::cors::FILTER, xdst_guest::pack(&crate::extensions::Cors {}))
 }
 
-/// Translates every Gateway and HTTPRoute; returns the backends routes use.
-pub fn translate(
-    world: &World,
-    config: &Config,
-    node_group: &str,
-    out: &mut TranslateResponse,
-    statuses: &mut Statuses,
-) -> Used {
+/// Translates every Gateway and HTTPRoute; returns the backends routes use. With `nodes:
+/// per-gateway`, each Gateway's resources name its node group, `<namespace>/<name>` (contract
+/// 0.3.0: one translation serves every group).
+pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, statuses: &mut Statuses) -> Used {
     let of_ours: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
     // Each Gateway with the listeners of the ListenerSets it takes.
@@ -182,7 +181,9 @@ pub fn translate(
     // Per Gateway port: the Listener and its RouteConfigurations.
     let mut backends = BTreeMap::new();
     let mut client_certificates = BTreeMap::new();
-    let mut secrets_served: BTreeSet<Key> = BTreeSet::new();
+    let mut backend_groups: BTreeMap<Backend, BTreeSet<String>> = BTreeMap::new();
+    // Each Secret a listener serves, with the node groups it is served to (none: all).
+    let mut secrets_served: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();
     // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
     // listener): the oldest keeps it, and the other's listener is not accepted.
     let mut taken: BTreeMap<(String, u16), String> = BTreeMap::new();
@@ -191,8 +192,12 @@ pub fn translate(
         .sort_by_key(|(k, e)| (e.gateway.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone()));
     for (gkey, expanded) in oldest_first {
         let gateway = &expanded.gateway;
-        let group = format!("{}/{}", gateway.namespace, gateway.name);
-        let serve = config.nodes == Nodes::All || node_group == group;
+        // The node groups its resources are for: none (every group), or its own.
+        let groups: Vec<String> = match config.nodes {
+            Nodes::All => Vec::new(),
+            Nodes::PerGateway => vec![format!("{}/{}", gateway.namespace, gateway.name)],
+        };
+        let mut serve_secret = |key: Key| secrets_served.entry(key).or_default().extend(groups.iter().cloned());
         let bound_by = |port: u16| {
             let at = (address(config, gateway), envoy_port(config, port)?);
             taken.get(&at).filter(|owner| **owner != gateway.id).map(|owner| (at, owner.clone()))
@@ -335,9 +340,7 @@ pub fn translate(
             Ok(None) => None,
             Ok(Some(key)) => {
                 conditions.push(Condition::yes("ResolvedRefs", "ResolvedRefs"));
-                if serve {
-                    secrets_served.insert(key.clone());
-                }
+                serve_secret(key.clone());
                 Some(key)
             }
             Err(c) => {
@@ -398,13 +401,12 @@ pub fn translate(
                     if let Some(key) = &client_certificate {
                         client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
                     }
+                    backend_groups.entry(b.clone()).or_default().extend(groups.iter().cloned());
                     backends.entry(b).or_insert(false);
                 }
-                if serve {
-                    secrets_served.extend(programmed.iter().flat_map(|(_, s)| s.iter().cloned()));
-                    out.resources.extend(l4.listener.map(|l| resource(&l, Some(gateway.id.clone()))));
-                    out.resources.extend(l4.clusters);
-                }
+                programmed.iter().flat_map(|(_, s)| s.iter().cloned()).for_each(&mut serve_secret);
+                let listener = l4.listener.map(|l| resource(&l, Some(gateway.id.clone())));
+                out.resources.extend(listener.into_iter().chain(l4.clusters).map(|r| r.for_node_groups(&groups)));
                 continue;
             }
             let here = Port { gateway, gkey, listeners: &listeners, https: protocol == "HTTPS" };
@@ -422,9 +424,7 @@ pub fn translate(
                         secrets: secrets.clone(),
                         validation: validations.get(i).cloned(),
                     });
-                    if serve {
-                        secrets_served.extend(secrets.iter().cloned());
-                    }
+                    secrets.iter().cloned().for_each(&mut serve_secret);
                 }
                 crate::tls::https_listener(&name, &address, envoy_port, &chains)
             } else {
@@ -436,25 +436,27 @@ pub fn translate(
                 for r in rules {
                     for (b, grpc) in &r.backends {
                         *backends.entry(b.clone()).or_insert(false) |= grpc;
+                        backend_groups.entry(b.clone()).or_default().extend(groups.iter().cloned());
                         if let Some(key) = &client_certificate {
                             client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
                         }
                     }
                 }
             }
-            if serve {
-                out.resources.push(resource(&listener, Some(gateway.id.clone())));
-                for (rc, _) in configs {
-                    out.resources.push(resource_named(rc.name.clone(), &rc, Some(gateway.id.clone())));
-                }
+            out.resources.push(resource(&listener, Some(gateway.id.clone())).for_node_groups(&groups));
+            for (rc, _) in configs {
+                let rc = resource_named(rc.name.clone(), &rc, Some(gateway.id.clone()));
+                out.resources.push(rc.for_node_groups(&groups));
             }
         }
     }
-    for (secret, id) in crate::tls::secrets(world, &secrets_served) {
-        out.resources.push(resource_named(secret.name.clone(), &secret, Some(id)));
+    for (key, groups) in &secrets_served {
+        for (secret, id) in crate::tls::secrets(world, [key]) {
+            out.resources.push(resource_named(secret.name.clone(), &secret, Some(id)).for_node_groups(groups));
+        }
     }
 
-    Used { backends, client_certificates }
+    Used { backends, client_certificates, groups: backend_groups }
 }
 
 /// A Gateway's own `Accepted` and `Programmed`: not accepted when it names parameters (xdst

@@ -16,6 +16,10 @@
 //! | Service port a route uses | a Cluster and a ClusterLoadAssignment, `<ns>/<service>:<port>` |
 //! | EndpointSlice | the endpoints of its Service's clusters |
 //!
+//! With `nodes: per-gateway`, each resource names the node groups it is for (contract 0.3.0):
+//! a Gateway's listeners, routes and Secrets its own group `<ns>/<name>`, a cluster and its
+//! endpoints the groups of the Gateways whose routes use it. One call serves every group.
+//!
 //! Conditions (Accepted, ResolvedRefs, Programmed) are worked out for every route parent and
 //! Gateway listener (`status.rs`) and returned as the documents' statuses (contract 0.2.0),
 //! which `xdst translate --status` prints and `GET /intent/...` serves; those that are False
@@ -98,7 +102,7 @@ pub fn translate(
     let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
     let mut statuses =
         status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
-    let used = gateway::translate(&world, &config, &request.node_group, &mut out, &mut statuses);
+    let used = gateway::translate(&world, &config, &mut out, &mut statuses);
     let tls = backend_tls::Policies::read(&world, &gateway::ours_set(&world, &config), &mut statuses);
     backends::emit(&world, &used, &tls, &mut out);
     for (id, message) in statuses.problems() {

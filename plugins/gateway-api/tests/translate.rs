@@ -211,3 +211,51 @@ fn listeners_say_which_route_kinds_they_take_and_classes_are_accepted() {
     );
     assert_eq!(statuses["Gateway/infra/default"]["addresses"][0]["type"], "IPAddress");
 }
+
+/// Contract 0.3.0 with `nodes: per-gateway`: each Gateway's listener and routes name its node
+/// group, and a Service's cluster and endpoints name the groups of every Gateway whose routes
+/// use it; with `nodes: all` nothing names a group (every group gets everything).
+#[test]
+fn per_gateway_resources_name_their_node_groups() {
+    let two = format!(
+        "{CASE}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw2, namespace: infra}}
+spec:
+  gatewayClassName: xdst
+  listeners: [{{name: http, port: 81, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r2, namespace: infra}}
+spec:
+  parentRefs: [{{name: gw2}}]
+  rules: [{{backendRefs: [{{name: web, port: 8080}}, {{name: web, port: 8081}}]}}]
+"
+    );
+    let tagged = |config: &str| -> Vec<(String, Vec<String>)> {
+        let (out, _) = run(&two, config);
+        out.resources
+            .iter()
+            .map(|r| (format!("{} {}", r.type_url.rsplit('.').next().unwrap(), r.name), r.node_groups.clone()))
+            .collect()
+    };
+    let g = |groups: &[&str]| groups.iter().map(|g| g.to_string()).collect::<Vec<_>>();
+    let per_gateway = tagged(r#"{"nodes": "per-gateway"}"#);
+    let expect = [
+        ("Listener infra/gw/80", g(&["infra/gw"])),
+        ("RouteConfiguration infra/gw/80", g(&["infra/gw"])),
+        ("Listener infra/gw2/81", g(&["infra/gw2"])),
+        ("RouteConfiguration infra/gw2/81", g(&["infra/gw2"])),
+        ("Cluster infra/web:8080", g(&["infra/gw", "infra/gw2"])),
+        ("ClusterLoadAssignment infra/web:8080", g(&["infra/gw", "infra/gw2"])),
+        ("Cluster infra/web:8081", g(&["infra/gw2"])),
+        ("ClusterLoadAssignment infra/web:8081", g(&["infra/gw2"])),
+    ];
+    let expect: Vec<(String, Vec<String>)> = expect.into_iter().map(|(n, g)| (n.to_owned(), g)).collect();
+    assert_eq!(per_gateway, expect);
+    let all = tagged("null");
+    assert_eq!(all.len(), expect.len());
+    assert!(all.iter().all(|(_, groups)| groups.is_empty()), "{all:?}");
+}

@@ -3,7 +3,7 @@
 //! - `GET /intent`: every intent document, with where it comes from;
 //! - `GET /intent/{kind}/{name}`, or `/intent/{kind}/{namespace}/{name}` for a namespaced
 //!   document: one document, with the `status` its plugin computed in the last good
-//!   generation (plugins of contract 0.2.0);
+//!   generation (plugins of contract 0.2.0 and later);
 //! - `PUT` (body: the document, YAML or JSON) and `DELETE` of the same paths: need
 //!   `Authorization: Bearer <token>`.
 //!

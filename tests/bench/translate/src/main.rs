@@ -53,6 +53,13 @@ impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
         "native"
     }
     fn translate(&self, r: &wit::TranslateRequest) -> Result<wit::TranslateResponse, PluginError> {
+        self.translate_full(r).map(|t| t.response)
+    }
+    fn names_node_groups(&self) -> bool {
+        // The guest SDK speaks contract 0.3.0.
+        true
+    }
+    fn translate_full(&self, r: &wit::TranslateRequest) -> Result<xdst_plugin::Translated, PluginError> {
         // The conversions stand in for the copies the component model makes.
         let request = xdst_guest::TranslateRequest {
             node_group: r.node_group.clone(),
@@ -74,10 +81,15 @@ impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
             digest: "native".into(),
             failure: xdst_plugin::Failure::Reported { message: e.message, document: e.document, field: e.field },
         })?;
-        Ok(wit::TranslateResponse {
+        let mut node_groups = Vec::new();
+        let response = wit::TranslateResponse {
             resources: response
                 .resources
                 .into_iter()
+                .map(|mut x| {
+                    node_groups.push(std::mem::take(&mut x.node_groups));
+                    x
+                })
                 .map(|x| wit::XdsResource {
                     type_url: x.type_url,
                     name: x.name,
@@ -89,7 +101,11 @@ impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
                 })
                 .collect(),
             diagnostics: vec![],
-        })
+        };
+        if node_groups.iter().all(Vec::is_empty) {
+            node_groups.clear();
+        }
+        Ok(xdst_plugin::Translated { response, statuses: vec![], node_groups })
     }
 }
 

@@ -31,6 +31,7 @@ impl Translator for Adversary {
                 name: "c1".into(),
                 body,
                 document: request.documents.first().map(|d| format!("{}/{}", d.kind, d.name)),
+                node_groups: vec![],
             };
             return match what {
                 "deep-any-proto" => ok(vec![cluster(Body::Proto(deep_cluster_proto(n)))]),
@@ -69,6 +70,7 @@ impl Translator for Adversary {
                 name: "c1".into(),
                 body: Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()),
                 document: request.documents.first().map(|d| format!("{}/{}", d.kind, d.name)),
+                node_groups: vec![],
             }]),
             "loop" => {
                 let mut x: u64 = 0;
@@ -88,12 +90,14 @@ impl Translator for Adversary {
                 name: "big".into(),
                 body: Body::Json("x".repeat(4 << 20)),
                 document: None,
+                node_groups: vec![],
             }]),
             "badjson" => ok(vec![XdsResource {
                 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
                 name: "c1".into(),
                 body: Body::Json(r#"{"name": "c1", "connect_timeout": 5}"#.into()),
                 document: Some("Adversary/one".into()),
+                node_groups: vec![],
             }]),
             "panic" => panic!("the adversary panics"),
             "error" => Err(PluginError {
@@ -101,6 +105,19 @@ impl Translator for Adversary {
                 document: Some("Adversary/one".into()),
                 field: Some("spec.port".into()),
             }),
+            // Contract 0.3.0: a cluster for every group, one for the group "blue" only, and
+            // one named after the node group the request was for.
+            "groups" => {
+                let named = |name: &str, groups: &[&str]| XdsResource {
+                    type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                    name: name.into(),
+                    body: Body::Json(format!(r#"{{"name": "{name}", "connect_timeout": "1s"}}"#)),
+                    document: None,
+                    node_groups: groups.iter().map(|g| g.to_string()).collect(),
+                };
+                let asked = if request.node_group.is_empty() { "all" } else { &request.node_group };
+                ok(vec![named("c-all", &[]), named("c-blue", &["blue"]), named(&format!("asked-{asked}"), &[])])
+            }
             "chatty" => {
                 for i in 0..1000 {
                     log(Level::Info, &format!("line {i}"));

@@ -97,12 +97,14 @@ impl Translator for Swap {
                 name: name.clone(),
                 body: Body::Json(route.to_string()),
                 document: document.clone(),
+                node_groups: vec![],
             });
             resources.push(XdsResource {
                 type_url: "type.googleapis.com/envoy.config.listener.v3.Listener".into(),
                 name: name.clone(),
                 body: Body::Json(listener.to_string()),
                 document,
+                node_groups: vec![],
             });
         }
         Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] })

@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime};
 use tracing::{error, info, warn};
 use xdst_core::cache::Publication;
 use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
-use xdst_plugin::pipeline::{Configured, Holding, Pipeline, Translation};
+use xdst_plugin::pipeline::{CallMemo, Configured, Holding, Pipeline, Translation};
 
 pub mod error;
 pub mod generation;
@@ -792,9 +792,11 @@ impl IntentSource {
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
         let mut kept = BTreeMap::new();
+        // A plugin whose resources name their node groups is called once for all of them.
+        let memo = CallMemo::default();
         for g in groups {
             let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
-            let out = p.run_holding(configured, intent, how);
+            let out = p.run_with(configured, intent, how, &memo);
             kept.insert(g.clone(), p);
             let out = match out {
                 Ok(out) => out,
