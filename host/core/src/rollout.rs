@@ -955,6 +955,13 @@ impl Rollout {
         types.into_iter().all(|ty| {
             let Some(target) = self.target.get(ty) else { return true };
             let held = self.confirmed.get(ty);
+            // Held exactly at the target (the same names at the same versions, so the sums of
+            // (name, version) agree): at the target, and nothing extra, without a lookup a
+            // resource. What a node acknowledged is usually this, and the lookups were a
+            // fifth of the server's CPU with 100 streams and 2,000 resources (issue 37, row 2).
+            if held.is_some_and(|h| Arc::ptr_eq(h, target) || (h.len() == target.len() && h.sum() == target.sum())) {
+                return true;
+            }
             let subs = subs(ty);
             let wildcard = subs.iter().any(|(w, _)| *w);
             let asked = |name: &Arc<str>| {

@@ -315,6 +315,8 @@ pub struct Pipeline {
     /// configurations) it ran: with other plugins, they are tried again.
     held: BTreeMap<Arc<str>, Held>,
     held_under: String,
+    /// Whether the documents' statuses are kept (a server serves the default group's only).
+    statuses: bool,
 }
 
 /// What one plugin was given and returned last time. The maps are persistent: the next
@@ -331,6 +333,9 @@ struct PluginState {
     diagnostics: Arc<[wit::Diagnostic]>,
     /// Document id -> its status (JSON), as the plugin last returned it.
     statuses: OrdMap<Arc<str>, Arc<str>>,
+    /// The node groups its resources name (contract 0.3.0); for a `per-document` plugin also
+    /// those its resources named before (a group named here runs its own pipeline).
+    named_groups: Arc<BTreeSet<String>>,
 }
 
 /// The plugin calls of one generation, shared by the node groups it translates. A plugin whose
@@ -385,10 +390,22 @@ struct Decoded {
     /// for a `whole-set` one), each with the node groups it is for (none: every group).
     fresh: BTreeMap<Arc<str>, Vec<ForGroups>>,
     diagnostics: Vec<wit::Diagnostic>,
+    /// Every node group a resource names.
+    named: BTreeSet<String>,
+    /// The documents of the call, as the pipeline that made it keeps them (`whole-set`).
+    inputs: Option<OrdMap<Arc<str>, Arc<IntentDocument>>>,
 }
 
 /// A resource and the node groups it is for (none: every group).
 type ForGroups = (Resource, Arc<[String]>);
+
+/// Whether every node group's translation with `plugins` is the default group's, but for the
+/// resources that name groups: all are `translate` plugins whose resources name their groups
+/// (contract 0.3.0). Then a group that nothing names is served the default group's set, and
+/// needs no pipeline of its own ([`Pipeline::names_group`]).
+pub fn groups_differ_only_by_name(plugins: &[Configured]) -> bool {
+    plugins.iter().all(|p| p.plugin.info().phase == Phase::Translate && p.plugin.names_node_groups())
+}
 
 /// Whether a resource for `groups` is served to `group`.
 fn for_group(groups: &[String], group: &str) -> bool {
@@ -421,11 +438,24 @@ impl Pipeline {
             snapshot: None,
             held: BTreeMap::new(),
             held_under: String::new(),
+            statuses: true,
         }
+    }
+
+    /// The pipeline, keeping no statuses: for a node group whose statuses nobody reads (a
+    /// server serves the default group's), so a thousand groups do not keep a thousand copies.
+    pub fn without_statuses(mut self) -> Self {
+        self.statuses = false;
+        self
     }
 
     pub fn node_group(&self) -> &str {
         &self.node_group
+    }
+
+    /// Whether a resource of the last good generation names node group `group`.
+    pub fn names_group(&self, group: &str) -> bool {
+        self.plugins.values().any(|s| s.named_groups.contains(group))
     }
 
     /// Runs one generation. On success the pipeline remembers it; on failure nothing changes.
@@ -749,7 +779,7 @@ impl Pipeline {
         // What changed since last time: both sides are ordered by id, walk them together.
         let mut changed: Vec<&Arc<IntentDocument>> = Vec::new();
         let mut removed: Vec<Arc<str>> = Vec::new();
-        let inputs = match prev {
+        let mut inputs = match prev {
             Some(prev) => {
                 let mut olds = prev.inputs.iter().peekable();
                 for d in &docs {
@@ -832,7 +862,11 @@ impl Pipeline {
             }
             _ => OrdMap::new(),
         };
-        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses| PluginState {
+        let named_before = match prev {
+            Some(prev) if per_document => prev.named_groups.clone(),
+            _ => Arc::default(),
+        };
+        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses, named_groups| PluginState {
             digest: p.plugin.digest().to_owned(),
             config: p.config.clone(),
             granularity: Some(info.granularity),
@@ -840,9 +874,10 @@ impl Pipeline {
             outputs,
             diagnostics: diagnostics.into(),
             statuses,
+            named_groups,
         };
         if changed.is_empty() {
-            return Ok(Some(state(outputs, diagnostics, inputs, statuses)));
+            return Ok(Some(state(outputs, diagnostics, inputs, statuses, named_before)));
         }
 
         let decoded = match p.plugin.names_node_groups() {
@@ -850,13 +885,21 @@ impl Pipeline {
             true => match memo.find(p, &changed) {
                 Some(shared) => shared?,
                 None => {
-                    let result = Self::call_decoded(p, "", &changed, &docs, calls).map(Arc::new);
+                    let inputs = (!per_document).then(|| inputs.clone());
+                    let result =
+                        Self::call_decoded(p, "", &changed, &docs, calls).map(|d| Arc::new(Decoded { inputs, ..d }));
                     memo.keep(p, &changed, result.clone());
                     result?
                 }
             },
         };
-        statuses.extend(decoded.statuses.iter().cloned());
+        if self.statuses {
+            statuses.extend(decoded.statuses.iter().cloned());
+        }
+        // The inputs of the call this group shares: one map for every group, not one each.
+        if let (false, Some(shared)) = (per_document, &decoded.inputs) {
+            inputs = shared.clone();
+        }
         for (slot, resources) in &decoded.fresh {
             let mine: Vec<Resource> = resources
                 .iter()
@@ -867,7 +910,11 @@ impl Pipeline {
             outputs.insert(slot.clone(), mine.into());
         }
         diagnostics.extend(decoded.diagnostics.iter().cloned());
-        Ok(Some(state(outputs, diagnostics, inputs, statuses)))
+        let named = match named_before.is_empty() {
+            true => Arc::new(decoded.named.clone()),
+            false => Arc::new(named_before.iter().chain(&decoded.named).cloned().collect()),
+        };
+        Ok(Some(state(outputs, diagnostics, inputs, statuses, named)))
     }
 
     /// Calls translate plugin `p` for `node_group` with the documents `changed` (every one
@@ -906,6 +953,7 @@ impl Pipeline {
             BTreeMap::from([(Arc::from(""), Vec::new())])
         };
         let everyone: Arc<[String]> = Arc::from([]);
+        let mut named = BTreeSet::new();
         for (i, r) in translated.response.resources.iter().enumerate() {
             let invalid = |field: Option<String>, message: String| InvalidResource::refused(p, r, None, field, message);
             let slot: Arc<str> = if per_document {
@@ -945,11 +993,14 @@ impl Pipeline {
             };
             let groups = match translated.groups_of(i) {
                 [] => everyone.clone(),
-                named => Arc::from(named),
+                these => {
+                    named.extend(these.iter().cloned());
+                    Arc::from(these)
+                }
             };
             fresh.get_mut(&slot).expect("slot exists").push((resource.with_origin(origin), groups));
         }
-        Ok(Decoded { statuses, fresh, diagnostics: translated.response.diagnostics })
+        Ok(Decoded { statuses, fresh, diagnostics: translated.response.diagnostics, named, inputs: None })
     }
 }
 

@@ -132,6 +132,15 @@ fn a_plugin_naming_node_groups_is_called_once_for_every_group() {
             ]
         );
     }
+    // What the host needs to serve a group nothing names the default group's set.
+    assert!(xdst_plugin::pipeline::groups_differ_only_by_name(&plugins));
+    assert!(pipelines[0].names_group("blue") && !pipelines[0].names_group("green"));
+    // A plugin of an older contract is called per group: its output may differ by group.
+    let describe =
+        r#"{"name": "old", "version": "0.1.0", "kinds": ["Old"], "phase": "translate", "granularity": "whole-set"}"#;
+    let old = runtime().load_any("old.wasm", &common::core_returning(describe, r#"{"ok": {}}"#), Limits::default());
+    let old = Configured::new(Arc::new(old.unwrap()), "null");
+    assert!(!xdst_plugin::pipeline::groups_differ_only_by_name(&[plugins[0].clone(), old]));
 }
 
 /// Issue 7, composition: `patch` plugins (here core-ABI modules in WAT) run after the translate

@@ -13,8 +13,9 @@
 //! - `churn` (row 5): 1,000 endpoint changes a second over 1,000 Services for 60 s, 10,000
 //!   Delta streams: per change, the time until every stream had it; CPU; RSS growth.
 //! - `groups` (row 3): G Gateways with `nodes: per-gateway` (a node group each), 10 streams
-//!   each; then the same streams with `nodes: all` (one group): RSS per group is the
-//!   difference over G - 1. And, through the intent API, the time of a change to one Gateway's
+//!   each; then the same intent and as many streams, all in the group of one Gateway (so each
+//!   stream holds as much as before, in one group): RSS per group is the difference over
+//!   G - 1. And, through the intent API, the time of a change to one Gateway's
 //!   route and of a change every Gateway sees (an EndpointSlice all their routes use) until
 //!   `GET /changes/{id}` says it is live on every node.
 //! - `soak` (row 6): `size` and `churn` together for 30 minutes, with a plugin swap every
@@ -363,25 +364,26 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// One run of row 3 with `nodes`; returns xdst's RSS (bytes) with every stream idle.
-async fn groups_run(args: &Args, nodes: &str, timed: bool) -> anyhow::Result<u64> {
+/// One run of row 3, `nodes: per-gateway`, the streams spread over every Gateway's group or
+/// (`one_group`) all in the first Gateway's; returns xdst's RSS (bytes) with every stream idle.
+async fn groups_run(args: &Args, one_group: bool, timed: bool) -> anyhow::Result<u64> {
     let g = args.gateways;
     let streams = args.streams.unwrap_or(10 * g);
     let connections = args.connections.unwrap_or(streams.min(100));
     let intent = write_intent(args, g, true)?;
-    let (plugins, _) = plugin_dir(nodes)?;
+    let (plugins, _) = plugin_dir("per-gateway")?;
     let xdst = start_xdst(intent.dir.path(), plugins.path()).await?;
     let idle = xdst.rss()?;
     let mut lg = loadgen_args(&xdst, streams, connections, 3600);
-    let (cluster, groups) = if nodes == "per-gateway" { ("bench/gw-", g) } else { ("bench", 1) };
+    let (cluster, groups) = if one_group { ("bench/gw-0", 1) } else { ("bench/gw-", g) };
     lg.extend(["--node-cluster".into(), cluster.into(), "--groups".into(), groups.to_string()]);
     let (mut child, rx) = loadgen(&lg)?;
     converged(&rx)?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss = xdst.rss()?;
     println!(
-        "  nodes: {nodes}: {g} Gateways, {streams} streams in {groups} node group(s): xdst RSS {:.1} MiB idle, {:.1} MiB \
-         with every stream converged",
+        "  nodes: per-gateway: {g} Gateways, {streams} streams in {groups} node group(s): xdst RSS {:.1} MiB idle, \
+         {:.1} MiB with every stream converged",
         idle as f64 / (1 << 20) as f64,
         rss as f64 / (1 << 20) as f64
     );
@@ -415,10 +417,10 @@ async fn main() -> anyhow::Result<()> {
     header(&args);
     match args.row {
         Row::Groups => {
-            // Streams' own memory is the same in both runs (same count, same connections);
-            // what differs is what a node group of its own costs.
-            let per = groups_run(&args, "per-gateway", true).await?;
-            let one = groups_run(&args, "all", false).await?;
+            // Streams' own memory is the same in both runs (same count, same connections, one
+            // Gateway's configuration each); what differs is what a node group of its own costs.
+            let per = groups_run(&args, false, true).await?;
+            let one = groups_run(&args, true, false).await?;
             let g = args.gateways.max(2);
             println!(
                 "  per node group: ({:.1} - {:.1} MiB) / {} = {:.3} MB a group",

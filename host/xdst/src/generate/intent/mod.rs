@@ -792,10 +792,21 @@ impl IntentSource {
         let mut pipelines = locked(&self.pipelines);
         let mut translations: BTreeMap<String, Translation> = BTreeMap::new();
         let mut kept = BTreeMap::new();
-        // A plugin whose resources name their node groups is called once for all of them.
+        // A plugin whose resources name their node groups is called once for all of them; and
+        // when every plugin is such a plugin, a group that nothing names is served the default
+        // group's set, with no pipeline of its own (the default group is translated first).
         let memo = CallMemo::default();
+        let by_name = xdst_plugin::pipeline::groups_differ_only_by_name(configured);
         for g in groups {
-            let mut p = pipelines.remove(g).unwrap_or_else(|| Pipeline::new(g));
+            if by_name && !g.is_empty() && kept.get("").is_some_and(|d: &Pipeline| !d.names_group(g)) {
+                pipelines.remove(g);
+                continue;
+            }
+            // Only the default group's statuses are served.
+            let mut p = pipelines.remove(g).unwrap_or_else(|| match g.is_empty() {
+                true => Pipeline::new(g),
+                false => Pipeline::new(g).without_statuses(),
+            });
             let out = p.run_with(configured, intent, how, &memo);
             kept.insert(g.clone(), p);
             let out = match out {
