@@ -196,6 +196,8 @@ for n in $ns; do
             for r in $(seq "$repeat"); do
                 for adm in $admissions; do
                 for server in xdst ${compare:+compare}; do
+                    # The other server has no admission setting: it runs once, beside the first.
+                    if [ "$server" = compare ] && [ "$adm" != "${admissions%% *}" ]; then continue; fi
                     res=$work/resources-$n-$api-$mode-$r-$adm-$server
                     mkdir -p "$res"
                     cp -r "$root"/examples/quickstart/resources/. "$res"/

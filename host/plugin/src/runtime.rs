@@ -446,41 +446,30 @@ enum Code {
     Core(CorePre),
 }
 
-/// A 0.2.0 plugin's description in the host's (0.1.0) types: the record is the same.
-fn info_from_v2(i: wit2::xdst::plugin::types::PluginInfo) -> PluginInfo {
-    use wit2::xdst::plugin::types::{Granularity as G, Phase as P};
-    PluginInfo {
-        name: i.name,
-        version: i.version,
-        kinds: i.kinds,
-        phase: match i.phase {
-            P::Translate => wit::Phase::Translate,
-            P::Patch => wit::Phase::Patch,
-        },
-        granularity: match i.granularity {
-            G::PerDocument => wit::Granularity::PerDocument,
-            G::WholeSet => wit::Granularity::WholeSet,
-        },
-    }
+/// A later version's plugin description in the host's (0.1.0) types: the record is the same
+/// in every version, and only the generated types differ.
+macro_rules! info_from {
+    ($name:ident, $($types:ident)::+) => {
+        fn $name(i: $($types)::+::PluginInfo) -> PluginInfo {
+            use $($types)::+::{Granularity as G, Phase as P};
+            PluginInfo {
+                name: i.name,
+                version: i.version,
+                kinds: i.kinds,
+                phase: match i.phase {
+                    P::Translate => wit::Phase::Translate,
+                    P::Patch => wit::Phase::Patch,
+                },
+                granularity: match i.granularity {
+                    G::PerDocument => wit::Granularity::PerDocument,
+                    G::WholeSet => wit::Granularity::WholeSet,
+                },
+            }
+        }
+    };
 }
-
-/// A 0.3.0 plugin's description in the host's types: the record is the same.
-fn info_from_v3(i: wit3::xdst::plugin::types::PluginInfo) -> PluginInfo {
-    use wit3::xdst::plugin::types::{Granularity as G, Phase as P};
-    PluginInfo {
-        name: i.name,
-        version: i.version,
-        kinds: i.kinds,
-        phase: match i.phase {
-            P::Translate => wit::Phase::Translate,
-            P::Patch => wit::Phase::Patch,
-        },
-        granularity: match i.granularity {
-            G::PerDocument => wit::Granularity::PerDocument,
-            G::WholeSet => wit::Granularity::WholeSet,
-        },
-    }
-}
+info_from!(info_from_v2, wit2::xdst::plugin::types);
+info_from!(info_from_v3, wit3::xdst::plugin::types);
 
 /// The status a plugin gave a document (contract 0.2.0).
 #[derive(Debug, Clone, PartialEq, Eq)]
