@@ -902,33 +902,26 @@ impl wit::xdst::plugin::log::Host for CallState {
     }
 }
 
-impl wit3::xdst::plugin::log::Host for CallState {
-    fn log(&mut self, level: wit3::xdst::plugin::log::Level, message: String) {
-        use wit::xdst::plugin::log::Level as L;
-        use wit3::xdst::plugin::log::Level as L3;
-        let level = match level {
-            L3::Debug => L::Debug,
-            L3::Info => L::Info,
-            L3::Warn => L::Warn,
-            L3::Error => L::Error,
-        };
-        self.write_log(level, message);
-    }
+/// A later version's `log`, written as 0.1.0's: the levels are the same in every version.
+macro_rules! log_host {
+    ($($log:ident)::+) => {
+        impl $($log)::+::Host for CallState {
+            fn log(&mut self, level: $($log)::+::Level, message: String) {
+                use $($log)::+::Level as Later;
+                use wit::xdst::plugin::log::Level as L;
+                let level = match level {
+                    Later::Debug => L::Debug,
+                    Later::Info => L::Info,
+                    Later::Warn => L::Warn,
+                    Later::Error => L::Error,
+                };
+                self.write_log(level, message);
+            }
+        }
+    };
 }
-
-impl wit2::xdst::plugin::log::Host for CallState {
-    fn log(&mut self, level: wit2::xdst::plugin::log::Level, message: String) {
-        use wit::xdst::plugin::log::Level as L;
-        use wit2::xdst::plugin::log::Level as L2;
-        let level = match level {
-            L2::Debug => L::Debug,
-            L2::Info => L::Info,
-            L2::Warn => L::Warn,
-            L2::Error => L::Error,
-        };
-        self.write_log(level, message);
-    }
-}
+log_host!(wit2::xdst::plugin::log);
+log_host!(wit3::xdst::plugin::log);
 
 /// The versions of the contract this host speaks, for people: `0.1.0, 0.2.0 and 0.3.0`.
 fn spoken() -> String {
