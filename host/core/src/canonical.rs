@@ -53,6 +53,14 @@ impl CanonicalError {
     }
 }
 
+/// Encodes `msg`, found `depth` messages deep in a resource, deterministically: what
+/// [`encode`] writes for it inside the whole.
+pub(crate) fn encode_nested(msg: &DynamicMessage, depth: usize) -> Result<Vec<u8>, CanonicalError> {
+    let mut out = Vec::with_capacity(64);
+    encode_message(msg, &mut out, &mut String::new(), depth)?;
+    Ok(out)
+}
+
 /// Encodes `msg` deterministically.
 pub fn encode(msg: &DynamicMessage) -> Result<Vec<u8>, CanonicalError> {
     let mut out = Vec::with_capacity(64);

@@ -152,6 +152,11 @@ pub enum Body<'a> {
 /// form produced it. Unknown fields, wrong types and a name that disagrees with the message's
 /// own name are errors, with the field path.
 pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resource, (Option<String>, String)> {
+    Ok(Resource::new(type_url, name, &canonical_body(type_url, name, body)?))
+}
+
+/// [`decode_body`]'s canonical bytes of the message, checked, without the [`Resource`].
+pub(crate) fn canonical_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Vec<u8>, (Option<String>, String)> {
     let desc = descriptors::message_for_type_url(type_url)
         .ok_or_else(|| (Some("type_url".to_owned()), format!("unknown type {type_url:?}")))?;
     let msg = match body {
@@ -193,11 +198,11 @@ pub fn decode_body(type_url: &str, name: &str, body: Body<'_>) -> Result<Resourc
     }
     let body = canonical_bytes(&msg)?;
     envoy_checks(&msg)?;
-    Ok(Resource::new(type_url, name, &body))
+    Ok(body)
 }
 
 /// The path of the first field, anywhere in `msg`, that its descriptor does not know.
-fn first_unknown_field(msg: &DynamicMessage, path: &str) -> Option<String> {
+pub(crate) fn first_unknown_field(msg: &DynamicMessage, path: &str) -> Option<String> {
     let join = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
     if let Some(u) = msg.unknown_fields().next() {
         return Some(join(&format!("#{}", u.number())));

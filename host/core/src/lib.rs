@@ -41,6 +41,7 @@ pub mod flow_nesting;
 pub mod intent;
 pub mod limits;
 pub mod node;
+pub mod pieces;
 pub mod plan;
 pub mod re2;
 pub mod resource;

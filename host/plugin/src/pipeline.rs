@@ -18,8 +18,10 @@ use std::sync::Arc;
 use imbl::OrdMap;
 use xdst_core::decode::{Body, decode_body};
 use xdst_core::intent::{IntentDocument, IntentSet, UnclaimedKind};
+use xdst_core::pieces::{Pieces, decode_with_pieces};
 use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
+use xdst_core::types::ROUTE;
 
 use crate::wit::{self, Granularity, Phase, PluginInfo};
 use crate::{Plugin, PluginError, Translated};
@@ -336,6 +338,43 @@ struct PluginState {
     /// The node groups its resources name (contract 0.3.0); for a `per-document` plugin also
     /// those its resources named before (a group named here runs its own pipeline).
     named_groups: Arc<BTreeSet<String>>,
+    /// A `whole-set` plugin's last call, decoded: what it returns again byte for byte is
+    /// not decoded and checked again.
+    decoded: Arc<Decodes>,
+}
+
+/// The resources a whole-set call returned, decoded and checked, by [`decode_key`]: a
+/// translation of everything returns mostly what it returned before, and decoding a
+/// resource (a RouteConfiguration of thousands of routes above all) costs far more than
+/// hashing its bytes (design note 019, step 4).
+#[derive(Default)]
+struct Decodes {
+    resources: std::collections::HashMap<[u8; 32], Resource>,
+    /// The routes of its RouteConfigurations, by configuration ([`xdst_core::pieces`]).
+    pieces: std::collections::HashMap<Arc<str>, Arc<xdst_core::pieces::Pieces>>,
+}
+
+/// What makes a returned resource decode to the same [`Resource`]: its type, name, the
+/// document it names (its origin) and its bytes. SHA-256, so no plugin can make two
+/// different resources meet.
+fn decode_key(r: &wit::XdsResource) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for part in [r.type_url.as_bytes(), r.name.as_bytes(), r.document.as_deref().unwrap_or("\u{0}").as_bytes()] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    match &r.body {
+        wit::Body::Json(s) => {
+            h.update([0]);
+            h.update(s.as_bytes());
+        }
+        wit::Body::Proto(b) => {
+            h.update([1]);
+            h.update(b);
+        }
+    }
+    h.finalize().into()
 }
 
 /// The plugin calls of one generation, shared by the node groups it translates. A plugin whose
@@ -394,6 +433,8 @@ struct Decoded {
     named: BTreeSet<String>,
     /// The documents of the call, as the pipeline that made it keeps them (`whole-set`).
     inputs: Option<OrdMap<Arc<str>, Arc<IntentDocument>>>,
+    /// What it returned, decoded (`whole-set`): the next call's [`Decodes`].
+    decoded: Arc<Decodes>,
 }
 
 /// A resource and the node groups it is for (none: every group).
@@ -866,7 +907,7 @@ impl Pipeline {
             Some(prev) if per_document => prev.named_groups.clone(),
             _ => Arc::default(),
         };
-        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses, named_groups| PluginState {
+        let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses, named_groups, decoded| PluginState {
             digest: p.plugin.digest().to_owned(),
             config: p.config.clone(),
             granularity: Some(info.granularity),
@@ -875,19 +916,21 @@ impl Pipeline {
             diagnostics: diagnostics.into(),
             statuses,
             named_groups,
+            decoded,
         };
         if changed.is_empty() {
-            return Ok(Some(state(outputs, diagnostics, inputs, statuses, named_before)));
+            return Ok(Some(state(outputs, diagnostics, inputs, statuses, named_before, Arc::default())));
         }
 
+        let known = prev.map(|p| &*p.decoded);
         let decoded = match p.plugin.names_node_groups() {
-            false => Arc::new(Self::call_decoded(p, &self.node_group, &changed, &docs, calls)?),
+            false => Arc::new(Self::call_decoded(p, &self.node_group, &changed, &docs, known, calls)?),
             true => match memo.find(p, &changed) {
                 Some(shared) => shared?,
                 None => {
                     let inputs = (!per_document).then(|| inputs.clone());
-                    let result =
-                        Self::call_decoded(p, "", &changed, &docs, calls).map(|d| Arc::new(Decoded { inputs, ..d }));
+                    let result = Self::call_decoded(p, "", &changed, &docs, known, calls)
+                        .map(|d| Arc::new(Decoded { inputs, ..d }));
                     memo.keep(p, &changed, result.clone());
                     result?
                 }
@@ -914,16 +957,18 @@ impl Pipeline {
             true => Arc::new(decoded.named.clone()),
             false => Arc::new(named_before.iter().chain(&decoded.named).cloned().collect()),
         };
-        Ok(Some(state(outputs, diagnostics, inputs, statuses, named)))
+        Ok(Some(state(outputs, diagnostics, inputs, statuses, named, decoded.decoded.clone())))
     }
 
     /// Calls translate plugin `p` for `node_group` with the documents `changed` (every one
-    /// of its kinds is in `docs`), and checks and decodes what it returned.
+    /// of its kinds is in `docs`), and checks and decodes what it returned, taking what its
+    /// last call returned byte for byte from `known` (`whole-set`).
     fn call_decoded(
         p: &Configured,
         node_group: &str,
         changed: &[&Arc<IntentDocument>],
         docs: &[&Arc<IntentDocument>],
+        known: Option<&Decodes>,
         calls: &mut Vec<PluginCall>,
     ) -> Result<Decoded, PipelineError> {
         let info = p.plugin.info();
@@ -954,6 +999,9 @@ impl Pipeline {
         };
         let everyone: Arc<[String]> = Arc::from([]);
         let mut named = BTreeSet::new();
+        let mut decoded = Decodes::default();
+        let none = (Pieces::new(), Decodes::default());
+        let known = known.unwrap_or(&none.1);
         for (i, r) in translated.response.resources.iter().enumerate() {
             let invalid = |field: Option<String>, message: String| InvalidResource::refused(p, r, None, field, message);
             let slot: Arc<str> = if per_document {
@@ -980,17 +1028,42 @@ impl Pipeline {
             } else {
                 Arc::from("")
             };
-            let body = match &r.body {
-                wit::Body::Json(s) => Body::Json(s),
-                wit::Body::Proto(b) => Body::Proto(b),
-            };
             test_panic_hook(&r.name);
-            let resource = decode_body(&r.type_url, &r.name, body.clone())
-                .map_err(|(field, message)| InvalidResource::refused(p, r, Some(body), field, message))?;
-            let origin = match &r.document {
-                Some(d) => format!("plugin {} from {d}", info.name),
-                None => format!("plugin {}", info.name),
+            let key = (!per_document).then(|| decode_key(r));
+            let resource = match key.and_then(|k| known.resources.get(&k)) {
+                Some(same) => {
+                    if let Some(pieces) = known.pieces.get(same.name()).filter(|_| same.type_url().as_ref() == ROUTE) {
+                        decoded.pieces.insert(same.name().clone(), pieces.clone());
+                    }
+                    same.clone()
+                }
+                None => {
+                    let body = match &r.body {
+                        wit::Body::Json(s) => Body::Json(s),
+                        wit::Body::Proto(b) => Body::Proto(b),
+                    };
+                    let origin = match &r.document {
+                        Some(d) => format!("plugin {} from {d}", info.name),
+                        None => format!("plugin {}", info.name),
+                    };
+                    let resource = match (per_document, r.type_url.as_str()) {
+                        (false, ROUTE) => {
+                            let before = known.pieces.get(r.name.as_str()).map_or(&none.0, |p| &**p);
+                            let mut used = Pieces::new();
+                            let resource = decode_with_pieces(ROUTE, &r.name, body.clone(), before, &mut used);
+                            decoded.pieces.insert(Arc::from(r.name.as_str()), Arc::new(used));
+                            resource
+                        }
+                        _ => decode_body(&r.type_url, &r.name, body.clone()),
+                    };
+                    resource
+                        .map_err(|(field, message)| InvalidResource::refused(p, r, Some(body), field, message))?
+                        .with_origin(origin)
+                }
             };
+            if let Some(k) = key {
+                decoded.resources.insert(k, resource.clone());
+            }
             let groups = match translated.groups_of(i) {
                 [] => everyone.clone(),
                 these => {
@@ -998,9 +1071,16 @@ impl Pipeline {
                     Arc::from(these)
                 }
             };
-            fresh.get_mut(&slot).expect("slot exists").push((resource.with_origin(origin), groups));
+            fresh.get_mut(&slot).expect("slot exists").push((resource, groups));
         }
-        Ok(Decoded { statuses, fresh, diagnostics: translated.response.diagnostics, named, inputs: None })
+        Ok(Decoded {
+            statuses,
+            fresh,
+            diagnostics: translated.response.diagnostics,
+            named,
+            inputs: None,
+            decoded: Arc::new(decoded),
+        })
     }
 }
 

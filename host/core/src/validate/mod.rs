@@ -39,6 +39,13 @@ pub fn check(msg: &DynamicMessage) -> Result<(), (String, String)> {
     code::check_resource(msg)
 }
 
+/// The rules of `msg`, found `depth` messages deep in a resource, and of what it holds: what
+/// [`check`] checks of it inside the whole (whole-resource checks aside).
+pub(crate) fn check_nested(msg: &DynamicMessage, depth: usize) -> Result<(), (String, String)> {
+    let Some(ext) = Extensions::get() else { return Ok(()) };
+    check_message(ext, msg, &mut String::new(), depth)
+}
+
 /// Deeper than this the walk stops (the canonical encoder refuses deeper messages first).
 const MAX_DEPTH: usize = 200;
 
