@@ -236,6 +236,21 @@ mod composition {
 /// bytes and as JSON, is refused naming the plugin, the resource and the field; nothing
 /// overflows the stack.
 #[test]
+fn a_status_must_be_one_json_object() {
+    let out = translate(&[adversary("status-ok")], &intent(ONE), "").unwrap();
+    assert_eq!(out.statuses.len(), 1, "{:?}", out.statuses);
+    for mode in ["status-array", "status-trailing"] {
+        match translate(&[adversary(mode)], &intent(ONE), "") {
+            Err(PipelineError::InvalidStatus { plugin, document, message }) => {
+                assert_eq!((plugin.as_str(), document.as_str()), ("adversary", "Adversary/one"));
+                assert_eq!(message, "is not a JSON object");
+            }
+            other => panic!("{mode}: {:?}", other.map(|t| t.statuses)),
+        }
+    }
+}
+
+#[test]
 fn deeply_nested_any_is_refused_with_its_field_path() {
     for levels in [3_000, 100_000] {
         let e = translate(&[adversary(&format!("deep-any-proto:{levels}"))], &intent(ONE), "").unwrap_err();

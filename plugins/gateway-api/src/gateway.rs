@@ -683,16 +683,21 @@ fn route_configuration(
             };
             let listener_port = gateway.spec.listeners[a.listener].port;
             for (i, rule) in route.spec.rules.iter().enumerate() {
-                let r = http::rule(world, &owner, i, rule, hostnames::specificity(host), listener_port, https);
-                routes.extend(r.routes.iter().cloned());
+                let mut r = http::rule(world, &owner, i, rule, hostnames::specificity(host), listener_port, https);
+                // The caller reads only a rule's backends.
+                routes.append(&mut r.routes);
                 rules.push(r);
             }
         }
-        routes.sort_by(|a, b| a.0.cmp(&b.0));
+        // Sorted by precedence, stable: the order of the (large) routes is worked out on
+        // their indices, and each route is moved once.
+        let mut order: Vec<usize> = (0..routes.len()).collect();
+        order.sort_by(|&a, &b| routes[a].0.cmp(&routes[b].0));
+        let mut slots: Vec<Option<_>> = routes.into_iter().map(|(_, r)| Some(r)).collect();
         hosts.push(VirtualHost {
             name: domain.clone(),
             domains: vec![domain.clone()],
-            routes: routes.into_iter().map(|(_, r)| r).collect(),
+            routes: order.into_iter().filter_map(|i| slots[i].take()).collect(),
             ..Default::default()
         });
     }

@@ -4,7 +4,9 @@
 //! `"deep-any-proto:N"` and `"deep-any-json:N"` return a cluster whose transport socket holds
 //! an `Any` holding an `Any` ... N deep (as protobuf bytes, or as JSON), `"huge-error:N"` fails
 //! with an N-byte message, `"diagnostics:N"` succeeds with N diagnostics of 1 KiB, and
-//! `"alias:N"` returns N resources whose bodies alias one 1 MiB string.
+//! `"alias:N"` returns N resources whose bodies alias one 1 MiB string. `"status-ok"`,
+//! `"status-array"` and `"status-trailing"` return a status for the first document: a JSON
+//! object, an array, an object followed by another.
 
 use xdst_guest::*;
 
@@ -118,6 +120,25 @@ impl Translator for Adversary {
                 let asked = if request.node_group.is_empty() { "all" } else { &request.node_group };
                 ok(vec![named("c-all", &[]), named("c-blue", &["blue"]), named(&format!("asked-{asked}"), &[])])
             }
+            // A status for the first document: a JSON object, then two that are not.
+            "status-ok" | "status-array" | "status-trailing" => Ok(TranslateResponse {
+                resources: vec![],
+                diagnostics: vec![],
+                statuses: request
+                    .documents
+                    .first()
+                    .map(|d| DocumentStatus {
+                        document: format!("{}/{}", d.kind, d.name),
+                        status: match mode.as_str() {
+                            "status-ok" => r#" {"conditions": [{"type": "Accepted"}]}"#,
+                            "status-array" => "[1]",
+                            _ => r#"{"a": 1} {"b": 2}"#,
+                        }
+                        .into(),
+                    })
+                    .into_iter()
+                    .collect(),
+            }),
             "chatty" => {
                 for i in 0..1000 {
                     log(Level::Info, &format!("line {i}"));
