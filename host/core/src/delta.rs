@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
     self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
 };
@@ -42,9 +42,10 @@ struct TypeState {
     /// reference count shared with every other stream), or `None` when it was told the name
     /// does not exist. Names absent here are unknown to the client.
     known: SmallMap<Arc<str>, Option<u128>>,
-    /// The sum of the type set `known` was last synced to, since the subscription last
-    /// changed: lets an unchanged type be skipped without walking it.
-    synced: Option<u128>,
+    /// The type set `known` was last synced to, since the subscription last changed: an
+    /// unchanged type is skipped without walking it (same sum), and a changed one is walked
+    /// over the names that changed since ([`TypeSet::changed_names`]), not every name.
+    synced: Option<Arc<TypeSet>>,
     pending: bool,
     /// Answer the first request even when there is nothing to send, so the client's
     /// initial fetch completes.
@@ -230,17 +231,26 @@ impl DeltaStream {
             t.pending = false;
             let set = snapshot.get(type_url.as_ref());
             let only_wildcard = t.wildcard && t.explicit.is_empty();
-            if t.synced.is_some() && t.synced == set.map(|s| s.sum()) {
+            if t.synced.as_ref().zip(set).is_some_and(|(was, now)| was.sum() == now.sum()) {
                 continue;
             }
+            // `known` is `synced` for every name in scope: only the names that changed since
+            // need a look.
+            let since = t.synced.as_ref().zip(set).map(|(was, now)| was.changed_names(now));
 
             // DELTA-4: desired state of every name in scope (borrowed: the names are shared by
             // every stream of the group).
             // Only a wildcard with names besides needs merging; usually it is one or the other.
-            let desired: Vec<(&Arc<str>, Option<&Arc<Resource>>)> = match (t.wildcard, t.explicit.is_empty()) {
-                (true, true) => set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name(), Some(r))).collect(),
-                (false, _) => t.explicit.iter().map(|n| (n, set.and_then(|s| s.get(n)))).collect(),
-                (true, false) => {
+            let in_scope = |n: &str| (t.wildcard && set.is_some_and(|s| s.get(n).is_some())) || t.explicit.contains(n);
+            let desired: Vec<(&Arc<str>, Option<&Arc<Resource>>)> = match (&since, t.wildcard, t.explicit.is_empty()) {
+                (Some(names), ..) => {
+                    names.iter().filter(|n| in_scope(n)).map(|n| (*n, set.and_then(|s| s.get(n)))).collect()
+                }
+                (None, true, true) => {
+                    set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name(), Some(r))).collect()
+                }
+                (None, false, _) => t.explicit.iter().map(|n| (n, set.and_then(|s| s.get(n)))).collect(),
+                (None, true, false) => {
                     let mut all: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> = set
                         .into_iter()
                         .flat_map(|s| s.resources())
@@ -252,7 +262,6 @@ impl DeltaStream {
                     all.into_values().collect()
                 }
             };
-            let in_scope = |n: &str| (t.wildcard && set.is_some_and(|s| s.get(n).is_some())) || t.explicit.contains(n);
 
             let mut resources = Vec::new();
             let mut removed = Vec::new();
@@ -276,7 +285,14 @@ impl DeltaStream {
             }
             // Held names no longer in scope were deleted (wildcard) or, after the client
             // reconnected, are ones it should no longer hold.
-            let gone: Vec<Arc<str>> = t.known.keys().filter(|n| !in_scope(n)).cloned().collect();
+            let gone: Vec<Arc<str>> = match &since {
+                Some(names) => names
+                    .iter()
+                    .filter(|n| !in_scope(n) && t.known.get(n.as_ref()).is_some())
+                    .map(|n| (*n).clone())
+                    .collect(),
+                None => t.known.keys().filter(|n| !in_scope(n)).cloned().collect(),
+            };
             for name in gone {
                 let before = t.known.remove(&name);
                 if let Some(Some(_)) = &before {
@@ -298,7 +314,7 @@ impl DeltaStream {
                 }
                 continue;
             }
-            t.synced = set.map(|s| s.sum());
+            t.synced = set.cloned();
 
             // What the client holds, as one version: its entries are hashed already.
             let system_version = |t: &TypeState| -> Arc<str> {

@@ -83,6 +83,21 @@ impl TypeSet {
     pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
         self.resources.get(name)
     }
+    /// The names whose resource differs between `self` and `other` (added, changed or gone),
+    /// in order. The maps are persistent: what two sets share is not visited, so a set and
+    /// the one a small change made of it compare in O(changes · log n).
+    pub fn changed_names<'a>(&'a self, other: &'a TypeSet) -> Vec<&'a Arc<str>> {
+        use imbl::ordmap::DiffItem;
+        self.resources
+            .diff(&other.resources)
+            .filter_map(|d| match d {
+                DiffItem::Add(k, _) | DiffItem::Remove(k, _) => Some(k),
+                DiffItem::Update { old: (k, a), new: (_, b) } => {
+                    (!Arc::ptr_eq(a, b) && a.entry_hash() != b.entry_hash()).then_some(k)
+                }
+            })
+            .collect()
+    }
     pub fn resources(&self) -> impl ExactSizeIterator<Item = &Arc<Resource>> + Clone {
         self.resources.iter().map(|(_, r)| r)
     }
