@@ -231,7 +231,14 @@ impl DeltaStream {
             t.pending = false;
             let set = snapshot.get(type_url.as_ref());
             let only_wildcard = t.wildcard && t.explicit.is_empty();
-            if t.synced.as_ref().zip(set).is_some_and(|(was, now)| was.sum() == now.sum()) {
+            if let Some((was, now)) = t.synced.as_ref().zip(set)
+                && was.sum() == now.sum()
+            {
+                // The same content: keep the set now served, so one a rollout has let go of
+                // (a node's own gated set) is not kept alive by its streams.
+                if !Arc::ptr_eq(was, now) {
+                    t.synced = Some(now.clone());
+                }
                 continue;
             }
             // `known` is `synced` for every name in scope: only the names that changed since
