@@ -351,7 +351,40 @@ struct PluginState {
 struct Decodes {
     resources: std::collections::HashMap<[u8; 32], Resource>,
     /// The routes of its RouteConfigurations, by configuration ([`xdst_core::pieces`]).
-    pieces: std::collections::HashMap<Arc<str>, Arc<xdst_core::pieces::Pieces>>,
+    pieces: std::collections::HashMap<Arc<str>, Arc<Pieces>>,
+}
+
+impl Decodes {
+    /// `r` (whose message is `body`) decoded and checked: as this call's predecessor decoded
+    /// it when its bytes are the same, else with a RouteConfiguration's routes taken from
+    /// the predecessor's where theirs are. What it used goes into `next`.
+    fn decode(
+        &self,
+        r: &wit::XdsResource,
+        body: Body<'_>,
+        origin: impl FnOnce() -> String,
+        next: &mut Decodes,
+    ) -> Result<Resource, (Option<String>, String)> {
+        let key = decode_key(r);
+        let resource = match self.resources.get(&key) {
+            Some(same) => {
+                if let Some(pieces) = self.pieces.get(same.name()).filter(|_| same.type_url().as_ref() == ROUTE) {
+                    next.pieces.insert(same.name().clone(), pieces.clone());
+                }
+                same.clone()
+            }
+            None if r.type_url == ROUTE => {
+                let mut used = Pieces::new();
+                let known = self.pieces.get(r.name.as_str()).map(|p| &**p);
+                let resource = decode_with_pieces(ROUTE, &r.name, body, known.unwrap_or(&Pieces::new()), &mut used)?;
+                next.pieces.insert(Arc::from(r.name.as_str()), Arc::new(used));
+                resource.with_origin(origin())
+            }
+            None => decode_body(&r.type_url, &r.name, body)?.with_origin(origin()),
+        };
+        next.resources.insert(key, resource.clone());
+        Ok(resource)
+    }
 }
 
 /// What makes a returned resource decode to the same [`Resource`]: its type, name, the
@@ -360,9 +393,17 @@ struct Decodes {
 fn decode_key(r: &wit::XdsResource) -> [u8; 32] {
     use sha2::Digest as _;
     let mut h = sha2::Sha256::new();
-    for part in [r.type_url.as_bytes(), r.name.as_bytes(), r.document.as_deref().unwrap_or("\u{0}").as_bytes()] {
+    for part in [r.type_url.as_bytes(), r.name.as_bytes()] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
+    }
+    match &r.document {
+        Some(d) => {
+            h.update([1]);
+            h.update((d.len() as u64).to_le_bytes());
+            h.update(d.as_bytes());
+        }
+        None => h.update([0]),
     }
     match &r.body {
         wit::Body::Json(s) => {
@@ -1002,8 +1043,8 @@ impl Pipeline {
         let everyone: Arc<[String]> = Arc::from([]);
         let mut named = BTreeSet::new();
         let mut decoded = Decodes::default();
-        let none = (Pieces::new(), Decodes::default());
-        let known = known.unwrap_or(&none.1);
+        let none = Decodes::default();
+        let known = known.unwrap_or(&none);
         for (i, r) in translated.response.resources.iter().enumerate() {
             let invalid = |field: Option<String>, message: String| InvalidResource::refused(p, r, None, field, message);
             let slot: Arc<str> = if per_document {
@@ -1031,41 +1072,19 @@ impl Pipeline {
                 Arc::from("")
             };
             test_panic_hook(&r.name);
-            let key = (!per_document).then(|| decode_key(r));
-            let resource = match key.and_then(|k| known.resources.get(&k)) {
-                Some(same) => {
-                    if let Some(pieces) = known.pieces.get(same.name()).filter(|_| same.type_url().as_ref() == ROUTE) {
-                        decoded.pieces.insert(same.name().clone(), pieces.clone());
-                    }
-                    same.clone()
-                }
-                None => {
-                    let body = match &r.body {
-                        wit::Body::Json(s) => Body::Json(s),
-                        wit::Body::Proto(b) => Body::Proto(b),
-                    };
-                    let origin = match &r.document {
-                        Some(d) => format!("plugin {} from {d}", info.name),
-                        None => format!("plugin {}", info.name),
-                    };
-                    let resource = match (per_document, r.type_url.as_str()) {
-                        (false, ROUTE) => {
-                            let before = known.pieces.get(r.name.as_str()).map_or(&none.0, |p| &**p);
-                            let mut used = Pieces::new();
-                            let resource = decode_with_pieces(ROUTE, &r.name, body.clone(), before, &mut used);
-                            decoded.pieces.insert(Arc::from(r.name.as_str()), Arc::new(used));
-                            resource
-                        }
-                        _ => decode_body(&r.type_url, &r.name, body.clone()),
-                    };
-                    resource
-                        .map_err(|(field, message)| InvalidResource::refused(p, r, Some(body), field, message))?
-                        .with_origin(origin)
-                }
+            let body = match &r.body {
+                wit::Body::Json(s) => Body::Json(s),
+                wit::Body::Proto(b) => Body::Proto(b),
             };
-            if let Some(k) = key {
-                decoded.resources.insert(k, resource.clone());
+            let origin = || match &r.document {
+                Some(d) => format!("plugin {} from {d}", info.name),
+                None => format!("plugin {}", info.name),
+            };
+            let resource = match per_document {
+                true => decode_body(&r.type_url, &r.name, body.clone()).map(|r| r.with_origin(origin())),
+                false => known.decode(r, body.clone(), origin, &mut decoded),
             }
+            .map_err(|(field, message)| InvalidResource::refused(p, r, Some(body), field, message))?;
             let groups = match translated.groups_of(i) {
                 [] => everyone.clone(),
                 these => {
