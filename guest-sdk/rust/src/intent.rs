@@ -61,6 +61,10 @@ impl IntentDocument {
     /// in `spec`, such as an EndpointSlice's `endpoints` or a Secret's `data`. Errors name the
     /// field as [`spec`](Self::spec)'s do.
     pub fn body<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        // Tracking the path costs as much as the parse: it is worked out only for an error.
+        if let Ok(body) = serde_json::from_str(&self.json) {
+            return Ok(body);
+        }
         let mut de = serde_json::Deserializer::from_str(&self.json);
         serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let message = without_position(e.inner());
@@ -77,6 +81,10 @@ impl IntentDocument {
     /// and serde's message. Use `#[serde(deny_unknown_fields)]` on `T` so a misspelt field is an
     /// error rather than silently ignored.
     pub fn spec<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        // As in `body`: the path is tracked only to name the field of an error.
+        if let Ok(Envelope { spec: Some(spec) }) = serde_json::from_str::<Envelope<T>>(&self.json) {
+            return Ok(spec);
+        }
         let mut de = serde_json::Deserializer::from_str(&self.json);
         let parsed: Result<Envelope<T>, _> = serde_path_to_error::deserialize(&mut de);
         match parsed {

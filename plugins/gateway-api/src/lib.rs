@@ -82,11 +82,9 @@ impl Translator for GatewayApi {
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let (mut out, statuses) = translate(&request)?;
-        out.statuses = statuses
-            .into_iter()
-            .map(|(document, status)| DocumentStatus { document, status: status.to_string() })
-            .collect();
+        let (mut out, statuses) = translate_with_statuses(&request)?;
+        out.statuses =
+            statuses.to_strings().into_iter().map(|(document, status)| DocumentStatus { document, status }).collect();
         Ok(out)
     }
 }
@@ -96,6 +94,10 @@ impl Translator for GatewayApi {
 pub fn translate(
     request: &TranslateRequest,
 ) -> Result<(TranslateResponse, std::collections::BTreeMap<String, serde_json::Value>), PluginError> {
+    translate_with_statuses(request).map(|(out, statuses)| (out, statuses.to_json()))
+}
+
+fn translate_with_statuses(request: &TranslateRequest) -> Result<(TranslateResponse, status::Statuses), PluginError> {
     let config = Config::parse(&request.config)?;
     let world = world::World::read(&request.documents)?;
     let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
@@ -108,7 +110,7 @@ pub fn translate(
     for (id, message) in statuses.problems() {
         out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
     }
-    Ok((out, statuses.to_json()))
+    Ok((out, statuses))
 }
 
 #[cfg(target_arch = "wasm32")]

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// One condition: `type`, `True`/`False`, a reason from the specification and a message.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,18 +29,110 @@ impl Condition {
 
     /// As Kubernetes shows it; with the document's `metadata.generation`, as
     /// `observedGeneration` (the generation this condition was worked out for).
-    fn to_json(&self, generation: Option<i64>) -> Value {
-        let mut c = json!({
-            "type": self.kind,
-            "status": if self.ok { "True" } else { "False" },
-            "reason": self.reason,
-            "message": self.message,
-        });
-        if let Some(g) = generation {
-            c["observedGeneration"] = g.into();
+    fn shown(&self, generation: Option<i64>) -> Shown<'_> {
+        Shown {
+            message: &self.message,
+            observed_generation: generation,
+            reason: self.reason,
+            status: if self.ok { "True" } else { "False" },
+            kind: self.kind,
         }
-        c
     }
+}
+
+// What a status looks like, field by field. Each struct's fields are in the order of their
+// JSON names, the order a `serde_json::Value` object keeps: a status printed from these is
+// byte for byte the one printed from its `Value` (`to_json`), without building the `Value`.
+
+#[derive(Serialize)]
+struct Shown<'a> {
+    message: &'a str,
+    #[serde(rename = "observedGeneration", skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    reason: &'a str,
+    status: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+fn conditions(list: &[Condition], generation: Option<i64>) -> Vec<Shown<'_>> {
+    list.iter().map(|c| c.shown(generation)).collect()
+}
+
+/// One document's status: the shape of its kind.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StatusShown<'a> {
+    Route(RouteShown<'a>),
+    Policy(PolicyShown<'a>),
+    Gateway(GatewayShown<'a>),
+    Class(ClassShown<'a>),
+}
+
+#[derive(Serialize)]
+struct RouteShown<'a> {
+    parents: Vec<ParentShown<'a>>,
+}
+
+#[derive(Serialize)]
+struct ParentShown<'a> {
+    conditions: Vec<Shown<'a>>,
+    #[serde(rename = "controllerName")]
+    controller_name: &'a str,
+    #[serde(rename = "parentRef")]
+    parent_ref: &'a Value,
+}
+
+#[derive(Serialize)]
+struct PolicyShown<'a> {
+    ancestors: Vec<AncestorShown<'a>>,
+}
+
+#[derive(Serialize)]
+struct AncestorShown<'a> {
+    #[serde(rename = "ancestorRef")]
+    ancestor_ref: &'a Value,
+    conditions: Vec<Shown<'a>>,
+    #[serde(rename = "controllerName")]
+    controller_name: &'a str,
+}
+
+#[derive(Serialize)]
+struct GatewayShown<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    addresses: Option<Vec<AddressShown<'a>>>,
+    #[serde(rename = "attachedListenerSets", skip_serializing_if = "Option::is_none")]
+    attached_listener_sets: Option<u32>,
+    conditions: Vec<Shown<'a>>,
+    listeners: Vec<ListenerShown<'a>>,
+}
+
+#[derive(Serialize)]
+struct AddressShown<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    value: &'a str,
+}
+
+#[derive(Serialize)]
+struct ListenerShown<'a> {
+    #[serde(rename = "attachedRoutes")]
+    attached_routes: u32,
+    conditions: Vec<Shown<'a>>,
+    name: &'a str,
+    #[serde(rename = "supportedKinds")]
+    supported_kinds: Vec<KindShown>,
+}
+
+#[derive(Serialize)]
+struct KindShown {
+    group: &'static str,
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct ClassShown<'a> {
+    conditions: Vec<Shown<'a>>,
 }
 
 /// A route's status toward one parent.
@@ -90,82 +183,87 @@ impl Statuses {
     /// The `status` of each document, as Kubernetes would show it.
     pub fn to_json(&self) -> BTreeMap<String, Value> {
         let mut out = BTreeMap::new();
+        self.each(|id, shown| {
+            out.insert(id.to_owned(), serde_json::to_value(shown).expect("a status is JSON"));
+        });
+        out
+    }
+
+    /// The same statuses printed as JSON, as the contract returns them (`to_json`, printed,
+    /// without building each `Value` first).
+    pub fn to_strings(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        self.each(|id, shown| out.push((id.to_owned(), serde_json::to_string(shown).expect("a status is JSON"))));
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Each document's status, by id.
+    fn each(&self, mut f: impl FnMut(&str, &StatusShown<'_>)) {
+        let generation = |id: &str| self.generations.get(id).copied();
         for (id, parents) in &self.routes {
-            let generation = self.generations.get(id).copied();
-            let parents: Vec<Value> = parents
+            let g = generation(id);
+            let parents = parents
                 .iter()
-                .map(|p| {
-                    json!({
-                        "parentRef": p.parent_ref,
-                        "controllerName": self.controller,
-                        "conditions": p.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
-                    })
+                .map(|p| ParentShown {
+                    conditions: conditions(&p.conditions, g),
+                    controller_name: &self.controller,
+                    parent_ref: &p.parent_ref,
                 })
                 .collect();
-            out.insert(id.clone(), json!({ "parents": parents }));
+            f(id, &StatusShown::Route(RouteShown { parents }));
         }
         for (id, ancestors) in &self.policies {
-            let generation = self.generations.get(id).copied();
-            let ancestors: Vec<Value> = ancestors
+            let g = generation(id);
+            let ancestors = ancestors
                 .iter()
-                .map(|a| {
-                    json!({
-                        "ancestorRef": a.parent_ref,
-                        "controllerName": self.controller,
-                        "conditions": a.conditions.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>(),
-                    })
+                .map(|a| AncestorShown {
+                    ancestor_ref: &a.parent_ref,
+                    conditions: conditions(&a.conditions, g),
+                    controller_name: &self.controller,
                 })
                 .collect();
-            out.insert(id.clone(), json!({ "ancestors": ancestors }));
+            f(id, &StatusShown::Policy(PolicyShown { ancestors }));
         }
         for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
-            let generation = self.generations.get(id).copied();
-            let conditions = |list: &[Condition]| list.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>();
-            let listeners: Vec<Value> = gateway
+            let g = generation(id);
+            let listeners = gateway
                 .listeners
                 .iter()
-                .map(|l| {
-                    let kinds: Vec<Value> = l
+                .map(|l| ListenerShown {
+                    attached_routes: l.attached_routes,
+                    conditions: conditions(&l.conditions, g),
+                    name: &l.name,
+                    supported_kinds: l
                         .supported_kinds
                         .iter()
-                        .map(|k| json!({"group": crate::world::GATEWAY_GROUP, "kind": k}))
-                        .collect();
-                    json!({
-                        "name": l.name,
-                        "supportedKinds": kinds,
-                        "attachedRoutes": l.attached_routes,
-                        "conditions": conditions(&l.conditions),
+                        .map(|&kind| KindShown { group: crate::world::GATEWAY_GROUP, kind })
+                        .collect(),
+                })
+                .collect();
+            let addresses = self.gateways.contains_key(id).then(|| {
+                gateway
+                    .addresses
+                    .iter()
+                    .map(|a| {
+                        let kind = if a.parse::<std::net::IpAddr>().is_ok() { "IPAddress" } else { "Hostname" };
+                        AddressShown { kind, value: a }
                     })
-                })
-                .collect();
-            let addresses: Vec<Value> = gateway
-                .addresses
-                .iter()
-                .map(|a| {
-                    let kind = if a.parse::<std::net::IpAddr>().is_ok() { "IPAddress" } else { "Hostname" };
-                    json!({"type": kind, "value": a})
-                })
-                .collect();
-            let mut status = json!({
-                "conditions": conditions(&gateway.conditions),
-                "listeners": listeners,
+                    .collect()
             });
-            if self.gateways.contains_key(id) {
-                status["addresses"] = json!(addresses);
-            }
-            if let Some(n) = gateway.attached_listener_sets {
-                status["attachedListenerSets"] = json!(n);
-            }
-            out.insert(id.clone(), status);
-        }
-        for (id, list) in &self.classes {
-            let generation = self.generations.get(id).copied();
-            out.insert(
-                id.clone(),
-                json!({"conditions": list.iter().map(|c| c.to_json(generation)).collect::<Vec<_>>()}),
+            f(
+                id,
+                &StatusShown::Gateway(GatewayShown {
+                    addresses,
+                    attached_listener_sets: gateway.attached_listener_sets,
+                    conditions: conditions(&gateway.conditions, g),
+                    listeners,
+                }),
             );
         }
-        out
+        for (id, list) in &self.classes {
+            f(id, &StatusShown::Class(ClassShown { conditions: conditions(list, generation(id)) }));
+        }
     }
 
     /// Every condition that is `False`, with the document it is on, for diagnostics.
@@ -193,5 +291,55 @@ impl Statuses {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape of status, printed directly, is byte for byte its `Value` printed: the
+    /// fields of each shape are declared in the order a `Value` object sorts them.
+    #[test]
+    fn printed_statuses_are_their_values_printed() {
+        let parent = serde_json::json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw", "namespace": "ns"});
+        let mixed = vec![
+            Condition::yes("Accepted", "Accepted"),
+            Condition::no("ResolvedRefs", "BackendNotFound", "no \"svc\""),
+        ];
+        let mut s = Statuses { controller: "xdst.io/gateway".into(), ..Default::default() };
+        s.routes.insert(
+            "HTTPRoute/ns/r".into(),
+            vec![ParentStatus { parent_ref: parent.clone(), conditions: mixed.clone() }],
+        );
+        s.policies.insert(
+            "BackendTLSPolicy/ns/p".into(),
+            vec![ParentStatus { parent_ref: parent, conditions: mixed.clone() }],
+        );
+        let listener = ListenerStatus {
+            name: "http".into(),
+            attached_routes: 3,
+            supported_kinds: vec!["HTTPRoute", "GRPCRoute"],
+            conditions: mixed.clone(),
+        };
+        let gateway = GatewayStatus {
+            conditions: mixed.clone(),
+            addresses: vec!["10.0.0.1".into(), "gw.example".into()],
+            listeners: vec![listener],
+            attached_listener_sets: Some(1),
+        };
+        s.gateways.insert("Gateway/ns/gw".into(), gateway.clone());
+        s.listener_sets.insert("ListenerSet/ns/ls".into(), GatewayStatus { attached_listener_sets: None, ..gateway });
+        s.classes.insert("GatewayClass/xdst".into(), mixed);
+        s.generations.insert("HTTPRoute/ns/r".into(), 7);
+        s.generations.insert("Gateway/ns/gw".into(), 2);
+        let values = s.to_json();
+        let printed = s.to_strings();
+        assert_eq!(printed.len(), 5);
+        for (id, text) in &printed {
+            assert_eq!(text, &serde_json::to_string(&values[id]).unwrap(), "{id}");
+        }
+        assert!(printed.iter().any(|(_, t)| t.contains(r#""observedGeneration":7"#)));
+        assert!(!printed.iter().any(|(id, t)| id.starts_with("ListenerSet") && t.contains("addresses")));
     }
 }
