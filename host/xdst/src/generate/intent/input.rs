@@ -12,7 +12,64 @@ use crate::generate::store::StoreProblem;
 
 /// Parsed intent files, by path, with the text they were parsed from: a file that did not
 /// change is not parsed again, and its documents stay the same allocations.
-pub type ParseCache = std::collections::HashMap<PathBuf, (String, Vec<Arc<xdst_core::intent::IntentDocument>>)>;
+pub type ParseCache = std::collections::HashMap<PathBuf, Parsed>;
+
+/// One file's (or store key's) last parse.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    text: Arc<str>,
+    docs: Vec<Arc<IntentDocument>>,
+    /// What the file system said of the file when it was read, if that can vouch for it
+    /// next time ([`Stamp::vouches`]); none for a store key or a source held out.
+    stamp: Option<Stamp>,
+}
+
+/// What identifies one version of a file without reading it: its size, inode, modification
+/// and change times, and when xdst read it.
+///
+/// A file whose stamp is the same as at the last read is taken as unchanged without opening it,
+/// but only if it had last changed at least [`Stamp::SETTLED`] before that read: a file
+/// rewritten twice within one tick of a coarse file-system clock keeps its times, and is read
+/// again until it has been still for that long. The change time (`ctime`) is set by the
+/// kernel on every write, rename or `touch`, and cannot be set back by a tool that restores
+/// modification times (`cp -p`, `rsync -t`, `tar`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    /// When the read began, in seconds and nanoseconds since the epoch.
+    read_at: (i64, i64),
+}
+
+impl Stamp {
+    /// How long a file must have been still before the read for its stamp to vouch for it.
+    const SETTLED: i64 = 3;
+
+    fn of(meta: &std::fs::Metadata, read_at: std::time::SystemTime) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        let at = read_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Stamp {
+            len: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            read_at: (at.as_secs() as i64, i64::from(at.subsec_nanos())),
+        }
+    }
+
+    /// Whether `now` (a stamp taken now) shows the same version of the file this stamp was
+    /// read from, and that version had settled when it was read.
+    fn vouches(&self, now: &Stamp) -> bool {
+        let settled = |t: (i64, i64)| t.0.saturating_add(Self::SETTLED) < self.read_at.0;
+        (self.len, self.dev, self.ino, self.mtime, self.ctime) == (now.len, now.dev, now.ino, now.mtime, now.ctime)
+            && settled(self.mtime)
+            && settled(self.ctime)
+    }
+}
 
 /// Reads every intent document under `dir`, in path order, each file bounded by the default
 /// `--max-file-size`. Labels are paths relative to `dir`. Any file that does not read fails
@@ -72,7 +129,12 @@ pub fn read_intent_cached(
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
-            if path.is_dir() {
+            // The directory entry's type, without a `stat`; a link is followed.
+            let is_dir = match entry.file_type() {
+                Ok(t) if !t.is_symlink() => t.is_dir(),
+                _ => path.is_dir(),
+            };
+            if is_dir {
                 stack.push(path);
             } else if crate::generate::source::is_resource_file(&path) {
                 files.push(path);
@@ -82,8 +144,19 @@ pub fn read_intent_cached(
     files.sort();
     let sources = files.iter().map(|f| {
         let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
-        let text = xdst_core::files::read_text(f, max_file_bytes).map_err(|e| GenerationError::Read(f.clone(), e));
-        Source { path: f.clone(), label, text: text.map(std::borrow::Cow::Owned) }
+        let read_at = std::time::SystemTime::now();
+        let stamp = std::fs::metadata(f).ok().map(|m| Stamp::of(&m, read_at));
+        // A file its stamp vouches for is not opened again.
+        let cached = cache.get(f).filter(|p| p.stamp.zip(stamp).is_some_and(|(was, now)| was.vouches(&now)));
+        let text = match cached {
+            Some(p) => Ok(Text::Unchanged(p.text.clone())),
+            None => xdst_core::files::read_text(f, max_file_bytes)
+                .map(|t| Text::Read(std::borrow::Cow::Owned(t)))
+                .map_err(|e| GenerationError::Read(f.clone(), e)),
+        };
+        // A file that changed while it was read is stamped by what was read first: it is read
+        // again next time, as its times differ.
+        Source { path: f.clone(), label, text, stamp }
     });
     let count = files.len();
     let bounded = mode == Mode::HoldingBounded;
@@ -100,7 +173,15 @@ pub fn read_intent_cached(
 struct Source<'a> {
     path: PathBuf,
     label: String,
-    text: Result<std::borrow::Cow<'a, str>, GenerationError>,
+    text: Result<Text<'a>, GenerationError>,
+    /// The file's stamp, taken before it was read.
+    stamp: Option<Stamp>,
+}
+
+/// A source's text: read now, or the cached text its stamp vouches for.
+enum Text<'a> {
+    Read(std::borrow::Cow<'a, str>),
+    Unchanged(Arc<str>),
 }
 
 /// Parses `sources` (through `cache`) into one set. In [`Mode::Holding`] a source that does not
@@ -117,51 +198,58 @@ fn assemble<'a>(
 ) -> Result<(IntentSet, ParseCache, Vec<HeldSource>), GenerationError> {
     let mut held = Vec::new();
     let mut fresh = ParseCache::new();
-    // (path, label, text, documents, whether they are new since the last read)
+    // (path, label, its parse, whether it is new since the last read)
     let mut parsed = Vec::new();
     for source in sources {
         let last = cache.get(&source.path);
+        let stamp = source.stamp;
         let result = source.text.and_then(|text| {
-            let docs = match last {
-                Some((old, docs)) if *old == *text => return Ok((text.into_owned(), docs.clone(), false)),
-                _ => parse_file(&source.label, &text)?
-                    .into_iter()
-                    .map(|mut d| {
-                        // A document without a generation gets the one xdst keeps for it.
-                        if let Some(c) = counter.as_deref_mut() {
-                            c.stamp(&mut d);
-                        }
-                        Arc::new(d)
-                    })
-                    .collect::<Vec<_>>(),
+            let text = match (text, last) {
+                (Text::Unchanged(_), Some(last)) => return Ok((last.clone(), false)),
+                (Text::Read(text), Some(last)) if *last.text == *text => {
+                    return Ok((Parsed { stamp, ..last.clone() }, false));
+                }
+                (Text::Read(text), _) => Arc::<str>::from(text),
+                (Text::Unchanged(text), None) => text,
             };
+            let docs = parse_file(&source.label, &text)?
+                .into_iter()
+                .map(|mut d| {
+                    // A document without a generation gets the one xdst keeps for it.
+                    if let Some(c) = counter.as_deref_mut() {
+                        c.stamp(&mut d);
+                    }
+                    Arc::new(d)
+                })
+                .collect::<Vec<_>>();
             check(&source.label, &docs)?;
-            Ok((text.into_owned(), docs, true))
+            Ok((Parsed { text, docs, stamp }, true))
         });
         match result {
-            Ok((text, docs, new)) => parsed.push((source.path, source.label, text, docs, new)),
+            Ok((parse, new)) => parsed.push((source.path, source.label, parse, new)),
             Err(e) if mode == Mode::Strict => return Err(e),
             Err(e) => {
                 held.push(HeldSource { source: source.label.clone(), error: e.message(), last_good: last.is_some() });
-                if let Some((old, docs)) = last {
-                    parsed.push((source.path, source.label, old.clone(), docs.clone(), false));
+                if let Some(last) = last {
+                    // Read again next time: it is the file as it is now that is held out.
+                    parsed.push((source.path, source.label, Parsed { stamp: None, ..last.clone() }, false));
                 }
             }
         }
     }
     let mut set = IntentSet::default();
     for new in [false, true] {
-        for (path, label, text, docs, _) in parsed.iter().filter(|p| p.4 == new) {
-            match add_all(&mut set, docs) {
+        for (path, label, parse, _) in parsed.iter().filter(|p| p.3 == new) {
+            match add_all(&mut set, &parse.docs) {
                 Ok(()) => {
-                    fresh.insert(path.clone(), (text.clone(), docs.clone()));
+                    fresh.insert(path.clone(), parse.clone());
                 }
                 Err(e) if mode == Mode::Strict => return Err(e.into()),
                 Err(e) => {
-                    let last = cache.get(path).filter(|_| new).filter(|(_, docs)| add_all(&mut set, docs).is_ok());
+                    let last = cache.get(path).filter(|_| new).filter(|last| add_all(&mut set, &last.docs).is_ok());
                     held.push(HeldSource { source: label.clone(), error: e.to_string(), last_good: last.is_some() });
                     if let Some(last) = last {
-                        fresh.insert(path.clone(), last.clone());
+                        fresh.insert(path.clone(), Parsed { stamp: None, ..last.clone() });
                     }
                 }
             }
@@ -169,7 +257,7 @@ fn assemble<'a>(
     }
     held.sort_by(|a, b| a.source.cmp(&b.source));
     // Only a source parsed again, or one gone, can have taken a document away.
-    let changed = parsed.iter().any(|p| p.4) || fresh.len() != cache.len();
+    let changed = parsed.iter().any(|p| p.3) || fresh.len() != cache.len();
     if let Some(c) = counter.filter(|_| changed) {
         c.keep_only(set.documents().map(|d| d.id().as_ref()));
     }
@@ -283,7 +371,12 @@ pub fn read_mirror(
         return Err(StoreProblem::TooManyDocuments { store, count: docs.len(), max: max_documents }.into());
     }
     let count = docs.len();
-    let sources = docs.into_iter().map(|(key, text)| Source { path: PathBuf::from(&key), label: key, text });
+    let sources = docs.into_iter().map(|(key, text)| Source {
+        path: PathBuf::from(&key),
+        label: key,
+        text: text.map(Text::Read),
+        stamp: None,
+    });
     let check = |key: &str, parsed: &[Arc<IntentDocument>]| {
         crate::generate::store::check_document_key(&store, key, parsed).map_err(GenerationError::from)
     };
@@ -297,4 +390,67 @@ pub fn read_mirror(
         *cache = fresh;
     }
     Ok(Read { set, files: count, held })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(name: &str, port: u16) -> String {
+        format!("kind: Service\nmetadata: {{name: {name}}}\nspec: {{port: {port}}}\n")
+    }
+
+    fn read(dir: &Path, cache: &mut ParseCache) -> IntentSet {
+        read_intent_cached(dir, cache, 1 << 20, Mode::Holding, None).unwrap().set
+    }
+
+    fn port_of(set: &IntentSet, name: &str) -> String {
+        let doc = set.documents().find(|d| d.name == name).unwrap();
+        doc.json["spec"]["port"].to_string()
+    }
+
+    /// As if `secs` had passed since the last read: every file read then has settled.
+    fn later(cache: &mut ParseCache, secs: i64) {
+        for p in cache.values_mut() {
+            if let Some(s) = &mut p.stamp {
+                s.read_at.0 += secs;
+            }
+        }
+    }
+
+    #[test]
+    fn a_settled_file_is_not_read_again_and_a_changed_one_always_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+        std::fs::write(&a, service("a", 1000)).unwrap();
+        std::fs::write(&b, service("b", 2000)).unwrap();
+        let mut cache = ParseCache::new();
+        read(dir.path(), &mut cache);
+
+        // Just written: a stamp does not vouch for a file that changed within `SETTLED` of
+        // its read, so both are read (and compared) again.
+        let stamp = cache[&a].stamp.unwrap();
+        let now = Stamp::of(&std::fs::metadata(&a).unwrap(), std::time::SystemTime::now());
+        assert!(!stamp.vouches(&now));
+
+        later(&mut cache, 10);
+        // Settled: `a` is not opened again. Its cached parse (changed here behind its back to
+        // define `b` instead) is what the next read serves, which shows the file was not read.
+        let mut fake = cache[&a].clone();
+        fake.docs = cache[&b].docs.clone();
+        let mut faked = ParseCache::from([(a.clone(), fake)]);
+        let set = read_intent_cached(dir.path(), &mut faked, 1 << 20, Mode::Holding, None).unwrap();
+        assert_eq!(set.held.len(), 1, "b defined twice: the cached parse of a was used, not the file");
+
+        // Rewritten in place with the same size and its old modification time put back
+        // (what `cp -p` or `rsync -t` do): the change time differs, so it is read again.
+        later(&mut cache, 10);
+        let mtime = std::fs::metadata(&a).unwrap().modified().unwrap();
+        std::fs::write(&a, service("a", 1001)).unwrap();
+        std::fs::File::options().write(true).open(&a).unwrap().set_modified(mtime).unwrap();
+        assert_eq!(std::fs::metadata(&a).unwrap().modified().unwrap(), mtime);
+        let set = read(dir.path(), &mut cache);
+        assert_eq!(port_of(&set, "a"), "1001");
+        assert_eq!(port_of(&set, "b"), "2000");
+    }
 }
