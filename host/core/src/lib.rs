@@ -38,6 +38,7 @@ pub mod documents;
 pub mod errors;
 pub mod files;
 pub mod flow_nesting;
+pub mod heap;
 pub mod intent;
 pub mod limits;
 pub mod node;

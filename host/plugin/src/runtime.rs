@@ -406,6 +406,13 @@ impl Runtime {
         deserialize: impl FnOnce(&std::path::Path) -> wasmtime::Result<T>,
         serialize: impl FnOnce(&T) -> wasmtime::Result<Vec<u8>>,
     ) -> Result<T, Failure> {
+        // Cranelift compiles on several threads, and what they allocated stays with their
+        // allocator arenas (tens of MB for a large plugin) unless it is handed back.
+        let compile = || {
+            let compiled = compile();
+            xdst_core::heap::return_free_pages();
+            compiled
+        };
         let Some(dir) = &self.config.cache_dir else {
             return compile().map_err(|e| Failure::Compile(format!("{e:#}")));
         };

@@ -28,22 +28,9 @@ pub async fn return_freed(serving: Arc<Serving>) {
         let open = serving.nodes.stream_count();
         peak = peak.max(open);
         if peak - open >= CLOSED_ENOUGH {
-            let trimmed = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
+            let trimmed = tokio::task::spawn_blocking(xdst_core::heap::return_free_pages).await.unwrap_or(false);
             tracing::debug!(closed = peak - open, open, trimmed, "streams closed: free memory handed back");
             peak = open;
         }
-    }
-}
-
-/// Returns free heap pages to the system; whether any were.
-fn trim() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only walks the allocator's own free lists.
-        unsafe { libc::malloc_trim(0) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        false
     }
 }
