@@ -108,6 +108,7 @@ async fn resolve_echo(client: Client, mtls: bool) -> anyhow::Result<()> {
                 identity: identity.parse().map_err(anyhow::Error::msg)?,
                 groups: vec!["grpc-test".parse().map_err(anyhow::Error::msg)?],
                 nodes: vec!["grpc-*".parse().map_err(anyhow::Error::msg)?],
+                proxy: false,
             }]),
             ..Default::default()
         })

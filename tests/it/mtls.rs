@@ -56,6 +56,7 @@ fn rule(identity: &str, groups: &[&str], nodes: &[&str]) -> Rule {
         identity: identity.parse::<IdentityPattern>().unwrap(),
         groups: groups.iter().map(p).collect(),
         nodes: nodes.iter().map(p).collect(),
+        proxy: false,
     }
 }
 

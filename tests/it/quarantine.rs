@@ -397,6 +397,12 @@ async fn team_a_s_mistakes_do_not_hold_back_team_b() -> anyhow::Result<()> {
 /// After each, team-b adds a route, which serves, and `xdst wait` on its change exits 0
 /// naming team-a's document; team-a's document says `Programmed: False` with Envoy's message;
 /// `/readyz` and the status page name it. Under 500 requests/s to team-b, none fails.
+///
+/// Envoy is its group's only node and, with `--nack-holds-without-mtls`, its proxy: its
+/// rejection is every node's, so the document is held for the group (issue 48, design 016
+/// part 3b: "the same rejection from every node of a group holds the document for the group,
+/// as today"). Without that setting, or from a node that is not a proxy, the same rejection is
+/// held at that node alone (`tests/it/hold_scope.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_only_envoy_refuses_is_held_at_what_envoy_accepted() -> anyhow::Result<()> {
     xdst_tests::init_logging();
@@ -420,7 +426,7 @@ async fn what_only_envoy_refuses_is_held_at_what_envoy_accepted() -> anyhow::Res
             route("b0", "team-b", &format!("matches: [{{path: {{value: /b0}}}}]\n    {}", backend("team-b")))
         ),
     )?;
-    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms"]).await?;
+    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms", "--nack-holds-without-mtls"]).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine-nack")).await?;
     serves(gw, "/b0", "b").await?;
     serves(gw, "/a0", "a").await?;

@@ -98,7 +98,7 @@ pub fn changed_documents(type_url: &str, body: &[u8], before: Option<&[u8]>, own
 
 /// Each document's parts of a resource: its marked parts, and (under `owner`) what is left once
 /// they are taken out.
-fn content(
+pub(crate) fn content(
     type_url: &str,
     body: &[u8],
     owner: Option<&str>,
@@ -115,7 +115,8 @@ fn content(
 }
 
 /// Takes every marked part out of `msg` (recursively, through `Any`s) into `out`, under the
-/// document it names; each part is itself without the marked parts inside it.
+/// document it names; each part is itself without the marked parts inside it. Map entries are
+/// visited in key order.
 fn take_marked(msg: &mut DynamicMessage, out: &mut std::collections::BTreeMap<String, Vec<DynamicMessage>>) {
     let fields: Vec<_> = msg.descriptor().fields().filter(|f| f.kind().as_message().is_some()).collect();
     for field in fields {
@@ -128,7 +129,14 @@ fn take_marked(msg: &mut DynamicMessage, out: &mut std::collections::BTreeMap<St
                 items.is_empty()
             }
             Value::Map(map) => {
-                map.retain(|_, v| !part_taken(v, out));
+                // In key order: a document's parts come out in the same order every time.
+                let mut keys: Vec<MapKey> = map.keys().cloned().collect();
+                keys.sort();
+                for key in keys {
+                    if map.get_mut(&key).is_some_and(|v| part_taken(v, out)) {
+                        map.remove(&key);
+                    }
+                }
                 map.is_empty()
             }
             Value::Message(m) => taken(m, out),
@@ -180,7 +188,7 @@ fn taken(part: &mut DynamicMessage, out: &mut std::collections::BTreeMap<String,
 }
 
 /// The document `msg`'s own metadata names, if it is marked.
-fn mark(msg: &DynamicMessage) -> Option<String> {
+pub(crate) fn mark(msg: &DynamicMessage) -> Option<String> {
     let field = msg.descriptor().get_field_by_name("metadata")?;
     if !msg.has_field(&field) {
         return None;
@@ -191,9 +199,9 @@ fn mark(msg: &DynamicMessage) -> Option<String> {
         return None;
     }
     let filter = metadata.get_field_by_name("filter_metadata")?;
-    let entry = filter.as_map()?.get(&MapKey::String(METADATA_KEY.to_owned()))?.as_message()?.clone();
+    let entry = filter.as_map()?.get(&MapKey::String(METADATA_KEY.to_owned()))?.as_message()?;
     let fields = entry.get_field_by_name("fields")?;
-    let value = fields.as_map()?.get(&MapKey::String("document".to_owned()))?.as_message()?.clone();
+    let value = fields.as_map()?.get(&MapKey::String("document".to_owned()))?.as_message()?;
     match value.get_field_by_name("string_value")?.as_ref() {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         _ => None,

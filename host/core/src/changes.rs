@@ -19,7 +19,7 @@
 //!   its clipped message and at most a few resources.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -31,6 +31,11 @@ pub const MAX_KEPT: usize = 1024;
 /// The most nodes named in one answer, waited for and rejecting together, over every group
 /// (the counts are always whole).
 pub const MAX_LISTED: usize = 100;
+/// The most documents remembered of one change (a change of more is taken as one of every
+/// document: any document held anywhere is then one of its).
+pub const MAX_DOCUMENTS: usize = 1000;
+/// The most holds listed in one answer.
+pub const MAX_HELD_OUT: usize = 20;
 
 struct Entry {
     id: i64,
@@ -38,9 +43,16 @@ struct Entry {
     /// The version every group without a set of its own gets.
     default: String,
     groups: BTreeMap<String, String>,
+    /// The documents the change wrote (added, changed or removed), by id; `None`: more than
+    /// [`MAX_DOCUMENTS`].
+    documents: Option<Arc<[Arc<str>]>>,
 }
 
 impl Entry {
+    fn wrote(&self, id: &str) -> bool {
+        self.documents.as_ref().is_none_or(|d| d.iter().any(|x| x.as_ref() == id))
+    }
+
     fn version(&self, group: &str) -> &str {
         self.groups.get(group).unwrap_or(&self.default)
     }
@@ -60,8 +72,19 @@ pub struct NodeSync {
     pub client: u32,
     /// How reports name it: the id, or with processes sharing it, which client and from where.
     pub label: String,
-    /// The target version it last held by its own acknowledgements.
+    /// The group target version it last held by its own acknowledgements.
     pub synced: Option<std::sync::Arc<str>>,
+    /// The documents it held back then (design 016, part 3a): it holds that target but for
+    /// them.
+    pub held_back: std::sync::Arc<[std::sync::Arc<str>]>,
+    /// The documents it holds back now, each rejected alone, with why.
+    pub held_at_node: Vec<crate::node_holds::HeldStatus>,
+    /// Whether it is one of its group's proxies: its rejections count toward a group's hold.
+    pub proxy: bool,
+    /// Whether it is one of its group's canaries (it takes each change first).
+    pub canary: bool,
+    /// Whether it ever acknowledged anything (a node that did not is never acted on).
+    pub acknowledged: bool,
     /// The rejection it is held up by (its own streams'), with what it points at.
     pub rejection: Option<StoppedStatus>,
     /// Every rejection it is held up by, one per stream and type (`rejection` is the first):
@@ -80,6 +103,14 @@ pub struct ChangeReport {
     /// Every connected node of every group (or of the group asked for) holds it.
     pub live: bool,
     pub groups: BTreeMap<String, GroupReport>,
+    /// The documents the change wrote (the first [`MAX_DOCUMENTS`]), when known.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub documents: Vec<String>,
+    /// Where a document the change wrote is held out: at a node that rejected it (from the
+    /// nodes' own reports), for a group, or failing (filled in by the server). Any of them
+    /// means the change is not served as written everywhere (`xdst wait` exits 4).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_out: Vec<HeldOut>,
     /// What the newest generation holds out because it fails (documents, files, store keys;
     /// the rest is served): a change to one of them is not served as written, whatever the
     /// nodes hold. Filled in by the server, which knows the generation's state.
@@ -89,6 +120,22 @@ pub struct ChangeReport {
     /// accepted, a slice left out), by id. Filled in by the server.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+/// A document of a change held out somewhere.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldOut {
+    pub document: String,
+    /// `node` (one node rejected it alone and keeps it out), `group` (its proxies did, for
+    /// the group) or `failing` (it does not translate or pass the checks).
+    pub scope: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The node, as reports name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Why: the node's message, or the failure.
+    pub why: String,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -120,7 +167,7 @@ impl Ledger {
     /// store revision the generation translated); otherwise the next number, and only if
     /// something a node is served changed (a generation that publishes the same again, such
     /// as the one the intent API's own file write sets off, is no new change).
-    pub fn record_published(&self, revision: Option<i64>, cache: &crate::cache::Cache) {
+    pub fn record_published(&self, revision: Option<i64>, cache: &crate::cache::Cache, documents: &[Arc<str>]) {
         let (default, groups) = cache.sets();
         let groups: BTreeMap<String, String> = groups.iter().map(|(g, s)| (g.clone(), s.version())).collect();
         let default = default.version();
@@ -136,18 +183,30 @@ impl Ledger {
             }
         };
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        self.record(id, at, default, groups);
+        let documents = (documents.len() <= MAX_DOCUMENTS).then(|| documents.into());
+        self.record_with(id, at, default, groups, documents);
     }
 
     /// Records a good generation: its id and each group's target version.
     pub fn record(&self, id: i64, at: u64, default: String, groups: BTreeMap<String, String>) {
+        self.record_with(id, at, default, groups, Some(Arc::new([])));
+    }
+
+    fn record_with(
+        &self,
+        id: i64,
+        at: u64,
+        default: String,
+        groups: BTreeMap<String, String>,
+        documents: Option<Arc<[Arc<str>]>>,
+    ) {
         let mut e = self.entries.lock().unwrap();
         // A store revision can repeat (a reload translates the same revision again): the
         // newest generation for an id stands for it.
         while e.back().is_some_and(|last| last.id >= id) {
             e.pop_back();
         }
-        e.push_back(Entry { id, at, default, groups });
+        e.push_back(Entry { id, at, default, groups, documents });
         while e.len() > MAX_KEPT {
             e.pop_front();
         }
@@ -173,14 +232,31 @@ impl Ledger {
         let later: Vec<&Entry> = first.map(|i| entries.iter().skip(i).collect()).unwrap_or_default();
         let mut groups: BTreeMap<String, GroupReport> = BTreeMap::new();
         let mut listed = 0;
+        let mut held_out = Vec::new();
         for n in nodes.iter().filter(|n| group.is_none_or(|g| g == n.group)) {
             let versions =
                 holds.entry(n.group.as_str()).or_insert_with(|| later.iter().map(|e| e.version(&n.group)).collect());
             let g = groups.entry(n.group.clone()).or_default();
             g.nodes += 1;
-            if n.synced.as_deref().is_some_and(|v| versions.contains(v)) {
+            // What the node keeps out of what the change wrote (design 016, part 3a).
+            let kept_out: Vec<&crate::node_holds::HeldStatus> =
+                n.held_at_node.iter().filter(|h| carrier.is_some_and(|c| c.wrote(&h.document))).collect();
+            for h in &kept_out {
+                if held_out.len() < MAX_HELD_OUT {
+                    held_out.push(HeldOut {
+                        document: h.document.clone(),
+                        scope: "node",
+                        group: Some(n.group.clone()),
+                        node: Some(n.label.clone()),
+                        why: h.message.to_string(),
+                    });
+                }
+            }
+            let synced = n.synced.as_deref().is_some_and(|v| versions.contains(v));
+            let held_back = n.held_back.iter().any(|d| carrier.is_some_and(|c| c.wrote(d)));
+            if synced && !held_back && kept_out.is_empty() {
                 g.holding += 1;
-            } else if let Some(rejection) = &n.rejection {
+            } else if let Some(rejection) = n.rejection.clone().or_else(|| kept_out.first().map(|h| h.as_rejection())) {
                 g.rejected_count += 1;
                 if listed < MAX_LISTED {
                     listed += 1;
@@ -188,7 +264,7 @@ impl Ledger {
                         node: n.id.clone(),
                         client: n.client,
                         label: n.label.clone(),
-                        status: rejection.clone(),
+                        status: rejection,
                     });
                 }
             } else {
@@ -205,9 +281,21 @@ impl Ledger {
             published_at: carrier.map(|e| e.at),
             live: carrier.is_some() && groups.values().all(|g| g.holding == g.nodes),
             groups,
+            documents: carrier
+                .and_then(|c| c.documents.as_ref())
+                .map(|d| d.iter().map(|x| x.to_string()).collect())
+                .unwrap_or_default(),
+            held_out,
             held: Vec::new(),
             problems: Vec::new(),
         }
+    }
+
+    /// Whether change `id` wrote document `document` (a change of more than
+    /// [`MAX_DOCUMENTS`], or one no longer kept, counts as writing every document).
+    pub fn wrote(&self, id: i64, document: &str) -> bool {
+        let entries = self.entries.lock().unwrap();
+        entries.iter().find(|e| e.id >= id).is_none_or(|e| e.wrote(document))
     }
 }
 
@@ -222,6 +310,11 @@ mod tests {
             client: 1,
             label: id.into(),
             synced: synced.map(Into::into),
+            held_back: std::sync::Arc::new([]),
+            held_at_node: Vec::new(),
+            proxy: false,
+            canary: false,
+            acknowledged: synced.is_some(),
             rejection: None,
             rejections: Vec::new(),
         }

@@ -62,12 +62,19 @@ impl Rollout {
             // all the response carried. Envoy's own config dump marks the one it failed on;
             // the rest of a SotW response stays as the node holds it.
             let failed: BTreeSet<Arc<str>> = rejected.map(|r| self.failed_on(type_url, r)).unwrap_or_default();
+            // What the node keeps out after rejecting it alone (design 016, part 3a): it is
+            // served the form it accepted, and stays rejected with its message.
+            let held_back = self.node_holds().places_of(type_url);
             let mut reported: Option<Arc<str>> = None;
             for name in names {
                 let target = self.target.resource(type_url, &name);
                 let held = self.acked.resource(type_url, &name).cloned();
                 let rejection = rejected.filter(|_| failed.contains(&name));
                 let state = match (rejection, &held, target) {
+                    (None, _, _) if held_back.contains_key(&name) => {
+                        let hold = held_back[&name];
+                        State::Nacked { message: hold.message.clone(), at: hold.at, rejected: None, same_as: None }
+                    }
                     (Some(r), _, _) => State::Nacked {
                         message: r.message.clone(),
                         at: r.at,

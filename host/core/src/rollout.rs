@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::node_holds::{Analysis, HeldStatus, NodeHolds};
 use crate::plan::{Node, SharedPlan, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
@@ -41,14 +42,29 @@ pub struct RolloutConfig {
     /// acknowledges the change: Envoy drains the old listener's connections for its
     /// `--drain-time-s` (600 s by default), serving them with the old routes.
     pub drain: Duration,
+    /// `--on-nack hold`: what a node rejects is held back at that node alone and the rest of
+    /// the change goes on ([`crate::node_holds`]); otherwise a rejection stops its plan.
+    pub hold_at_node: bool,
+    /// How long a document held at a node waits before it is sent again (doubling with each
+    /// repeated rejection).
+    pub retry: Duration,
 }
+
+/// `--nack-retry`'s default.
+pub const DEFAULT_RETRY: Duration = Duration::from_secs(30);
 
 /// Envoy's default `--drain-time-s`.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(600);
 
 impl Default for RolloutConfig {
     fn default() -> Self {
-        RolloutConfig { grace: Duration::from_secs(10), unordered: false, drain: DEFAULT_DRAIN }
+        RolloutConfig {
+            grace: Duration::from_secs(10),
+            unordered: false,
+            drain: DEFAULT_DRAIN,
+            hold_at_node: true,
+            retry: DEFAULT_RETRY,
+        }
     }
 }
 
@@ -98,6 +114,8 @@ pub enum Note {
     Stopped { type_url: Arc<str>, message: Arc<str> },
     /// A step waited out the grace period and proceeded without an acknowledgement.
     GraceExpired { step: Step },
+    /// A rejection was analysed ([`crate::node_holds`]): what it came to, as a metric label.
+    Analysed { outcome: &'static str },
 }
 
 /// How a node is served.
@@ -146,6 +164,69 @@ pub struct RejectedResource {
     pub content_of: Vec<String>,
 }
 
+/// A node's answer rejecting a response.
+#[derive(Debug, Clone, Copy)]
+pub struct Nack<'a> {
+    /// Its error message (clipped where it entered).
+    pub message: &'a str,
+    /// Whether it may be split into the documents in play (the client is within its
+    /// analyses a minute).
+    pub analyse: bool,
+}
+
+/// A group target the node held by its own acknowledgements, with the documents held back at
+/// it then (by their ids).
+#[derive(Debug, Clone)]
+pub struct Synced {
+    pub target: Arc<Snapshot>,
+    /// The target's version (worked out once).
+    pub version: Arc<str>,
+    pub held_back: Arc<[Arc<str>]>,
+}
+
+/// What the last rejection's analysis came to, for `/debug/nodes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnalysisNote {
+    Done(Analysis),
+    /// The node never acknowledged anything: not acted on.
+    NeverAcknowledged,
+    /// The client's analyses a minute were used up: the plan stopped.
+    OverRate,
+}
+
+impl AnalysisNote {
+    /// A metric label.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            AnalysisNote::Done(Analysis::Held(_)) => "held",
+            AnalysisNote::Done(Analysis::Split(_)) => "split",
+            AnalysisNote::Done(Analysis::Nothing) => "nothing",
+            AnalysisNote::Done(Analysis::OverCap) => "over_cap",
+            AnalysisNote::NeverAcknowledged => "never_acknowledged",
+            AnalysisNote::OverRate => "over_rate",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            AnalysisNote::Done(Analysis::Held(doc)) => format!("held {doc} at this node (rejected alone)"),
+            AnalysisNote::Done(Analysis::Split(n)) => {
+                format!("{n} documents in play: reverted at this node and tried in halves")
+            }
+            AnalysisNote::Done(Analysis::Nothing) => {
+                "no document's content in play (or too many resources to compare): plan stopped".into()
+            }
+            AnalysisNote::Done(Analysis::OverCap) => {
+                "too many documents held or suspected at this node already: plan stopped".into()
+            }
+            AnalysisNote::NeverAcknowledged => {
+                "the node never acknowledged anything: nothing to keep, not acted on; plan stopped".into()
+            }
+            AnalysisNote::OverRate => "over its analyses a minute: plan stopped".into(),
+        }
+    }
+}
+
 /// How many resources of a rejected response are named with it (the first the node's message
 /// names, then the others); the rest are counted.
 pub const MAX_SUSPECTS: usize = 10;
@@ -161,7 +242,16 @@ pub(crate) type StreamType = (u64, Arc<str>);
 #[derive(Debug)]
 pub struct Rollout {
     config: RolloutConfig,
+    /// What the node's group is served.
+    group_target: Arc<Snapshot>,
+    /// What the plan moves the node to: the group's target with what the node holds back
+    /// composed in ([`NodeHolds::compose`]); the same `Arc` when it holds nothing back.
     pub(crate) target: Arc<Snapshot>,
+    /// What the node rejected and keeps out, and the trial of several suspects.
+    node_holds: NodeHolds,
+    /// The group target the node last held by its own acknowledgements, with the documents
+    /// held back at it then.
+    synced: Option<Synced>,
     /// What a node with this target asks for by name (computed once per target).
     wanted: Arc<Wanted>,
     pub(crate) acked: Snapshot,
@@ -185,6 +275,8 @@ pub struct Rollout {
     last_rejection: Option<Box<(u64, Arc<str>, Rejected)>>,
     /// Whether a rejection stops the plan: the offer stays as it was when the node rejected.
     stopped: bool,
+    /// What the last rejection's analysis came to.
+    last_analysis: Option<AnalysisNote>,
     /// Clusters a listener the node removed or changed named, kept until its connections
     /// have drained: name -> until when.
     draining: BTreeMap<Arc<str>, Instant>,
@@ -211,7 +303,10 @@ impl Rollout {
             offer: Offer { snapshot: target.clone(), hold: &[], resync: 0 },
             offer_changes: 0,
             wanted: target.wanted(),
+            group_target: target.clone(),
             target,
+            node_holds: NodeHolds::default(),
+            synced: None,
             acked: Snapshot::default(),
             confirmed: Snapshot::default(),
             holds: false,
@@ -221,6 +316,7 @@ impl Rollout {
             rejected: BTreeMap::new(),
             last_rejection: None,
             stopped: false,
+            last_analysis: None,
             draining: BTreeMap::new(),
             step: Step::Clusters,
             step_since: now,
@@ -265,20 +361,57 @@ impl Rollout {
     /// The node's group has a new state to reach.
     pub fn set_target(&mut self, target: Arc<Snapshot>, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
-        if Arc::ptr_eq(&target, &self.target) || target.same_content(&self.target) {
+        if Arc::ptr_eq(&target, &self.group_target) || target.same_content(&self.group_target) {
             return notes;
+        }
+        self.group_target = target;
+        self.node_holds.retarget(&self.group_target, self.group_target.holds_memo());
+        self.move_to(self.planned(), now, &mut notes);
+        notes
+    }
+
+    /// The group's target with what the node holds back composed in.
+    fn planned(&self) -> Arc<Snapshot> {
+        if self.node_holds.is_empty() {
+            return self.group_target.clone();
+        }
+        self.node_holds.compose(&self.group_target, &self.acked, self.group_target.holds_memo())
+    }
+
+    /// The plan moves the node to `planned` from what it holds.
+    fn move_to(&mut self, planned: Arc<Snapshot>, now: Instant, notes: &mut Vec<Note>) {
+        if Arc::ptr_eq(&planned, &self.target) || planned.same_content(&self.target) {
+            // The same for the node (only what it holds back changed in the group's): it
+            // holds the group's new target with those documents held back, if it held the old.
+            self.check_holds();
+            return;
         }
         if self.step != Step::Converged {
             self.restarts += 1;
             notes.push(Note::Restarted { step: self.step });
         }
         self.diverged_since.get_or_insert(now);
-        self.wanted = target.wanted();
-        self.target = target;
+        self.wanted = planned.wanted();
+        self.target = planned;
         self.holds = false;
-        self.replan(now, &mut notes);
+        self.replan(now, notes);
         self.check_holds();
-        notes
+    }
+
+    /// What the group serves.
+    pub fn group_target(&self) -> &Arc<Snapshot> {
+        &self.group_target
+    }
+
+    /// The group target the node last held by its own acknowledgements, with the documents it
+    /// held back then.
+    pub fn synced(&self) -> Option<&Synced> {
+        self.synced.as_ref()
+    }
+
+    /// What the node rejected and keeps out.
+    pub fn node_holds(&self) -> &NodeHolds {
+        &self.node_holds
     }
 
     /// A stream of the node subscribed to `type_url` (or changed how): a wildcard, or the
@@ -394,33 +527,96 @@ impl Rollout {
         nack: Option<&str>,
         now: Instant,
     ) -> Vec<Note> {
+        self.answered_with(stream, type_url, nonce, nack.map(|message| Nack { message, analyse: true }), now)
+    }
+
+    /// [`answered`](Self::answered), saying whether a rejection may be analysed (split into
+    /// the documents in play, [`crate::node_holds`]): the server allows each client so many
+    /// analyses a minute, and past that a rejection only stops the plan.
+    pub fn answered_with(
+        &mut self,
+        stream: u64,
+        type_url: &Arc<str>,
+        nonce: &str,
+        nack: Option<Nack<'_>>,
+        now: Instant,
+    ) -> Vec<Note> {
         let mut notes = Vec::new();
+        let mut rehold = false;
         let key = (stream, type_url.clone());
         let Some(q) = self.in_flight.get_mut(&key) else { return notes };
         let Some(i) = q.iter().position(|(n, _)| n.as_ref() == nonce) else { return notes };
         let (_, update) = q.drain(..=i).next_back().expect("drained through i");
         let latest = q.is_empty();
+        let acked = nack.is_none();
         match nack {
-            Some(message) => {
+            Some(Nack { message, analyse }) => {
                 // A rejection of a response already superseded stops nothing: the newer one
                 // is on its way.
                 let (suspects, suspects_total) = self.suspects(type_url, &update, message);
                 let rejected = Rejected { update, message: message.into(), at: now, suspects, suspects_total };
                 self.last_rejection = Some(Box::new((stream, type_url.clone(), rejected.clone())));
                 if latest {
+                    if self.config.hold_at_node {
+                        rehold = self.analyse(type_url, &rejected, analyse, now);
+                        if let Some(a) = &self.last_analysis {
+                            notes.push(Note::Analysed { outcome: a.outcome() });
+                        }
+                    }
                     self.rejected.insert(key, rejected);
                     // A rejection of what the node was sent last: whatever it held, it does not
                     // hold what it was being moved to.
                     self.holds = false;
                 }
             }
-            None => self.apply(type_url, update, now, true),
+            None => {
+                self.apply(type_url, update, now, true);
+                rehold = self.node_holds.acknowledged(&self.acked, &self.target);
+            }
         }
-        self.replan(now, &mut notes);
-        if nack.is_none() {
+        if rehold {
+            self.move_to(self.planned(), now, &mut notes);
+        } else {
+            self.replan(now, &mut notes);
+        }
+        if acked {
             self.check_holds();
         }
         notes
+    }
+
+    /// Splits a rejection into the documents in play and holds (or suspects) them at this
+    /// node; whether what it holds back changed. A node that never acknowledged anything has
+    /// nothing to keep: everything would be in play, and nothing is done.
+    fn analyse(&mut self, type_url: &Arc<str>, rejected: &Rejected, allowed: bool, now: Instant) -> bool {
+        if self.confirmed.is_empty() {
+            self.last_analysis = Some(AnalysisNote::NeverAcknowledged);
+            return false;
+        }
+        if !allowed {
+            self.last_analysis = Some(AnalysisNote::OverRate);
+            return false;
+        }
+        let acked = &self.acked;
+        let resources: Vec<Arc<Resource>> = update_resources(&rejected.update)
+            .into_iter()
+            .filter(|r| acked.resource(type_url, r.name()).is_none_or(|a| a.version() != r.version()))
+            .cloned()
+            .collect();
+        let synced = self.synced.as_ref().map(|s| (&s.version, &s.held_back[..]));
+        let analysis = self.node_holds.rejected(
+            type_url,
+            &resources,
+            acked,
+            &rejected.message,
+            synced,
+            self.config.retry,
+            self.group_target.holds_memo(),
+            now,
+        );
+        let changed = matches!(analysis, Analysis::Held(_) | Analysis::Split(_));
+        self.last_analysis = Some(AnalysisNote::Done(analysis));
+        changed
     }
 
     /// The resources of `update` the node does not hold as they are (what it may have
@@ -552,12 +748,10 @@ impl Rollout {
     /// When [`tick`](Self::tick) should next be called: the end of the current step's grace,
     /// or the end of a draining listener's drain time.
     pub fn deadline(&self) -> Option<Instant> {
-        let grace = self.grace_deadline();
-        let drain = self.draining.values().min().copied();
-        match (grace, drain) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.grace_deadline(), self.draining.values().min().copied(), self.node_holds.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn grace_deadline(&self) -> Option<Instant> {
@@ -570,6 +764,10 @@ impl Rollout {
     /// response it was sent of the types the step waits for.
     pub fn tick(&mut self, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
+        if self.node_holds.tick(now) {
+            // A held document's retry: it is sent to the node again.
+            self.move_to(self.planned(), now, &mut notes);
+        }
         if self.draining.values().any(|until| *until <= now) {
             self.draining.retain(|_, until| *until > now);
             self.replan(now, &mut notes);
@@ -875,13 +1073,18 @@ impl Rollout {
                 self.step.awaits().iter().map(|t| short(t)).collect()
             },
             held: self.offer.hold.iter().map(|t| short(t)).collect(),
-            target_version: self.target.version(),
+            target_version: self.group_target.version(),
+            planned_version: (!Arc::ptr_eq(&self.target, &self.group_target)).then(|| self.target.version()),
             offer_version: self.offer.snapshot.version(),
             acked_version: (!self.confirmed.is_empty()).then(|| self.confirmed.version()),
             assumed_version: (!self.acked.same_content(&self.confirmed)).then(|| self.acked.version()),
             unanswered: self.in_flight.values().map(VecDeque::len).sum(),
             stopped: self.stopped_status(now),
             last_rejection: self.last_rejection.as_deref().map(|(stream, t, rj)| rj.status(*stream, t, now)),
+            held_at_node: self.node_holds.status(now),
+            suspects: self.node_holds.suspects().map(|d| d.to_string()).collect(),
+            trying: self.node_holds.trying().map(|d| d.to_string()).collect(),
+            last_analysis: self.last_analysis.as_ref().map(AnalysisNote::describe),
             in_sync: self.holds,
             plan_converged: self.in_sync(),
             convergences: self.convergences,
@@ -928,6 +1131,13 @@ impl Rollout {
     fn check_holds(&mut self) {
         if !self.holds {
             self.holds = self.step == Step::Converged && self.works_out_holds();
+        }
+        if self.holds && !self.synced.as_ref().is_some_and(|s| Arc::ptr_eq(&s.target, &self.group_target)) {
+            self.synced = Some(Synced {
+                version: self.group_target.version().into(),
+                target: self.group_target.clone(),
+                held_back: self.node_holds.reverted().cloned().collect(),
+            });
         }
     }
 
@@ -1033,7 +1243,12 @@ pub struct RolloutStatus {
     pub waiting_for: Vec<String>,
     /// The types nothing is sent for yet.
     pub held: Vec<String>,
+    /// What the node's group is served.
     pub target_version: String,
+    /// What the plan moves the node to, when it holds something back (the group's target
+    /// with those documents as the node accepted them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_version: Option<String>,
     pub offer_version: String,
     /// What the node acknowledged on its own streams (none yet: null).
     pub acked_version: Option<String>,
@@ -1045,6 +1260,18 @@ pub struct RolloutStatus {
     pub stopped: Option<StoppedStatus>,
     /// The last response the node rejected (kept after the plan moves on).
     pub last_rejection: Option<StoppedStatus>,
+    /// Documents held back at this node alone: it rejected each alone (design 016, part 3a).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_at_node: Vec<HeldStatus>,
+    /// Documents in play in a rejection of several, reverted at this node until cleared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suspects: Vec<String>,
+    /// Those of them sent to the node now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trying: Vec<String>,
+    /// What the last rejection's analysis came to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_analysis: Option<String>,
     /// Whether the node holds its target of every type it subscribes to, by its own
     /// acknowledgements ([`Rollout::holds_target`]): what `/changes` and the status page count.
     pub in_sync: bool,

@@ -233,6 +233,8 @@ struct DerivedValues {
     /// The plan of the first node moved to this snapshot from a settled state, for the
     /// group's other nodes in the same state.
     plan: std::sync::OnceLock<crate::plan::SharedPlan>,
+    /// What rejections of this target's resources decoded and composed, for every node.
+    holds: crate::node_holds::Memo,
 }
 
 impl PartialEq for Derived {
@@ -382,6 +384,12 @@ impl Snapshot {
     /// [`crate::plan::SharedPlan`]).
     pub(crate) fn shared_plan(&self) -> &std::sync::OnceLock<crate::plan::SharedPlan> {
         &self.derived.values().plan
+    }
+
+    /// Where what holding back rejected documents decodes and composes is kept for every
+    /// node of the group (see [`crate::node_holds::Memo`]).
+    pub(crate) fn holds_memo(&self) -> &crate::node_holds::Memo {
+        &self.derived.values().holds
     }
 
     /// A version over every type, for logs.

@@ -319,3 +319,86 @@ pub struct NodeGroups {
     pub listed: Vec<crate::identity::Pattern>,
     pub max_unlisted: usize,
 }
+
+/// What a client's rejections (NACKs) may cost: each is split into the documents in play
+/// (xdst_core::node_holds) at most `per_minute` times a minute per client (its identity, or
+/// its address without mTLS); past that a rejection only stops the node's plan. The
+/// rejections are logged at most once a minute per client, and always counted.
+#[derive(Debug)]
+pub struct Nacks {
+    /// Analyses a client may have a minute (0: none at all).
+    pub per_minute: u32,
+    /// Without mTLS, whether every client counts as its group's proxy
+    /// (`--nack-holds-without-mtls`).
+    pub holds_without_mtls: bool,
+    budgets: Mutex<HashMap<Box<str>, (f64, Instant)>>,
+    /// Rejections logged at most once a minute per client.
+    pub log: LogOncePerMinute,
+}
+
+impl Nacks {
+    /// The default of `--max-nack-analyses-per-minute`.
+    pub const DEFAULT_PER_MINUTE: u32 = 60;
+
+    pub fn new(per_minute: u32, holds_without_mtls: bool) -> Nacks {
+        Nacks { per_minute, holds_without_mtls, budgets: Mutex::default(), log: LogOncePerMinute::default() }
+    }
+
+    /// Whether `client` may have one more analysis now (taking it if so).
+    pub fn analyse(&self, client: &str, now: Instant) -> bool {
+        if self.per_minute == 0 {
+            return false;
+        }
+        let full = f64::from(self.per_minute);
+        let per_second = full / 60.0;
+        let mut budgets = self.budgets.lock().unwrap();
+        if !budgets.contains_key(client) && budgets.len() >= MAX_CLIENTS {
+            // A client whose budget has refilled is as good as forgotten; else the oldest half.
+            budgets.retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * per_second < full);
+            if budgets.len() >= MAX_CLIENTS {
+                let mut times: Vec<Instant> = budgets.values().map(|(_, at)| *at).collect();
+                let (_, median, _) = times.select_nth_unstable(MAX_CLIENTS / 2);
+                let median = *median;
+                budgets.retain(|_, (_, at)| *at > median);
+            }
+        }
+        let (tokens, at) = budgets.entry(client.into()).or_insert((full, now));
+        *tokens = (*tokens + now.saturating_duration_since(*at).as_secs_f64() * per_second).min(full);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Default for Nacks {
+    fn default() -> Self {
+        Nacks::new(Nacks::DEFAULT_PER_MINUTE, false)
+    }
+}
+
+#[cfg(test)]
+mod nack_tests {
+    use super::*;
+
+    /// A client NACKing as fast as it can gets its analyses a minute, then none until its
+    /// budget refills; another client's budget is its own; the map is bounded.
+    #[test]
+    fn analyses_are_rationed_per_client_and_the_clients_remembered_are_bounded() {
+        let n = Nacks::new(60, false);
+        let t0 = Instant::now();
+        let first: usize = (0..1000).filter(|_| n.analyse("hostile", t0)).count();
+        assert_eq!(first, 60, "a minute's worth at once, then nothing");
+        assert!(n.analyse("envoy", t0), "another client is not charged for it");
+        assert!(!n.analyse("hostile", t0 + Duration::from_millis(500)));
+        assert!(n.analyse("hostile", t0 + Duration::from_secs(1)), "one a second comes back");
+        for i in 0..3 * MAX_CLIENTS {
+            n.analyse(&format!("c{i}"), t0 + Duration::from_secs(2));
+        }
+        assert!(n.budgets.lock().unwrap().len() <= MAX_CLIENTS);
+        assert!(!Nacks::new(0, false).analyse("a", t0), "0: never analysed");
+    }
+}

@@ -194,6 +194,11 @@ pub struct Rule {
     /// The node ids they may use (any, when left out).
     #[serde(default = "any")]
     pub nodes: Vec<Pattern>,
+    /// Whether these identities are the groups' own proxies: their rejections (NACKs) count
+    /// toward holding a document for the group, and they may be its canaries (design 016,
+    /// part 3b). Off when left out: anyone else's rejection is held at its own node only.
+    #[serde(default)]
+    pub proxy: bool,
 }
 
 fn any() -> Vec<Pattern> {
@@ -230,6 +235,17 @@ impl Rules {
             format!("identity {:?} may not use node id {node:?} (in node group {group:?})", identity.to_string())
         } else {
             format!("identity {:?} may not use node group {group:?}", identity.to_string())
+        })
+    }
+
+    /// Whether `identity`, using `group` as node `node`, is one of the group's proxies: a rule
+    /// with `proxy: true` matches it and allows both.
+    pub fn is_proxy(&self, identity: &PeerIdentity, group: &str, node: &str) -> bool {
+        self.0.iter().any(|r| {
+            r.proxy
+                && r.identity.matches(identity)
+                && r.groups.iter().any(|g| g.matches(group))
+                && r.nodes.iter().any(|n| n.matches(node))
         })
     }
 
@@ -282,6 +298,15 @@ mod tests {
         let e = r.authorize(&uri("spiffe://x/team-c/envoy"), "team-a", "a-1").unwrap_err();
         assert!(e.contains("no identity rule matches"), "{e}");
         assert!(r.defines_group("team-a") && r.defines_group("team-a-canary") && !r.defines_group("team-b"));
+        assert!(!r.is_proxy(&uri("spiffe://x/team-a/envoy"), "team-a", "a-1"), "no rule says proxy");
+        let p = rules(
+            "- {identity: 'spiffe://x/gw/*', groups: [gw], nodes: ['gw-*'], proxy: true}\n\
+             - {identity: 'spiffe://x/team-c/*', groups: ['*']}",
+        );
+        assert!(p.is_proxy(&uri("spiffe://x/gw/envoy"), "gw", "gw-1"));
+        assert!(!p.is_proxy(&uri("spiffe://x/gw/envoy"), "other", "gw-1"), "a group its rule does not allow");
+        assert!(!p.is_proxy(&uri("spiffe://x/gw/envoy"), "gw", "x-1"), "a node id its rule does not allow");
+        assert!(!p.is_proxy(&uri("spiffe://x/team-c/envoy"), "gw", "gw-1"), "allowed the group, not its proxy");
     }
 
     /// Issue 33, item 5: a CN or DNS name that reads like a SPIFFE ID is not one.

@@ -52,6 +52,8 @@ pub struct Serving {
     pub identities: Option<identity::Rules>,
     /// Refusals logged at most once a minute per client.
     pub refusal_log: admission::LogOncePerMinute,
+    /// What clients' rejections may cost, and whose count toward a group's holds.
+    pub nacks: admission::Nacks,
     /// Requests a stream may send.
     pub request_rate: admission::RequestRate,
     /// The rate new streams are admitted at.

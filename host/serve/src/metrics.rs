@@ -91,6 +91,8 @@ pub struct Metrics {
     pub plan_nack_stops: Counter,
     /// Steps that proceeded without an ACK after the grace period, by step.
     pub plan_grace_expired: Family<Labels1, Counter>,
+    /// Rejections analysed at the node that made them, by outcome (design 016, part 3a).
+    pub nack_analyses: Family<Labels1, Counter>,
     /// Series of the per-response and per-ACK families, by type label, made on first use:
     /// those paths then skip the family's hashed, locked lookup.
     hot: HotSeries,
@@ -136,6 +138,13 @@ impl Metrics {
         let plan_restarts = Counter::default();
         let plan_nack_stops = Counter::default();
         let plan_grace_expired = Family::<Labels1, Counter>::default();
+        let nack_analyses = Family::<Labels1, Counter>::default();
+        registry.register(
+            "nack_analyses",
+            "Rejections analysed at the node that made them, by outcome: held (a document held back at that node), \
+             split (several in play, tried in halves), nothing, over_cap, never_acknowledged, over_rate",
+            nack_analyses.clone(),
+        );
         registry.register(
             "plan_convergence_seconds",
             "Time from a change reaching a node to the node acknowledging the last make-before-break step",
@@ -200,6 +209,7 @@ impl Metrics {
             plan_restarts,
             plan_nack_stops,
             plan_grace_expired,
+            nack_analyses,
             before_render: Vec::new(),
             hot: HotSeries::default(),
         }

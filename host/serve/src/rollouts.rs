@@ -106,9 +106,8 @@ struct NodeState {
     idle_since: Option<Instant>,
     /// Who the open streams belong to (see [`Rollouts::attach`]).
     owner: Option<Arc<str>>,
-    /// The target the node last converged on (for `/changes`): shared with every node of its
-    /// group, so this costs a pointer per node.
-    synced: Option<Arc<Snapshot>>,
+    /// Whether the owner is one of the group's proxies (design 016, part 3b).
+    proxy: bool,
 }
 
 impl Rollouts {
@@ -137,6 +136,7 @@ impl Rollouts {
         owner: &str,
         scope: Scope,
         peer: Option<std::net::SocketAddr>,
+        proxy: bool,
     ) -> Arc<NodeRollout> {
         let now = Instant::now();
         let mut nodes = self.nodes.lock().unwrap();
@@ -186,7 +186,7 @@ impl Rollouts {
                         peer: None,
                         idle_since: None,
                         owner: None,
-                        synced: None,
+                        proxy: false,
                     }),
                     generation: AtomicU64::new(0),
                     changed: Notify::new(),
@@ -198,6 +198,7 @@ impl Rollouts {
         };
         let mut s = node.state.lock().unwrap();
         s.owner = Some(owner.into());
+        s.proxy = proxy;
         if s.scopes.is_empty() {
             s.peer = peer;
         }
@@ -270,26 +271,35 @@ impl Rollouts {
         out
     }
 
+    /// Whether client `client` of node `id` in `group` has an open stream.
+    pub fn is_connected(&self, group: &str, id: &str, client: u32) -> bool {
+        let nodes = self.nodes.lock().unwrap();
+        let Some(clients) = nodes.by_key.get(&(group.to_owned(), id.to_owned())) else { return false };
+        clients.iter().any(|n| n.client == client && !n.state.lock().unwrap().scopes.is_empty())
+    }
+
     /// Every connected node, with the target it holds by its own acknowledgements and the
     /// rejection it is held up by, if any: what `/changes/{id}` and the status page count.
     pub fn syncs(&self) -> Vec<xdst_core::changes::NodeSync> {
         let now = Instant::now();
-        // Nodes of a group converge on the same target: each version is worked out once.
-        let mut versions: HashMap<*const Snapshot, Arc<str>> = HashMap::new();
         self.connected()
             .into_iter()
             .map(|(n, shared)| {
                 let s = n.state.lock().unwrap();
-                let rejections = s.rollout.as_ref().map(|r| r.rejection_statuses(now)).unwrap_or_default();
+                let r = s.rollout.as_ref();
+                let rejections = r.map(|r| r.rejection_statuses(now)).unwrap_or_default();
+                let synced = r.and_then(|r| r.synced());
                 xdst_core::changes::NodeSync {
                     group: n.group.clone(),
                     id: n.id.clone(),
                     client: n.client,
                     label: n.label(shared, s.owner.as_deref(), s.peer),
-                    synced: s
-                        .synced
-                        .as_ref()
-                        .map(|t| versions.entry(Arc::as_ptr(t)).or_insert_with(|| Arc::from(t.version())).clone()),
+                    synced: synced.map(|s| s.version.clone()),
+                    held_back: synced.map(|s| s.held_back.clone()).unwrap_or_else(|| Arc::new([])),
+                    held_at_node: r.map(|r| r.node_holds().status(now)).unwrap_or_default(),
+                    proxy: s.proxy,
+                    canary: false,
+                    acknowledged: r.is_some_and(|r| !r.acked().is_empty()),
                     rejection: rejections.first().cloned(),
                     rejections,
                 }
@@ -408,12 +418,6 @@ impl NodeRollout {
 
     fn after(&self, s: &mut NodeState, notes: Vec<Note>, m: &Metrics) {
         let Some(r) = &s.rollout else { return };
-        // Holding its target by its own acknowledgements: remember which (a pointer; its
-        // version is worked out when asked). A grace expiry, an attach or another client's
-        // stream never gets here; what the node held before stays its own until then.
-        if r.holds_target() && !s.synced.as_ref().is_some_and(|t| Arc::ptr_eq(t, r.target())) {
-            s.synced = Some(r.target().clone());
-        }
         for note in notes {
             match note {
                 Note::Step(step) => {
@@ -437,6 +441,9 @@ impl NodeRollout {
                         "node rejected an update: plan stopped, the node keeps its last good state until the next \
                             change"
                     );
+                }
+                Note::Analysed { outcome } => {
+                    m.nack_analyses.get_or_create(&label("outcome", outcome)).inc();
                 }
                 Note::GraceExpired { step } => {
                     m.plan_grace_expired.get_or_create(&label("step", step.as_str())).inc();
@@ -519,7 +526,7 @@ mod tests {
 
     /// Node `id` connects, acknowledges a cluster, and disconnects.
     fn acked_then_idle(rollouts: &Rollouts, m: &Metrics, id: &str) {
-        let node = rollouts.attach("g", id, "127.0.0.1", ADS, None);
+        let node = rollouts.attach("g", id, "127.0.0.1", ADS, None, false);
         let c = Arc::new(Resource::new(CLUSTER, "c1", b"1"));
         node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
         let t: Arc<str> = CLUSTER.into();
@@ -553,12 +560,12 @@ mod tests {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
         let (a, b) = ("identity \"spiffe://x/a\"", "identity \"spiffe://x/b\"");
         let (lds, cds) = (Scope::Single(types::LISTENER), Scope::Single(CLUSTER));
-        let first = rollouts.attach("g", "n", a, lds.clone(), None);
+        let first = rollouts.attach("g", "n", a, lds.clone(), None, false);
         // Envoy's separate LDS and CDS streams: one client, one rollout.
-        let second = rollouts.attach("g", "n", a, cds.clone(), None);
+        let second = rollouts.attach("g", "n", a, cds.clone(), None, false);
         assert!(Arc::ptr_eq(&first, &second));
         // A squatter of another identity, while a's streams are open: a client of its own.
-        let squatter = rollouts.attach("g", "n", b, ADS, None);
+        let squatter = rollouts.attach("g", "n", b, ADS, None, false);
         assert!(!Arc::ptr_eq(&first, &squatter));
         assert_eq!((first.client, squatter.client), (1, 2));
         let labels: Vec<String> = rollouts.syncs().into_iter().map(|s| s.label).collect();
@@ -582,12 +589,12 @@ mod tests {
         rollouts.detach(&first, 1, &lds, &m);
         rollouts.detach(&second, 2, &cds, &m);
         rollouts.detach(&squatter, 3, &ADS, &m);
-        let back = rollouts.attach("g", "n", a, ADS, None);
+        let back = rollouts.attach("g", "n", a, ADS, None, false);
         assert!(Arc::ptr_eq(&back, &first), "a resumes its own client");
-        let again = rollouts.attach("g", "n", b, ADS, None);
+        let again = rollouts.attach("g", "n", b, ADS, None, false);
         assert!(Arc::ptr_eq(&again, &squatter), "b resumes its own");
         // The same id in another group, of another owner: labelled with its group.
-        let _elsewhere = rollouts.attach("h", "n", b, ADS, None);
+        let _elsewhere = rollouts.attach("h", "n", b, ADS, None, false);
         let labels: Vec<String> = rollouts.syncs().into_iter().map(|s| s.label).collect();
         assert!(labels.iter().any(|l| l.contains("group \"h\"")), "{labels:?}");
     }
@@ -601,8 +608,8 @@ mod tests {
         let c = Resource::new(CLUSTER, "c1", b"1");
         let target = Arc::new(Snapshot::from_resources([c]).unwrap());
         let t: Arc<str> = CLUSTER.into();
-        let envoy = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None);
-        let clone = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None);
+        let envoy = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None, false);
+        let clone = rollouts.attach("g", "n", "address 127.0.0.1", ADS, None, false);
         assert!(!Arc::ptr_eq(&envoy, &clone));
         assert_eq!((envoy.client, clone.client), (1, 2));
         for (node, stream, nack) in [(&envoy, 1, None), (&clone, 2, Some("no"))] {
@@ -629,7 +636,7 @@ mod tests {
     #[test]
     fn a_node_that_acknowledged_nothing_is_forgotten_when_its_stream_closes() {
         let (rollouts, m) = (Rollouts::new(RolloutConfig::default()), Metrics::new());
-        let node = rollouts.attach("g", "asked-only", "127.0.0.1", ADS, None);
+        let node = rollouts.attach("g", "asked-only", "127.0.0.1", ADS, None, false);
         rollouts.detach(&node, 1, &ADS, &m);
         assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
         acked_then_idle(&rollouts, &m, "acked");

@@ -203,6 +203,17 @@ fn authorize(serving: &Arc<Serving>, identity: Option<&PeerIdentity>, group: &st
     Err(Status::permission_denied(refusal))
 }
 
+/// Whether a client is one of `group`'s proxies, whose rejections count toward holding a
+/// document for the group (design 016, part 3b): with mTLS, an identity rule with `proxy: true`
+/// says so; without it, every client is with `--nack-holds-without-mtls`, and none otherwise.
+fn is_proxy(serving: &Arc<Serving>, identity: Option<&PeerIdentity>, group: &str, node: &str) -> bool {
+    match (&serving.identities, identity) {
+        (Some(rules), Some(id)) => rules.is_proxy(id, group, node),
+        (Some(_), None) => false,
+        (None, _) => serving.nacks.holds_without_mtls,
+    }
+}
+
 /// The node group a stream is served: the one its node names if that is listed
 /// (`--node-groups`, the resources directory's own groups, the identity rules), or, without
 /// a list, one named after an intent document (a `per-gateway` Gateway's `namespace/name`:
@@ -487,7 +498,8 @@ impl<M: Machine> Driver<M> {
             authorize(&self.serving, self.identity.as_ref(), &group, &node.id)?;
             let owner = self.owner();
             let group = admit_group(&self.serving, group, &owner);
-            let rollout = self.serving.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer);
+            let proxy = is_proxy(&self.serving, self.identity.as_ref(), &group, &node.id);
+            let rollout = self.serving.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer, proxy);
             let mut rx = self.serving.cache.watch(&group);
             let snapshot = rx.borrow_and_update().clone();
             self.watch = Some((rx, snapshot.clone()));
@@ -537,7 +549,13 @@ impl<M: Machine> Driver<M> {
                         continue;
                     }
                 };
-                rollout.update(m, |r, now| r.answered(stream, type_url, nonce, nack, now));
+                // A client's rejections are split into the documents in play so many times a
+                // minute (design 016, part 3a); past that they only stop its plan.
+                let nack = nack.map(|message| xdst_core::rollout::Nack {
+                    message,
+                    analyse: self.serving.nacks.analyse(&self.owner(), Instant::now()),
+                });
+                rollout.update(m, |r, now| r.answered_with(stream, type_url, nonce, nack, now));
                 if nack.is_some() {
                     rollout.rejected();
                 }
@@ -552,7 +570,9 @@ impl<M: Machine> Driver<M> {
                 }
                 Event::Nack { type_url, nonce, message } => {
                     m.nacks.get_or_create(&by_type(&type_url)).inc();
-                    warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected");
+                    if self.serving.nacks.log.allow(&self.owner()) {
+                        warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected (logged once a minute per client)");
+                    }
                 }
                 Event::Resumed { type_url, .. } => {
                     debug!(node = %self.node_id, r#type = types::short_name(&type_url), "client resumed with what it holds");

@@ -247,7 +247,8 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                 .with_namespace_dirs(config.namespace_dirs)
                 .with_namespace_keys(config.store.store_namespace_keys)
                 .with_generations_file(generations_file(config))
-                .with_hold_on_nack(config.on_nack == cli::settings::OnNack::Hold);
+                .with_hold_on_nack(config.on_nack == cli::settings::OnNack::Hold)
+                .with_nack_quorum(config.nack_quorum);
             Some(Arc::new(source))
         }
         (Some(_), None) => {
@@ -440,10 +441,13 @@ fn serving_plane(
             grace: config.plan_grace,
             unordered: config.unsafe_unordered_push,
             drain: config.drain_time,
+            hold_at_node: config.on_nack == cli::settings::OnNack::Hold,
+            retry: config.nack_retry,
         }),
         shutdown,
         identities,
         refusal_log: Default::default(),
+        nacks: xdst_serve::admission::Nacks::new(config.max_nack_analyses_per_minute, config.nack_holds_without_mtls),
         request_rate: admission::RequestRate {
             rate: config.max_requests_per_second,
             burst: config.max_requests_per_second.saturating_mul(10),

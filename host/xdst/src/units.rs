@@ -17,6 +17,22 @@ pub fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<GroupKey, D::Error> 
     s.parse().map_err(serde::de::Error::custom)
 }
 
+/// `--nack-quorum` in a configuration file (`all`, a number, or a share `50%`).
+pub fn quorum<'de, D: Deserializer<'de>>(d: D) -> Result<xdst_core::node_holds::Quorum, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    let s = match &v {
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => return Err(serde::de::Error::custom("a quorum: `all`, a number of nodes or a share (50%)")),
+    };
+    parse_quorum(&s).map_err(serde::de::Error::custom)
+}
+
+/// `all`, `2`, `50%` (see [`xdst_core::node_holds::Quorum`]).
+pub fn parse_quorum(s: &str) -> Result<xdst_core::node_holds::Quorum, String> {
+    s.parse()
+}
+
 /// A size: bytes, or a number with KiB, MiB or GiB.
 pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     let v = serde_json::Value::deserialize(d)?;

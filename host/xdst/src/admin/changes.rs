@@ -46,6 +46,19 @@ pub fn routes(generating: &Arc<Generating>) -> Router {
                     problems.dedup();
                     problems.truncate(MAX_HELD_NAMED);
                     report.problems = problems;
+                    // What the change wrote that a generation holds out, for a group or failing.
+                    for h in status.held.iter().filter(|h| changes.wrote(id, &h.held)) {
+                        if report.held_out.len() >= xdst_core::changes::MAX_HELD_OUT {
+                            break;
+                        }
+                        report.held_out.push(xdst_core::changes::HeldOut {
+                            document: h.held.clone(),
+                            scope: if h.caused_by.is_empty() { "failing" } else { "group" },
+                            group: (!h.caused_by.is_empty()).then(|| h.group.clone()),
+                            node: None,
+                            why: h.error.clone(),
+                        });
+                    }
                     report.held = status.held.into_iter().map(|h| h.held).take(MAX_HELD_NAMED).collect();
                 }
                 Json(report).into_response()

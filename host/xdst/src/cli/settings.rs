@@ -234,13 +234,49 @@ settings! {
     #[arg(long)]
     flag unsafe_unordered_push: bool,
     /// What a node's rejection (NACK) of a response does. `hold`: the intent documents whose
-    /// content is in the resources it rejected are held at the versions the node last
-    /// accepted (a new one is left out), with the node's message on their status
-    /// (`Programmed: False`), the status page and /readyz, and every other change goes on; a
-    /// document is tried again once it changes. `stop`: the node keeps its last good state and
-    /// gets nothing more of the rejected type until the next change (every team's changes wait).
+    /// content in it is new to the node are held back at that node alone (several are tried
+    /// in halves until the one it rejects alone is found), and every other change goes on, to
+    /// it and to every other node; a document is held for a whole node group only when the
+    /// group's own proxies reject it together (--nack-quorum, identity rules with `proxy:
+    /// true`, --nack-holds-without-mtls). A held document is tried again once it changes (and
+    /// at a node after --nack-retry). `stop`: the node keeps its last good state and gets
+    /// nothing more of the rejected type until the next change (every team's changes wait for
+    /// it). See docs/design/016-one-teams-mistake.md, part 3.
     #[arg(long, value_enum, value_name = "hold|stop", default_value = "hold")]
     flag on_nack: OnNack,
+    /// How many of a node group's connected proxies (those that acknowledged anything) must
+    /// reject a document, each alone, for it to be held for the whole group: `all`, a number,
+    /// or a share (`50%`). A document new to them is left out for the group only when all of
+    /// them rejected it. Held at the version they last accepted; the rest of the group's
+    /// nodes then get that version too.
+    #[arg(long, value_name = "all|N|P%", default_value = "all", value_parser = crate::units::parse_quorum)]
+    #[serde(deserialize_with = "crate::units::quorum")]
+    flag nack_quorum: xdst_core::node_holds::Quorum,
+    /// Without mTLS, count every client as its node group's proxy: its rejections then count
+    /// toward holding a document for the whole group. Off by default because it lets any
+    /// client that can reach the xDS port and name a group (a test client, a misconfigured
+    /// Envoy, an attacker) hold that group's documents for everyone in it. With mTLS, say
+    /// which identities are proxies with `proxy: true` in their `identities:` rule instead.
+    #[arg(long)]
+    flag nack_holds_without_mtls: bool,
+    /// A document held back at one node (it rejected it alone) is sent to that node again
+    /// after this, and the wait doubles each time it is rejected again (up to 16 times this):
+    /// a port freed on the node's host is then taken up without a change.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::units::parse_duration)]
+    #[serde(deserialize_with = "crate::units::duration")]
+    flag nack_retry: Duration,
+    /// How many of one client's rejections a minute are split into the documents in play
+    /// (each split decodes the rejected resources); past that a rejection only stops the
+    /// node's plan (the node keeps what it has) until the next change or retry. Counted in
+    /// xdst_nack_analyses_total{outcome="over_rate"}. 0: none is, as with --on-nack stop.
+    #[arg(long, value_name = "N", default_value_t = xdst_serve::admission::Nacks::DEFAULT_PER_MINUTE)]
+    flag max_nack_analyses_per_minute: u32,
+    /// Canaries: each node group's first N connected proxies take every new target first;
+    /// the group's other nodes get it once every canary holds it by its own ACKs (or has been
+    /// silent past --plan-grace). A document a canary rejects alone is held for the group
+    /// (left out if new), with the canary's message, and the rest never see it. 0: off.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    flag canaries: usize,
     /// A file holding the bearer token that admin writes (POST /reload, intent API PUT and
     /// DELETE) must carry
     /// (`Authorization: Bearer <token>`). Without it (or XDST_ADMIN_TOKEN) admin writes are

@@ -5,7 +5,10 @@
 //! nodes still without it are named); 2 every node that lacks it rejected it (named, with the
 //! resources, plugins and documents their rejection points at), so waiting longer would not
 //! help; 3 the admin port could not be asked, or refused the question (a group no generation
-//! translated for and no node of which is connected, an id below 1).
+//! translated for and no node of which is connected, an id below 1); 4 a document the change
+//! wrote is held out somewhere once every node has answered: kept out at a node that rejected
+//! it, held for a group by its proxies, failing to translate or pass the checks, or a plugin is
+//! refused with no version of it serving (each named, with where and why; design 016).
 
 use std::time::{Duration, Instant};
 
@@ -42,11 +45,16 @@ pub fn run(args: &WaitArgs) -> i32 {
         let expired = Instant::now() >= deadline;
         match answer {
             Ok(report) => {
+                let (pending, rejected) = counts(&report);
+                let held_out = report["held_out"].as_array().is_some_and(|h| !h.is_empty());
+                if report["generation"].is_i64() && held_out && pending == 0 {
+                    print!("{}", not_live(&report, "held out: not served as written everywhere"));
+                    return 4;
+                }
                 if report["live"] == true {
                     println!("{}", live_line(&report));
                     return 0;
                 }
-                let (pending, rejected) = counts(&report);
                 if report["generation"].is_i64() && pending == 0 && rejected > 0 {
                     print!("{}", not_live(&report, "rejected: every node without it rejected it"));
                     return 2;
@@ -120,6 +128,16 @@ fn not_live(report: &Value, headline: &str) -> String {
     let mut out = format!("change {}: {headline}\n", report["change"]);
     if !report["generation"].is_i64() {
         out.push_str("  no generation carries it yet (is the write's change id from this server or store?)\n");
+    }
+    for h in report["held_out"].as_array().into_iter().flatten() {
+        let s = |k: &str| h[k].as_str().unwrap_or("").to_owned();
+        let place = match s("scope").as_str() {
+            "node" => format!("kept out at node {} (group {:?}), which rejected it", s("node"), s("group")),
+            "group" => format!("held for node group {:?} by its proxies", s("group")),
+            "plugin" => "its plugin is refused and no version of it serves".to_owned(),
+            _ => "held out: it fails".to_owned(),
+        };
+        out.push_str(&format!("  {} {place}: {}\n", s("document"), s("why").trim()));
     }
     for (group, g) in report["groups"].as_object().into_iter().flatten() {
         let label = if group.is_empty() { "(default group)".to_owned() } else { format!("group {group}") };
@@ -197,5 +215,26 @@ mod tests {
         }
         assert_eq!(counts(&report), (1, 1));
         assert_eq!(percent("a b/c"), "a%20b%2Fc");
+    }
+
+    /// Issue 48: where a document of the change is held out, and why, each named.
+    #[test]
+    fn what_is_held_out_is_named_with_where_and_why() {
+        let report = serde_json::json!({
+            "change": 3, "generation": 3, "live": false, "groups": {},
+            "held_out": [
+                {"document": "Gateway/infra/gw2", "scope": "node", "group": "ops", "node": "op-b", "why": "Address already in use"},
+                {"document": "HTTPRoute/team-a/r", "scope": "group", "group": "gw", "why": "2 of the 2 proxies rejected it"},
+                {"document": "HTTPRoute/team-a/x", "scope": "failing", "why": "invalid repetition size"},
+            ],
+        });
+        let text = not_live(&report, "held out");
+        for want in [
+            "Gateway/infra/gw2 kept out at node op-b (group \"ops\"), which rejected it: Address already in use",
+            "HTTPRoute/team-a/r held for node group \"gw\" by its proxies: 2 of the 2",
+            "HTTPRoute/team-a/x held out: it fails: invalid repetition size",
+        ] {
+            assert!(text.contains(want), "{want:?} in {text}");
+        }
     }
 }

@@ -143,7 +143,7 @@ pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), Lo
     match result {
         Ok((report, files, resources, counts)) => {
             st.loads_ok += 1;
-            plane.changes.record_published(None, &plane.serving.cache);
+            plane.changes.record_published(None, &plane.serving.cache, &[]);
             st.last_ok_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
             st.last_error = None;
             st.files = files;

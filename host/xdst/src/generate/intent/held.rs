@@ -25,6 +25,9 @@ pub struct HeldReport {
     /// The node group whose translation held a document ("" for the default group).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// Who caused it, when nodes' rejections did: the group's proxies that rejected it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub caused_by: Vec<String>,
 }
 
 fn serving(last_good: bool) -> &'static str {
@@ -40,6 +43,7 @@ impl HeldReport {
             plugin: None,
             serving: serving(h.last_good),
             group: String::new(),
+            caused_by: Vec::new(),
         }
     }
 
@@ -51,6 +55,7 @@ impl HeldReport {
             plugin: h.plugin.clone(),
             serving: serving(h.last_good),
             group: group.to_owned(),
+            caused_by: Vec::new(),
         }
     }
 }

@@ -183,6 +183,13 @@ impl IntentSource {
         self
     }
 
+    /// `--nack-quorum`: how many of a group's proxies must hold a document back for it to be
+    /// held for the group.
+    pub fn with_nack_quorum(self, quorum: xdst_core::node_holds::Quorum) -> Self {
+        *locked(&self.nacked) = nacked::Nacked::new(quorum);
+        self
+    }
+
     /// The status of document `id` in the last good generation, if its plugin gave one.
     pub fn status_of(&self, id: &str) -> Option<Arc<str>> {
         locked(&self.statuses).get(id).cloned()
@@ -302,7 +309,7 @@ impl IntentSource {
         let mut held_nacked = Vec::new();
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
-            let Read { set: mut intent, held, .. } = self.read_current()?;
+            let Read { set: intent, held, .. } = self.read_current()?;
             held_sources = held;
             plane
                 .serving
@@ -312,13 +319,16 @@ impl IntentSource {
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
+            let mut intent = Intents { all: intent, groups: BTreeMap::new() };
             if self.hold_on_nack {
                 let plugins = chosen.iter().map(|c| c.key.as_str()).collect::<Vec<_>>().join(" ");
                 let mut nacked = locked(&self.nacked);
                 if nacked.rejections_since(plane.serving.rollouts.rejections.count()) {
-                    nacked.collect(&plane.serving.rollouts.syncs(), &intent);
+                    nacked.collect(&plane.serving.rollouts.syncs(), &intent.all);
                 }
-                held_nacked = nacked.apply(&mut intent, &plugins);
+                let rollouts = &plane.serving.rollouts;
+                let connected = |group: &str, v: &nacked::Voter| rollouts.is_connected(group, &v.id, v.client);
+                (intent.groups, held_nacked) = nacked.apply(&intent.all, &plugins, connected);
             }
             // A plugin that changed since the last good generation and makes it fail, or makes
             // it hold documents out, is refused if the generation does better with its previous
@@ -398,7 +408,7 @@ impl IntentSource {
             }
         }
         match result {
-            Ok((report, counts, resources, version, diagnostics, mut statuses, held_documents)) => {
+            Ok((report, counts, resources, version, diagnostics, mut statuses, held_documents, changed)) => {
                 held::mark_statuses(
                     &mut statuses,
                     held_nacked.iter().map(|h| (h.held.as_str(), h.error.as_str(), nacked::REASON)),
@@ -416,7 +426,7 @@ impl IntentSource {
                 st.last_ok_at = Some(unix_now());
                 // The change this generation is: the store revision it translated, or the next
                 // number on this server if it changed what is served.
-                plane.changes.record_published(store_revision, &plane.serving.cache);
+                plane.changes.record_published(store_revision, &plane.serving.cache, &changed);
                 st.last_ok_version = Some(version.clone());
                 st.last_ok_revision = store_revision;
                 st.last_error = None;
@@ -511,7 +521,15 @@ type Published = (
     Vec<(String, xdst_plugin::wit::Diagnostic)>,
     Statuses,
     Vec<HeldReport>,
+    Vec<Arc<str>>,
 );
+
+/// The intent a generation translates: as written, and for each node group with holds of
+/// its own (design 016, part 3b) with them.
+struct Intents {
+    all: xdst_core::intent::IntentSet,
+    groups: BTreeMap<String, xdst_core::intent::IntentSet>,
+}
 
 impl IntentSource {
     /// What each plugin file contributes: its current contents unless they were refused (then
@@ -697,7 +715,7 @@ impl IntentSource {
         plane: &Plane,
         groups: &[String],
         chosen: &[Choice],
-        intent: &xdst_core::intent::IntentSet,
+        intent: &Intents,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
         how: Holding,
         check: bool,
@@ -712,12 +730,7 @@ impl IntentSource {
 
     /// Publishes what an [`attempt`](Self::attempt) translated from `intent`, and remembers
     /// which documents it was made of (what a node accepts from now on may be it).
-    fn publish(
-        &self,
-        plane: &Plane,
-        a: Attempt,
-        intent: &xdst_core::intent::IntentSet,
-    ) -> Result<Published, GenerationError> {
+    fn publish(&self, plane: &Plane, a: Attempt, intent: &Intents) -> Result<Published, GenerationError> {
         let counts: Vec<(String, usize)> =
             a.publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let resources = a.publication.default.len();
@@ -732,10 +745,8 @@ impl IntentSource {
             .collect();
         st.ignored_total = ignored_total;
         drop(st);
-        if self.hold_on_nack {
-            locked(&self.nacked).record(&plane.serving.cache, intent);
-        }
-        Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held))
+        let changed = locked(&self.nacked).record(&plane.serving.cache, &intent.all);
+        Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held, changed))
     }
 
     /// Whether `intent` would translate and pass the checks with the plugins of the last good
@@ -768,6 +779,7 @@ impl IntentSource {
         };
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
+        let intent = Intents { all: intent, groups: BTreeMap::new() };
         let Attempt { publication, held, .. } =
             self.translate(&groups, &configured, &intent, &mut BTreeMap::new(), Holding::SERVE)?;
         let key = std::path::Path::new(overlay.0);
@@ -784,7 +796,7 @@ impl IntentSource {
         &self,
         groups: &[String],
         configured: &[Configured],
-        intent: &xdst_core::intent::IntentSet,
+        intents: &Intents,
         calls: &mut BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>,
         how: Holding,
     ) -> Result<Attempt, GenerationError> {
@@ -798,7 +810,10 @@ impl IntentSource {
         let memo = CallMemo::default();
         let by_name = xdst_plugin::pipeline::groups_differ_only_by_name(configured);
         for g in groups {
-            if by_name && !g.is_empty() && kept.get("").is_some_and(|d: &Pipeline| !d.names_group(g)) {
+            // A group with holds of its own translates the intent with them.
+            let intent = intents.groups.get(g).unwrap_or(&intents.all);
+            let own = intents.groups.contains_key(g);
+            if by_name && !own && !g.is_empty() && kept.get("").is_some_and(|d: &Pipeline| !d.names_group(g)) {
                 pipelines.remove(g);
                 continue;
             }

@@ -1,38 +1,46 @@
-//! Quarantine after a NACK (issue 35, part 3; `--on-nack hold`, the default).
+//! Holds for a whole node group, on the word of its own proxies (design 016, part 3b;
+//! `--on-nack hold`, the default).
 //!
-//! A node rejected a response. Its rollout knows which resources in it were new to the node
-//! and, for each, the intent documents whose content in it changed since the node last
-//! accepted it ([`xdst_core::blame::changed_documents`]: the parts a plugin marked as a
-//! document's, and the rest as the resource's owner's), so a route inside a shared
-//! RouteConfiguration blames its HTTPRoute, not the Gateway that owns the name. Each of those
-//! documents is held at the version the node last accepted: the one in the generation whose
-//! target the node last held by its own acknowledgements (or left out when the node never held
-//! one with it), and every other document goes on. A generation then publishes the rest, the
-//! rejected type has something else to send, and the node's plan moves on.
+//! A node that rejects a response holds back, at that node alone, the document it rejected
+//! alone ([`xdst_core::node_holds`], part 3a): it keeps the parts it accepted, and every other
+//! change goes on to it and to every other node. This module widens such a hold to the group,
+//! so that its nodes are no longer sent what they would all refuse, only when:
 //!
-//! - **Once per rejection.** A rejection is acted on once; one about a version older than the
-//!   document's current one (the author changed it since) is not.
-//! - **Only what changed.** A document the node accepted as it reads now is not held: what
-//!   changed is elsewhere (a plugin, a patch plugin's settings), and holding it would change
-//!   nothing.
-//! - **Until it changes.** A hold lasts while the document reads as it did when it was
-//!   rejected and the plugins are the same; then the new version is tried.
-//! - **Bounded.** At most [`MAX_HELD`] documents are held this way; past that a rejection holds
-//!   nothing more and the node's plan stays stopped (as with `--on-nack stop`).
-//! - **What a node accepted** is known for the last [`KEPT`] generations published.
+//! - **the group's own proxies say so**: nodes whose client identity an `identities:` rule with
+//!   `proxy: true` names for the group (or, without mTLS, every node with
+//!   `--nack-holds-without-mtls`), that acknowledged something. Anyone else's rejection stays
+//!   at its own node;
+//! - **together**: `--nack-quorum` of the group's connected proxies hold it back (`all` by
+//!   default), or one of its canaries does.
+//!
+//! The group is then translated with the document as it read in the generation whose target
+//! those proxies last held by their own acknowledgements (the last [`KEPT`] generations are
+//! remembered, per document, only where they changed). A document they never accepted (a new
+//! one) is left out for the group only when every proxy of the group rejected it, or a canary
+//! did: a node that could serve it never loses it because another could not. Every other
+//! group translates the intent as written.
+//!
+//! - **Once per rejection, about this version.** A hold at a node that is older than the
+//!   document's current version reaching the cache is not about it.
+//! - **Only what changed.** A document the proxies accepted as it reads now is not held: what
+//!   changed is elsewhere (a plugin, a patch plugin's settings).
+//! - **Until it changes**, the plugins change, or none of the proxies that made it is connected.
+//! - **Per team.** At most [`MAX_HELD_PER_NAMESPACE`] documents of one namespace are held for
+//!   groups at once (cluster-scoped ones count as namespace `""`).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::warn;
 use xdst_core::changes::NodeSync;
 use xdst_core::intent::{IntentDocument, IntentSet};
+use xdst_core::node_holds::{HeldStatus, Quorum};
 
 use super::held::HeldReport;
 
-/// The most documents held after rejections at once.
-pub const MAX_HELD: usize = 16;
+/// The most documents of one namespace held for node groups at once.
+pub const MAX_HELD_PER_NAMESPACE: usize = 16;
 /// Generations whose documents are remembered, to know what a node accepted.
 pub const KEPT: usize = 32;
 
@@ -42,36 +50,50 @@ const ACCEPTED: &str = "what the node accepted";
 /// The condition reason on a document held after a rejection.
 pub const REASON: &str = "Rejected";
 
+/// A proxy whose rejection made a hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: String,
+    pub client: u32,
+    pub label: String,
+}
+
 /// The holds, and what the last generations published.
-#[derive(Default)]
 pub struct Nacked {
-    holds: BTreeMap<Arc<str>, Hold>,
+    /// Node group -> document id -> its hold.
+    holds: BTreeMap<String, BTreeMap<Arc<str>, Hold>>,
     /// The plugins the holds were made under (set by the first [`Nacked::apply`]).
     plugins: Option<String>,
     history: History,
-    /// Rejections acted on (by their message's allocation, which a rejection keeps for its
-    /// life), while nodes still report them.
-    seen: HashSet<usize>,
+    quorum: Quorum,
     /// The rollouts' rejection count when the nodes were last looked at: until it moves,
     /// there is nothing new to look at (and no walk over every node each generation).
     looked_at: u64,
 }
 
-struct Hold {
-    /// The version a node rejected.
-    rejected: Arc<IntentDocument>,
-    /// What is translated in its place: the version the node last accepted, or nothing.
-    accepted: Option<Arc<IntentDocument>>,
-    error: String,
-    plugin: Option<String>,
+impl Default for Nacked {
+    fn default() -> Self {
+        Nacked::new(Quorum::All)
+    }
 }
 
-/// One published generation: each node group's target version.
+struct Hold {
+    /// The version the proxies rejected.
+    rejected: Arc<IntentDocument>,
+    /// What is translated in its place: the version they last accepted, or nothing.
+    accepted: Option<Arc<IntentDocument>>,
+    error: String,
+    voters: Vec<Voter>,
+}
+
+/// One published generation: each node group's target version, and what each group's
+/// holds put in place of the documents as written.
 struct Generation {
     seq: u64,
     at: Instant,
     default: Arc<str>,
     groups: BTreeMap<String, Arc<str>>,
+    held: GroupHeld,
 }
 
 impl Generation {
@@ -95,10 +117,22 @@ struct History {
 /// From which generation on, a document read so (`None`: it was gone).
 type Version = (u64, Option<Arc<IntentDocument>>);
 
+/// What a group's holds put in place of documents: (id, the version translated or nothing).
+pub type GroupHeld = BTreeMap<String, Vec<(Arc<str>, Option<Arc<IntentDocument>>)>>;
+
 impl History {
-    fn record(&mut self, default: Arc<str>, groups: BTreeMap<String, Arc<str>>, intent: &IntentSet) {
+    /// Records a generation; the ids of the documents that changed (added, changed or gone)
+    /// since the last one.
+    fn record(
+        &mut self,
+        default: Arc<str>,
+        groups: BTreeMap<String, Arc<str>>,
+        held: GroupHeld,
+        intent: &IntentSet,
+    ) -> Vec<Arc<str>> {
         self.seq += 1;
         let seq = self.seq;
+        let mut changed = Vec::new();
         // Most documents are as they were: the same allocation (the parse cache keeps it) at
         // the same place in the set's order. Only the others are looked at.
         let now: Vec<&Arc<IntentDocument>> = intent.shared().collect();
@@ -108,6 +142,7 @@ impl History {
             for (doc, last) in now.iter().zip(&self.last) {
                 if !Arc::ptr_eq(doc, last) && doc.text != last.text {
                     self.docs.entry(doc.id().clone()).or_default().push((seq, Some((*doc).clone())));
+                    changed.push(doc.id().clone());
                 }
             }
         } else {
@@ -115,17 +150,21 @@ impl History {
                 let versions = self.docs.entry(doc.id().clone()).or_default();
                 match versions.last() {
                     Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
-                    _ => versions.push((seq, Some((*doc).clone()))),
+                    _ => {
+                        versions.push((seq, Some((*doc).clone())));
+                        changed.push(doc.id().clone());
+                    }
                 }
             }
             for (id, versions) in &mut self.docs {
                 if matches!(versions.last(), Some((_, Some(_)))) && intent.by_id(id).is_none() {
                     versions.push((seq, None));
+                    changed.push(id.clone());
                 }
             }
         }
         self.last = now.into_iter().cloned().collect();
-        self.generations.push_back(Generation { seq, at: Instant::now(), default, groups });
+        self.generations.push_back(Generation { seq, at: Instant::now(), default, groups, held });
         while self.generations.len() > KEPT {
             self.generations.pop_front();
         }
@@ -139,6 +178,7 @@ impl History {
                 !matches!(versions.as_slice(), [(s, None)] if *s <= oldest)
             });
         }
+        changed
     }
 
     /// The generation a node of `group` holding target `version` holds.
@@ -146,8 +186,12 @@ impl History {
         self.generations.iter().rev().find(|g| g.version(group) == version).map(|g| g.seq)
     }
 
-    /// Document `id` as generation `seq` translated it (`None`: it had none).
-    fn document(&self, id: &str, seq: u64) -> Option<Arc<IntentDocument>> {
+    /// Document `id` as generation `seq` translated it for `group` (`None`: it had none).
+    fn document(&self, id: &str, seq: u64, group: &str) -> Option<Arc<IntentDocument>> {
+        let held = self.generations.iter().find(|g| g.seq == seq).and_then(|g| g.held.get(group));
+        if let Some((_, d)) = held.into_iter().flatten().find(|(h, _)| h.as_ref() == id) {
+            return d.clone();
+        }
         let versions = self.docs.get(id)?;
         versions.iter().rev().find(|(s, _)| *s <= seq).and_then(|(_, d)| d.clone())
     }
@@ -160,256 +204,174 @@ impl History {
     }
 }
 
+/// How a node group is named in messages.
+fn group_name(group: &str) -> String {
+    if group.is_empty() { "the default node group".to_owned() } else { format!("node group {group:?}") }
+}
+
 impl Nacked {
+    pub fn new(quorum: Quorum) -> Self {
+        Nacked { holds: BTreeMap::new(), plugins: None, history: History::default(), quorum, looked_at: 0 }
+    }
+
     /// Whether rejections came since the nodes were last looked at, given the rollouts'
     /// count (read before looking); notes the count as looked at.
     pub fn rejections_since(&mut self, count: u64) -> bool {
         std::mem::replace(&mut self.looked_at, count) != count
     }
 
-    /// Takes the rejections `nodes` report that have not been acted on, and holds the
-    /// documents each blames; how many it newly holds.
+    /// Holds for their group the documents its proxies hold back together (see the module's
+    /// notes), as `current` reads; how many it newly holds.
     pub fn collect(&mut self, nodes: &[NodeSync], current: &IntentSet) -> usize {
         let now = Instant::now();
-        let reported: HashSet<usize> =
-            nodes.iter().flat_map(|n| &n.rejections).map(|r| Arc::as_ptr(&r.message) as *const u8 as usize).collect();
-        self.seen.retain(|m| reported.contains(m));
+        let mut by_group: BTreeMap<&str, Vec<&NodeSync>> = BTreeMap::new();
+        for n in nodes.iter().filter(|n| n.proxy && n.acknowledged) {
+            by_group.entry(n.group.as_str()).or_default().push(n);
+        }
         let mut added = 0;
-        for (node, rejection) in nodes.iter().flat_map(|n| n.rejections.iter().map(move |r| (n, r))) {
-            if !self.seen.insert(Arc::as_ptr(&rejection.message) as *const u8 as usize) {
-                continue;
-            }
-            let at = now.checked_sub(Duration::from_secs_f64(rejection.seconds_ago.max(0.0)));
-            let accepted_in = node.synced.as_deref().map(|v| self.history.generation(&node.group, v));
-            for resource in &rejection.resources {
-                for id in &resource.content_of {
-                    if self.holds.contains_key(id.as_str()) {
-                        continue;
-                    }
-                    let Some(doc) = current.by_id(id) else { continue };
-                    // A rejection from before this version reached the cache is not about it.
-                    let published = self.history.published_at(doc);
-                    if let (Some(at), Some(published)) = (at, published)
-                        && at + Duration::from_millis(2) < published
-                    {
-                        continue;
-                    }
-                    let (accepted, unknown) = match accepted_in {
-                        None => (None, false),
-                        Some(Some(seq)) => (self.history.document(id, seq), false),
-                        Some(None) => (None, true),
-                    };
-                    if accepted.as_ref().is_some_and(|a| a.text == doc.text) {
-                        continue;
-                    }
-                    if self.holds.len() >= MAX_HELD {
-                        warn!(document = %id, node = %node.label, "a rejection blames it, but {MAX_HELD} documents are held after rejections already: not held");
-                        continue;
-                    }
-                    let mut error = format!(
-                        "node {} rejected the {} {:?} that has its content: {}",
-                        node.label,
-                        rejection.r#type,
-                        resource.name,
-                        rejection.message.trim_end()
-                    );
-                    if unknown {
-                        error.push_str(" (what the node last accepted is older than the generations kept: left out)");
-                    }
-                    self.holds.insert(
-                        doc.id().clone(),
-                        Hold {
-                            rejected: doc.clone(),
-                            accepted,
-                            error,
-                            plugin: resource.attribution.produced_by.clone(),
-                        },
-                    );
-                    added += 1;
+        for (group, proxies) in by_group {
+            let mut votes: BTreeMap<&str, Vec<(&NodeSync, &HeldStatus)>> = BTreeMap::new();
+            for p in &proxies {
+                for h in &p.held_at_node {
+                    votes.entry(h.document.as_str()).or_default().push((p, h));
                 }
+            }
+            for (id, voters) in votes {
+                if self.holds.get(group).is_some_and(|h| h.contains_key(id)) {
+                    continue;
+                }
+                let canary = voters.iter().any(|(n, _)| n.canary);
+                let every = voters.len() >= proxies.len();
+                if !canary && !self.quorum.met(voters.len(), proxies.len()) {
+                    continue;
+                }
+                let Some(doc) = current.by_id(id) else { continue };
+                // A hold from before this version reached the cache is not about it.
+                let newest = voters.iter().map(|(_, h)| h.seconds_ago).fold(f64::INFINITY, f64::min);
+                let at = now.checked_sub(Duration::from_secs_f64(newest.max(0.0)));
+                if let (Some(at), Some(published)) = (at, self.history.published_at(doc))
+                    && at + Duration::from_millis(2) < published
+                {
+                    continue;
+                }
+                let accepted = voters.iter().find_map(|(_, h)| {
+                    let seq = self.history.generation(group, h.accepted_in.as_deref()?)?;
+                    Some(self.history.document(id, seq, group))
+                });
+                let accepted = accepted.flatten();
+                // A document they never accepted is left out for the group only when every
+                // proxy rejected it (or a canary did).
+                if accepted.is_none() && !every && !canary {
+                    continue;
+                }
+                if accepted.as_ref().is_some_and(|a| a.text == doc.text) {
+                    continue;
+                }
+                let namespace = doc.namespace.as_deref().unwrap_or("");
+                let in_namespace = self
+                    .holds
+                    .values()
+                    .flat_map(|h| h.values())
+                    .filter(|h| h.rejected.namespace.as_deref().unwrap_or("") == namespace)
+                    .count();
+                if in_namespace >= MAX_HELD_PER_NAMESPACE {
+                    warn!(document = %id, group, "its group's proxies rejected it, but {MAX_HELD_PER_NAMESPACE} documents of namespace {namespace:?} are held for groups already: held at those nodes only");
+                    continue;
+                }
+                let (_, first) = voters[0];
+                let who: Vec<&str> = voters.iter().map(|(n, _)| n.label.as_str()).collect();
+                let mut error = format!(
+                    "{} of the {} proxies of {} rejected it{}: {} rejected the {} with its content: {}",
+                    voters.len(),
+                    proxies.len(),
+                    group_name(group),
+                    if canary { " (a canary among them)" } else { "" },
+                    who.join(", "),
+                    first.type_url,
+                    first.message.trim_end()
+                );
+                if accepted.is_none() {
+                    error.push_str(" (new to them: left out for the group)");
+                }
+                let voters =
+                    voters.iter().map(|(n, _)| Voter { id: n.id.clone(), client: n.client, label: n.label.clone() });
+                self.holds.entry(group.to_owned()).or_default().insert(
+                    doc.id().clone(),
+                    Hold { rejected: doc.clone(), accepted, error, voters: voters.collect() },
+                );
+                added += 1;
             }
         }
         added
     }
 
-    /// Puts each held document's accepted version (or nothing) in `intent` in place of the
-    /// rejected one; a hold whose document changed or went, or made under other plugins, ends.
-    /// What is held, as reports.
-    pub fn apply(&mut self, intent: &mut IntentSet, plugins: &str) -> Vec<HeldReport> {
+    /// The intent each group with holds translates (each held document's accepted version, or
+    /// nothing, in place of the one rejected), and what is held, as reports. A hold whose
+    /// document changed or went, made under other plugins, or none of whose proxies is
+    /// connected (`connected(group, voter)`) ends.
+    pub fn apply(
+        &mut self,
+        intent: &IntentSet,
+        plugins: &str,
+        connected: impl Fn(&str, &Voter) -> bool,
+    ) -> (BTreeMap<String, IntentSet>, Vec<HeldReport>) {
         if self.plugins.as_deref() != Some(plugins) {
             if self.plugins.is_some() {
                 self.holds.clear();
             }
             self.plugins = Some(plugins.to_owned());
         }
-        self.holds.retain(|id, h| intent.by_id(id).is_some_and(|d| d.text == h.rejected.text));
-        self.holds
-            .iter()
-            .map(|(id, h)| {
+        for (group, holds) in &mut self.holds {
+            holds.retain(|id, h| {
+                intent.by_id(id).is_some_and(|d| d.text == h.rejected.text)
+                    && h.voters.iter().any(|v| connected(group, v))
+            });
+        }
+        self.holds.retain(|_, h| !h.is_empty());
+        let mut sets = BTreeMap::new();
+        let mut reports = Vec::new();
+        for (group, holds) in &self.holds {
+            let mut set = intent.clone();
+            for (id, h) in holds {
                 match &h.accepted {
-                    Some(a) => intent.replace(a.clone()),
+                    Some(a) => set.replace(a.clone()),
                     None => {
-                        intent.remove_id(id);
+                        set.remove_id(id);
                     }
                 }
-                HeldReport {
+                reports.push(HeldReport {
                     held: id.to_string(),
                     origin: h.rejected.origin.clone(),
                     error: h.error.clone(),
-                    plugin: h.plugin.clone(),
+                    plugin: None,
                     serving: if h.accepted.is_some() { ACCEPTED } else { "nothing" },
-                    group: String::new(),
-                }
-            })
+                    group: group.clone(),
+                    caused_by: h.voters.iter().map(|v| v.label.clone()).collect(),
+                });
+            }
+            sets.insert(group.clone(), set);
+        }
+        (sets, reports)
+    }
+
+    /// What each group's holds put in place of documents now (for [`Nacked::record`]).
+    pub fn held(&self) -> GroupHeld {
+        self.holds
+            .iter()
+            .map(|(g, holds)| (g.clone(), holds.iter().map(|(id, h)| (id.clone(), h.accepted.clone())).collect()))
             .collect()
     }
 
-    /// A generation translated `intent` and published what `cache` serves now.
-    pub fn record(&mut self, cache: &xdst_core::cache::Cache, intent: &IntentSet) {
+    /// A generation translated `intent` (and each group its holds) and published what `cache`
+    /// serves now; the ids of the documents that changed since the last one.
+    pub fn record(&mut self, cache: &xdst_core::cache::Cache, intent: &IntentSet) -> Vec<Arc<str>> {
         let (default, groups) = cache.sets();
         let groups = groups.iter().map(|(g, s)| (g.clone(), Arc::from(s.version()))).collect();
-        self.history.record(Arc::from(default.version()), groups, intent);
+        let held = self.held();
+        self.history.record(Arc::from(default.version()), groups, held, intent)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use xdst_core::changes::NodeSync;
-    use xdst_core::resource::Attribution;
-    use xdst_core::rollout::{RejectedResource, StoppedStatus};
-
-    fn set(docs: &[(&str, &str)]) -> IntentSet {
-        let mut s = IntentSet::default();
-        for (name, path) in docs {
-            let text = format!("kind: Route\nmetadata: {{name: {name}}}\nspec: {{path: {path}}}\n");
-            for d in xdst_core::intent::parse_file("routes.yaml", &text).unwrap() {
-                s.add(d).unwrap();
-            }
-        }
-        s
-    }
-
-    fn node(synced: Option<&str>, message: &Arc<str>, blamed: &[&str]) -> NodeSync {
-        NodeSync {
-            group: String::new(),
-            id: "envoy".into(),
-            client: 1,
-            label: "envoy".into(),
-            synced: synced.map(Arc::from),
-            rejection: None,
-            rejections: vec![StoppedStatus {
-                r#type: "rds".into(),
-                stream: 1,
-                message: message.clone(),
-                seconds_ago: 0.0,
-                resources: vec![RejectedResource {
-                    name: "gw".into(),
-                    attribution: Attribution { produced_by: Some("p".into()), ..Default::default() },
-                    named_in_error: false,
-                    content_of: blamed.iter().map(|s| s.to_string()).collect(),
-                }],
-                resources_count: 1,
-            }],
-        }
-    }
-
-    fn path(s: &IntentSet, id: &str) -> Option<String> {
-        s.by_id(id).map(|d| d.json["spec"]["path"].as_str().unwrap_or_default().to_owned())
-    }
-
-    /// A rejected document is held at what the node accepted (a new one left out), once per
-    /// rejection, until it changes; what the node accepted as it reads now is never held.
-    #[test]
-    fn a_rejected_document_is_held_at_what_the_node_accepted_until_it_changes() {
-        let mut n = Nacked::default();
-        let v1 = set(&[("a", "/a1"), ("b", "/b1")]);
-        n.history.record("g1".into(), BTreeMap::new(), &v1);
-        let v2 = set(&[("a", "/a2"), ("b", "/b1"), ("c", "/c1")]);
-        n.history.record("g2".into(), BTreeMap::new(), &v2);
-        let message: Arc<str> = "bad route".into();
-        // Synced at g1, rejected g2: a is held at /a1, c left out, b (unchanged) not held.
-        let nodes = [node(Some("g1"), &message, &["Route/a", "Route/b", "Route/c"])];
-        assert_eq!(n.collect(&nodes, &v2), 2);
-        assert_eq!(n.collect(&nodes, &v2), 0, "a rejection is acted on once");
-        let mut served = v2.clone();
-        let held = n.apply(&mut served, "plugins");
-        assert_eq!(held.iter().map(|h| h.held.as_str()).collect::<Vec<_>>(), ["Route/a", "Route/c"]);
-        assert!(held[0].error.contains("bad route") && held[0].serving == ACCEPTED && held[1].serving == "nothing");
-        assert_eq!(
-            (path(&served, "Route/a"), path(&served, "Route/b"), path(&served, "Route/c")),
-            (Some("/a1".into()), Some("/b1".into()), None)
-        );
-        // The author changes a: its hold ends and the new version is tried.
-        let v3 = set(&[("a", "/a3"), ("b", "/b1"), ("c", "/c1")]);
-        let mut served = v3.clone();
-        assert_eq!(n.apply(&mut served, "plugins").len(), 1);
-        assert_eq!(path(&served, "Route/a").as_deref(), Some("/a3"));
-        // Other plugins: every hold ends.
-        let mut served = v3.clone();
-        assert!(n.apply(&mut served, "other plugins").is_empty());
-    }
-
-    /// A node that rejected two types at once (served unordered or by name): both are acted on.
-    #[test]
-    fn every_rejection_of_a_node_is_acted_on() {
-        let mut n = Nacked::default();
-        let v1 = set(&[("a", "/a1"), ("b", "/b1")]);
-        n.history.record("g1".into(), BTreeMap::new(), &v1);
-        let v2 = set(&[("a", "/a2"), ("b", "/b2")]);
-        n.history.record("g2".into(), BTreeMap::new(), &v2);
-        let (m1, m2): (Arc<str>, Arc<str>) = ("rds: no".into(), "lds: no".into());
-        let mut both = node(Some("g1"), &m1, &["Route/a"]);
-        both.rejections.extend(node(Some("g1"), &m2, &["Route/b"]).rejections);
-        assert_eq!(n.collect(&[both], &v2), 2);
-    }
-
-    /// What remembering the documents costs a generation (docs/PERFORMANCE.md):
-    /// `cargo test --release -p xdst --lib nacked::tests::history_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "a benchmark: run it by name"]
-    fn history_cost() {
-        let n = 10_000;
-        let mut intent = set(&(0..n)
-            .map(|i| (format!("r{i}"), "/x".to_owned()))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(|(a, b)| (a.as_str(), b.as_str()))
-            .collect::<Vec<_>>());
-        let mut h = History::default();
-        h.record("g0".into(), BTreeMap::new(), &intent);
-        let runs = 200;
-        let started = Instant::now();
-        for i in 0..runs {
-            // One document changes a generation, as a team's edit does.
-            let text = format!("kind: Route\nmetadata: {{name: r{}}}\nspec: {{path: /v{i}}}\n", i % n);
-            let doc = xdst_core::intent::parse_file("routes.yaml", &text).unwrap().remove(0);
-            intent.replace(Arc::new(doc));
-            h.record(format!("g{}", i + 1).into(), BTreeMap::new(), &intent);
-        }
-        let each = started.elapsed() / runs;
-        eprintln!("History::record, {n} documents, one changed a generation: {each:?} a generation");
-        assert!(h.generations.len() == KEPT);
-    }
-
-    /// A node that never held a target has nothing accepted: the document is left out; one
-    /// whose target is older than the kept generations too, and the error says why.
-    #[test]
-    fn what_a_node_accepted_is_known_for_the_kept_generations() {
-        let mut n = Nacked::default();
-        for i in 0..KEPT + 2 {
-            n.history.record(format!("g{i}").into(), BTreeMap::new(), &set(&[("a", &format!("/a{i}"))]));
-        }
-        let now = set(&[("a", &format!("/a{}", KEPT + 1))]);
-        let m1: Arc<str> = "no".into();
-        assert_eq!(n.collect(&[node(Some("g0"), &m1, &["Route/a"])], &now), 1);
-        let mut served = now.clone();
-        let held = n.apply(&mut served, "");
-        assert!(held[0].error.contains("older than the generations kept") && path(&served, "Route/a").is_none());
-        assert_eq!(
-            n.history.document("Route/a", n.history.generation("", "g5").unwrap()).map(|d| d.text.contains("/a5")),
-            Some(true)
-        );
-        assert!(n.history.docs["Route/a"].len() <= 2 * KEPT + 1, "history is bounded");
-    }
-}
+#[path = "nacked_tests.rs"]
+mod tests;
