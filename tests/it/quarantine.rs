@@ -426,7 +426,9 @@ async fn what_only_envoy_refuses_is_held_at_what_envoy_accepted() -> anyhow::Res
             route("b0", "team-b", &format!("matches: [{{path: {{value: /b0}}}}]\n    {}", backend("team-b")))
         ),
     )?;
-    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms", "--nack-holds-without-mtls"]).await?;
+    let xdst =
+        Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms", "--nack-holds-without-mtls"])
+            .await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "quarantine-nack")).await?;
     serves(gw, "/b0", "b").await?;
     serves(gw, "/a0", "a").await?;

@@ -17,6 +17,7 @@
 
 pub mod access;
 pub mod admission;
+pub mod canaries;
 pub mod codec;
 pub mod csds;
 pub mod identity;

@@ -43,6 +43,8 @@ pub struct Rollouts {
     /// Nodes' rejections, as they come: the generation plane holds the documents a rejection
     /// blames (`--on-nack hold`).
     pub rejections: Arc<Rejections>,
+    /// `--canaries`: each group's first proxies take each target first.
+    canaries: crate::canaries::Canaries,
 }
 
 /// Rejections, counted and announced: the generation plane looks at the nodes only when the
@@ -113,7 +115,46 @@ struct NodeState {
 impl Rollouts {
     pub fn new(config: RolloutConfig) -> Self {
         let nodes = Nodes { by_key: HashMap::new(), swept: Instant::now(), lingering: Default::default() };
-        Rollouts { config, nodes: Mutex::new(nodes), rejections: Default::default() }
+        Rollouts { config, nodes: Mutex::new(nodes), rejections: Default::default(), canaries: Default::default() }
+    }
+
+    /// With `count` canaries per group (`--canaries`).
+    pub fn with_canaries(mut self, count: usize) -> Self {
+        self.canaries = crate::canaries::Canaries::new(count, self.config.grace);
+        self
+    }
+
+    /// `node`'s group has a new target (or this is its first stream): it is moved to it, or,
+    /// with canaries and while they have not taken it, to what they released.
+    pub fn retarget(&self, node: &Arc<NodeRollout>, target: Arc<Snapshot>, metrics: &Metrics) {
+        if self.canaries.on() {
+            let proxy = node.state.lock().unwrap().proxy;
+            self.canaries.attach(node, proxy, &target);
+        }
+        let to = self.canaries.target_for(node, target);
+        node.set_target(self.config, to, metrics);
+        self.release(&node.group, metrics);
+    }
+
+    /// A node answered, or its grace period ended: with canaries, a canary's answer may release
+    /// its group's newest target to the rest.
+    pub fn answered(&self, node: &NodeRollout, metrics: &Metrics) {
+        if self.canaries.on() && self.canaries.is_canary(node) {
+            self.release(&node.group, metrics);
+        }
+    }
+
+    fn release(&self, group: &str, metrics: &Metrics) {
+        if let Some((target, others)) = self.canaries.check(group) {
+            info!(
+                group,
+                nodes = others.len(),
+                "the canaries hold the group's new target: every other node is moved to it"
+            );
+            for n in others {
+                n.release(self.config, target.clone(), metrics);
+            }
+        }
     }
 
     pub fn config(&self) -> RolloutConfig {
@@ -225,6 +266,9 @@ impl Rollouts {
         // nothing behind.
         let nothing_acked = s.rollout.as_ref().is_none_or(|r| r.acked().is_empty());
         drop(s);
+        // A canary gone may be what held its group back.
+        self.canaries.detach(node);
+        self.release(&node.group, metrics);
         let mut nodes = self.nodes.lock().unwrap();
         let key = (node.group.clone(), node.id.clone());
         let Some(clients) = nodes.by_key.get_mut(&key) else { return };
@@ -298,7 +342,7 @@ impl Rollouts {
                     held_back: synced.map(|s| s.held_back.clone()).unwrap_or_else(|| Arc::new([])),
                     held_at_node: r.map(|r| r.node_holds().status(now)).unwrap_or_default(),
                     proxy: s.proxy,
-                    canary: false,
+                    canary: self.canaries.is_canary(&n),
                     acknowledged: r.is_some_and(|r| !r.acked().is_empty()),
                     rejection: rejections.first().cloned(),
                     rejections,
@@ -398,6 +442,28 @@ impl NodeRollout {
             }
         };
         self.after(&mut s, notes, metrics);
+    }
+
+    /// Moves the node to `target` and wakes every one of its streams (the canaries released
+    /// it: no stream of the node made the change).
+    pub fn release(&self, config: RolloutConfig, target: Arc<Snapshot>, metrics: &Metrics) {
+        self.set_target(config, target, metrics);
+        self.changed.notify_waiters();
+    }
+
+    /// Whether the node holds `target` (its group's), all of it, by its own acknowledgements.
+    pub fn holds_group_target(&self, target: &Arc<Snapshot>) -> bool {
+        let s = self.state.lock().unwrap();
+        s.rollout.as_ref().is_some_and(|r| {
+            r.synced().is_some_and(|x| Arc::ptr_eq(&x.target, target) && x.held_back.is_empty())
+                && r.node_holds().is_empty()
+        })
+    }
+
+    /// Whether the node has rejected nothing it still holds back or is stopped on.
+    pub fn silent(&self) -> bool {
+        let s = self.state.lock().unwrap();
+        s.rollout.as_ref().is_none_or(|r| r.node_holds().is_empty() && r.rejection_status(Instant::now()).is_none())
     }
 
     /// The node rejected a response: the generation plane is told

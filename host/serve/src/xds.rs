@@ -438,7 +438,7 @@ impl<M: Machine> Driver<M> {
                 }
                 Wake::Target => {
                     if let (Some(r), Some((_, target))) = (&self.rollout, &self.watch) {
-                        r.set_target(self.serving.rollouts.config(), target.clone(), &self.serving.metrics);
+                        self.serving.rollouts.retarget(r, target.clone(), &self.serving.metrics);
                     }
                     // Serve the new offer now rather than on the next wake.
                     self.poll();
@@ -447,6 +447,7 @@ impl<M: Machine> Driver<M> {
                 Wake::Deadline => {
                     if let Some(r) = &self.rollout {
                         r.update(&self.serving.metrics, |r, now| r.tick(now));
+                        self.serving.rollouts.answered(r, &self.serving.metrics);
                     }
                     self.poll();
                 }
@@ -524,7 +525,7 @@ impl<M: Machine> Driver<M> {
                 identity: self.identity.clone(),
                 source: self.machine.clone(),
             }));
-            rollout.set_target(self.serving.rollouts.config(), snapshot, &self.serving.metrics);
+            self.serving.rollouts.retarget(&rollout, snapshot, &self.serving.metrics);
             let (generation, current) = rollout.offer();
             self.resynced = current.resync;
             self.offer = Some((generation, current));
@@ -559,6 +560,7 @@ impl<M: Machine> Driver<M> {
                 if nack.is_some() {
                     rollout.rejected();
                 }
+                self.serving.rollouts.answered(rollout, m);
             }
             match event {
                 Event::Ack { type_url, nonce, .. } => {

@@ -246,7 +246,8 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                 .with_max_file_size(config.max_file_size)
                 .with_namespace_dirs(config.namespace_dirs)
                 .with_namespace_keys(config.store.store_namespace_keys)
-                .with_generations_file(generations_file(config))
+                .with_generations_file(beside_plugin_cache(config, "generations"))
+                .with_served_file(beside_plugin_cache(config, "served"))
                 .with_hold_on_nack(config.on_nack == cli::settings::OnNack::Hold)
                 .with_nack_quorum(config.nack_quorum);
             Some(Arc::new(source))
@@ -443,7 +444,8 @@ fn serving_plane(
             drain: config.drain_time,
             hold_at_node: config.on_nack == cli::settings::OnNack::Hold,
             retry: config.nack_retry,
-        }),
+        })
+        .with_canaries(config.canaries),
         shutdown,
         identities,
         refusal_log: Default::default(),
@@ -497,11 +499,11 @@ async fn first_generation(
     Ok(())
 }
 
-/// Where the generations of documents that carry none are kept: beside the plugin cache
-/// (`<cache>/../generations/`), one file per intent source (a digest of its directory or store
-/// URL), so two servers of two sources never share one. Without a plugin cache, none: they
-/// are counted afresh at each start.
-fn generations_file(config: &Settings) -> Option<std::path::PathBuf> {
+/// Where what a server keeps of its intent source across restarts goes: beside the plugin cache
+/// (`<cache>/../<what>/`: the generations of documents that carry none, what each node group
+/// was served), one file per intent source (a digest of its directory or store URL), so two
+/// servers of two sources never share one. Without a plugin cache, none: they start afresh.
+fn beside_plugin_cache(config: &Settings, what: &str) -> Option<std::path::PathBuf> {
     let source = match (&config.intent, &config.store.store) {
         (Some(dir), _) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()).display().to_string(),
         (None, Some(url)) => url.clone(),
@@ -509,7 +511,7 @@ fn generations_file(config: &Settings) -> Option<std::path::PathBuf> {
     };
     let digest = xdst_core::resource::content_version("xdst.generations", source.as_bytes());
     let base = config.plugin_cache.as_deref().and_then(std::path::Path::parent)?;
-    Some(base.join("generations").join(format!("{digest}.json")))
+    Some(base.join(what).join(format!("{digest}.json")))
 }
 
 /// The plugin host, with the settings' cache, fuel and text bounds.

@@ -59,8 +59,20 @@ pub fn routes(generating: &Arc<Generating>) -> Router {
                             why: h.error.clone(),
                         });
                     }
+                    // A plugin refused with nothing of it serving: none of its documents is.
+                    for r in status.refused.iter().filter(|r| r.serving.is_none()) {
+                        report.held_out.push(xdst_core::changes::HeldOut {
+                            document: format!("plugin {}", r.file),
+                            scope: "plugin",
+                            group: None,
+                            node: None,
+                            why: r.reason.clone(),
+                        });
+                    }
                     report.held = status.held.into_iter().map(|h| h.held).take(MAX_HELD_NAMED).collect();
                 }
+                // Not served as written somewhere: not live, whatever the nodes hold.
+                report.live &= report.held_out.is_empty();
                 Json(report).into_response()
             }),
         )

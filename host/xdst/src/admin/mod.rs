@@ -94,7 +94,7 @@ pub fn routes(generating: &Arc<Generating>, listening: std::net::SocketAddr) -> 
             "/debug/plugins",
             get(move || async move {
                 match &c4.intent {
-                    Some(s) => Json(s.status()).into_response(),
+                    Some(s) => Json(s.status().with_nodes(&c4.serving().rollouts.syncs())).into_response(),
                     None => {
                         (http::StatusCode::NOT_FOUND, "not serving intent (start with --intent DIR --plugins DIR)\n")
                             .into_response()
@@ -132,6 +132,11 @@ struct Ready {
     /// name: everything else is served, so the replica stays ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     degraded: Option<Degraded>,
+    /// Why it is not ready, when it serves but not what it should (issue 48, point 6): a plugin
+    /// refused with no version of it serving, a node group served nothing that was served
+    /// something before this start while something is held.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unready: Vec<String>,
 }
 
 /// The names `/readyz` lists of what is held out; the status page has the errors.
@@ -164,6 +169,7 @@ struct StoreReady {
 /// A replica whose store is unreachable stays ready: it serves its last good config, and
 /// taking it out of a load balancer would leave its Envoys with no server at all.
 fn ready(generating: &Arc<Generating>) -> axum::response::Response {
+    let mut unready = Vec::new();
     let (ready, version, revision, store, degraded) = match &generating.intent {
         Some(s) => {
             let st = s.status();
@@ -178,12 +184,34 @@ fn ready(generating: &Arc<Generating>) -> axum::response::Response {
                 held: st.held.len(),
                 names: st.held.iter().take(MAX_DEGRADED_NAMED).map(|h| h.held.clone()).collect(),
             });
-            (st.last_ok_version.is_some(), st.last_ok_version, st.last_ok_revision, store, degraded)
+            for r in st.refused.iter().filter(|r| r.serving.is_none()) {
+                unready.push(format!("plugin {} is refused and no version of it serves: {}", r.file, r.reason));
+            }
+            if !st.held.is_empty() || !st.refused.is_empty() {
+                for (group, n) in s.emptied_since_start(&generating.serving().cache) {
+                    let group = if group.is_empty() {
+                        "the default node group".into()
+                    } else {
+                        format!("node group {group:?}")
+                    };
+                    unready.push(format!(
+                        "{group} is served nothing; it was served {n} resources before this start, and something is \
+                         held out (see the status page)"
+                    ));
+                }
+            }
+            (
+                st.last_ok_version.is_some() && unready.is_empty(),
+                st.last_ok_version,
+                st.last_ok_revision,
+                store,
+                degraded,
+            )
         }
         None => (true, None, None, None, None),
     };
     let status = if ready { http::StatusCode::OK } else { http::StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(Ready { ready, version, revision, store, degraded })).into_response()
+    (status, Json(Ready { ready, version, revision, store, degraded, unready })).into_response()
 }
 
 /// On a port listening on a loopback address, a request that names another host is refused

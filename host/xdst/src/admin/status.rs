@@ -66,6 +66,8 @@ struct Summary {
     plugins: Vec<PluginSummary>,
     refused: Vec<crate::generate::intent::RefusalReport>,
     held: Vec<crate::generate::intent::HeldReport>,
+    /// Documents held back at single nodes (each rejected them alone).
+    held_at_nodes: Vec<crate::generate::intent::report::HeldAtNodeReport>,
     /// What the plugins reported about documents in the last good generation (warnings that
     /// name one: a route not accepted, a slice left out): translated, but not as written.
     problems: Vec<crate::generate::intent::DiagnosticReport>,
@@ -125,6 +127,7 @@ fn summary(generating: &Arc<Generating>) -> Summary {
     let mut current: BTreeMap<String, String> = BTreeMap::new();
     let mut nacks = Vec::new();
     let mut nacks_total = 0;
+    let st = generating.intent.as_ref().map(|s| s.status().with_nodes(&syncs));
     for n in syncs {
         let version =
             current.entry(n.group.clone()).or_insert_with(|| generating.serving().cache.snapshot(&n.group).version());
@@ -132,9 +135,11 @@ fn summary(generating: &Arc<Generating>) -> Summary {
             .entry(n.group.clone())
             .or_insert_with(|| GroupSummary { group: n.group.clone(), ..Default::default() });
         g.nodes += 1;
-        if n.synced.as_deref() == Some(version.as_str()) {
+        // A node holding a document back is rejecting it, while it serves the rest.
+        let held = n.held_at_node.first().map(|h| h.as_rejection());
+        if n.synced.as_deref() == Some(version.as_str()) && held.is_none() {
             g.current += 1;
-        } else if let Some(status) = n.rejection {
+        } else if let Some(status) = n.rejection.or(held) {
             g.rejected += 1;
             nacks_total += 1;
             if nacks.len() < MAX_NACKS {
@@ -145,7 +150,6 @@ fn summary(generating: &Arc<Generating>) -> Summary {
         }
     }
     nacks.sort_by(|a: &NackSummary, b| a.status.seconds_ago.total_cmp(&b.status.seconds_ago));
-    let st = generating.intent.as_ref().map(|s| s.status());
     let plugins = st
         .as_ref()
         .map(|st| {
@@ -183,6 +187,7 @@ fn summary(generating: &Arc<Generating>) -> Summary {
         nacks_total,
         plugins,
         held: st.as_ref().map(|st| st.held.clone()).unwrap_or_default(),
+        held_at_nodes: st.as_ref().map(|st| st.held_at_nodes.clone()).unwrap_or_default(),
         problems: st.as_ref().map(|st| st.document_problems()).unwrap_or_default(),
         refused: st.map(|st| st.refused).unwrap_or_default(),
     }

@@ -8,7 +8,9 @@
 //! 3. plugin lists resolve their remote sources again at the next generation, and the
 //!    watched directories are rescanned (their watches armed again);
 //! 4. a generation runs on the generation thread (or the resources directory is loaded) and
-//!    its outcome is the answer.
+//!    its outcome is the answer;
+//! 5. before it, every plugin refusal is forgotten, so a refused plugin's contents are tried
+//!    again (design 016, part 5).
 
 use std::time::Duration;
 
@@ -59,6 +61,10 @@ pub async fn reload(generating: &Generating, who: &'static str) -> Result<Reload
         None => None,
     };
     generating.plane.reloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // 5. Refused plugins are tried again.
+    if let Some(s) = &generating.intent {
+        s.forget_refusals();
+    }
     generating.plane.rescan.notify_one();
     let (source, error) = match &generating.intent {
         Some(s) => {

@@ -27,6 +27,7 @@ pub mod held;
 pub mod input;
 pub mod nacked;
 pub mod report;
+pub mod served;
 pub mod watch;
 
 pub use error::{GenerationError, MAX_ERROR_BYTES, explain_publish};
@@ -84,6 +85,8 @@ pub struct IntentSource {
     namespace_keys: bool,
     /// The generations kept for documents that carry none.
     generations: Mutex<generation::Counter>,
+    /// What each node group was served, kept across restarts.
+    served: Mutex<served::Served>,
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
@@ -125,6 +128,9 @@ struct Refusal {
     digest: String,
     reason: String,
     at: u64,
+    /// The documents (id, text) the refusal was about, when the intent was its reason: once
+    /// one of them changes or goes, the plugin is tried again.
+    about: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl IntentSource {
@@ -154,7 +160,28 @@ impl IntentSource {
             nacked: Mutex::new(nacked::Nacked::default()),
             namespace_keys: false,
             generations: Mutex::new(generation::Counter::default()),
+            served: Mutex::new(served::Served::default()),
         }
+    }
+
+    /// Where what each node group is served is kept across restarts.
+    pub fn with_served_file(self, path: Option<PathBuf>) -> Self {
+        if let Some(path) = path {
+            *locked(&self.served) = served::Served::load(path);
+        }
+        self
+    }
+
+    /// The node groups served something before this start and nothing now (with how many
+    /// resources they were served then).
+    pub fn emptied_since_start(&self, cache: &xdst_core::cache::Cache) -> Vec<(String, usize)> {
+        locked(&self.served).emptied(cache)
+    }
+
+    /// Every plugin refusal is forgotten: the next generation tries each file's contents again
+    /// (`POST /reload`, SIGHUP).
+    pub fn forget_refusals(&self) {
+        locked(&self.state).refused.clear();
     }
 
     /// Where the generations of documents that carry none are kept across restarts.
@@ -311,6 +338,7 @@ impl IntentSource {
             let revision = self.mirror().map(|m| m.revision());
             let Read { set: intent, held, .. } = self.read_current()?;
             held_sources = held;
+            self.retry_refusals_about_changed(&intent);
             plane
                 .serving
                 .unlisted_groups
@@ -340,9 +368,18 @@ impl IntentSource {
             let check = !candidates.is_empty();
             let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE, check);
             let named = |name: &str| candidates.iter().copied().find(|&i| chosen[i].loaded.name == name);
+            // A plugin is refused for what is its own fault (issue 48, point 6): an error it is
+            // blamed for, new or not. A failure nobody is blamed for, or documents held, count
+            // against a changed plugin only (one with a good version to compare with): a new
+            // plugin, as every plugin is at start, holds documents exactly as it would while
+            // running, and is never refused for them.
+            let has_good = |i: usize| locked(&self.state).good.contains_key(&chosen[i].file);
             let suspect = match &first {
-                Err(e) => e.plugin().and_then(|p| named(&p)).or_else(|| (candidates.len() == 1).then(|| candidates[0])),
-                Ok(t) => t.held.iter().find_map(|h| h.plugin.as_deref().and_then(named)),
+                Err(e) => e
+                    .plugin()
+                    .and_then(|p| named(&p))
+                    .or_else(|| (candidates.len() == 1 && has_good(candidates[0])).then(|| candidates[0])),
+                Ok(t) => t.held.iter().find_map(|h| h.plugin.as_deref().and_then(named).filter(|&i| has_good(i))),
             };
             let Some(i) = suspect else {
                 let attempt = first?;
@@ -379,8 +416,17 @@ impl IntentSource {
                 Err(e) => e.message(),
                 Ok(t) => t.held.iter().map(|h| format!("{}: {}", h.held, h.error)).collect::<Vec<_>>().join("; "),
             };
+            let about: Vec<(Arc<str>, Arc<str>)> = match &first {
+                Err(_) => Vec::new(),
+                Ok(t) => t
+                    .held
+                    .iter()
+                    .filter_map(|h| intent.all.by_id(&h.held))
+                    .map(|d| (d.id().clone(), d.text.clone()))
+                    .collect(),
+            };
             let out = self.publish(plane, retry?, &intent)?;
-            self.refuse(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"));
+            self.refuse_about(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"), about);
             report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
             calls = retry_calls;
             self.accept(&without);
@@ -660,13 +706,33 @@ impl IntentSource {
     }
 
     fn refuse(&self, plane: &Plane, file: &Path, key: &str, reason: &str) {
+        self.refuse_about(plane, file, key, reason, Vec::new());
+    }
+
+    /// A plugin refused until one of the documents `about` (id, text) changes, or its file
+    /// does.
+    fn refuse_about(&self, plane: &Plane, file: &Path, key: &str, reason: &str, about: Vec<(Arc<str>, Arc<str>)>) {
         let mut st = locked(&self.state);
         let serving = st.good.get(file).map(|g| g.plugin.digest().to_owned());
         warn!(file = %file.display(), reason, serving = ?serving, "plugin refused; its previous version (if any) keeps serving");
         let label = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         plane.metrics.plugin_refusals.get_or_create(&[("file", label.into())]).inc();
-        st.refused
-            .insert(file.to_owned(), Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now() });
+        st.refused.insert(
+            file.to_owned(),
+            Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now(), about },
+        );
+    }
+
+    /// A plugin refused because of documents that changed or went since is tried again.
+    fn retry_refusals_about_changed(&self, intent: &xdst_core::intent::IntentSet) {
+        let mut st = locked(&self.state);
+        st.refused.retain(|file, r| {
+            let stands = r.about.iter().all(|(id, text)| intent.by_id(id).is_some_and(|d| d.text == *text));
+            if !stands {
+                info!(file = %file.display(), "a document the plugin's refusal was about changed: trying it again");
+            }
+            stands
+        });
     }
 
     /// A good generation ran with `chosen`: they are the new last good; refusals of files now
@@ -746,6 +812,7 @@ impl IntentSource {
         st.ignored_total = ignored_total;
         drop(st);
         let changed = locked(&self.nacked).record(&plane.serving.cache, &intent.all);
+        locked(&self.served).published(&plane.serving.cache);
         Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held, changed))
     }
 

@@ -36,12 +36,65 @@ pub struct Status {
     /// What the last good generation held out: files and store keys that did not read, and
     /// documents whose translation failed. Everything else is served.
     pub held: Vec<super::held::HeldReport>,
+    /// Documents held back at single nodes that rejected them alone (design 016, part 3a):
+    /// the node keeps what it accepted of them, every other node is served them as written.
+    /// The first [`MAX_HELD_AT_NODES`], read from the nodes when asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_at_nodes: Vec<HeldAtNodeReport>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held_at_nodes_total: usize,
     /// Kubernetes objects no plugin is for (a Deployment, a ConfigMap), kept out of the last
     /// good generation: the first few, and how many.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<IgnoredReport>,
     #[serde(skip_serializing_if = "is_zero")]
     pub ignored_total: usize,
+}
+
+/// The holds at nodes `/debug/plugins` lists.
+pub const MAX_HELD_AT_NODES: usize = 100;
+
+/// A document held back at one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldAtNodeReport {
+    pub held: String,
+    /// The node, as reports name it.
+    pub node: String,
+    pub group: String,
+    /// Whether the node is one of its group's proxies (its rejections count toward a hold for
+    /// the group).
+    pub proxy: bool,
+    #[serde(rename = "type")]
+    pub type_url: String,
+    /// The node's message.
+    pub error: String,
+    pub seconds_ago: f64,
+    /// When it is sent to the node again.
+    pub retry_in_seconds: f64,
+    pub serving: &'static str,
+}
+
+impl Status {
+    /// With the holds at `nodes` filled in.
+    pub fn with_nodes(mut self, nodes: &[xdst_core::changes::NodeSync]) -> Self {
+        let all = nodes.iter().flat_map(|n| n.held_at_node.iter().map(move |h| (n, h)));
+        self.held_at_nodes_total = all.clone().count();
+        self.held_at_nodes = all
+            .take(MAX_HELD_AT_NODES)
+            .map(|(n, h)| HeldAtNodeReport {
+                held: h.document.clone(),
+                node: n.label.clone(),
+                group: n.group.clone(),
+                proxy: n.proxy,
+                type_url: h.type_url.clone(),
+                error: h.message.to_string(),
+                seconds_ago: h.seconds_ago,
+                retry_in_seconds: h.retry_in_seconds,
+                serving: "what the node accepted",
+            })
+            .collect();
+        self
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
