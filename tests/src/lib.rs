@@ -24,6 +24,7 @@ pub mod registry;
 pub mod server;
 pub mod stream_echo;
 pub mod suite_pki;
+pub mod teams;
 pub mod traffic;
 pub mod upstream;
 pub mod wait;
