@@ -17,6 +17,7 @@ pub mod etcd;
 pub mod fixtures;
 pub mod gateway_api;
 pub mod grpc_echo;
+pub mod netns;
 pub mod operator;
 pub mod pki;
 pub mod plugins;
