@@ -23,9 +23,10 @@
 //! - **Point 3**, a team steers the blame
 //!   ([`point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame`], a Delta Envoy).
 //!   team-a rewrites its route every 20 ms for 3 s with a header value only Envoy refuses, while
-//!   team-b adds routes carried in the same RouteConfiguration: each of team-b's routes reaches
-//!   the real Envoy with no hold of it for the Envoy's group, and after team-a stops none of
-//!   team-b's documents is held anywhere.
+//!   team-b adds five routes, each written just after one of team-a's versions (the same
+//!   generation: the same RouteConfiguration response Envoy rejects): each of team-b's routes
+//!   reaches the real Envoy with no hold of it for the Envoy's group, and after team-a stops
+//!   none of team-b's documents is held anywhere.
 //! - **Point 4**, the hold cap filled on purpose ([`point_4_a_client_cannot_fill_the_hold_cap`]).
 //!   Sixteen teams' Services arrive while a client that ACKed once NACKs, naming the sixteen
 //!   teams' clusters; every team serves through the real Envoy and nothing is held for it; then
@@ -405,6 +406,9 @@ async fn point_2_a_client_that_acks_once_then_nacks_freezes_no_team() -> anyhow:
     Ok(())
 }
 
+/// The routes team-b adds while team-a rewrites its own (point 3).
+const TEAM_B_ROUTES: usize = 5;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame() -> anyhow::Result<()> {
     let s = Scene::start(ApiType::Delta, None).await?;
@@ -424,7 +428,9 @@ async fn point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame() -> anyh
             &format!("matches: [{{path: {{value: /a0}}}}]\n    {}{}", not_a_command(i), backend("team-a")),
         )
     };
-    // team-a rewrites its route every 20 ms for 3 s, each version one only Envoy refuses.
+    // team-a rewrites its route every 20 ms for 3 s, each version one only Envoy refuses, and
+    // says when it wrote one.
+    let (wrote, mut written) = tokio::sync::watch::channel(0usize);
     let writer = {
         let path = s.t.intent.path().join(TEAM_A_ROUTE);
         tokio::spawn(async move {
@@ -433,6 +439,7 @@ async fn point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame() -> anyh
             while started.elapsed() < Duration::from_secs(3) {
                 i += 1;
                 xdst_core::files::write_atomic(&path, a0(i)).context("writing team-a's route")?;
+                let _ = wrote.send(i);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             anyhow::Ok(i)
@@ -444,10 +451,13 @@ async fn point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame() -> anyh
         Ok(Seen::holds(n > 0, format!("rds update_rejected = {n}")))
     })
     .await?;
-    // Meanwhile team-b adds routes to the same RouteConfiguration: each reaches the real Envoy.
+    // Meanwhile team-b adds routes to the same RouteConfiguration, each written just after one
+    // of team-a's versions (within the debounce: the same generation, the same response): each
+    // reaches the real Envoy, with no hold of it for the Envoy's group.
     let team_a = ["HTTPRoute/team-a/a0"];
-    for i in 1..=3 {
+    for i in 1..=TEAM_B_ROUTES {
         let name = format!("b{i}");
+        written.changed().await.context("team-a's writer stopped early")?;
         s.team_b_route(&name, &format!("/{name}"))?;
         let took = s.reaches_watching(&format!("/{name}"), "b", &team_a, false).await?;
         eprintln!("point 3: team-b's /{name} reached the real Envoy {took:?} after its write, team-a rewriting");
@@ -456,16 +466,20 @@ async fn point_3_a_team_rewriting_a_bad_route_does_not_steer_the_blame() -> anyh
     ensure!(rejected().await? > 0, "the real Envoy never rejected team-a's route");
     // team-a stopped: team-b's next route reaches Envoy (the positive signal), and none of
     // team-b's documents is held; team-b's earlier routes serve.
-    s.team_b_route("b4", "/b4")?;
-    s.reaches("/b4", "b", &team_a).await?;
-    for i in 1..=3 {
+    let last = format!("b{}", TEAM_B_ROUTES + 1);
+    s.team_b_route(&last, &format!("/{last}"))?;
+    s.reaches(&format!("/{last}"), "b", &team_a).await?;
+    for i in 1..=TEAM_B_ROUTES {
         s.reaches(&format!("/b{i}"), "b", &team_a).await?;
     }
     let status = admin_json(s.admin, "/debug/plugins").await?;
     let team_b: Vec<String> =
         holds(&status).into_iter().filter(|h| h.document.contains("/team-b/")).map(|h| h.entry).collect();
     ensure!(team_b.is_empty(), "after team-a stopped ({writes} writes), team-b's documents are held: {team_b:#?}");
-    eprintln!("point 3: team-a wrote {writes} versions; team-b's 4 routes served; none of team-b's documents held");
+    eprintln!(
+        "point 3: team-a wrote {writes} versions; team-b's {} routes served; none of team-b's documents held",
+        TEAM_B_ROUTES + 1
+    );
     s.finish().await?;
     Ok(())
 }
