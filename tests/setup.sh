@@ -33,6 +33,7 @@ APT_PACKAGES=(
     clang lld wasi-libc libclang-rt-dev-wasm32 wabt # the C plugin recipe (guest-sdk/c/build.sh)
     chromium               # the headless browser tests/it/operator.rs drives (playwright-core)
     fonts-liberation       # a font for the pages it draws (--no-install-recommends brings none)
+    util-linux iproute2    # unshare, nsenter and ip: an Envoy on "another host" (tests/src/netns.rs)
 )
 RUSTUP_TARGETS=(wasm32-unknown-unknown) # plugins built from source by the tests
 RUSTUP_COMPONENTS=(rustfmt clippy)      # cargo fmt --check, cargo clippy -D warnings
@@ -207,6 +208,13 @@ const { chromium } = require("playwright-core");
   if (t !== "rendered") throw new Error("page did not render");
   console.log("chromium " + b.version() + ", playwright-core " + require("playwright-core/package.json").version);
 })().catch((e) => { console.error(e); process.exit(1); });'
+EOF
+# A network namespace of its own with its loopback up, where a port is bound: an Envoy on
+# "another host" (tests/src/netns.rs). It needs root, or unprivileged user namespaces.
+if [ "$(id -u)" -eq 0 ]; then netns_flags="--net"; else netns_flags="--user --map-root-user --net"; fi
+prove netns "Debian packages util-linux (unshare, nsenter) and iproute2 (ip), and root or unprivileged user namespaces (unshare $netns_flags)" <<EOF
+command -v nsenter >/dev/null
+timeout 10 unshare $netns_flags -- sh -c 'ip link set lo up && python3 -c "import socket; socket.socket().bind((\"127.0.0.1\", 80))" && echo "unshare $netns_flags: a loopback of its own"'
 EOF
 prove htpasswd "Debian package apache2-utils" <<<"htpasswd -Bbn user pass >/dev/null && echo ok"
 prove openssl "Debian package openssl" <<<"openssl version"

@@ -3,7 +3,8 @@
 
     python ads_client.py --server 127.0.0.1:PORT --node-id n1 [--node-cluster C] [--clients N]
                          [--node-id-suffix] [--api sotw|delta] [--types cds,lds,eds,rds]
-                         [--names a,b] [--mode ack|never-ack|nack] [--nack-message-bytes B]
+                         [--names a,b] [--mode ack|never-ack|nack|ack-once] [--nack-message-bytes B]
+                         [--nack-names a,b] [--ca FILE [--cert FILE --key FILE] [--authority NAME]]
                          [--duration SECONDS]
 
 Opens N independent ADS streams, each on its own channel, all with the same node id and cluster
@@ -14,7 +15,16 @@ a wildcard (the legacy form Envoy uses: no names, SOTW-7 / DELTA-2); EDS and RDS
 Every response is answered as --mode says: `ack` accepts it (SOTW-3: version_info and nonce;
 DELTA-1: the nonce), `never-ack` says nothing at all (a client that hangs), `nack` rejects it
 with error_detail (version_info stays at the last accepted, i.e. empty), whose message is
---nack-message-bytes bytes of text.
+--nack-message-bytes bytes of text, and `ack-once` accepts the first response of each type and
+rejects every later one (a client that was configured once and then refuses every change).
+
+--nack-names a,b makes every NACK message name these resources, the way Envoy names what it
+refused (`Error adding/updating cluster(s) a: rejected by test client, b: ...`), as a hostile
+client would to steer the blame; the message is padded to --nack-message-bytes when shorter.
+
+--ca FILE speaks TLS to the server, trusting that CA; --cert FILE --key FILE present a client
+certificate (mTLS: any identity the test gives it, another team's say); --authority NAME checks
+the server's certificate for that name (default: the --server host).
 
 It runs until stdin closes or --duration seconds pass, then cancels its streams and exits 0.
 Each event is one JSON line on stdout, flushed as it happens, so a test can follow them (each
@@ -23,7 +33,8 @@ also has "t": seconds since the client started):
     {"event": "subscribe", "client": 0, "type": "...Cluster", "names": []}
     {"event": "response", "client": 0, "type": "...Cluster", "version": "v", "nonce": "1", "resources": 3}
     {"event": "ack", "client": 0, "type": "...Cluster", "version": "v", "nonce": "1"}
-    {"event": "nack", "client": 0, "type": "...Cluster", "nonce": "1", "message_bytes": 4190000}
+    {"event": "nack", "client": 0, "type": "...Cluster", "nonce": "1", "message_bytes": 4190000,
+     "message": "the first 200 characters of it"}
     {"event": "error", "client": 0, "code": "UNAVAILABLE", "details": "..."}
     {"event": "ended", "client": 0}          (the server ended the stream with OK)
     {"event": "closed", "clients": N}        (last line: it is done)
@@ -118,14 +129,15 @@ class Client:
         self.sent_node = False
         self.call = None
         self.closing = False
-        self.nack_message = (args.nack_text * (args.nack_message_bytes // len(args.nack_text) + 1))[
-            : args.nack_message_bytes]
+        self.nack_message = nack_message(args)
         self.types = args.types
         # Per type: the names asked for (None: wildcard), the last accepted version (SotW).
         self.names = {t: (None if t not in BY_NAME else set(args.names)) for t in self.types}
         self.accepted = {t: "" for t in self.types}
         self.last_nonce = {t: "" for t in self.types}
         self.subscribed = set()
+        # Per type: whether a response of it was accepted (ack-once: the first only).
+        self.acked_once = set()
 
     def request(self, t, **fields):
         """Queues a request for type t; the node goes on the stream's first request only (SOTW-1)."""
@@ -162,11 +174,21 @@ class Client:
             # A changed name list carries the last accepted version and nonce (SOTW-6).
             self.request(t, version_info=self.accepted[t], response_nonce=self.last_nonce[t])
 
-    def answer(self, t, version, nonce):
+    def accepts(self, t):
+        """Whether this response of type t is accepted, as --mode says (never-ack: None)."""
         mode = self.args.mode
         if mode == "never-ack":
+            return None
+        if mode == "ack-once":
+            first = t not in self.acked_once
+            self.acked_once.add(t)
+            return first
+        return mode == "ack"
+
+    def answer(self, t, version, nonce, accept):
+        if accept is None:
             return
-        if mode == "ack":
+        if accept:
             if self.delta:
                 self.request(t, response_nonce=nonce)
             else:
@@ -181,13 +203,14 @@ class Client:
         else:
             self.request(t, version_info=self.accepted[t], response_nonce=nonce, error_detail=detail)
         emit(event="nack", client=self.index, type=TYPES[t], version=version, nonce=nonce,
-             message_bytes=len(self.nack_message))
+             message_bytes=len(self.nack_message), message=self.nack_message[:200])
 
-    def learn(self, t, resources):
+    def learn(self, t, resources, accepted):
         """A CDS or LDS response may name new EDS or RDS resources to ask for. A client that
-        rejects what it gets holds none of it and asks for nothing more; one that never answers
-        asks once (its first request of a type carries no nonce, so it acknowledges nothing)."""
-        if self.args.mode == "nack" or self.args.names:
+        rejects what it gets holds none of it and asks for nothing more (ack-once learns from
+        the responses it accepted); one that never answers asks once (its first request of a
+        type carries no nonce, so it acknowledges nothing)."""
+        if accepted is False or self.args.names:
             return
         for by_name, source in SOURCE.items():
             if self.args.mode == "never-ack" and by_name in self.subscribed:
@@ -208,7 +231,7 @@ class Client:
         # a connection unless told not to.
         options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
                    ("grpc.use_local_subchannel_pool", 1)]
-        with grpc.insecure_channel(self.args.server, options=options) as channel:
+        with channel_to(self.args, options) as channel:
             stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
             rpc = stub.DeltaAggregatedResources if self.delta else stub.StreamAggregatedResources
             self.call = rpc(self.requests_iter())
@@ -229,8 +252,10 @@ class Client:
                     if self.delta:
                         event["removed"] = len(response.removed_resources)
                     emit(**event)
-                    self.answer(t, version, response.nonce)
-                    self.learn(t, [r.resource for r in response.resources] if self.delta else response.resources)
+                    accept = self.accepts(t)
+                    self.answer(t, version, response.nonce, accept)
+                    self.learn(t, [r.resource for r in response.resources] if self.delta else response.resources,
+                               accept)
                 emit(event="ended", client=self.index)
             except grpc.RpcError as e:
                 if not self.closing:
@@ -243,6 +268,39 @@ class Client:
             self.call.cancel()
 
 
+def nack_message(args):
+    """The NACK's error_detail message: --nack-message-bytes of text, or (--nack-names) Envoy's
+    form naming each resource, padded to --nack-message-bytes."""
+    def text(n):
+        return (args.nack_text * (n // len(args.nack_text) + 1))[:max(n, 0)]
+
+    if not args.nack_names:
+        return text(args.nack_message_bytes)
+    reason = args.nack_text.strip()
+    named = "Error adding/updating resource(s) " + ", ".join(f"{n}: {reason}" for n in args.nack_names)
+    padding = args.nack_message_bytes - len(named) - 1
+    return named + (" " + text(padding) if padding > 0 else "")
+
+
+def channel_to(args, options):
+    """A channel to --server: plaintext, or TLS (--ca) presenting a client certificate (--cert,
+    --key) and checking the server's for --authority."""
+    if not args.ca:
+        return grpc.insecure_channel(args.server, options=options)
+
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    creds = grpc.ssl_channel_credentials(root_certificates=read(args.ca),
+                                         private_key=read(args.key) if args.key else None,
+                                         certificate_chain=read(args.cert) if args.cert else None)
+    if args.authority:
+        options = options + [("grpc.ssl_target_name_override", args.authority),
+                             ("grpc.default_authority", args.authority)]
+    return grpc.secure_channel(args.server, creds, options=options)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server", required=True)
@@ -253,8 +311,13 @@ def main():
     ap.add_argument("--api", choices=["sotw", "delta"], default="sotw")
     ap.add_argument("--types", default="cds")
     ap.add_argument("--names", default="", help="EDS/RDS names to ask for (default: learned)")
-    ap.add_argument("--mode", choices=["ack", "never-ack", "nack"], default="ack")
+    ap.add_argument("--mode", choices=["ack", "never-ack", "nack", "ack-once"], default="ack")
     ap.add_argument("--nack-message-bytes", type=int, default=64)
+    ap.add_argument("--nack-names", default="", help="resource names every NACK message names")
+    ap.add_argument("--ca", default="", help="TLS: the CA that signed the server's certificate")
+    ap.add_argument("--cert", default="", help="TLS: the client certificate to present (with --key)")
+    ap.add_argument("--key", default="", help="TLS: the client certificate's key")
+    ap.add_argument("--authority", default="", help="TLS: the name the server's certificate must carry")
     ap.add_argument("--nack-text", default="rejected by test client ", help=argparse.SUPPRESS)
     ap.add_argument("--duration", type=float, default=None)
     args = ap.parse_args()
@@ -263,6 +326,11 @@ def main():
     if unknown:
         ap.error(f"unknown types {unknown}: choose from {sorted(TYPES)}")
     args.names = [n for n in args.names.split(",") if n]
+    args.nack_names = [n for n in args.nack_names.split(",") if n]
+    if (args.cert or args.key or args.authority) and not args.ca:
+        ap.error("--cert, --key and --authority need --ca")
+    if bool(args.cert) != bool(args.key):
+        ap.error("--cert and --key go together")
 
     clients = [Client(i, args, f"{args.node_id}-{i}" if args.node_id_suffix else args.node_id)
                for i in range(args.clients)]

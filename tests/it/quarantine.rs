@@ -19,19 +19,19 @@
 //! tests with what only Envoy refuses.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, ensure};
 use serde_json::Value;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::operator::{latest_change, xdst_wait};
 use xdst_tests::server::Process;
+use xdst_tests::teams::{Teams, WAIT, admin_json, backend, gateway, route, serves, team};
 use xdst_tests::traffic::{Allowed, Expect, Traffic};
 use xdst_tests::upstream::{Upstream, http_get};
 use xdst_tests::wait::{Seen, until};
 
 const RPS: u32 = 500;
-const WAIT: Duration = Duration::from_secs(30);
 
 /// How xdst deals with a row: holds the document out (the host's checks, or a document the
 /// plugin cannot read), or the plugin refuses the route with a condition (the Gateway API
@@ -52,35 +52,6 @@ struct Row {
     document: String,
     outcome: Outcome,
     says: &'static str,
-}
-
-fn route(name: &str, ns: &str, rule: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  \
-         parentRefs: [{{name: gw, namespace: infra}}]\n  rules:\n  - {rule}\n"
-    )
-}
-
-fn backend(ns: &str) -> String {
-    format!("backendRefs: [{{name: svc, namespace: {ns}, port: 80}}]")
-}
-
-fn team(ns: &str, upstream: &Upstream) -> String {
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: svc, namespace: {ns}}}\nspec:\n  ports: [{{port: 80}}]\n---\n\
-         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-1\n  namespace: {ns}\n  labels: \
-         {{kubernetes.io/service-name: svc}}\naddressType: IPv4\nendpoints: [{{addresses: [127.0.0.1]}}]\nports: \
-         [{{port: {}}}]\n",
-        upstream.addr.port()
-    )
-}
-
-fn gateway(ns: &str, name: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  \
-         gatewayClassName: xdst\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n    allowedRoutes: \
-         {{namespaces: {{from: All}}}}\n"
-    )
 }
 
 /// team-a's bad route: each row writes its own (`bad-<row>`), so no row sees another's status.
@@ -159,13 +130,6 @@ fn table() -> Vec<Row> {
     ]
 }
 
-/// `GET path` on the admin port, as JSON.
-async fn admin_json(admin: SocketAddr, path: &str) -> anyhow::Result<Value> {
-    let (status, body) = http_get(admin, path).await?;
-    ensure!(status == 200, "GET {path}: {status} {body}");
-    serde_json::from_str(&body).with_context(|| format!("GET {path}: {body}"))
-}
-
 /// Whether xdst has dealt with `row`: what the report shows, once it shows it.
 async fn dealt_with(admin: SocketAddr, row: &Row) -> anyhow::Result<Seen<String>> {
     let status = admin_json(admin, "/debug/plugins").await?;
@@ -201,19 +165,6 @@ async fn dealt_with(admin: SocketAddr, row: &Row) -> anyhow::Result<Seen<String>
     }
 }
 
-/// Waits until `addr` answers `path` with 200 from `body`; how long it took.
-async fn serves(addr: SocketAddr, path: &str, body: &str) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    until(format!("{path} answered by {body}"), WAIT, async || {
-        Ok(match http_get(addr, path).await {
-            Ok((200, b)) if b == body => Seen::Done(()),
-            other => Seen::Not(format!("{other:?}")),
-        })
-    })
-    .await?;
-    Ok(started.elapsed())
-}
-
 /// Envoy rejected no update, and team-b's traffic had no failure: what every test here ends on.
 async fn nothing_rejected_nothing_failed(envoy: &Envoy, report: &xdst_tests::traffic::Report) -> anyhow::Result<()> {
     let stats = envoy.stats().await?;
@@ -223,42 +174,6 @@ async fn nothing_rejected_nothing_failed(envoy: &Envoy, report: &xdst_tests::tra
     ensure!(report.failed() == 0 && report.unexpected == 0, "team-b's traffic: {report:?}");
     ensure!(report.ok > report.sent / 2, "too few answers to tell anything: {report:?}");
     Ok(())
-}
-
-/// Each team's upstream, an intent directory, and the gateway-api plugin whose Gateways listen
-/// on 127.0.0.1 at `port` for their port 80.
-struct Teams {
-    a: Upstream,
-    b: Upstream,
-    port: u16,
-    intent: tempfile::TempDir,
-    plugins: tempfile::TempDir,
-}
-
-impl Teams {
-    async fn start() -> anyhow::Result<Teams> {
-        let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
-        let port = xdst_tests::free_port()?;
-        let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
-        let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
-        let settings =
-            serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
-        let wasm = xdst_tests::plugins::gateway_api()?;
-        xdst_tests::plugins::install(plugins.path(), &wasm, "gateway-api.wasm", Some(&settings))?;
-        Ok(Teams { a, b, port, intent, plugins })
-    }
-
-    /// Writes `text` to `file` of the intent directory (its directory made if need be).
-    fn write(&self, file: &str, text: &str) -> anyhow::Result<()> {
-        let path = self.intent.path().join(file);
-        std::fs::create_dir_all(path.parent().expect("a file in the intent directory"))?;
-        Ok(xdst_core::files::write_atomic(&path, text)?)
-    }
-
-    /// Where the Gateways' port 80 listens.
-    fn gateway(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.port).into()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

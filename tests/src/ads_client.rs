@@ -3,6 +3,11 @@
 //! JSON event a line. A test starts it, follows its events as they happen (every client's first
 //! NACK, say), and closes it by closing its stdin.
 //!
+//! It also plays the hostile clients of issue 48: [`Mode::AckOnce`] accepts the first response
+//! of each type and rejects every later one, [`Options::nack_names`] makes each rejection name
+//! resources of the test's choosing (as Envoy names what it refused), and [`Options::tls`]
+//! presents a client certificate (another team's, say) over mTLS.
+//!
 //! ```no_run
 //! # async fn demo(xds: std::net::SocketAddr) -> anyhow::Result<()> {
 //! use std::time::Duration;
@@ -29,6 +34,8 @@ pub enum Mode {
     Ack,
     NeverAck,
     Nack,
+    /// ACK the first response of each type, NACK every later one.
+    AckOnce,
 }
 
 impl Mode {
@@ -37,6 +44,7 @@ impl Mode {
             Mode::Ack => "ack",
             Mode::NeverAck => "never-ack",
             Mode::Nack => "nack",
+            Mode::AckOnce => "ack-once",
         }
     }
 }
@@ -60,6 +68,21 @@ pub struct Options {
     pub mode: Mode,
     /// The NACK message's size.
     pub nack_message_bytes: usize,
+    /// Resource names every NACK message names (`--nack-names`); empty: none.
+    pub nack_names: Vec<String>,
+    /// TLS to the server (`--ca`, `--cert`, `--key`, `--authority`); `None`: plaintext.
+    pub tls: Option<Tls>,
+}
+
+/// How the client speaks TLS: the CA it trusts, the client certificate it presents (mTLS), and
+/// the name the server's certificate must carry.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub ca: std::path::PathBuf,
+    /// Certificate and key; `None`: no client certificate.
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// `None`: the server address's host.
+    pub authority: Option<String>,
 }
 
 impl Options {
@@ -76,6 +99,8 @@ impl Options {
             names: Vec::new(),
             mode: Mode::Ack,
             nack_message_bytes: 64,
+            nack_names: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -105,6 +130,18 @@ impl AdsClient {
         }
         if !o.names.is_empty() {
             cmd.args(["--names", &o.names.join(",")]);
+        }
+        if !o.nack_names.is_empty() {
+            cmd.args(["--nack-names", &o.nack_names.join(",")]);
+        }
+        if let Some(tls) = &o.tls {
+            cmd.arg("--ca").arg(&tls.ca);
+            if let Some((cert, key)) = &tls.client {
+                cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+            }
+            if let Some(authority) = &tls.authority {
+                cmd.args(["--authority", authority]);
+            }
         }
         let mut child = cmd
             .stdin(Stdio::piped())
