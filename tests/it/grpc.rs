@@ -125,7 +125,7 @@ async fn sotw_nack_is_recorded_and_not_answered_by_resending_the_same_bytes() {
     assert_eq!(cds["version_sent"], second.version_info.as_str());
     assert_eq!(cds["nonce_sent"], second.nonce.as_str(), "a NACK must not be answered with the same bytes");
     let (_, metrics) = http_get(server.admin_addr, "/metrics").await;
-    assert!(metrics.contains("xdst_nacks_total{type=\"cds\"} 1"), "{metrics}");
+    assert!(metrics.contains("xdst_nacks_total{type=\"cds\",scope=\"node\"} 1"), "{metrics}");
 
     // A fix is pushed.
     write(

@@ -610,7 +610,10 @@ async fn points_1_and_2_with_another_team_s_certificate_hold_nothing_for_envoy()
 async fn point_5_one_node_does_not_veto_a_listener_for_its_group() -> anyhow::Result<()> {
     xdst_tests::init_logging();
     let t = base_intent().await?;
-    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), ARGS).await?;
+    // A document held back at one node is tried there again after 2 s (doubling), so op-b takes
+    // up the listener soon after its port is freed.
+    let args: Vec<&str> = ARGS.iter().copied().chain(["--nack-retry", "2s"]).collect();
+    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &args).await?;
     let group = "ops";
     let boot = |id: &str| {
         let mut b = Bootstrap::new(ApiType::Sotw, xdst.xds_addr, id);

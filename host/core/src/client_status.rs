@@ -63,8 +63,12 @@ impl Rollout {
             // the rest of a SotW response stays as the node holds it.
             let failed: BTreeSet<Arc<str>> = rejected.map(|r| self.failed_on(type_url, r)).unwrap_or_default();
             // What the node keeps out after rejecting it alone (design 016, part 3a): it is
-            // served the form it accepted, and stays rejected with its message.
+            // served the form it accepted (or nothing, for a new one), and stays rejected with
+            // its message.
             let held_back = self.node_holds().places_of(type_url);
+            if wildcard {
+                names.extend(held_back.keys().cloned());
+            }
             let mut reported: Option<Arc<str>> = None;
             for name in names {
                 let target = self.target.resource(type_url, &name);

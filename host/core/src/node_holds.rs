@@ -13,11 +13,15 @@
 //!   (the *trial*): an acknowledgement clears the half, a rejection narrows the search to it,
 //!   and a document rejected alone is held.
 //!
-//! A hold ends when the document's parts in the group's target differ from those the node
-//! rejected (its author changed it), or at its retry time, when it is sent again (a port freed
-//! on the node's host is then taken up); each repeated rejection doubles the wait. Every
-//! other node is served the document as written: holding it for a group is the generation
-//! plane's decision (part 3b), on the word of the group's own proxies.
+//! A held document is tried again *alone* (a *probe*: it alone is released, once nothing else
+//! is on its way to the node): when its author changes it (at once the first time; after a
+//! wait that doubles with each rejection in a row, so a route rewritten every few
+//! milliseconds with values the node refuses is probed a few times a second at most and is
+//! never bundled with other teams' changes), and at its retry time (a port freed on the
+//! node's host is then taken up), the wait doubling with each repeated rejection. An
+//! acknowledged probe ends the hold. Every other node is served the document as written:
+//! holding it for a group is the generation plane's decision (part 3b), on the word of the
+//! group's own proxies.
 //!
 //! Sans-IO like the rollout that owns it; what decoding costs is shared by every node of a
 //! group through the memo kept with the group's target ([`Memo`]).
@@ -52,8 +56,12 @@ pub struct DocHold {
     /// The node's message (clipped where it entered, shared with the rejection).
     pub message: Arc<str>,
     pub at: Instant,
-    /// When it is sent to the node again.
+    /// When it is tried again (alone): its retry, or sooner once its author changed it.
     pub retry_at: Instant,
+    /// Whether it is being tried now (released to the node, alone).
+    pub probing: bool,
+    /// Whether its parts in the group's target are no longer those the node rejected.
+    pub changed: bool,
     /// The group target the node last held by its own acknowledgements without this document
     /// changed (what the generation plane holds it at, for a group).
     pub accepted_in: Option<Arc<str>>,
@@ -69,6 +77,23 @@ pub struct DocHold {
 struct Strikes {
     count: u32,
     accepted_in: Option<Arc<str>>,
+}
+
+/// How long after a rejection a document is tried again: `retry`, doubled with each rejection
+/// in a row (up to [`MAX_BACKOFF`] times).
+fn retry_wait(retry: Duration, strikes: u32) -> Duration {
+    retry.saturating_mul(2u32.saturating_pow(strikes.saturating_sub(1)).min(MAX_BACKOFF))
+}
+
+/// The first wait of a held document its author changed, doubled with each rejection in a row
+/// after the first (a first rejection's fix is tried at once).
+const CHANGED_WAIT: Duration = Duration::from_millis(50);
+
+fn changed_wait(retry: Duration, strikes: u32) -> Duration {
+    match strikes {
+        0 | 1 => Duration::ZERO,
+        n => CHANGED_WAIT.saturating_mul(2u32.saturating_pow(n - 2)).min(retry),
+    }
 }
 
 /// The node's holds and its trial.
@@ -106,6 +131,13 @@ pub struct HeldStatus {
     pub message: Arc<str>,
     pub seconds_ago: f64,
     pub retry_in_seconds: f64,
+    /// Whether it is being tried again now, alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub probing: bool,
+    /// Whether its author changed it since the node rejected it (the new version waits for
+    /// its turn to be tried).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub changed: bool,
     /// The resources it is held back in.
     pub resources: Vec<String>,
     #[serde(skip)]
@@ -132,9 +164,11 @@ impl NodeHolds {
         self.held.is_empty() && self.suspects.is_empty()
     }
 
-    /// The documents reverted at the node now: held, and suspects not on trial.
+    /// The documents reverted at the node now: held (but the one being probed), and suspects
+    /// not on trial.
     pub fn reverted(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.held.keys().chain(self.suspects.iter().filter(|d| !self.trying.contains(*d)))
+        let held = self.held.iter().filter(|(_, h)| !h.probing).map(|(d, _)| d);
+        held.chain(self.suspects.iter().filter(|d| !self.trying.contains(*d)))
     }
 
     /// The documents held at the node (rejected alone).
@@ -185,12 +219,14 @@ impl NodeHolds {
                 if !self.held.contains_key(&doc) && self.held.len() >= MAX_HELD {
                     return Analysis::OverCap;
                 }
+                // A probe rejected, or a new hold: the parts rejected are these.
+                self.held.remove(&doc);
                 let strikes = self.strikes.entry(doc.clone()).or_default();
                 if strikes.accepted_in.is_none() {
                     strikes.accepted_in = accepted_in.filter(|(_, held)| !held.contains(&doc)).map(|(v, _)| v.clone());
                 }
-                let wait = retry.saturating_mul(2u32.saturating_pow(strikes.count).min(MAX_BACKOFF));
                 strikes.count += 1;
+                let wait = retry_wait(retry, strikes.count);
                 let rejected = places
                     .iter()
                     .map(|p| {
@@ -203,6 +239,8 @@ impl NodeHolds {
                     message: message.clone(),
                     at: now,
                     retry_at: now + wait,
+                    probing: false,
+                    changed: false,
                     accepted_in: strikes.accepted_in.clone(),
                     rejected,
                     compared: BTreeMap::new(),
@@ -234,17 +272,30 @@ impl NodeHolds {
 
     /// The node acknowledged a response and now holds `acked`; `planned` is what it was being
     /// moved to. When it holds every resource the suspects on trial are in as planned, they are
-    /// cleared and the next half goes on trial. Whether anything changed.
+    /// cleared and the next half goes on trial; a probe it holds so ends its hold. Whether
+    /// anything changed.
     pub fn acknowledged(&mut self, acked: &Snapshot, planned: &Snapshot) -> bool {
-        if self.trying.is_empty() {
-            return false;
-        }
         let holds = |p: &Place| {
             acked.resource(&p.0, &p.1).map(|r| r.version()) == planned.resource(&p.0, &p.1).map(|r| r.version())
         };
+        let mut changed = false;
+        let accepted: Vec<Arc<str>> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.probing && h.rejected.keys().all(holds))
+            .map(|(d, _)| d.clone())
+            .collect();
+        for d in accepted {
+            self.held.remove(&d);
+            self.strikes.remove(&d);
+            changed = true;
+        }
+        if self.trying.is_empty() {
+            return changed;
+        }
         let all = self.trying.iter().flat_map(|d| self.suspect_places.get(d).into_iter().flatten()).all(holds);
         if !all {
-            return false;
+            return changed;
         }
         for d in std::mem::take(&mut self.trying) {
             self.suspects.remove(&d);
@@ -254,48 +305,76 @@ impl NodeHolds {
         true
     }
 
-    /// The group has a new target: a held document whose parts there differ from those the
-    /// node rejected (its author changed it, or it is gone from there) is released, and tried
-    /// as it reads now. Whether anything changed.
-    pub fn retarget(&mut self, group: &Snapshot, memo: &Memo) -> bool {
-        let mut released = Vec::new();
+    /// The group has a new target. A held document whose parts there differ from those the
+    /// node rejected (its author changed it) is due to be tried sooner ([`changed_wait`]); one
+    /// gone from every resource it was in is held no more; a probe whose resources changed
+    /// stops, to be tried again alone. Whether anything changed.
+    pub fn retarget(&mut self, group: &Snapshot, memo: &Memo, retry: Duration, now: Instant) -> bool {
+        let mut gone = Vec::new();
+        let mut any = false;
         for (doc, hold) in &mut self.held {
-            let mut changed = false;
+            let mut moved = false;
+            let mut present = false;
             for (place, rejected) in &hold.rejected {
-                let now = group.resource(&place.0, &place.1);
-                let version = now.map(|r| r.version().clone()).unwrap_or_else(|| Arc::from(""));
+                let r = group.resource(&place.0, &place.1);
+                let version = r.map(|r| r.version().clone()).unwrap_or_else(|| Arc::from(""));
+                let parts = r.and_then(|r| memo.digests(r)).and_then(|d| d.get(doc.as_ref()).copied());
+                present |= parts.is_some();
                 if hold.compared.get(place) == Some(&version) {
                     continue;
                 }
+                moved = true;
                 hold.compared.insert(place.clone(), version);
-                let parts = now.and_then(|r| memo.digests(r)).and_then(|d| d.get(doc.as_ref()).copied());
-                if parts != *rejected {
-                    changed = true;
+                if parts != *rejected && !hold.changed {
+                    hold.changed = true;
+                    let strikes = self.strikes.get(doc).map_or(0, |s| s.count);
+                    hold.retry_at = hold.retry_at.min(now + changed_wait(retry, strikes));
+                    any = true;
                 }
             }
-            if changed {
-                released.push(doc.clone());
+            if !present {
+                gone.push(doc.clone());
+            } else if moved && hold.probing {
+                // What it was probed with is not what the group serves now: probe again.
+                hold.probing = false;
+                hold.retry_at = hold.retry_at.min(now);
+                any = true;
             }
         }
-        for doc in &released {
+        for doc in &gone {
             self.held.remove(doc);
-            // A new version starts afresh.
             self.strikes.remove(doc);
         }
-        !released.is_empty()
+        any || !gone.is_empty()
     }
 
-    /// Releases the holds whose retry time has come: the node is sent them again. Whether any
-    /// was.
-    pub fn tick(&mut self, now: Instant) -> bool {
-        let before = self.held.len();
-        self.held.retain(|_, h| h.retry_at > now);
-        self.held.len() != before
+    /// Starts a probe, if a held document is due and none is being probed or on trial: it is
+    /// released to the node alone. The caller starts one only when nothing is on its way to the
+    /// node, so nothing else travels with it. Whether one started.
+    pub fn probe(&mut self, now: Instant) -> bool {
+        if !self.trying.is_empty() || self.held.values().any(|h| h.probing) {
+            return false;
+        }
+        let due = self.held.iter_mut().filter(|(_, h)| h.retry_at <= now).min_by_key(|(_, h)| h.retry_at);
+        match due {
+            Some((_, h)) => {
+                h.probing = true;
+                true
+            }
+            None => false,
+        }
     }
 
-    /// When the next hold is retried.
+    /// Whether a held document is due to be probed.
+    pub fn probe_due(&self, now: Instant) -> bool {
+        self.trying.is_empty()
+            && !self.held.values().any(|h| h.probing)
+            && self.held.values().any(|h| h.retry_at <= now)
+    }
+
+    /// When the next held document is due to be probed.
     pub fn deadline(&self) -> Option<Instant> {
-        self.held.values().map(|h| h.retry_at).min()
+        self.held.values().filter(|h| !h.probing).map(|h| h.retry_at).min()
     }
 
     /// `group` with every reverted document's parts as `acked` has them, in each resource it
@@ -303,7 +382,7 @@ impl NodeHolds {
     /// (a reverted route's old cluster). `group` itself when nothing is reverted.
     pub fn compose(&self, group: &Arc<Snapshot>, acked: &Snapshot, memo: &Memo) -> Arc<Snapshot> {
         let mut by_place: BTreeMap<&Place, BTreeSet<String>> = BTreeMap::new();
-        for (doc, hold) in &self.held {
+        for (doc, hold) in self.held.iter().filter(|(_, h)| !h.probing) {
             for place in hold.rejected.keys() {
                 by_place.entry(place).or_default().insert(doc.to_string());
             }
@@ -372,6 +451,8 @@ impl NodeHolds {
                 message: h.message.clone(),
                 seconds_ago: secs(now.saturating_duration_since(h.at)),
                 retry_in_seconds: secs(h.retry_at.saturating_duration_since(now)),
+                probing: h.probing,
+                changed: h.changed,
                 resources: h.rejected.keys().map(|(_, n)| n.to_string()).collect(),
                 accepted_in: h.accepted_in.clone(),
             })

@@ -209,7 +209,9 @@ fn a_held_document_is_retried_and_each_repeated_rejection_doubles_the_wait() {
     let _ = n.r.tick(n.now);
     let before = n.answers.len();
     n.settle();
-    assert!(n.answers[before..].contains(&(ROUTE, false)), "sent again and rejected again: {:?}", n.answers);
+    // Sent again, alone, and rejected again (then what it holds is what it is offered again).
+    assert_eq!(n.answers[before..].iter().filter(|(_, ok)| !ok).count(), 1, "{:?}", &n.answers[before..]);
+    assert_eq!(n.answers[before], (ROUTE, false));
     let second = retry_at(&n);
     assert!(second.duration_since(n.now) >= 2 * RETRY - Duration::from_millis(10), "doubled");
 }
@@ -287,4 +289,36 @@ fn a_fleet_rejecting_the_same_thing_shares_what_it_costs() {
     let composed: Vec<&Arc<Resource>> = nodes.iter().map(|n| n.r.target().resource(ROUTE, "gw").unwrap()).collect();
     assert!(composed.windows(2).all(|w| w[0].version() == w[1].version()));
     assert!(nodes.iter().all(|n| n.held_at_node() == [A]));
+}
+
+/// Issue 48, point 3: team-a rewrites its route over and over with values the node refuses,
+/// each time with team-b's next route in the same response. Every one of team-b's routes
+/// reaches the node at once; team-a's new versions are tried alone, less and less often, and
+/// what that costs in analyses stays small.
+#[test]
+fn a_document_rewritten_over_and_over_is_tried_alone_and_never_takes_others_with_it() {
+    let mut n = converged(&[r(A, "/a"), r(B, "/b0")]);
+    let mut team_b = vec![r(B, "/b0")];
+    let mut analyses = 0;
+    for i in 1..=40 {
+        team_b.push(r(B, &format!("/b{i}")));
+        let mut routes = vec![r(A, &format!("/a-bad-{i}"))];
+        routes.extend(team_b.iter().cloned());
+        n.now += Duration::from_millis(20);
+        n.retarget(target(&routes));
+        assert!(n.holds().contains(&format!("/b{i}")), "team-b's /b{i} reached the node: {:?}", n.holds());
+        assert_eq!(n.holds()[0], "/a", "team-a's route stays as the node accepted it");
+        analyses = n.answers.iter().filter(|(_, ok)| !ok).count();
+    }
+    // 40 versions in 0.8 s: the first ones tried at once, then every 50, 100, 200 ... ms.
+    assert!(analyses <= 12, "{analyses} rejections for 40 versions");
+    // team-a fixes it: tried (alone) once due, and served.
+    n.now += RETRY;
+    let mut routes = vec![r(A, "/a-fixed")];
+    routes.extend(team_b.iter().cloned());
+    n.retarget(target(&routes));
+    let _ = n.r.tick(n.now);
+    n.settle();
+    assert_eq!(n.holds()[0], "/a-fixed");
+    assert!(n.held_at_node().is_empty());
 }

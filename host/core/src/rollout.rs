@@ -365,9 +365,18 @@ impl Rollout {
             return notes;
         }
         self.group_target = target;
-        self.node_holds.retarget(&self.group_target, self.group_target.holds_memo());
+        self.node_holds.retarget(&self.group_target, self.group_target.holds_memo(), self.config.retry, now);
         self.move_to(self.planned(), now, &mut notes);
+        self.probe(now, &mut notes);
         notes
+    }
+
+    /// Starts a probe of a held document that is due, once nothing is on its way to the node
+    /// (so that nothing else travels with it).
+    fn probe(&mut self, now: Instant, notes: &mut Vec<Note>) {
+        if self.node_holds.probe_due(now) && !self.any_in_flight() && self.node_holds.probe(now) {
+            self.move_to(self.planned(), now, notes);
+        }
     }
 
     /// The group's target with what the node holds back composed in.
@@ -582,6 +591,7 @@ impl Rollout {
         if acked {
             self.check_holds();
         }
+        self.probe(now, &mut notes);
         notes
     }
 
@@ -764,10 +774,8 @@ impl Rollout {
     /// response it was sent of the types the step waits for.
     pub fn tick(&mut self, now: Instant) -> Vec<Note> {
         let mut notes = Vec::new();
-        if self.node_holds.tick(now) {
-            // A held document's retry: it is sent to the node again.
-            self.move_to(self.planned(), now, &mut notes);
-        }
+        // A held document due to be tried again: it is sent to the node alone.
+        self.probe(now, &mut notes);
         if self.draining.values().any(|until| *until <= now) {
             self.draining.retain(|_, until| *until > now);
             self.replan(now, &mut notes);

@@ -68,7 +68,7 @@ pub struct Metrics {
     /// Responses sent by API and type (`lds`, `cds`, ...).
     pub responses: Family<Labels2, Counter>,
     pub acks: Family<Labels1, Counter>,
-    pub nacks: Family<Labels1, Counter>,
+    pub nacks: Family<Labels2, Counter>,
     /// Requests ignored for carrying an old nonce (SOTW-4).
     pub stale_requests: Family<Labels1, Counter>,
     /// Seconds from a response being handed to the transport to its ACK.
@@ -126,7 +126,7 @@ impl Metrics {
         let streams = Family::<Labels2, Gauge>::default();
         let responses = Family::<Labels2, Counter>::default();
         let acks = Family::<Labels1, Counter>::default();
-        let nacks = Family::<Labels1, Counter>::default();
+        let nacks = Family::<Labels2, Counter>::default();
         let stale_requests = Family::<Labels1, Counter>::default();
         let push_ack_seconds = Family::<Labels1, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
         let stream_errors = Family::<Labels1, Counter>::default();
@@ -169,7 +169,12 @@ impl Metrics {
         registry.register("streams", "Connected xDS streams by api and service", streams.clone());
         registry.register("responses", "Discovery responses sent by api and type", responses.clone());
         registry.register("acks", "Responses acknowledged by type", acks.clone());
-        registry.register("nacks", "Responses rejected by type", nacks.clone());
+        registry.register(
+            "nacks",
+            "Responses rejected by type and scope: node (the client is not its group's proxy: its rejections are its \
+             own) or proxy (they count toward holding a document for its group)",
+            nacks.clone(),
+        );
         registry.register("stale_requests", "Requests ignored for a stale nonce by type", stale_requests.clone());
         registry.register(
             "push_ack_seconds",
@@ -271,6 +276,11 @@ fn type_index(type_url: &str) -> usize {
 /// `[("type", "cds")]`
 pub fn by_type(type_url: &str) -> Labels1 {
     [("type", type_label(type_url).into())]
+}
+
+/// `[("type", "cds"), ("scope", scope)]`: a rejection, and whose it is.
+pub fn nack(type_url: &str, proxy: bool) -> Labels2 {
+    [("type", type_label(type_url).into()), ("scope", if proxy { "proxy" } else { "node" }.into())]
 }
 
 pub fn by_api_type(api: &'static str, type_url: &str) -> Labels2 {

@@ -460,6 +460,11 @@ impl NodeRollout {
         })
     }
 
+    /// Whether the node is one of its group's proxies (design 016, part 3b).
+    pub fn is_proxy(&self) -> bool {
+        self.state.lock().unwrap().proxy
+    }
+
     /// Whether the node has rejected nothing it still holds back or is stopped on.
     pub fn silent(&self) -> bool {
         let s = self.state.lock().unwrap();

@@ -571,7 +571,8 @@ impl<M: Machine> Driver<M> {
                     }
                 }
                 Event::Nack { type_url, nonce, message } => {
-                    m.nacks.get_or_create(&by_type(&type_url)).inc();
+                    let proxy = self.rollout.as_ref().is_some_and(|r| r.is_proxy());
+                    m.nacks.get_or_create(&crate::metrics::nack(&type_url, proxy)).inc();
                     if self.serving.nacks.log.allow(&self.owner()) {
                         warn!(node = %self.node_id, r#type = types::short_name(&type_url), nonce, error = %message, "update rejected (logged once a minute per client)");
                     }

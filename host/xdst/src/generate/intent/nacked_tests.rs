@@ -37,6 +37,8 @@ fn node(group: &str, id: &str, proxy: bool, synced: Option<&str>, held: &[&str])
                 message: "bad route".into(),
                 seconds_ago: 0.0,
                 retry_in_seconds: 30.0,
+                probing: false,
+                changed: false,
                 resources: vec!["gw".into()],
                 accepted_in: synced.map(Arc::from),
             })
