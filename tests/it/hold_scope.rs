@@ -60,10 +60,12 @@ use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use xdst_tests::ads_client::{AdsClient, Mode, Options, Tls};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Expect as EnvoyExpect};
-use xdst_tests::netns::{Connect, Netns, Relay, Stream};
+use xdst_tests::netns::{Netns, Relay};
 use xdst_tests::operator::{latest_change, next_change, xdst_wait};
 use xdst_tests::server::Process;
-use xdst_tests::teams::{Teams, WAIT, admin_json, backend, gateway, gateway_on, path_route, route, route_on, team};
+use xdst_tests::teams::{
+    Teams, WAIT, admin_json, backend, gateway, gateway_on, not_a_command, path_route, route, route_on, team,
+};
 use xdst_tests::traffic::{Allowed, Expect, Report, Traffic};
 use xdst_tests::upstream::{Upstream, http_get};
 use xdst_tests::wait::{Seen, until};
@@ -81,14 +83,6 @@ const REAL: &str = "edge-1";
 const TEAM_A_ROUTE: &str = "team-a-route.yaml";
 /// What Envoy's stats say of its listeners.
 const LISTENERS: &str = "listener_manager.total_listeners_active";
-/// A header value only Envoy refuses (xdst does not parse Envoy's format strings).
-fn not_a_command(i: usize) -> String {
-    format!(
-        "filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: X-Tag, value: \
-         '%NOT_A_COMMAND%-{i}'}}]}}}}]\n    "
-    )
-}
-
 /// The teams and the intent every test starts from: the Gateway `infra/gw`, team-a's Service
 /// and route `/a0` (in [`TEAM_A_ROUTE`], a file of its own, which points 3 and 4 rewrite),
 /// team-b's Service and route `/b0`.
@@ -137,7 +131,7 @@ impl Scene {
             Some(m) => {
                 bootstrap.tls_ca = Some(m.ca.clone());
                 bootstrap.tls_client = Some((m.envoy.cert.clone(), m.envoy.key.clone()));
-                let relay = tls_door(xdst.admin_addr, &m.ca).await?;
+                let relay = xdst_tests::teams::admin_door(xdst.admin_addr, &m.ca).await?;
                 (relay.addr, Some(relay))
             }
         };
@@ -546,21 +540,6 @@ async fn point_4_a_client_cannot_fill_the_hold_cap() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A plaintext door (on the test's loopback) to xdst's admin port, which serves TLS when the
-/// xDS port does.
-async fn tls_door(admin: SocketAddr, ca: &std::path::Path) -> anyhow::Result<Relay> {
-    let connector = xdst_tests::pki::client_config_alpn(ca, None, b"http/1.1")?;
-    let connect: Connect = Box::new(move || {
-        let connector = connector.clone();
-        Box::pin(async move {
-            let tcp = tokio::net::TcpStream::connect(admin).await?;
-            let name = rustls_pki_types::ServerName::try_from("localhost").expect("a DNS name");
-            Ok(Box::new(connector.connect(name, tcp).await?) as Box<dyn Stream>)
-        })
-    });
-    Relay::tcp(connect).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn points_1_and_2_with_another_team_s_certificate_hold_nothing_for_envoy() -> anyhow::Result<()> {
     use xdst_tests::pki::Ca;
@@ -572,12 +551,13 @@ async fn points_1_and_2_with_another_team_s_certificate_hold_nothing_for_envoy()
     let config = pki.path().join("xdst.yaml");
     // TLS on both ports with client certificates required on the xDS port (the file's `tls`:
     // xdst checks `identities` against the file's own `tls.clientCa`); the real Envoy's
-    // identity may use its group, team-c's any group.
+    // identity is its group's proxy (its own rejections would count for the group), team-c's
+    // may use any group but is no group's proxy.
     std::fs::write(
         &config,
         format!(
             "tls: {{cert: {}, key: {}, clientCa: {}}}\nidentities:\n- {{identity: 'spiffe://test/infra/*', groups: \
-             ['{EDGE}']}}\n- {{identity: 'spiffe://test/team-c/*', groups: ['*']}}\n",
+             ['{EDGE}'], proxy: true}}\n- {{identity: 'spiffe://test/team-c/*', groups: ['*']}}\n",
             server.cert.display(),
             server.key.display(),
             ca.cert.display()
@@ -690,8 +670,8 @@ async fn point_5_one_node_does_not_veto_a_listener_for_its_group() -> anyhow::Re
     // `xdst wait` on the Gateway's change: a definite answer, not live, naming op-b.
     let (code, out) = xdst_wait(xdst.admin_addr, change, "20s", &[]).await?;
     ensure!(
-        ![0, 1, 3].contains(&code) && out.contains("op-b"),
-        "xdst wait --change {change} (the new Gateway) exited {code}: {out}"
+        code == 4 && out.contains("op-b") && out.contains("ddress already in use"),
+        "xdst wait --change {change} (the new Gateway) should exit 4 (held out), naming op-b and why: {code}: {out}"
     );
     eprintln!("point 5: op-a serves the new Gateway; op-b NACKED ({error}); xdst wait exited {code}");
 

@@ -138,3 +138,28 @@ pub async fn serves(addr: SocketAddr, path: &str, body: &str) -> anyhow::Result<
     .await?;
     Ok(started.elapsed())
 }
+
+/// A plaintext door (on the test's loopback) to xdst's admin port, which serves TLS when the
+/// xDS port does (mTLS): the tests' HTTP helpers and `xdst wait` speak to it.
+pub async fn admin_door(admin: SocketAddr, ca: &std::path::Path) -> anyhow::Result<crate::netns::Relay> {
+    use crate::netns::{Connect, Relay, Stream};
+    let connector = crate::pki::client_config_alpn(ca, None, b"http/1.1")?;
+    let connect: Connect = Box::new(move || {
+        let connector = connector.clone();
+        Box::pin(async move {
+            let tcp = tokio::net::TcpStream::connect(admin).await?;
+            let name = rustls_pki_types::ServerName::try_from("localhost").expect("a DNS name");
+            Ok(Box::new(connector.connect(name, tcp).await?) as Box<dyn Stream>)
+        })
+    });
+    Relay::tcp(connect).await
+}
+
+/// A header value only Envoy refuses (xdst does not parse Envoy's format strings), as a rule's
+/// `filters` line: `i` makes each version its own.
+pub fn not_a_command(i: usize) -> String {
+    format!(
+        "filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: X-Tag, value: \
+         '%NOT_A_COMMAND%-{i}'}}]}}}}]\n    "
+    )
+}

@@ -365,6 +365,16 @@ impl NodeHolds {
         }
     }
 
+    /// The probe would send the node nothing it does not hold: the document it tries is held no
+    /// more.
+    pub fn probe_needs_nothing(&mut self) {
+        let probed: Vec<Arc<str>> = self.held.iter().filter(|(_, h)| h.probing).map(|(d, _)| d.clone()).collect();
+        for d in probed {
+            self.held.remove(&d);
+            self.strikes.remove(&d);
+        }
+    }
+
     /// Whether a held document is due to be probed.
     pub fn probe_due(&self, now: Instant) -> bool {
         self.trying.is_empty()

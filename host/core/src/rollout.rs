@@ -375,7 +375,15 @@ impl Rollout {
     /// (so that nothing else travels with it).
     fn probe(&mut self, now: Instant, notes: &mut Vec<Note>) {
         if self.node_holds.probe_due(now) && !self.any_in_flight() && self.node_holds.probe(now) {
-            self.move_to(self.planned(), now, notes);
+            let planned = self.planned();
+            if planned.same_content(&self.target) {
+                // Its parts in the group's target are those the node holds (the group holds it
+                // at what the node accepted, say): nothing to try, nothing to hold back.
+                self.node_holds.probe_needs_nothing();
+                self.check_holds();
+            } else {
+                self.move_to(planned, now, notes);
+            }
         }
     }
 
@@ -572,7 +580,11 @@ impl Rollout {
                             notes.push(Note::Analysed { outcome: a.outcome() });
                         }
                     }
-                    self.rejected.insert(key, rejected);
+                    // What the node holds back now stands for the rejection (its target no
+                    // longer carries what it rejected); otherwise the plan stops on it.
+                    if !rehold {
+                        self.rejected.insert(key, rejected);
+                    }
                     // A rejection of what the node was sent last: whatever it held, it does not
                     // hold what it was being moved to.
                     self.holds = false;
@@ -1140,7 +1152,10 @@ impl Rollout {
         if !self.holds {
             self.holds = self.step == Step::Converged && self.works_out_holds();
         }
-        if self.holds && !self.synced.as_ref().is_some_and(|s| Arc::ptr_eq(&s.target, &self.group_target)) {
+        let same = |s: &Synced| {
+            Arc::ptr_eq(&s.target, &self.group_target) && s.held_back.iter().eq(self.node_holds.reverted())
+        };
+        if self.holds && !self.synced.as_ref().is_some_and(same) {
             self.synced = Some(Synced {
                 version: self.group_target.version().into(),
                 target: self.group_target.clone(),

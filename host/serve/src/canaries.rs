@@ -15,19 +15,32 @@ use std::time::{Duration, Instant};
 
 use xdst_core::snapshot::Snapshot;
 
-use crate::rollouts::NodeRollout;
+/// A node as the gate sees it (`crate::rollouts::N`).
+pub trait Member {
+    /// Its node group.
+    fn group(&self) -> &str;
+    /// Whether it holds `target` (its group's), all of it, by its own acknowledgements.
+    fn holds_group_target(&self, target: &Arc<Snapshot>) -> bool;
+    /// Whether it has rejected nothing it still holds back or is stopped on.
+    fn silent(&self) -> bool;
+}
 
 /// Each group's gate.
-#[derive(Default)]
-pub struct Canaries {
+pub struct Canaries<N> {
     /// How many canaries each group has (0: none, every node takes each target at once).
     pub count: usize,
     /// How long a silent canary holds its group back.
     grace: Duration,
-    groups: Mutex<HashMap<String, Gate>>,
+    groups: Mutex<HashMap<String, Gate<N>>>,
 }
 
-struct Gate {
+impl<N> Default for Canaries<N> {
+    fn default() -> Self {
+        Canaries { count: 0, grace: Duration::ZERO, groups: Mutex::default() }
+    }
+}
+
+struct Gate<N> {
     /// What the group's other nodes are moved to.
     released: Arc<Snapshot>,
     /// The group's newest target, with the canaries first.
@@ -35,13 +48,13 @@ struct Gate {
     since: Instant,
     /// The group's connected proxies, in the order they connected: the first `count` are its
     /// canaries.
-    proxies: Vec<Weak<NodeRollout>>,
+    proxies: Vec<Weak<N>>,
     /// Every connected node of the group.
-    members: Vec<Weak<NodeRollout>>,
+    members: Vec<Weak<N>>,
 }
 
-impl Canaries {
-    pub fn new(count: usize, grace: Duration) -> Canaries {
+impl<N: Member> Canaries<N> {
+    pub fn new(count: usize, grace: Duration) -> Canaries<N> {
         Canaries { count, grace, groups: Mutex::default() }
     }
 
@@ -51,12 +64,12 @@ impl Canaries {
     }
 
     /// A stream of `node` opened.
-    pub fn attach(&self, node: &Arc<NodeRollout>, proxy: bool, target: &Arc<Snapshot>) {
+    pub fn attach(&self, node: &Arc<N>, proxy: bool, target: &Arc<Snapshot>) {
         if !self.on() {
             return;
         }
         let mut groups = self.groups.lock().unwrap();
-        let gate = groups.entry(node.group.clone()).or_insert_with(|| Gate {
+        let gate = groups.entry(node.group().to_owned()).or_insert_with(|| Gate {
             released: target.clone(),
             candidate: target.clone(),
             since: Instant::now(),
@@ -73,33 +86,33 @@ impl Canaries {
     }
 
     /// `node`'s last stream closed.
-    pub fn detach(&self, node: &NodeRollout) {
+    pub fn detach(&self, node: &N) {
         if !self.on() {
             return;
         }
         let mut groups = self.groups.lock().unwrap();
-        let Some(gate) = groups.get_mut(&node.group) else { return };
-        let this = |w: &Weak<NodeRollout>| w.upgrade().is_some_and(|n| !std::ptr::eq(Arc::as_ptr(&n), node));
+        let Some(gate) = groups.get_mut(node.group()) else { return };
+        let this = |w: &Weak<N>| w.upgrade().is_some_and(|n| !std::ptr::eq(Arc::as_ptr(&n), node));
         gate.members.retain(this);
         gate.proxies.retain(this);
         if gate.members.is_empty() {
-            groups.remove(&node.group);
+            groups.remove(node.group());
         }
     }
 
     /// Whether `node` is one of its group's canaries.
-    pub fn is_canary(&self, node: &NodeRollout) -> bool {
-        self.on() && self.groups.lock().unwrap().get(&node.group).is_some_and(|g| g.is_canary(node, self.count))
+    pub fn is_canary(&self, node: &N) -> bool {
+        self.on() && self.groups.lock().unwrap().get(node.group()).is_some_and(|g| g.is_canary(node, self.count))
     }
 
     /// What `node` is moved to when its group's target is `target`: the target itself for a
     /// canary, what the canaries released for the others.
-    pub fn target_for(&self, node: &NodeRollout, target: Arc<Snapshot>) -> Arc<Snapshot> {
+    pub fn target_for(&self, node: &N, target: Arc<Snapshot>) -> Arc<Snapshot> {
         if !self.on() {
             return target;
         }
         let mut groups = self.groups.lock().unwrap();
-        let Some(gate) = groups.get_mut(&node.group) else { return target };
+        let Some(gate) = groups.get_mut(node.group()) else { return target };
         if !Arc::ptr_eq(&gate.candidate, &target) && !gate.candidate.same_content(&target) {
             gate.candidate = target;
             gate.since = Instant::now();
@@ -114,7 +127,7 @@ impl Canaries {
     /// A canary of `group` answered (or its grace ran out): when every canary holds the
     /// candidate (or was silent past the grace period without rejecting anything), it is
     /// released. The nodes to move, and what to move them to.
-    pub fn check(&self, group: &str) -> Option<(Arc<Snapshot>, Vec<Arc<NodeRollout>>)> {
+    pub fn check(&self, group: &str) -> Option<(Arc<Snapshot>, Vec<Arc<N>>)> {
         if !self.on() {
             return None;
         }
@@ -130,7 +143,7 @@ impl Canaries {
             return None;
         }
         gate.released = candidate.clone();
-        let canaries: Vec<Arc<NodeRollout>> = gate.canaries(self.count).collect();
+        let canaries: Vec<Arc<N>> = gate.canaries(self.count).collect();
         let others = gate
             .members
             .iter()
@@ -141,88 +154,12 @@ impl Canaries {
     }
 }
 
-impl Gate {
-    fn canaries(&self, count: usize) -> impl Iterator<Item = Arc<NodeRollout>> + '_ {
+impl<N> Gate<N> {
+    fn canaries(&self, count: usize) -> impl Iterator<Item = Arc<N>> + '_ {
         self.proxies.iter().filter_map(Weak::upgrade).take(count)
     }
 
-    fn is_canary(&self, node: &NodeRollout, count: usize) -> bool {
+    fn is_canary(&self, node: &N, count: usize) -> bool {
         self.canaries(count).any(|c| std::ptr::eq(Arc::as_ptr(&c), node))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use xdst_core::resource::Resource;
-    use xdst_core::rollout::{RolloutConfig, Update};
-    use xdst_core::snapshot::Snapshot;
-    use xdst_core::stream::Scope;
-    use xdst_core::types::CLUSTER;
-
-    use crate::metrics::Metrics;
-    use crate::rollouts::{NodeRollout, Rollouts};
-
-    fn target(v: &str) -> Arc<Snapshot> {
-        Arc::new(Snapshot::from_resources([Resource::new(CLUSTER, "c", v.as_bytes())]).unwrap())
-    }
-
-    /// The node is sent its offer of clusters, and answers it.
-    fn answer(rollouts: &Rollouts, node: &Arc<NodeRollout>, m: &Metrics, stream: u64, nack: Option<&str>) {
-        let t: Arc<str> = CLUSTER.into();
-        let (_, offer) = node.offer();
-        let set = offer.snapshot.get(CLUSTER).unwrap().clone();
-        node.update(m, |r, now| {
-            let mut notes = r.subscribe(stream, &t, true, &[], now);
-            r.sent(stream, &t, "n".into(), Update::Replace(set));
-            notes.extend(r.answered(stream, &t, "n", nack, now));
-            notes
-        });
-        rollouts.answered(node, m);
-    }
-
-    fn offered(node: &NodeRollout) -> Arc<str> {
-        node.offer().1.snapshot.get(CLUSTER).unwrap().version().clone()
-    }
-
-    /// The group's first proxy takes each target first; the others get it once the canary
-    /// holds it; a canary that rejects it keeps them where they are; a client that is not a
-    /// proxy is never a canary.
-    #[test]
-    fn a_canary_takes_each_target_first_and_its_rejection_pauses_the_group() {
-        let config = RolloutConfig { grace: std::time::Duration::from_secs(60), ..RolloutConfig::default() };
-        let (rollouts, m) = (Rollouts::new(config).with_canaries(1), Metrics::new());
-        let stranger = rollouts.attach("g", "stranger", "address 10.0.0.9", Scope::Aggregated, None, false);
-        let canary = rollouts.attach("g", "a", "identity \"a\"", Scope::Aggregated, None, true);
-        let other = rollouts.attach("g", "b", "identity \"b\"", Scope::Aggregated, None, true);
-        let (t1, t2, t3) = (target("1"), target("2"), target("3"));
-        for (i, n) in [&stranger, &canary, &other].into_iter().enumerate() {
-            rollouts.retarget(n, t1.clone(), &m);
-            answer(&rollouts, n, &m, i as u64 + 1, None);
-        }
-        let v = |t: &Arc<Snapshot>| t.get(CLUSTER).unwrap().version().clone();
-        for n in [&stranger, &canary, &other] {
-            rollouts.retarget(n, t2.clone(), &m);
-        }
-        assert_eq!(offered(&canary), v(&t2), "the canary first");
-        assert_eq!((offered(&other), offered(&stranger)), (v(&t1), v(&t1)), "the rest wait");
-        assert!(rollouts.syncs().iter().any(|s| s.id == "a" && s.canary));
-        assert!(!rollouts.syncs().iter().any(|s| s.id == "stranger" && s.canary), "not a proxy: never a canary");
-        answer(&rollouts, &canary, &m, 2, None);
-        assert_eq!((offered(&other), offered(&stranger)), (v(&t2), v(&t2)), "released once the canary holds it");
-        for n in [&stranger, &other] {
-            answer(&rollouts, n, &m, if Arc::ptr_eq(n, &other) { 3 } else { 1 }, None);
-        }
-        // The canary rejects t3: the group stays at t2.
-        for n in [&stranger, &canary, &other] {
-            rollouts.retarget(n, t3.clone(), &m);
-        }
-        answer(&rollouts, &canary, &m, 2, Some("no"));
-        assert_eq!(offered(&other), v(&t2), "paused");
-        // The canary leaves: the next proxy in line is the canary; it is given the newest target.
-        rollouts.detach(&canary, 2, &Scope::Aggregated, &m);
-        rollouts.retarget(&other, t3.clone(), &m);
-        assert_eq!(offered(&other), v(&t3));
     }
 }

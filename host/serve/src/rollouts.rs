@@ -44,7 +44,7 @@ pub struct Rollouts {
     /// blames (`--on-nack hold`).
     pub rejections: Arc<Rejections>,
     /// `--canaries`: each group's first proxies take each target first.
-    canaries: crate::canaries::Canaries,
+    canaries: crate::canaries::Canaries<NodeRollout>,
 }
 
 /// Rejections, counted and announced: the generation plane looks at the nodes only when the
@@ -429,6 +429,18 @@ impl Nodes {
     }
 }
 
+impl crate::canaries::Member for NodeRollout {
+    fn group(&self) -> &str {
+        &self.group
+    }
+    fn holds_group_target(&self, target: &Arc<Snapshot>) -> bool {
+        NodeRollout::holds_group_target(self, target)
+    }
+    fn silent(&self) -> bool {
+        NodeRollout::silent(self)
+    }
+}
+
 impl NodeRollout {
     /// The node's group has a new state (or this is the first stream): the plan moves on to it.
     pub fn set_target(&self, config: RolloutConfig, target: Arc<Snapshot>, metrics: &Metrics) {
@@ -712,5 +724,67 @@ mod tests {
         assert!(rollouts.nodes.lock().unwrap().by_key.is_empty());
         acked_then_idle(&rollouts, &m, "acked");
         assert_eq!(rollouts.nodes.lock().unwrap().by_key.len(), 1, "a node with acknowledged state lingers");
+    }
+
+    fn canary_target(v: &str) -> Arc<Snapshot> {
+        Arc::new(Snapshot::from_resources([Resource::new(CLUSTER, "c", v.as_bytes())]).unwrap())
+    }
+
+    /// The node is sent its offer of clusters, and answers it.
+    fn canary_answer(rollouts: &Rollouts, node: &Arc<NodeRollout>, m: &Metrics, stream: u64, nack: Option<&str>) {
+        let t: Arc<str> = CLUSTER.into();
+        let (_, offer) = node.offer();
+        let set = offer.snapshot.get(CLUSTER).unwrap().clone();
+        node.update(m, |r, now| {
+            let mut notes = r.subscribe(stream, &t, true, &[], now);
+            r.sent(stream, &t, "n".into(), Update::Replace(set));
+            notes.extend(r.answered(stream, &t, "n", nack, now));
+            notes
+        });
+        rollouts.answered(node, m);
+    }
+
+    fn offered(node: &NodeRollout) -> Arc<str> {
+        node.offer().1.snapshot.get(CLUSTER).unwrap().version().clone()
+    }
+
+    /// The group's first proxy takes each target first; the others get it once the canary
+    /// holds it; a canary that rejects it keeps them where they are; a client that is not a
+    /// proxy is never a canary.
+    #[test]
+    fn a_canary_takes_each_target_first_and_its_rejection_pauses_the_group() {
+        let config = RolloutConfig { grace: Duration::from_secs(60), ..RolloutConfig::default() };
+        let (rollouts, m) = (Rollouts::new(config).with_canaries(1), Metrics::new());
+        let stranger = rollouts.attach("g", "stranger", "address 10.0.0.9", ADS, None, false);
+        let canary = rollouts.attach("g", "a", "identity \"a\"", ADS, None, true);
+        let other = rollouts.attach("g", "b", "identity \"b\"", ADS, None, true);
+        let (t1, t2, t3) = (canary_target("1"), canary_target("2"), canary_target("3"));
+        for (i, n) in [&stranger, &canary, &other].into_iter().enumerate() {
+            rollouts.retarget(n, t1.clone(), &m);
+            canary_answer(&rollouts, n, &m, i as u64 + 1, None);
+        }
+        let v = |t: &Arc<Snapshot>| t.get(CLUSTER).unwrap().version().clone();
+        for n in [&stranger, &canary, &other] {
+            rollouts.retarget(n, t2.clone(), &m);
+        }
+        assert_eq!(offered(&canary), v(&t2), "the canary first");
+        assert_eq!((offered(&other), offered(&stranger)), (v(&t1), v(&t1)), "the rest wait");
+        assert!(rollouts.syncs().iter().any(|s| s.id == "a" && s.canary));
+        assert!(!rollouts.syncs().iter().any(|s| s.id == "stranger" && s.canary), "not a proxy: never a canary");
+        canary_answer(&rollouts, &canary, &m, 2, None);
+        assert_eq!((offered(&other), offered(&stranger)), (v(&t2), v(&t2)), "released once the canary holds it");
+        for n in [&stranger, &other] {
+            canary_answer(&rollouts, n, &m, if Arc::ptr_eq(n, &other) { 3 } else { 1 }, None);
+        }
+        // The canary rejects t3: the group stays at t2.
+        for n in [&stranger, &canary, &other] {
+            rollouts.retarget(n, t3.clone(), &m);
+        }
+        canary_answer(&rollouts, &canary, &m, 2, Some("no"));
+        assert_eq!(offered(&other), v(&t2), "paused");
+        // The canary leaves: the next proxy in line is the canary; it is given the newest target.
+        rollouts.detach(&canary, 2, &ADS, &m);
+        rollouts.retarget(&other, t3.clone(), &m);
+        assert_eq!(offered(&other), v(&t3));
     }
 }

@@ -369,16 +369,18 @@ impl IntentSource {
             let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE, check);
             let named = |name: &str| candidates.iter().copied().find(|&i| chosen[i].loaded.name == name);
             // A plugin is refused for what is its own fault (issue 48, point 6): an error it is
-            // blamed for, new or not. A failure nobody is blamed for, or documents held, count
+            // blamed for, new or not; a failure nobody is blamed for when it is the one plugin
+            // new since a good generation (a second plugin claiming a kind). Documents held count
             // against a changed plugin only (one with a good version to compare with): a new
             // plugin, as every plugin is at start, holds documents exactly as it would while
             // running, and is never refused for them.
             let has_good = |i: usize| locked(&self.state).good.contains_key(&chosen[i].file);
+            // Once a generation was good, the one plugin new since is what broke it.
+            let was_good = !locked(&self.state).good.is_empty();
             let suspect = match &first {
-                Err(e) => e
-                    .plugin()
-                    .and_then(|p| named(&p))
-                    .or_else(|| (candidates.len() == 1 && has_good(candidates[0])).then(|| candidates[0])),
+                Err(e) => e.plugin().and_then(|p| named(&p)).or_else(|| {
+                    (candidates.len() == 1 && (was_good || has_good(candidates[0]))).then(|| candidates[0])
+                }),
                 Ok(t) => t.held.iter().find_map(|h| h.plugin.as_deref().and_then(named).filter(|&i| has_good(i))),
             };
             let Some(i) = suspect else {
@@ -802,6 +804,8 @@ impl IntentSource {
         let resources = a.publication.default.len();
         let version = a.publication.default.version();
         let check = a.publication.clone();
+        // Nodes may reject what is published the moment the cache has it: its time is taken first.
+        let published_at = Instant::now();
         let report = plane.serving.cache.publish(a.publication).map_err(|e| publish_error(e, &check))?;
         let (ignored, ignored_total) = a.ignored;
         let mut st = locked(&self.status);
@@ -811,7 +815,7 @@ impl IntentSource {
             .collect();
         st.ignored_total = ignored_total;
         drop(st);
-        let changed = locked(&self.nacked).record(&plane.serving.cache, &intent.all);
+        let changed = locked(&self.nacked).record(&plane.serving.cache, &intent.all, published_at);
         locked(&self.served).published(&plane.serving.cache);
         Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held, changed))
     }

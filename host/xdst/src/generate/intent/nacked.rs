@@ -129,6 +129,7 @@ impl History {
         groups: BTreeMap<String, Arc<str>>,
         held: GroupHeld,
         intent: &IntentSet,
+        at: Instant,
     ) -> Vec<Arc<str>> {
         self.seq += 1;
         let seq = self.seq;
@@ -164,7 +165,7 @@ impl History {
             }
         }
         self.last = now.into_iter().cloned().collect();
-        self.generations.push_back(Generation { seq, at: Instant::now(), default, groups, held });
+        self.generations.push_back(Generation { seq, at, default, groups, held });
         while self.generations.len() > KEPT {
             self.generations.pop_front();
         }
@@ -363,12 +364,13 @@ impl Nacked {
     }
 
     /// A generation translated `intent` (and each group its holds) and published what `cache`
-    /// serves now; the ids of the documents that changed since the last one.
-    pub fn record(&mut self, cache: &xdst_core::cache::Cache, intent: &IntentSet) -> Vec<Arc<str>> {
+    /// serves now, starting at `at` (before the cache had it: a node may reject it at once);
+    /// the ids of the documents that changed since the last one.
+    pub fn record(&mut self, cache: &xdst_core::cache::Cache, intent: &IntentSet, at: Instant) -> Vec<Arc<str>> {
         let (default, groups) = cache.sets();
         let groups = groups.iter().map(|(g, s)| (g.clone(), Arc::from(s.version()))).collect();
         let held = self.held();
-        self.history.record(Arc::from(default.version()), groups, held, intent)
+        self.history.record(Arc::from(default.version()), groups, held, intent, at)
     }
 }
 

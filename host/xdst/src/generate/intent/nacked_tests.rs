@@ -60,9 +60,9 @@ const A: &str = "Route/team-a/a";
 /// Generation 1 published a at /a1 for group `gw`, generation 2 a at /a2 and a new c.
 fn two_generations(n: &mut Nacked) -> IntentSet {
     let groups = |v: &str| BTreeMap::from([("gw".to_owned(), Arc::from(v))]);
-    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &set(&[("a", "/a1"), ("b", "/b1")]));
+    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &set(&[("a", "/a1"), ("b", "/b1")]), Instant::now());
     let v2 = set(&[("a", "/a2"), ("b", "/b1"), ("c", "/c1")]);
-    n.history.record("d2".into(), groups("g2"), GroupHeld::new(), &v2);
+    n.history.record("d2".into(), groups("g2"), GroupHeld::new(), &v2, Instant::now());
     v2
 }
 
@@ -135,9 +135,9 @@ fn the_cap_on_holds_is_per_namespace() {
     let v1: Vec<(&str, &str)> = names.iter().map(|a| (a.as_str(), "/1")).chain([("team-b/b", "/1")]).collect();
     let v2: Vec<(&str, &str)> = names.iter().map(|a| (a.as_str(), "/2")).chain([("team-b/b", "/2")]).collect();
     let groups = |v: &str| BTreeMap::from([("gw".to_owned(), Arc::from(v))]);
-    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &set(&v1));
+    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &set(&v1), Instant::now());
     let v2 = set(&v2);
-    n.history.record("d2".into(), groups("g2"), GroupHeld::new(), &v2);
+    n.history.record("d2".into(), groups("g2"), GroupHeld::new(), &v2, Instant::now());
     let ids: Vec<String> = names.iter().map(|a| format!("Route/{a}")).collect();
     let team_a: Vec<&str> = ids.iter().map(String::as_str).collect();
     assert_eq!(n.collect(&[node("gw", "envoy", true, Some("g1"), &team_a)], &v2), MAX_HELD_PER_NAMESPACE);
@@ -172,10 +172,10 @@ fn what_a_node_accepted_is_what_its_group_was_translated_with() {
     let mut n = Nacked::default();
     let groups = |v: &str| BTreeMap::from([("gw".to_owned(), Arc::from(v))]);
     let v1 = set(&[("a", "/a1")]);
-    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &v1);
+    n.history.record("d1".into(), groups("g1"), GroupHeld::new(), &v1, Instant::now());
     let v2 = set(&[("a", "/a2")]);
     let held_at_a1 = GroupHeld::from([("gw".to_owned(), vec![(Arc::from(A), v1.by_id(A).cloned())])]);
-    n.history.record("d2".into(), groups("g2"), held_at_a1, &v2);
+    n.history.record("d2".into(), groups("g2"), held_at_a1, &v2, Instant::now());
     let seq = n.history.generation("gw", "g2").unwrap();
     assert_eq!(n.history.document(A, seq, "gw").map(|d| d.text.contains("/a1")), Some(true));
     assert_eq!(n.history.document(A, seq, "other").map(|d| d.text.contains("/a2")), Some(true));
@@ -190,7 +190,7 @@ fn history_cost() {
     let names: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
     let mut intent = set(&names.iter().map(|a| (a.as_str(), "/x")).collect::<Vec<_>>());
     let mut h = History::default();
-    h.record("g0".into(), BTreeMap::new(), GroupHeld::new(), &intent);
+    h.record("g0".into(), BTreeMap::new(), GroupHeld::new(), &intent, Instant::now());
     let runs = 200;
     let started = Instant::now();
     for i in 0..runs {
@@ -201,7 +201,7 @@ fn history_cost() {
         );
         let doc = xdst_core::intent::parse_file("routes.yaml", &text).unwrap().remove(0);
         intent.replace(Arc::new(doc));
-        h.record(format!("g{}", i + 1).into(), BTreeMap::new(), GroupHeld::new(), &intent);
+        h.record(format!("g{}", i + 1).into(), BTreeMap::new(), GroupHeld::new(), &intent, Instant::now());
     }
     let each = started.elapsed() / runs;
     eprintln!("History::record, {n} documents, one changed a generation: {each:?} a generation");
@@ -220,6 +220,7 @@ fn what_a_node_accepted_is_known_for_the_kept_generations() {
             groups(format!("g{i}")),
             GroupHeld::new(),
             &set(&[("a", &format!("/a{i}"))]),
+            Instant::now(),
         );
     }
     let now = set(&[("a", &format!("/a{}", KEPT + 1))]);

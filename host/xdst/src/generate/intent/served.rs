@@ -86,7 +86,11 @@ mod tests {
 
     fn publish(cache: &Cache, n: usize) {
         let resources = (0..n).map(|i| {
-            xdst_core::resource::Resource::new(xdst_core::types::CLUSTER, format!("c{i}"), format!("{i}").as_bytes())
+            // A Listener with nothing set but its name (field 1).
+            let name = format!("l{i}");
+            let mut body = vec![10, name.len() as u8];
+            body.extend(name.as_bytes());
+            xdst_core::resource::Resource::new(xdst_core::types::LISTENER, name, &body)
         });
         let default = Snapshot::from_resources(resources).unwrap();
         cache.publish(Publication { default, groups: BTreeMap::new() }).unwrap();
