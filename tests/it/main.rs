@@ -29,6 +29,7 @@ mod gateway_api_report;
 mod gateway_api_status;
 mod go_plugins;
 mod grpc;
+mod hold_cost;
 mod hold_group;
 mod hold_scope;
 mod intent_api;
