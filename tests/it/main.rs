@@ -31,6 +31,7 @@ mod go_plugins;
 mod grpc;
 mod hold_cost;
 mod hold_group;
+mod hold_restart;
 mod hold_scope;
 mod intent_api;
 mod kubernetes_objects;

@@ -60,7 +60,7 @@ pub fn routes(generating: &Arc<Generating>) -> Router {
                         });
                     }
                     // A plugin refused with nothing of it serving: none of its documents is.
-                    for r in status.refused.iter().filter(|r| r.serving.is_none()) {
+                    for r in status.refused.iter().filter(|r| r.leaves_untranslated()) {
                         report.held_out.push(xdst_core::changes::HeldOut {
                             document: format!("plugin {}", r.file),
                             scope: "plugin",

@@ -184,8 +184,11 @@ fn ready(generating: &Arc<Generating>) -> axum::response::Response {
                 held: st.held.len(),
                 names: st.held.iter().take(MAX_DEGRADED_NAMED).map(|h| h.held.clone()).collect(),
             });
-            for r in st.refused.iter().filter(|r| r.serving.is_none()) {
-                unready.push(format!("plugin {} is refused and no version of it serves: {}", r.file, r.reason));
+            for r in st.refused.iter().filter(|r| r.leaves_untranslated()) {
+                unready.push(format!(
+                    "plugin {} is refused and no version of it serves: {} documents of its kinds are not translated: {}",
+                    r.file, r.untranslated, r.reason
+                ));
             }
             if !st.held.is_empty() || !st.refused.is_empty() {
                 for (group, n) in s.emptied_since_start(&generating.serving().cache) {

@@ -131,6 +131,8 @@ struct Refusal {
     /// The documents (id, text) the refusal was about, when the intent was its reason: once
     /// one of them changes or goes, the plugin is tried again.
     about: Vec<(Arc<str>, Arc<str>)>,
+    /// How many documents of its kinds nothing translates because it is refused.
+    untranslated: usize,
 }
 
 impl IntentSource {
@@ -428,7 +430,19 @@ impl IntentSource {
                     .collect(),
             };
             let out = self.publish(plane, retry?, &intent)?;
+            let untranslated = if locked(&self.state).good.contains_key(&bad.file) {
+                0
+            } else {
+                let others: std::collections::BTreeSet<&String> =
+                    without.iter().flat_map(|c| &c.loaded.plugin.info().kinds).collect();
+                let kinds: Vec<&String> =
+                    bad.loaded.plugin.info().kinds.iter().filter(|k| !others.contains(k)).collect();
+                intent.all.documents().filter(|d| kinds.contains(&&d.claim())).count()
+            };
             self.refuse_about(plane, &bad.file, &bad.key, &format!("fails on the current intent: {why}"), about);
+            if let Some(r) = locked(&self.state).refused.get_mut(&bad.file) {
+                r.untranslated = untranslated;
+            }
             report_plugins = Some(without.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
             calls = retry_calls;
             self.accept(&without);
@@ -721,7 +735,7 @@ impl IntentSource {
         plane.metrics.plugin_refusals.get_or_create(&[("file", label.into())]).inc();
         st.refused.insert(
             file.to_owned(),
-            Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now(), about },
+            Refusal { digest: key.to_owned(), reason: reason.to_owned(), at: unix_now(), about, untranslated: 0 },
         );
     }
 
@@ -944,6 +958,7 @@ impl IntentSource {
                 reason: r.reason.clone(),
                 at: r.at,
                 serving: st.good.get(f).map(|g| g.plugin.digest().to_owned()),
+                untranslated: r.untranslated,
             })
             .collect()
     }

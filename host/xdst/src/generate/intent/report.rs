@@ -137,6 +137,17 @@ pub struct RefusalReport {
     pub at: u64,
     /// The digest still serving in its place, if the file had a good version.
     pub serving: Option<String>,
+    /// With nothing of it serving: how many documents of its kinds nothing translates.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub untranslated: usize,
+}
+
+impl RefusalReport {
+    /// Whether documents go untranslated because of it: nothing of it serves, and no other
+    /// plugin takes its kinds.
+    pub fn leaves_untranslated(&self) -> bool {
+        self.serving.is_none() && self.untranslated > 0
+    }
 }
 
 #[derive(Clone, Serialize)]
