@@ -323,19 +323,7 @@ impl Envoy {
     /// Polls the stats until every expectation holds; on timeout, an error with the
     /// expected-versus-actual diff, the other xDS stats and the end of Envoy's log.
     pub async fn wait_for(&self, expect: &Expect, timeout: Duration) -> anyhow::Result<Stats> {
-        let waited = crate::wait::until("the stats to match", timeout, async || {
-            let stats = self.stats().await?;
-            Ok(if expect.holds(&stats) {
-                Seen::Done(stats)
-            } else {
-                Seen::Not(format!(
-                    "(- expected, + actual):\n{}\nxDS stats now:\n{}",
-                    expect.diff(&stats),
-                    stats.xds_related()
-                ))
-            })
-        })
-        .await;
+        let waited = stats_matching(async || self.stats().await, expect, timeout).await;
         waited.map_err(|e| anyhow::anyhow!("envoy {}: {e:#}\nenvoy log:\n{}", self.node_id, self.log_tail(20)))
     }
 
@@ -424,6 +412,28 @@ impl Stats {
             ".membership_healthy",
         ])
     }
+}
+
+/// Polls `stats` until every expectation of `expect` holds; on timeout, the
+/// expected-versus-actual diff and the other xDS stats (any Envoy's: here or in a namespace).
+pub async fn stats_matching(
+    stats: impl AsyncFn() -> anyhow::Result<Stats>,
+    expect: &Expect,
+    timeout: Duration,
+) -> anyhow::Result<Stats> {
+    crate::wait::until("the stats to match", timeout, async || {
+        let stats = stats().await?;
+        Ok(if expect.holds(&stats) {
+            Seen::Done(stats)
+        } else {
+            Seen::Not(format!(
+                "(- expected, + actual):\n{}\nxDS stats now:\n{}",
+                expect.diff(&stats),
+                stats.xds_related()
+            ))
+        })
+    })
+    .await
 }
 
 /// One expected stat value.

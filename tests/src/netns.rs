@@ -263,19 +263,7 @@ impl NetnsEnvoy {
     /// Polls the stats until every expectation holds; on timeout, the expected-versus-actual
     /// diff and the end of Envoy's log.
     pub async fn wait_for(&self, expect: &Expect, timeout: Duration) -> anyhow::Result<Stats> {
-        let waited = crate::wait::until("the stats to match", timeout, async || {
-            let stats = self.stats().await?;
-            Ok(if expect.holds(&stats) {
-                Seen::Done(stats)
-            } else {
-                Seen::Not(format!(
-                    "(- expected, + actual):\n{}\nxDS stats now:\n{}",
-                    expect.diff(&stats),
-                    stats.xds_related()
-                ))
-            })
-        })
-        .await;
+        let waited = crate::envoy::stats_matching(async || self.stats().await, expect, timeout).await;
         waited.map_err(|e| {
             anyhow::anyhow!("envoy {} (in its namespace): {e:#}\nenvoy log:\n{}", self.node_id, self.log_tail(20))
         })

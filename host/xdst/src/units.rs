@@ -17,14 +17,19 @@ pub fn group_key<'de, D: Deserializer<'de>>(d: D) -> Result<GroupKey, D::Error> 
     s.parse().map_err(serde::de::Error::custom)
 }
 
+/// A configuration value written as a number or a string, as text; `what` names what it must
+/// be when it is neither.
+fn number_or_text<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<String, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        serde_json::Value::String(s) => Ok(s),
+        _ => Err(serde::de::Error::custom(what)),
+    }
+}
+
 /// `--nack-quorum` in a configuration file (`all`, a number, or a share `50%`).
 pub fn quorum<'de, D: Deserializer<'de>>(d: D) -> Result<xdst_core::node_holds::Quorum, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    let s = match &v {
-        serde_json::Value::Number(n) => n.to_string(),
-        serde_json::Value::String(s) => s.clone(),
-        _ => return Err(serde::de::Error::custom("a quorum: `all`, a number of nodes or a share (50%)")),
-    };
+    let s = number_or_text(d, "a quorum: `all`, a number of nodes or a share (50%)")?;
     parse_quorum(&s).map_err(serde::de::Error::custom)
 }
 
@@ -35,12 +40,7 @@ pub fn parse_quorum(s: &str) -> Result<xdst_core::node_holds::Quorum, String> {
 
 /// A size: bytes, or a number with KiB, MiB or GiB.
 pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    let s = match &v {
-        serde_json::Value::Number(n) => n.to_string(),
-        serde_json::Value::String(s) => s.clone(),
-        _ => return Err(serde::de::Error::custom("a size: bytes, or a number with KiB, MiB or GiB")),
-    };
+    let s = number_or_text(d, "a size: bytes, or a number with KiB, MiB or GiB")?;
     parse_size(&s).map_err(serde::de::Error::custom)
 }
 

@@ -54,8 +54,10 @@ enum Command {
     /// out, naming the nodes still without it; 2 as soon as every node without it rejected
     /// it, naming each with the resources, plugins and documents its rejection points at; 3
     /// when the admin port cannot be asked or refuses the question (an unknown --group, an
-    /// id below 1). Two processes with one node id are named apart: `ID (client 2, from
-    /// ADDRESS)`.
+    /// id below 1); 4 once every node has answered and a document the change wrote is held
+    /// out somewhere: kept out at a node that rejected it, held for a node group by its
+    /// proxies, failing, or its plugin refused (each named, with where and why). Two processes
+    /// with one node id are named apart: `ID (client 2, from ADDRESS)`.
     #[command(after_help = WAIT_HELP)]
     Wait {
         /// The change: the `change` of an intent API write's answer, or a generation number
