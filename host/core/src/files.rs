@@ -11,9 +11,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const DEFAULT_MAX_TEXT_BYTES: usize = 8 << 20;
 
 /// Reads a text file of at most `max` bytes; a larger one is an error saying so (and no more
-/// than the limit is ever read, even from a file that grows meanwhile).
+/// than the limit is ever read, even from a file that grows meanwhile). Only a regular file is
+/// read: it is opened without blocking (a named pipe with no writer, or a device, would block
+/// the reader forever) and anything else is an error naming what it is (issue 49, item 4).
 pub fn read_text(path: &Path, max: usize) -> std::io::Result<String> {
-    let file = std::fs::File::open(path)?;
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a named pipe"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{what}, not a regular file: only regular files are read (a pipe or device could block every read)"
+            ),
+        ));
+    }
     let too_large = |len: u64| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -86,5 +109,27 @@ mod tests {
         let e = read_text(&path, DEFAULT_MAX_TEXT_BYTES).unwrap_err();
         assert!(e.to_string().contains("over the limit of 8388608 bytes"), "{e}");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Issue 49, item 4: a named pipe with no writer, or a device, is refused at once, naming
+    /// what it is; it never blocks the reader.
+    #[test]
+    fn read_text_refuses_what_is_not_a_regular_file_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("xdst-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("x.yaml");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let e = read_text(&fifo, DEFAULT_MAX_TEXT_BYTES).unwrap_err();
+        assert!(e.to_string().contains("a named pipe, not a regular file"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "it must not wait for a writer");
+        let e = read_text(std::path::Path::new("/dev/zero"), DEFAULT_MAX_TEXT_BYTES).unwrap_err();
+        assert!(e.to_string().contains("a device"), "{e}");
+        let link = dir.join("link.yaml");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        assert!(read_text(&link, DEFAULT_MAX_TEXT_BYTES).unwrap_err().to_string().contains("named pipe"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

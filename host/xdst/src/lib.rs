@@ -244,6 +244,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
                 .with_max_store_documents(config.store.max_store_documents)
                 .with_max_file_size(config.max_file_size)
+                .with_full_reread(config.full_reread)
                 .with_namespace_dirs(config.namespace_dirs)
                 .with_namespace_keys(config.store.store_namespace_keys)
                 .with_generations_file(beside_plugin_cache(config, "generations"))

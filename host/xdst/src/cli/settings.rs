@@ -208,6 +208,13 @@ settings! {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
     #[serde(deserialize_with = "crate::units::duration")]
     flag resync: Duration,
+    /// How often every intent file is read again, whatever its size and times say: a file
+    /// whose size, inode and times are those of its last read (and had been still for 3 s) is
+    /// otherwise not opened again, and an edit through a shared `mmap` moves none of them.
+    /// `POST /reload` and SIGHUP read every file again too. 0: only on those.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
+    #[serde(deserialize_with = "crate::units::duration")]
+    flag full_reread: Duration,
     /// On SIGINT/SIGTERM, how long open connections get before they are closed.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::units::parse_duration)]
     #[serde(deserialize_with = "crate::units::duration")]

@@ -10,7 +10,8 @@
 //! 4. a generation runs on the generation thread (or the resources directory is loaded) and
 //!    its outcome is the answer;
 //! 5. before it, every plugin refusal is forgotten, so a refused plugin's contents are tried
-//!    again (design 016, part 5).
+//!    again (design 016, part 5), and every intent file is read again, whatever its size and
+//!    times say (issue 49, item 5).
 
 use std::time::Duration;
 
@@ -64,6 +65,7 @@ pub async fn reload(generating: &Generating, who: &'static str) -> Result<Reload
     // 5. Refused plugins are tried again.
     if let Some(s) = &generating.intent {
         s.forget_refusals();
+        s.forget_stamps();
     }
     generating.plane.rescan.notify_one();
     let (source, error) = match &generating.intent {

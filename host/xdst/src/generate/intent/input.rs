@@ -71,6 +71,15 @@ impl Stamp {
     }
 }
 
+/// Every cached file is read again next time, whatever its stamp says: an edit through a
+/// shared `mmap` moves neither its modification nor its change time (issue 49, item 5), so
+/// `--full-reread` and `POST /reload` read every file again.
+pub fn forget_stamps(cache: &mut ParseCache) {
+    for parsed in cache.values_mut() {
+        parsed.stamp = None;
+    }
+}
+
 /// Reads every intent document under `dir`, in path order, each file bounded by the default
 /// `--max-file-size`. Labels are paths relative to `dir`. Any file that does not read fails
 /// the whole read (what `xdst translate` wants).

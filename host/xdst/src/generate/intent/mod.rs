@@ -87,6 +87,10 @@ pub struct IntentSource {
     generations: Mutex<generation::Counter>,
     /// What each node group was served, kept across restarts.
     served: Mutex<served::Served>,
+    /// `--full-reread`: how often every intent file is read again whatever its stamp says.
+    full_reread: std::time::Duration,
+    /// When every file was last read whatever its stamp said (`None`: the next read does).
+    read_in_full: Mutex<Option<Instant>>,
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
@@ -163,7 +167,26 @@ impl IntentSource {
             namespace_keys: false,
             generations: Mutex::new(generation::Counter::default()),
             served: Mutex::new(served::Served::default()),
+            full_reread: std::time::Duration::from_secs(60),
+            read_in_full: Mutex::new(None),
         }
+    }
+
+    /// `--full-reread`: every intent file is read again at least this often, whatever its
+    /// size and times say (0: only when they change, or on reload).
+    pub fn with_full_reread(mut self, every: std::time::Duration) -> Self {
+        self.full_reread = every;
+        self
+    }
+
+    /// How often every intent file is read again (0: never on a timer).
+    pub fn full_reread(&self) -> std::time::Duration {
+        self.full_reread
+    }
+
+    /// The next read reads every file, whatever its stamp says (`POST /reload`, SIGHUP).
+    pub fn forget_stamps(&self) {
+        *locked(&self.read_in_full) = None;
     }
 
     /// Where what each node group is served is kept across restarts.
@@ -266,6 +289,13 @@ impl IntentSource {
         let counter = Some(&mut *locked(&self.generations));
         match &self.input {
             IntentInput::Dir(d) => {
+                let mut full = locked(&self.read_in_full);
+                let due = full.is_none_or(|t| !self.full_reread.is_zero() && t.elapsed() >= self.full_reread);
+                if due {
+                    input::forget_stamps(parsed);
+                    *full = Some(Instant::now());
+                }
+                drop(full);
                 let mode = if self.namespace_dirs { Mode::HoldingBounded } else { Mode::Holding };
                 read_intent_cached(d, parsed, self.max_file_bytes, mode, counter)
             }

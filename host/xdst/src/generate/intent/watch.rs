@@ -34,6 +34,23 @@ pub async fn watch(
             }
         });
     }
+    // `--full-reread`: a generation reads every intent file again this often (an edit through
+    // a shared mmap changes no time a watch or a stamp sees).
+    let every = source.full_reread();
+    if !every.is_zero() {
+        let wake = wake.clone();
+        let mut shutdown = plane.serving.shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => wake.notify_one(),
+                    _ = shutdown.changed() => return,
+                }
+            }
+        });
+    }
     let s2 = source.clone();
     crate::generate::source::watch_dirs(
         plane,
