@@ -20,6 +20,7 @@ mod containment;
 mod distribution;
 mod docs;
 mod edges_files;
+mod edges_plugins;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;

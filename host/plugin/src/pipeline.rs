@@ -26,6 +26,9 @@ use xdst_core::types::ROUTE;
 use crate::wit::{self, Granularity, Phase, PluginInfo};
 use crate::{Plugin, PluginError, Translated};
 
+#[path = "pipeline_blame.rs"]
+mod blame;
+
 /// Something that translates: a sandboxed [`Plugin`], or (for benchmarks and tests) the same
 /// translator compiled natively.
 pub trait Translate: Send + Sync {
@@ -219,6 +222,25 @@ pub enum PipelineError {
     Conflict { type_url: String, name: String, first: String, second: String },
     #[error("plugin {plugin:?}: the status of {document:?}: {message}")]
     InvalidStatus { plugin: String, document: String, message: String },
+    /// A call that named no document failed with the changes of one namespace, and not
+    /// without them (see `pipeline_blame.rs`): those documents are held together.
+    #[error(
+        "{error} (with the changes of {}: {}, held together)",
+        if namespace.is_empty() { "cluster-scoped documents".to_owned() } else { format!("namespace {namespace:?}") },
+        some(documents)
+    )]
+    ChangesOf { error: Box<PipelineError>, namespace: String, documents: Vec<String> },
+}
+
+/// The first few of `ids`, and how many more: `1 document, A` or `5 documents, A, B, C and 2
+/// more`.
+fn some(ids: &[String]) -> String {
+    let shown = ids.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    let count = if ids.len() == 1 { "1 document".to_owned() } else { format!("{} documents", ids.len()) };
+    match ids.len() {
+        0..=3 => format!("{count}, {shown}"),
+        n => format!("{count}, {shown} and {} more", n - 3),
+    }
 }
 
 impl From<PluginError> for PipelineError {
@@ -292,6 +314,7 @@ impl PipelineError {
             PipelineError::Plugin { error, .. } => Some(&error.plugin),
             PipelineError::InvalidResource(r) => Some(&r.plugin),
             PipelineError::InvalidStatus { plugin, .. } => Some(plugin),
+            PipelineError::ChangesOf { error, .. } => error.plugin(),
             _ => None,
         }
     }
@@ -614,19 +637,23 @@ impl Pipeline {
                 }
                 Err(e) => e,
             };
-            let Some(doc) = blamed(&e, &claimed).and_then(|id| intent.by_id(id)) else { return Err(e) };
+            let docs: Vec<&Arc<IntentDocument>> =
+                blamed(&e, &claimed).iter().filter_map(|id| intent.by_id(id)).collect();
             // A document already held failing again (its last good version, with what changed
             // around it) is not left out: the blame may be wrong (a part no plugin marked is
             // blamed on the resource's owner), and leaving out a Gateway would take down every
             // route on it. The generation fails instead, and the last good keeps serving.
-            if fresh == how.max_new || held.contains_key(doc.id()) {
+            if docs.is_empty() || fresh == how.max_new || docs.iter().any(|d| held.contains_key(d.id())) {
                 return Err(e);
             }
+            // One more run, whether for one document or for one namespace's changes together.
             fresh += 1;
-            let id = doc.id().clone();
-            tracing::debug!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
-            let last_good = self.hold(effective.to_mut(), &id, &doc.text);
-            held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
+            for doc in docs {
+                let id = doc.id().clone();
+                tracing::debug!(group = %self.node_group, document = %id, error = %e, "document held out of the generation");
+                let last_good = self.hold(effective.to_mut(), &id, &doc.text);
+                held.insert(id, Held::new(doc, e.to_string(), e.plugin().map(str::to_owned), last_good));
+            }
         }
     }
 
@@ -964,13 +991,21 @@ impl Pipeline {
         }
 
         let known = prev.map(|p| &*p.decoded);
+        // A failure that names no document is blamed on one namespace's changes, if it can be.
+        let blaming = |group: &str, calls: &mut Vec<PluginCall>, e| {
+            Self::whose_changes(p, group, &changed, &docs, prev, per_document, calls, e)
+        };
         let decoded = match p.plugin.names_node_groups() {
-            false => Arc::new(Self::call_decoded(p, &self.node_group, &changed, &docs, known, calls)?),
+            false => Arc::new(
+                Self::call_decoded(p, &self.node_group, &changed, &docs, known, calls)
+                    .map_err(|e| blaming(&self.node_group, calls, e))?,
+            ),
             true => match memo.find(p, &changed) {
                 Some(shared) => shared?,
                 None => {
                     let inputs = (!per_document).then(|| inputs.clone());
                     let result = Self::call_decoded(p, "", &changed, &docs, known, calls)
+                        .map_err(|e| blaming("", calls, e))
                         .map(|d| Arc::new(Decoded { inputs, ..d }));
                     memo.keep(p, &changed, result.clone());
                     result?
@@ -1165,19 +1200,28 @@ fn claims(plugins: &[Configured]) -> Result<BTreeMap<String, String>, PipelineEr
 
 /// The document a failure is about, when it names one the failing plugin translates: a plugin
 /// may blame its own documents only.
-fn blamed<'a>(e: &'a PipelineError, claimed: &BTreeMap<String, String>) -> Option<&'a str> {
-    let (plugin, document) = match e {
+fn blamed<'a>(e: &'a PipelineError, claimed: &BTreeMap<String, String>) -> Vec<&'a str> {
+    let (plugin, documents): (&str, Vec<&str>) = match e {
         PipelineError::Plugin { error, .. } => match &error.failure {
-            crate::Failure::Reported { document: Some(d), .. } => (error.plugin.as_str(), d.as_str()),
-            _ => return None,
+            crate::Failure::Reported { document: Some(d), .. } => (error.plugin.as_str(), vec![d.as_str()]),
+            _ => return Vec::new(),
         },
-        PipelineError::InvalidResource(r) => (r.plugin.as_str(), r.part.as_deref().or(r.document.as_deref())?),
-        PipelineError::InvalidStatus { plugin, document, .. } => (plugin.as_str(), document.as_str()),
-        _ => return None,
+        PipelineError::InvalidResource(r) => match r.part.as_deref().or(r.document.as_deref()) {
+            Some(d) => (r.plugin.as_str(), vec![d]),
+            None => return Vec::new(),
+        },
+        PipelineError::InvalidStatus { plugin, document, .. } => (plugin.as_str(), vec![document.as_str()]),
+        PipelineError::ChangesOf { error, documents, .. } => match error.plugin() {
+            Some(p) => (p, documents.iter().map(String::as_str).collect()),
+            None => return Vec::new(),
+        },
+        _ => return Vec::new(),
     };
-    let kind = document.split('/').next()?;
-    let translates = claimed.iter().any(|(claim, p)| p == plugin && claim.rsplit('/').next() == Some(kind));
-    translates.then_some(document)
+    let translates = |document: &str| {
+        let kind = document.split('/').next();
+        claimed.iter().any(|(claim, p)| p == plugin && claim.rsplit('/').next() == kind)
+    };
+    if documents.iter().all(|d| translates(d)) { documents } else { Vec::new() }
 }
 
 impl Held {

@@ -42,6 +42,14 @@ impl Translate for Routes {
         for d in &request.documents {
             let doc: serde_json::Value = serde_json::from_str(&d.json).unwrap();
             let id = format!("{}/{}", d.kind, d.name);
+            // A document that takes the plugin past its memory cap: the failure names none.
+            if doc["spec"]["huge"] == true {
+                return Err(PluginError {
+                    plugin: self.info.name.clone(),
+                    digest: self.digest().into(),
+                    failure: Failure::Memory { limit_bytes: 256 << 20 },
+                });
+            }
             if doc["spec"]["fail"] == true {
                 return Err(PluginError {
                     plugin: self.info.name.clone(),
@@ -188,4 +196,56 @@ fn more_failures_than_the_bound_fail_the_generation() {
     let t = p.run_holding(&plugins, &bad, up_to(3)).unwrap();
     assert_eq!(routes(&t), ["a"]);
     assert_eq!(t.held.len(), 3);
+}
+
+fn team_intent(docs: &[(&str, &str, &str)]) -> IntentSet {
+    let mut set = IntentSet::default();
+    for (ns, name, spec) in docs {
+        let text = format!("kind: Route\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n");
+        for d in parse_file(&format!("{ns}-{name}.yaml"), &text).unwrap() {
+            set.add(d).unwrap();
+        }
+    }
+    set
+}
+
+/// Issue 49, items 9 and 10: a call that fails naming no document (a memory cap, a deadline)
+/// is blamed on the namespace without whose changes it succeeds; that namespace's changed
+/// documents are held together, and every other team's edits apply. When both teams' changes
+/// fail alone, nobody is blamed and the generation fails.
+#[test]
+fn a_failure_naming_no_document_is_the_changing_team_s() {
+    const HUGE: &str = "{huge: true}";
+    for g in [Granularity::WholeSet, Granularity::PerDocument] {
+        let plugins = [Routes::configured(g)];
+        let mut p = Pipeline::new("");
+        p.run_holding(&plugins, &team_intent(&[("team-a", "a", GOOD), ("team-b", "b", GOOD)]), up_to(4)).unwrap();
+        // team-a adds a route that breaks the call and another, team-b one route, at once.
+        let both = team_intent(&[
+            ("team-a", "a", GOOD),
+            ("team-a", "a2", HUGE),
+            ("team-a", "a3", GOOD),
+            ("team-b", "b", GOOD),
+            ("team-b", "b2", GOOD),
+        ]);
+        let t = p.run_holding(&plugins, &both, up_to(4)).unwrap();
+        let held: Vec<&str> = t.held.keys().map(|k| k.as_ref()).collect();
+        assert_eq!(held, ["Route/team-a/a2", "Route/team-a/a3"], "{g:?}: team-a's changes, together");
+        let error = &t.held["Route/team-a/a2"].error;
+        assert!(
+            error.contains("memory cap")
+                && error.contains("namespace \"team-a\": 2 documents, Route/team-a/a2, Route/team-a/a3, held together"),
+            "{g:?}: {error}"
+        );
+        let served = t.snapshot.get(xdst_core::types::ROUTE).map(|s| s.len()).unwrap_or(0);
+        assert!(served > 0, "{g:?}: team-b's edit applies");
+        if g == Granularity::WholeSet {
+            assert_eq!(routes(&t), ["team-a/a", "team-b/b", "team-b/b2"], "team-b's new route served");
+        }
+        // Both teams break it at once: nobody's changes alone are to blame; the generation fails.
+        let mut p = Pipeline::new("");
+        p.run_holding(&plugins, &team_intent(&[("team-a", "a", GOOD), ("team-b", "b", GOOD)]), up_to(4)).unwrap();
+        let worse = team_intent(&[("team-a", "a", HUGE), ("team-b", "b", HUGE)]);
+        assert!(p.run_holding(&plugins, &worse, up_to(4)).is_err(), "{g:?}");
+    }
 }

@@ -6,7 +6,10 @@
 //! with an N-byte message, `"diagnostics:N"` succeeds with N diagnostics of 1 KiB, and
 //! `"alias:N"` returns N resources whose bodies alias one 1 MiB string. `"status-ok"`,
 //! `"status-array"` and `"status-trailing"` return a status for the first document: a JSON
-//! object, an array, an object followed by another.
+//! object, an array, an object followed by another. `"by-document"` lets each document say:
+//! one with `spec.mode: loop` (or `bomb`) loops (or grows its memory) forever, and every other
+//! one gets a cluster named after it (`<namespace>-<name>`): a plugin that misbehaves on one
+//! team's document only.
 
 use xdst_guest::*;
 
@@ -67,6 +70,33 @@ impl Translator for Adversary {
             };
         }
         match mode.as_str() {
+            "by-document" => {
+                let mut resources = Vec::new();
+                for d in &request.documents {
+                    if d.json.contains(r#""mode":"loop""#) {
+                        let mut x: u64 = 0;
+                        loop {
+                            x = std::hint::black_box(x.wrapping_add(1));
+                        }
+                    }
+                    if d.json.contains(r#""mode":"bomb""#) {
+                        let mut hoard: Vec<Vec<u8>> = Vec::new();
+                        loop {
+                            hoard.push(vec![1u8; 1 << 20]);
+                            std::hint::black_box(&hoard);
+                        }
+                    }
+                    let name = d.name.replace('/', "-");
+                    resources.push(XdsResource {
+                        type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                        name: name.clone(),
+                        body: Body::Json(format!(r#"{{"name": "{name}", "connect_timeout": "1s"}}"#)),
+                        document: Some(format!("{}/{}", d.kind, d.name)),
+                        node_groups: vec![],
+                    });
+                }
+                ok(resources)
+            }
             "ok" => ok(vec![XdsResource {
                 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
                 name: "c1".into(),

@@ -508,9 +508,22 @@ impl IntentSource {
                 *locked(&self.statuses) = Arc::new(statuses);
                 let held: Vec<HeldReport> =
                     held_sources.iter().map(HeldReport::source).chain(held_documents).chain(held_nacked).collect();
-                // Logged once, when it is first held (or its failure changes).
+                // Logged once, when it is first held (or its failure changes); documents held for
+                // one failure (one namespace's changes, held together) in one line.
+                let mut new: BTreeMap<&str, Vec<&HeldReport>> = BTreeMap::new();
                 for h in held.iter().filter(|h| !st.held.contains(h)) {
-                    warn!(held = %h.held, origin = %h.origin, serving = h.serving, error = %h.error, "held out of the generation; the rest is served");
+                    new.entry(h.error.as_str()).or_default().push(h);
+                }
+                for (error, hs) in new {
+                    let h = hs[0];
+                    match hs.len() {
+                        1 => {
+                            warn!(held = %h.held, origin = %h.origin, serving = h.serving, error, "held out of the generation; the rest is served")
+                        }
+                        n => {
+                            warn!(held = %h.held, more = n - 1, origin = %h.origin, error, "held out of the generation with {} more for the same failure; the rest is served", n - 1)
+                        }
+                    }
                 }
                 st.held = held;
                 plane.metrics.held.set(st.held.len() as i64);
