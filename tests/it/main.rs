@@ -21,6 +21,7 @@ mod distribution;
 mod docs;
 mod edges_files;
 mod edges_plugins;
+mod edges_scope;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;

@@ -167,6 +167,18 @@ fn parse_document(
         }
         Some(_) => return Err(fail("metadata.namespace", "must be a string".into())),
     };
+    if namespace.is_some()
+        && let Some(g) = &group
+        && cluster_scoped(g, &kind)
+    {
+        return Err(fail(
+            "metadata.namespace",
+            format!(
+                "{kind} is cluster-scoped: it has no namespace, and only the platform writes it (remove \
+                 metadata.namespace)"
+            ),
+        ));
+    }
     for field in SERVER_METADATA {
         metadata.remove(field);
     }
@@ -191,6 +203,17 @@ fn parse_document(
         None => format!("{kind}/{name}"),
     };
     Ok(IntentDocument { id: id.into(), kind, name, namespace, group, origin, text: v.to_string().into(), json: v })
+}
+
+/// The Kubernetes kinds xdst's plugins translate that are cluster-scoped: an API server gives
+/// them no namespace, and one written with a namespace would let a team's token, directory or
+/// store prefix write what is the platform's (issue 49, item 1: `Namespace/team-a/team-c`,
+/// `GatewayClass/team-a/shared`).
+pub const CLUSTER_SCOPED: [(&str, &str); 2] = [("core", "Namespace"), ("gateway.networking.k8s.io", "GatewayClass")];
+
+/// Whether `group`/`kind` is cluster-scoped ([`CLUSTER_SCOPED`]).
+pub fn cluster_scoped(group: &str, kind: &str) -> bool {
+    CLUSTER_SCOPED.iter().any(|(g, k)| *g == group && *k == kind)
 }
 
 /// Names are what resources get called after: keep them to what every Envoy name field accepts.
@@ -561,5 +584,25 @@ spec: {}
         // `status` is what xdst computes: accepted on any document, never passed on.
         let d = parse_file("f.yaml", "kind: X\nmetadata: {name: a}\nstatus: {x: 1}\n").unwrap().remove(0);
         assert_eq!(d.text.as_ref(), r#"{"kind":"X","metadata":{"name":"a"}}"#);
+    }
+
+    /// Issue 49, item 1: a cluster-scoped kind written with a namespace is refused naming the
+    /// field, so no team's namespace token, directory or store prefix can write one; without a
+    /// namespace it is the platform's. A namespaced kind, or an xdst kind, keeps its namespace.
+    #[test]
+    fn a_cluster_scoped_kind_never_carries_a_namespace() {
+        for (api, kind) in [("v1", "Namespace"), ("gateway.networking.k8s.io/v1", "GatewayClass")] {
+            let text = format!("apiVersion: {api}\nkind: {kind}\nmetadata: {{name: shared, namespace: team-a}}\n");
+            let e = parse_file("team-a/x.yaml", &text).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("metadata.namespace"), "{e}");
+            assert!(e.to_string().contains(&format!("{kind} is cluster-scoped")), "{e}");
+            let platform = format!("apiVersion: {api}\nkind: {kind}\nmetadata: {{name: shared}}\n");
+            assert_eq!(parse_file("x.yaml", &platform).unwrap()[0].id().as_ref(), format!("{kind}/shared"));
+        }
+        let route =
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: team-a}\n";
+        assert_eq!(parse_file("x.yaml", route).unwrap()[0].namespace.as_deref(), Some("team-a"));
+        let own = "kind: GatewayClass\nmetadata: {name: g, namespace: team-a}\nspec: {}\n";
+        assert_eq!(parse_file("x.yaml", own).unwrap()[0].namespace.as_deref(), Some("team-a"), "an xdst kind");
     }
 }
