@@ -19,6 +19,7 @@ mod conformance;
 mod containment;
 mod distribution;
 mod docs;
+mod edges;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;

@@ -175,7 +175,7 @@ pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &s
     http_with(addr, method, path, &[], body).await
 }
 
-/// [`http`] with extra headers.
+/// [`http`] with extra headers; a `Host` among them replaces the address.
 pub async fn http_with(
     addr: std::net::SocketAddr,
     method: &str,
@@ -185,9 +185,11 @@ pub async fn http_with(
 ) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let is_host = |k: &str| k.eq_ignore_ascii_case("host");
+    let host = headers.iter().find(|(k, _)| is_host(k)).map_or_else(|| addr.to_string(), |(_, v)| v.to_string());
+    let extra: String = headers.iter().filter(|(k, _)| !is_host(k)).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();

@@ -73,9 +73,19 @@ pub struct Serving {
     pub translated: bool,
 }
 
-/// Every route of the xDS port: the gRPC services, REST fetch, and an answer for the rest.
-pub fn routes(serving: &Arc<Serving>) -> Router {
-    xds::routes(serving).merge(rest::routes(serving)).fallback(unknown_path)
+impl Serving {
+    /// Counts a refusal of `client` (its identity, else its address) in
+    /// `xdst_refusals_total{reason}`; whether to log it (at most once a minute per client).
+    pub fn refused(&self, reason: &'static str, client: &str) -> bool {
+        self.metrics.refusals.get_or_create(&metrics::label("reason", reason)).inc();
+        self.refusal_log.allow(client)
+    }
+}
+
+/// Every route of the xDS port listening on `listening`: the gRPC services, REST fetch, and
+/// an answer for the rest.
+pub fn routes(serving: &Arc<Serving>, listening: std::net::SocketAddr) -> Router {
+    xds::routes(serving).merge(rest::routes(serving, listening)).fallback(unknown_path)
 }
 
 /// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.

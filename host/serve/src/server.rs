@@ -102,6 +102,17 @@ impl Activity {
     }
 }
 
+/// The client a request came from, as connections are counted and refusals logged: its
+/// certificate identity, else its address (from what the accept loop put in the request's
+/// extensions).
+pub fn client_of(extensions: &http::Extensions) -> String {
+    match (extensions.get::<PeerIdentity>(), extensions.get::<PeerAddr>()) {
+        (Some(id), _) => format!("identity {:?}", id.to_string()),
+        (None, Some(peer)) => peer.0.ip().to_string(),
+        (None, None) => "an unknown client".to_owned(),
+    }
+}
+
 /// A connection accepted (and its TLS handshake done): who it is from.
 struct Accepted<I> {
     io: I,

@@ -316,7 +316,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
     warn_about_exposure(config, (xds_addr, client_roots.is_some()), (admin_addr, admin_authenticated), tls.is_some());
 
     let (xds_tls, admin_tls) = server_tls(tls.as_ref(), client_roots.as_ref());
-    let xds_router = xdst_serve::routes(&serving);
+    let xds_router = xdst_serve::routes(&serving, xds_addr);
     let admin_router = admin::routes(&generating, admin_addr);
     let mut tasks = vec![
         tokio::spawn(server::serve(
