@@ -6,17 +6,23 @@
 //!   request naming `evil.example` is refused with 421 (naming why), counted in
 //!   `xdst_refusals_total{reason="xds_host"}`, while the right Host, grpcio (`:authority
 //!   127.0.0.1:PORT`) and a real Envoy (`:authority xds_cluster`) are served.
+//! - Item 8a: 1,100 connections from one address, each with an ADS stream that sent part of
+//!   a message and never the rest, do not keep the real client of that address out: it is
+//!   served while every one of those streams is still open, and they are closed once they
+//!   have sent no complete request for 10 s; a client's streams are capped
+//!   (`--max-streams-per-client`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::ensure;
+use xdst_core::types::CLUSTER;
 use xdst_tests::ads_client::{AdsClient, Options};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::fixtures;
 use xdst_tests::operator::metric_sum;
 use xdst_tests::server::Process;
-use xdst_tests::wait;
-use xdst_tests::xds::http_with;
+use xdst_tests::wait::{self, Seen};
+use xdst_tests::xds::{RawStream, http_with, sotw_ads, sotw_req};
 
 /// `xdst_refusals_total{reason=...}` on the admin port.
 async fn refusals(admin: std::net::SocketAddr, reason: &str) -> anyhow::Result<u64> {
@@ -83,5 +89,104 @@ async fn a_loopback_xds_port_answers_rest_fetch_for_loopback_hosts_only() -> any
     // Counted once per refusal: this read comes after all of them.
     let refused = refusals(admin, "xds_host").await?;
     ensure!(refused == (foreign.len() * paths.len()) as u64, "xds_host refusals: {refused}");
+    Ok(())
+}
+
+/// The attackers of item 8a.
+const HALF_OPEN: usize = 1_100;
+
+/// Item 8a: 1,100 connections from 127.0.0.1, each holding an ADS stream that sent 10 bytes
+/// of a 64-byte message and nothing more (the connection is never idle: a request is in
+/// flight), against the default 1,024 connections per client. The real client of the same
+/// address (grpcio) connects and is served while every one of them is still open; then each
+/// is closed for sending no complete request within 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_that_never_finish_a_request_hold_no_place() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    fixtures::write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 9));
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &[]).await?;
+    let (xds, admin) = (xdst.xds_addr, xdst.admin_addr);
+    let part: bytes::Bytes = [&[0u8, 0, 0, 0, 64][..], &[0x0a; 10]].concat().into();
+    let mut attackers = Vec::with_capacity(HALF_OPEN);
+    for _ in 0..HALF_OPEN {
+        attackers.push(RawStream::open(xds, 1 << 20, part.clone()).await?);
+    }
+    // The attack is in place once xdst holds a stream on every place the address has.
+    wait::until("the half-open streams to hold every place", Duration::from_secs(30), async || {
+        let open = metric_sum(admin, "xdst_streams").await?;
+        Ok(Seen::holds(open >= 1_000.0, format!("xdst_streams {open}")))
+    })
+    .await?;
+    let started = Instant::now();
+    let mut real = AdsClient::spawn(&Options::new(xds, "real-client")).await?;
+    let served = real
+        .wait_for("the real client's clusters", wait::patience(Duration::from_secs(20)), |e| {
+            e["event"] == "response" && e["resources"] == 1
+        })
+        .await;
+    let timed_out = refusals(admin, "first_request").await?;
+    let open = attackers.iter().filter(|a| !a.connection_closed()).count();
+    eprintln!(
+        "[edges] the real client: {:?} after {:?}; {open} of {HALF_OPEN} half-open connections open, {timed_out} \
+         streams closed for no first request",
+        served.as_ref().map(|_| "served"),
+        started.elapsed()
+    );
+    served?;
+    ensure!(timed_out == 0, "the real client was served only after {timed_out} half-open streams timed out");
+    // Then the half-open streams are closed: no complete request within 10 s.
+    wait::until("the half-open streams to be closed", Duration::from_secs(40), async || {
+        let n = refusals(admin, "first_request").await?;
+        Ok(Seen::holds(n >= 1_000, format!("first_request refusals {n}")))
+    })
+    .await?;
+    let evicted = refusals(admin, "evicted_connection").await?;
+    eprintln!("[edges] {evicted} connections that held nothing but half-open streams made way for new ones");
+    ensure!(evicted as usize > HALF_OPEN - 1_024, "evicted connections: {evicted}");
+    // The real client's stream outlived all of that and still carries changes.
+    fixtures::write(dir.path(), "more.yaml", &fixtures::cluster("more", 9));
+    real.wait_for("the change on the real client's stream", wait::patience(Duration::from_secs(20)), |e| {
+        e["event"] == "response" && e["resources"] == 2
+    })
+    .await?;
+    real.close().await?;
+    Ok(())
+}
+
+/// Item 8a: a client's streams across its connections are capped; one past the cap is ended
+/// with RESOURCE_EXHAUSTED naming the flag, and a place freed is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_streams_are_capped_across_its_connections() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    fixtures::write(dir.path(), "backend.yaml", &fixtures::cluster("backend", 9));
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &["--max-streams-per-client", "3"]).await?;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = sotw_ads(xdst.xds_addr).await;
+        s.send(sotw_req(CLUSTER, &[])).await;
+        s.recv().await;
+        held.push(s);
+    }
+    let mut over = sotw_ads(xdst.xds_addr).await;
+    over.send(sotw_req(CLUSTER, &[])).await;
+    let status = over.closed_with().await;
+    ensure!(
+        status.code() == tonic::Code::ResourceExhausted && status.message().contains("--max-streams-per-client"),
+        "the fourth stream: {status:?}"
+    );
+    ensure!(refusals(xdst.admin_addr, "streams_per_client").await? == 1, "not counted");
+    drop(held.pop());
+    wait::until("a freed place to be taken", Duration::from_secs(10), async || {
+        let mut s = sotw_ads(xdst.xds_addr).await;
+        s.send(sotw_req(CLUSTER, &[])).await;
+        let first = wait::within("an answer", Duration::from_secs(5), s.next_or_status()).await?;
+        Ok(match first {
+            Ok(_) => Seen::Done(s),
+            Err(status) => Seen::Not(format!("{status:?}")),
+        })
+    })
+    .await?;
     Ok(())
 }

@@ -3,9 +3,10 @@
 //!
 //! - [`xds`], [`codec`], [`machine`]: ADS and the per-type services, SotW and Delta, over
 //!   gRPC; [`rest`]: REST fetch; [`csds`]: Client Status Discovery.
-//! - [`server`], [`tls`]: the transport (HTTP/2, idle connections, connections per client)
-//!   and TLS with certificate reloading; [`identity`]: who a client certificate is and what
-//!   it may use; [`admission`]: request rates, node groups, the refusal log.
+//! - [`server`], [`tls`]: the transport (HTTP/2, idle connections) and TLS with certificate
+//!   reloading; [`places`]: connections and streams per client; [`identity`]: who a client
+//!   certificate is and what it may use; [`admission`]: request and stream rates, node groups,
+//!   the refusal log.
 //! - [`nodes`], [`rollouts`]: the connected nodes and each node's make-before-break rollout,
 //!   gated on its ACKs; [`memory`]: handing freed memory back.
 //! - [`metrics`]: the serving metrics, and the registry `/metrics` renders;
@@ -25,6 +26,7 @@ pub mod machine;
 pub mod memory;
 pub mod metrics;
 pub mod nodes;
+pub mod places;
 pub mod rest;
 pub mod rollouts;
 pub mod server;
@@ -59,6 +61,8 @@ pub struct Serving {
     pub request_rate: admission::RequestRate,
     /// The rate new streams are admitted at.
     pub stream_admission: admission::StreamAdmission,
+    /// xDS streams per client, and how soon a stream must send its first complete request.
+    pub streams: Arc<places::Streams>,
     /// Which node groups are served as their own.
     pub node_groups: admission::NodeGroups,
     /// Unlisted node groups admitted lately.

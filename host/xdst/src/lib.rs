@@ -455,6 +455,10 @@ fn serving_plane(
             burst: config.max_requests_per_second.saturating_mul(10),
         },
         stream_admission: admission::StreamAdmission::new(config.max_new_streams_per_second),
+        streams: Arc::new(xdst_serve::places::Streams::new(
+            config.max_streams_per_client,
+            config.idle_connection_timeout.min(xdst_serve::server::FIRST_REQUEST_TIMEOUT),
+        )),
         node_groups: admission::NodeGroups {
             listed: config.node_groups.clone(),
             max_unlisted: config.max_unlisted_node_groups,

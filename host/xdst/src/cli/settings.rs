@@ -146,15 +146,34 @@ settings! {
     #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_STREAMS_PER_CONNECTION)]
     flag max_streams_per_connection: u32,
     /// Connections one client may have open on a port: a client is its certificate identity
-    /// with mTLS, else its IP address (proxies behind one NAT address share it). A new one
-    /// beyond is closed at once, counted in xdst_refusals_total and logged.
+    /// with mTLS, else its IP address (proxies behind one NAT address share it). At the
+    /// limit, the oldest of its connections that carries nothing but xDS streams without a
+    /// complete request (or nothing at all) is closed for the new one
+    /// (xdst_refusals_total{reason="evicted_connection"}); when each carries a request, the new
+    /// one is closed at once, counted in xdst_refusals_total and logged.
     #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT)]
     flag max_connections_per_client: usize,
+    /// xDS streams one client may have open across its connections (a client as for
+    /// --max-connections-per-client). A stream counts once its first request is complete; one
+    /// past the limit is ended with RESOURCE_EXHAUSTED, counted in
+    /// xdst_refusals_total{reason="streams_per_client"} and logged. Streams that have not
+    /// sent a complete request hold no place: each is closed if it sends none within
+    /// --idle-connection-timeout (at most 10s), at most as many again are kept per client (the
+    /// oldest closed first), and a connection carrying nothing else is the first closed when
+    /// its client's connections are all taken. So a client whose streams never finish a
+    /// request cannot lock out the others of its address. 4096 is four streams on each of
+    /// 1,024 connections: a fleet of 1,024 Envoys behind one address with LDS, RDS, CDS and
+    /// EDS streams of their own fits (with one ADS stream each, four times over), while one
+    /// client costs what 4,096 streams cost, not 131,072 (1,024 connections of 128).
+    #[arg(long, value_name = "N", default_value_t = xdst_serve::places::Streams::DEFAULT_MAX)]
+    flag max_streams_per_client: usize,
     /// A connection with no request in flight for this long is closed, and a new one must
     /// start its first request within this (at most 10s): a connection that asks for nothing
     /// holds no place under --max-connections-per-client. An Envoy's or a gRPC client's xDS
     /// connection always carries its stream. Counted in
-    /// xdst_refusals_total{reason="idle_connection"}.
+    /// xdst_refusals_total{reason="idle_connection"}. An xDS stream must send its first
+    /// complete request within this too (at most 10s), or it is closed with
+    /// DEADLINE_EXCEEDED (xdst_refusals_total{reason="first_request"}).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
     #[serde(deserialize_with = "crate::units::duration")]
     flag idle_connection_timeout: Duration,
