@@ -11,10 +11,15 @@
 //!   served while every one of those streams is still open, and they are closed once they
 //!   have sent no complete request for 10 s; a client's streams are capped
 //!   (`--max-streams-per-client`).
+//! - Item 8b: a client that never reads what it is sent (HTTP/2 windows never replenished)
+//!   pins no more than `--max-unread-bytes-per-client` in xdst: its streams whose responses
+//!   do not move are reset, counted in `xdst_refusals_total{reason="unread_bytes"}`, and a
+//!   client of the same address that reads is served meanwhile.
 
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use xdst_core::types::CLUSTER;
 use xdst_tests::ads_client::{AdsClient, Options};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
@@ -22,7 +27,7 @@ use xdst_tests::fixtures;
 use xdst_tests::operator::metric_sum;
 use xdst_tests::server::Process;
 use xdst_tests::wait::{self, Seen};
-use xdst_tests::xds::{RawStream, http_with, sotw_ads, sotw_req};
+use xdst_tests::xds::{RawStream, grpc_frame, http_with, node, sotw_ads, sotw_req};
 
 /// `xdst_refusals_total{reason=...}` on the admin port.
 async fn refusals(admin: std::net::SocketAddr, reason: &str) -> anyhow::Result<u64> {
@@ -188,5 +193,98 @@ async fn a_clients_streams_are_capped_across_its_connections() -> anyhow::Result
         })
     })
     .await?;
+    Ok(())
+}
+
+/// Clusters in the never-read test: with 200-character names, its CDS response is about
+/// 2 MiB.
+const BIG_CLUSTERS: usize = 8_000;
+/// Streams of the client that never reads.
+const NEVER_READ: usize = 100;
+
+/// Item 8b: 100 streams whose client never reads (windows of 64 KiB, never replenished), each
+/// asking for a 2 MiB CDS response: xdst pins at most `--max-unread-bytes-per-client` (64 MiB
+/// by default) for them, resets the streams whose bytes do not move, and serves a client of the
+/// same address that reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_bounded() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    let docs: Vec<String> =
+        (0..BIG_CLUSTERS).map(|i| fixtures::cluster(&format!("c{i:05}-{}", "x".repeat(200)), 9)).collect();
+    fixtures::write(dir.path(), "many.yaml", &docs.join("---\n"));
+    let xdst = Process::start(dir.path(), "127.0.0.1:0", &[]).await?;
+    let (xds, admin) = (xdst.xds_addr, xdst.admin_addr);
+    let started = Instant::now();
+    let mut reader = sotw_ads(xds).await;
+    reader.send(sotw_req(CLUSTER, &[])).await;
+    let first = reader.recv().await;
+    eprintln!("[edges] a client that reads got its clusters in {:?}", started.elapsed());
+    let size = prost::Message::encoded_len(&first);
+    ensure!(first.resources.len() == BIG_CLUSTERS, "{} clusters", first.resources.len());
+    let baseline = xdst.rss()?;
+    eprintln!("[edges] one CDS response is {size} bytes; xdst's RSS {} MiB", baseline >> 20);
+
+    let mut never_read = Vec::with_capacity(NEVER_READ);
+    for i in 0..NEVER_READ {
+        let req = DiscoveryRequest { node: node(&format!("never-reads-{i}"), "test"), ..sotw_req(CLUSTER, &[]) };
+        never_read.push(RawStream::open(xds, 65_535, grpc_frame(&req)).await?);
+    }
+    let closed = wait::until("a stream that does not read to be reset", Duration::from_secs(30), async || {
+        let n = refusals(admin, "unread_bytes").await?;
+        let sent = metric_sum(admin, "xdst_responses_total").await?;
+        let grown = xdst.peak_rss()?.saturating_sub(baseline) >> 20;
+        Ok(Seen::when(n > 0, n, format!("unread_bytes refusals {n}, responses sent {sent}, peak RSS +{grown} MiB")))
+    })
+    .await;
+    let grown = xdst.peak_rss()?.saturating_sub(baseline);
+    eprintln!(
+        "[edges] {NEVER_READ} streams that never read: xdst's peak RSS +{} MiB (+{} KiB a stream)",
+        grown >> 20,
+        (grown >> 10) / NEVER_READ as u64
+    );
+    closed?;
+    // A client of the same address that reads is served while they are there.
+    let started = Instant::now();
+    let mut fresh = sotw_ads(xds).await;
+    fresh.send(sotw_req(CLUSTER, &[])).await;
+    let got = wait::within("the reading client's clusters", Duration::from_secs(30), fresh.next_or_status()).await?;
+    ensure!(
+        got.as_ref().is_ok_and(|r| r.resources.len() == BIG_CLUSTERS),
+        "the reading client: {:?}",
+        got.map(|r| r.resources.len())
+    );
+    eprintln!("[edges] a client that reads was served in {:?}", started.elapsed());
+    // Every stream that does not read has had its turn: all but what fits are reset.
+    let fits = (64usize << 20) / size;
+    wait::until("the streams that do not read to be reset", Duration::from_secs(60), async || {
+        let n = refusals(admin, "unread_bytes").await?;
+        Ok(Seen::holds(n as usize + fits + 1 >= NEVER_READ, format!("unread_bytes refusals {n}")))
+    })
+    .await?;
+    let grown = xdst.peak_rss()?.saturating_sub(baseline);
+    eprintln!("[edges] after every stream had its turn: peak RSS +{} MiB", grown >> 20);
+    ensure!(grown < 128 << 20, "xdst's peak RSS grew by {} MiB", grown >> 20);
+    // What the client sees, once it looks: the stream was reset (ENHANCE_YOUR_CALM, which gRPC
+    // clients report as RESOURCE_EXHAUSTED) or, where a reset could not reach it, its
+    // connection closed.
+    let ends = futures::future::join_all(never_read.into_iter().map(|s| async move {
+        let Ok(Ok(resp)) = s.response.await else { return "no response".to_owned() };
+        let mut body = resp.into_body();
+        loop {
+            let next =
+                wait::within("the body's end", Duration::from_secs(2), http_body_util::BodyExt::frame(&mut body));
+            match next.await {
+                Ok(Some(Ok(_))) => continue,
+                Ok(other) => return format!("{other:?}"),
+                Err(_) => return "still open".to_owned(),
+            }
+        }
+    }))
+    .await;
+    let reset = ends.iter().filter(|e| e.contains("ENHANCE_YOUR_CALM")).count();
+    eprintln!("[edges] {reset} of {NEVER_READ} streams saw RST_STREAM ENHANCE_YOUR_CALM");
+    ensure!(reset > 0, "no stream was reset with ENHANCE_YOUR_CALM");
+    let _ = reader;
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! - [`xds`], [`codec`], [`machine`]: ADS and the per-type services, SotW and Delta, over
 //!   gRPC; [`rest`]: REST fetch; [`csds`]: Client Status Discovery.
 //! - [`server`], [`tls`]: the transport (HTTP/2, idle connections) and TLS with certificate
-//!   reloading; [`places`]: connections and streams per client; [`identity`]: who a client
+//!   reloading; [`places`]: connections and streams per client; [`unread`]: bytes queued for
+//!   a client that does not read; [`identity`]: who a client
 //!   certificate is and what it may use; [`admission`]: request and stream rates, node groups,
 //!   the refusal log.
 //! - [`nodes`], [`rollouts`]: the connected nodes and each node's make-before-break rollout,
@@ -31,6 +32,7 @@ pub mod rest;
 pub mod rollouts;
 pub mod server;
 pub mod tls;
+pub mod unread;
 pub mod xds;
 
 use std::sync::Arc;
@@ -63,6 +65,8 @@ pub struct Serving {
     pub stream_admission: admission::StreamAdmission,
     /// xDS streams per client, and how soon a stream must send its first complete request.
     pub streams: Arc<places::Streams>,
+    /// Bytes of responses each client may have unread (`--max-unread-bytes-per-client`).
+    pub unread: Arc<unread::Unread>,
     /// Which node groups are served as their own.
     pub node_groups: admission::NodeGroups,
     /// Unlisted node groups admitted lately.

@@ -106,10 +106,14 @@ fn stream_service<M: Machine>(
                 None,
                 Some(serving.max_request_size),
             );
+            let client = crate::places::client_key(identity.as_ref(), peer);
+            let unread =
+                serving.unread.stream(&client, place.as_ref().map(|p| p.0.clone())).map(|s| (s, serving.clone()));
             let driver = Driver::<M>::new(serving, scope, label, (peer, identity, place), requests);
             let messages: BoxStream<'static, Result<M::Response, Status>> =
                 Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
-            let mut response = http::Response::new(tonic::body::Body::new(crate::codec::ResponseBody::new(messages)));
+            let body = crate::codec::ResponseBody::new(messages, unread);
+            let mut response = http::Response::new(tonic::body::Body::new(body));
             response
                 .headers_mut()
                 .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));

@@ -455,6 +455,7 @@ fn serving_plane(
             burst: config.max_requests_per_second.saturating_mul(10),
         },
         stream_admission: admission::StreamAdmission::new(config.max_new_streams_per_second),
+        unread: xdst_serve::unread::Unread::new(config.max_unread_bytes_per_client),
         streams: Arc::new(xdst_serve::places::Streams::new(
             config.max_streams_per_client,
             config.idle_connection_timeout.min(xdst_serve::server::FIRST_REQUEST_TIMEOUT),

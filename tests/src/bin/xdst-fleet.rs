@@ -166,7 +166,14 @@ fn swapped(wasm: &[u8], n: u64) -> Vec<u8> {
 /// address.
 async fn start_xdst(intent: &Path, plugins: &Path) -> anyhow::Result<Process> {
     let token = intent.join(".token");
-    let args = ["--admin-token-file", token.to_str().unwrap(), "--max-streams-per-client", "1000000"];
+    let args = [
+        "--admin-token-file",
+        token.to_str().unwrap(),
+        "--max-streams-per-client",
+        "1000000",
+        "--max-unread-bytes-per-client",
+        "1048576MiB",
+    ];
     Process::start_intent(intent, plugins, &args).await
 }
 

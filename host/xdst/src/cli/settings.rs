@@ -167,6 +167,21 @@ settings! {
     /// client costs what 4,096 streams cost, not 131,072 (1,024 connections of 128).
     #[arg(long, value_name = "N", default_value_t = xdst_serve::places::Streams::DEFAULT_MAX)]
     flag max_streams_per_client: usize,
+    /// Bytes of xDS responses one client may have unread (a client as for
+    /// --max-connections-per-client; bytes, or with KiB, MiB, GiB): handed to its connections
+    /// and not yet written out to them, because it does not read or reads slowly. HTTP/2 flow
+    /// control stops what is sent to such a client, not what is queued for it: each of its
+    /// streams would pin a whole response. A response that does not fit waits for room (a
+    /// larger one goes when nothing else of the client is unread), and while one waits, the
+    /// client's streams whose bytes have not moved for 2s are reset (RST_STREAM
+    /// ENHANCE_YOUR_CALM, which gRPC clients report as RESOURCE_EXHAUSTED), counted in
+    /// xdst_refusals_total{reason="unread_bytes"} and logged. A client that reads is never
+    /// reset: at 10 Gbit/s 64 MiB is 50 ms of sending, so a fleet behind one address
+    /// reconnecting at once is only paced, while a client that stops reading pins at most
+    /// this. 0: no limit.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size_or_off)]
+    #[serde(deserialize_with = "crate::units::size_or_off")]
+    flag max_unread_bytes_per_client: usize,
     /// A connection with no request in flight for this long is closed, and a new one must
     /// start its first request within this (at most 10s): a connection that asks for nothing
     /// holds no place under --max-connections-per-client. An Envoy's or a gRPC client's xDS
