@@ -102,7 +102,11 @@ impl<Resp: Outgoing> Outbox<Resp> {
         }
         // Polled: whatever this waits on, a reset reaches it.
         self.stream.set_parked(true);
-        if let Err(reset) = self.stream.piece_written().await {
+        // The waits that are not the idle one are boxed: this future lives as long as the
+        // stream, sized for its largest wait.
+        if self.stream.waits_for_piece()
+            && let Err(reset) = Box::pin(self.stream.piece_written()).await
+        {
             return Some(self.reset(reset));
         }
         if let Some(piece) = self.pieces.as_mut().and_then(crate::unread::Pieces::next_piece) {
@@ -110,36 +114,33 @@ impl<Resp: Outgoing> Outbox<Resp> {
             return Some((Ok(http_body::Frame::data(piece)), self));
         }
         self.pieces = None;
-        let next = tokio::select! {
-            biased;
-            () = self.stream.reset() => None,
-            m = self.messages.next() => Some(m),
+        // Nothing of this stream is unread now (its last piece was written), so no reset can
+        // be meant for it while it waits for its next message.
+        let message = match self.messages.next().await {
+            Some(Ok(message)) => message,
+            Some(Err(status)) => return Some(self.end(&status)),
+            None => return Some(self.end(&Status::ok(""))),
         };
-        let frame = match next {
-            None => return Some(self.reset(crate::unread::Reset { max: 0 })),
-            Some(Some(Ok(message))) => {
-                let serving = &self.serving;
-                let refused = |client: &str| serving.refused("unread_bytes", client);
-                let claim = match self.stream.claim(5 + message.encoded_len(), &refused).await {
-                    Ok(c) => c,
-                    Err(reset) => return Some(self.reset(reset)),
-                };
-                let mut pieces = self.stream.pieces(frame_vec(&message), claim);
-                let first = pieces.next_piece().expect("a frame is at least its 5-byte header");
-                self.pieces = Some(pieces);
-                self.stream.set_parked(false);
-                http_body::Frame::data(first)
-            }
-            Some(Some(Err(status))) => {
-                self.done = true;
-                http_body::Frame::trailers(trailers(&status))
-            }
-            Some(None) => {
-                self.done = true;
-                http_body::Frame::trailers(trailers(&Status::ok("")))
-            }
+        let len = 5 + message.encoded_len();
+        let claimed = match self.stream.try_claim(len) {
+            Some(claim) => Ok((claim, message)),
+            None => wait_for_room(self.stream.clone(), self.serving.clone(), len, message).await,
         };
-        Some((Ok(frame), self))
+        let (claim, message) = match claimed {
+            Ok(c) => c,
+            Err(reset) => return Some(self.reset(reset)),
+        };
+        let mut pieces = self.stream.pieces(frame_vec(&message), claim);
+        let first = pieces.next_piece().expect("a frame is at least its 5-byte header");
+        self.pieces = Some(pieces);
+        self.stream.set_parked(false);
+        Some((Ok(http_body::Frame::data(first)), self))
+    }
+
+    /// Ends the stream with `status` as trailers.
+    fn end(mut self, status: &Status) -> (Result<http_body::Frame<Bytes>, Status>, Self) {
+        self.done = true;
+        (Ok(http_body::Frame::trailers(trailers(status))), self)
     }
 
     /// Ends the stream with RST_STREAM ENHANCE_YOUR_CALM (gRPC clients report
@@ -148,14 +149,32 @@ impl<Resp: Outgoing> Outbox<Resp> {
     fn reset(mut self, reset: crate::unread::Reset) -> (Result<http_body::Frame<Bytes>, Status>, Self) {
         self.done = true;
         self.pieces = None;
-        let max = if reset.max == 0 { String::new() } else { format!(" ({} bytes)", reset.max) };
         let mut status = Status::resource_exhausted(format!(
             "this stream's responses were not read while its client had more unread than \
-             --max-unread-bytes-per-client allows{max}"
+             --max-unread-bytes-per-client allows ({} bytes)",
+            reset.max
         ));
         status.set_source(Arc::new(h2::Error::from(h2::Reason::ENHANCE_YOUR_CALM)));
         (Err(status), self)
     }
+}
+
+/// A wait for room, and what it was for.
+type Room<Resp> = Pin<Box<dyn Future<Output = Result<(crate::unread::Claim, Resp), crate::unread::Reset>> + Send>>;
+
+/// Waits for room for `message` under its client's budget ([`crate::unread::Stream::claim`]),
+/// boxed, with the message moved in: the stream's own future, which lives as long as the
+/// stream, keeps only a pointer for this wait.
+fn wait_for_room<Resp: Outgoing>(
+    stream: Arc<crate::unread::Stream>,
+    serving: Arc<crate::Serving>,
+    len: usize,
+    message: Resp,
+) -> Room<Resp> {
+    Box::pin(async move {
+        let refused = |client: &str| serving.refused("unread_bytes", client);
+        stream.claim(len, &refused).await.map(|claim| (claim, message))
+    })
 }
 
 /// A gRPC message frame: the uncompressed flag, the length, the message.

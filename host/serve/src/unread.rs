@@ -204,6 +204,12 @@ impl Stream {
         self.parked.store(parked, Ordering::Relaxed);
     }
 
+    /// Whether [`Stream::piece_written`] has anything to wait for (a piece in flight, or a
+    /// reset to report).
+    pub fn waits_for_piece(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) || self.is_reset()
+    }
+
     /// Waits until the piece in flight is written (or the stream is reset).
     pub async fn piece_written(&self) -> Result<(), Reset> {
         loop {
@@ -235,14 +241,8 @@ impl Stream {
             if self.is_reset() {
                 return Err(Reset { max });
             }
-            let taken = self.client.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-                (now == 0 || now.saturating_add(len) <= max).then_some(now + len)
-            });
-            if taken.is_ok() {
-                if self.unread.fetch_add(len, Ordering::Relaxed) == 0 {
-                    self.touch();
-                }
-                return Ok(Claim { stream: self.clone(), len });
+            if let Some(claim) = self.try_claim(len) {
+                return Ok(claim);
             }
             let since = *waited.get_or_insert_with(Instant::now);
             if since.elapsed() >= STALL / 2 {
@@ -254,6 +254,19 @@ impl Stream {
                 () = self.reset() => {}
             }
         }
+    }
+
+    /// Takes `len` bytes from the client's budget if they fit now.
+    pub fn try_claim(self: &Arc<Self>, len: usize) -> Option<Claim> {
+        let max = self.of.max;
+        let taken = self.client.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+            (now == 0 || now.saturating_add(len) <= max).then_some(now + len)
+        });
+        taken.ok()?;
+        if self.unread.fetch_add(len, Ordering::Relaxed) == 0 {
+            self.touch();
+        }
+        Some(Claim { stream: self.clone(), len })
     }
 
     /// Hands out the first [`PIECE`] of `framed` (or all of it), keeping the rest for
