@@ -115,7 +115,12 @@ impl<Resp: Outgoing> Outbox<Resp> {
         }
         self.pieces = None;
         // Nothing of this stream is unread now (its last piece was written), so no reset can
-        // be meant for it while it waits for its next message.
+        // be meant for it while it waits for its next message; one that came as it was written
+        // still ends it.
+        if self.stream.is_reset() {
+            let max = self.stream.max();
+            return Some(self.reset(crate::unread::Reset { max }));
+        }
         let message = match self.messages.next().await {
             Some(Ok(message)) => message,
             Some(Err(status)) => return Some(self.end(&status)),

@@ -183,6 +183,11 @@ impl Stream {
         self.moved.store(self.of.now_ms(), Ordering::Relaxed);
     }
 
+    /// Its client's budget.
+    pub fn max(&self) -> usize {
+        self.of.max
+    }
+
     /// Whether the stream was reset for not reading.
     pub fn is_reset(&self) -> bool {
         self.reset.load(Ordering::Relaxed)
