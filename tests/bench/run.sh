@@ -161,7 +161,8 @@ start_server() { # $1: resources dir; $2: "xdst" or "compare"; $3: --max-new-str
         [ "$3" != default ] && config+=(--max-new-streams-per-second "$3")
         RUST_LOG=warn "$xdst" serve --xds-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 "${config[@]}" \
             --resources "$1" --ready-file "$ready" --debounce 10ms \
-            --max-streams-per-connection 1048576 --max-connections-per-client 1000000 &
+            --max-streams-per-connection 1048576 --max-connections-per-client 1000000 \
+            --max-streams-per-client 1000000 --max-unread-bytes-per-client 1048576MiB &
     else
         local cmd=${compare//\{resources\}/$1}
         cmd=${cmd//\{ready\}/$ready}

@@ -19,6 +19,7 @@ mod conformance;
 mod containment;
 mod distribution;
 mod docs;
+mod edges;
 mod edges_files;
 mod edges_plugins;
 mod edges_scope;

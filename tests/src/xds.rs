@@ -68,6 +68,15 @@ impl<Req, Resp> XdsStream<Req, Resp> {
         }
     }
 
+    /// The next response, or the status the stream ended with (OK when it ended cleanly).
+    pub async fn next_or_status(&mut self) -> Result<Resp, tonic::Status> {
+        match self.rx.message().await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(tonic::Status::ok("")),
+            Err(status) => Err(status),
+        }
+    }
+
     /// The status the server closed the stream with.
     pub async fn closed_with(&mut self) -> tonic::Status {
         loop {
@@ -175,7 +184,7 @@ pub async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &s
     http_with(addr, method, path, &[], body).await
 }
 
-/// [`http`] with extra headers.
+/// [`http`] with extra headers; a `Host` among them replaces the address.
 pub async fn http_with(
     addr: std::net::SocketAddr,
     method: &str,
@@ -185,9 +194,11 @@ pub async fn http_with(
 ) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let is_host = |k: &str| k.eq_ignore_ascii_case("host");
+    let host = headers.iter().find(|(k, _)| is_host(k)).map_or_else(|| addr.to_string(), |(_, v)| v.to_string());
+    let extra: String = headers.iter().filter(|(k, _)| !is_host(k)).map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
@@ -212,4 +223,72 @@ fn dechunk(mut s: &str) -> String {
         s = &rest[n + 2..];
     }
     out
+}
+
+/// A gRPC message frame: the uncompressed flag, the length, the message.
+pub fn grpc_frame(message: &impl prost::Message) -> bytes::Bytes {
+    let body = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.push(0);
+    frame.extend_from_slice(&u32::try_from(body.len()).expect("a small message").to_be_bytes());
+    frame.extend_from_slice(&body);
+    frame.into()
+}
+
+/// What a [`RawStream`]'s request body is sent through; the body stays open while it lives.
+pub type RawBody = mpsc::Sender<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>;
+
+/// An ADS stream (SotW) on an HTTP/2 connection of its own, spoken with hyper directly so the
+/// test controls what a gRPC library would not let it: the request body (part of a message,
+/// and never the rest) and flow control (a client that never polls the response body never
+/// gives the server more window than `window`, so what it is sent stays queued at the server).
+pub struct RawStream {
+    /// The request body: frames sent here go to the server as DATA.
+    pub body: RawBody,
+    /// The response head (its body unread until the test reads it).
+    pub response: tokio::task::JoinHandle<Result<http::Response<hyper::body::Incoming>, hyper::Error>>,
+    /// The connection's task: finished once the server closed the connection.
+    pub connection: tokio::task::JoinHandle<()>,
+    /// Keeps the connection's task running while the stream is unread (hyper ends it once
+    /// every sender is gone).
+    _sender: hyper::client::conn::http2::SendRequest<RawRequestBody>,
+}
+
+type RawRequestBody =
+    http_body_util::StreamBody<ReceiverStream<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>>;
+
+impl RawStream {
+    /// Opens the connection (stream and connection windows of `window` bytes) and the stream,
+    /// and sends `first` as the start of the request body.
+    pub async fn open(addr: std::net::SocketAddr, window: u32, first: bytes::Bytes) -> anyhow::Result<RawStream> {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let (mut send, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(window)
+            .initial_connection_window_size(window)
+            .adaptive_window(false)
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await?;
+        let connection = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let (body, rx) = mpsc::channel(4);
+        body.send(Ok(hyper::body::Frame::data(first))).await.expect("the receiver is here");
+        let req = http::Request::post(format!(
+            "http://{addr}/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(http_body_util::StreamBody::new(ReceiverStream::new(rx)))?;
+        let sender = send.clone();
+        let response = tokio::spawn(async move {
+            send.ready().await?;
+            send.send_request(req).await
+        });
+        Ok(RawStream { body, response, connection, _sender: sender })
+    }
+
+    /// Whether the server has closed the stream's connection.
+    pub fn connection_closed(&self) -> bool {
+        self.connection.is_finished()
+    }
 }

@@ -1,5 +1,6 @@
-//! Per-client limits: request rate per stream ([`Bucket`]), open connections per client
-//! ([`Connections`]), and the log of refusals: a refusal or a limit hit is logged
+//! Per-client limits: request rate per stream ([`Bucket`]), new streams a second
+//! ([`StreamAdmission`]), node groups, rejections' analyses, and the log of refusals (what a
+//! client may hold open is [`crate::places`]'s): a refusal or a limit hit is logged
 //! at most once a minute per client (its identity, or its address without mTLS), and always
 //! counted in `xdst_refusals_total`.
 
@@ -172,49 +173,6 @@ impl StreamAdmission {
     }
 }
 
-/// Open connections per client (its certificate identity, or its address).
-#[derive(Debug)]
-pub struct Connections {
-    max: usize,
-    open: Mutex<HashMap<Box<str>, usize>>,
-}
-
-/// One open connection; counted until dropped.
-#[derive(Debug)]
-pub struct Connection {
-    of: std::sync::Arc<Connections>,
-    client: Box<str>,
-}
-
-impl Connections {
-    pub fn new(max: usize) -> Connections {
-        Connections { max, open: Mutex::default() }
-    }
-
-    /// Counts a connection of `client`, or None when it has `max` open already.
-    pub fn open(self: &std::sync::Arc<Self>, client: &str) -> Option<Connection> {
-        let mut open = self.open.lock().unwrap();
-        let n = open.entry(client.into()).or_default();
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(Connection { of: self.clone(), client: client.into() })
-    }
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        let mut open = self.of.open.lock().unwrap();
-        if let Some(n) = open.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.client);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod rate_tests {
     use super::*;
@@ -228,18 +186,6 @@ mod rate_tests {
         assert!(!b.take(limit, t0 + Duration::from_millis(50)), "half a token");
         assert!(b.take(limit, t0 + Duration::from_millis(100)), "one token a tenth of a second later");
         assert_eq!((0..20).filter(|_| b.take(limit, t0 + Duration::from_secs(60))).count(), 5, "capped at the burst");
-    }
-
-    #[test]
-    fn connections_are_counted_per_client_until_dropped() {
-        let c = std::sync::Arc::new(Connections::new(2));
-        let a1 = c.open("a").unwrap();
-        let _a2 = c.open("a").unwrap();
-        assert!(c.open("a").is_none());
-        assert!(c.open("b").is_some());
-        drop(a1);
-        assert!(c.open("a").is_some());
-        assert!(c.open.lock().unwrap().get("b").is_none(), "a client with no connection is forgotten");
     }
 }
 

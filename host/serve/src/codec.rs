@@ -4,6 +4,7 @@
 
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes};
@@ -51,24 +52,148 @@ impl Outgoing for DeltaResponse {
 /// message for as long as the stream lives: with large configurations that is most of an
 /// idle stream's memory (250 KB each at 1,000 routes and 1,000 Services; docs/PERFORMANCE.md,
 /// "Where the memory goes at scale").
+///
+/// Under `--max-unread-bytes-per-client` ([`crate::unread`]) a message is handed out in
+/// pieces, one in flight at a time, once its client's budget has room for it; a stream reset
+/// for not reading ends with RST_STREAM ENHANCE_YOUR_CALM.
 pub struct ResponseBody<Resp> {
-    messages: Option<BoxStream<'static, Result<Resp, Status>>>,
+    body: Body<Resp>,
+}
+
+enum Body<Resp> {
+    Whole(Option<BoxStream<'static, Result<Resp, Status>>>),
+    Budgeted(Option<BoxStream<'static, Result<http_body::Frame<Bytes>, Status>>>),
+}
+
+/// A budgeted body's state between frames.
+struct Outbox<Resp> {
+    messages: BoxStream<'static, Result<Resp, Status>>,
+    stream: Arc<crate::unread::Stream>,
+    /// Where a stream reset for not reading is counted.
+    serving: Arc<crate::Serving>,
+    pieces: Option<crate::unread::Pieces>,
+    done: bool,
 }
 
 impl<Resp: Outgoing> ResponseBody<Resp> {
-    pub fn new(messages: BoxStream<'static, Result<Resp, Status>>) -> Self {
-        ResponseBody { messages: Some(messages) }
+    /// `unread`: the stream's share of its client's budget, and the serving plane that counts
+    /// a reset; None without a limit.
+    pub fn new(
+        messages: BoxStream<'static, Result<Resp, Status>>,
+        unread: Option<(Arc<crate::unread::Stream>, Arc<crate::Serving>)>,
+    ) -> Self {
+        let body = match unread {
+            None => Body::Whole(Some(messages)),
+            Some((stream, serving)) => {
+                let outbox = Outbox { messages, stream, serving, pieces: None, done: false };
+                Body::Budgeted(Some(Box::pin(futures::stream::unfold(outbox, Outbox::next))))
+            }
+        };
+        ResponseBody { body }
     }
+}
+
+impl<Resp: Outgoing> Outbox<Resp> {
+    /// The next frame: a piece of the message being handed out, once the last one is written;
+    /// else the next message's first piece, once the budget has room for it; else the trailers.
+    async fn next(mut self) -> Option<(Result<http_body::Frame<Bytes>, Status>, Self)> {
+        if self.done {
+            return None;
+        }
+        // Polled: whatever this waits on, a reset reaches it.
+        self.stream.set_parked(true);
+        // The waits that are not the idle one are boxed: this future lives as long as the
+        // stream, sized for its largest wait.
+        if self.stream.waits_for_piece()
+            && let Err(reset) = Box::pin(self.stream.piece_written()).await
+        {
+            return Some(self.reset(reset));
+        }
+        if let Some(piece) = self.pieces.as_mut().and_then(crate::unread::Pieces::next_piece) {
+            self.stream.set_parked(false);
+            return Some((Ok(http_body::Frame::data(piece)), self));
+        }
+        self.pieces = None;
+        // Nothing of this stream is unread now (its last piece was written), so no reset can
+        // be meant for it while it waits for its next message; one that came as it was written
+        // still ends it.
+        if self.stream.is_reset() {
+            let max = self.stream.max();
+            return Some(self.reset(crate::unread::Reset { max }));
+        }
+        let message = match self.messages.next().await {
+            Some(Ok(message)) => message,
+            Some(Err(status)) => return Some(self.end(&status)),
+            None => return Some(self.end(&Status::ok(""))),
+        };
+        let len = 5 + message.encoded_len();
+        let claimed = match self.stream.try_claim(len) {
+            Some(claim) => Ok((claim, message)),
+            None => wait_for_room(self.stream.clone(), self.serving.clone(), len, message).await,
+        };
+        let (claim, message) = match claimed {
+            Ok(c) => c,
+            Err(reset) => return Some(self.reset(reset)),
+        };
+        let mut pieces = self.stream.pieces(frame_vec(&message), claim);
+        let first = pieces.next_piece().expect("a frame is at least its 5-byte header");
+        self.pieces = Some(pieces);
+        self.stream.set_parked(false);
+        Some((Ok(http_body::Frame::data(first)), self))
+    }
+
+    /// Ends the stream with `status` as trailers.
+    fn end(mut self, status: &Status) -> (Result<http_body::Frame<Bytes>, Status>, Self) {
+        self.done = true;
+        (Ok(http_body::Frame::trailers(trailers(status))), self)
+    }
+
+    /// Ends the stream with RST_STREAM ENHANCE_YOUR_CALM (gRPC clients report
+    /// RESOURCE_EXHAUSTED): a client that does not read would never see trailers, and the reset
+    /// frees what was queued for it.
+    fn reset(mut self, reset: crate::unread::Reset) -> (Result<http_body::Frame<Bytes>, Status>, Self) {
+        self.done = true;
+        self.pieces = None;
+        let mut status = Status::resource_exhausted(format!(
+            "this stream's responses were not read while its client had more unread than \
+             --max-unread-bytes-per-client allows ({} bytes)",
+            reset.max
+        ));
+        status.set_source(Arc::new(h2::Error::from(h2::Reason::ENHANCE_YOUR_CALM)));
+        (Err(status), self)
+    }
+}
+
+/// A wait for room, and what it was for.
+type Room<Resp> = Pin<Box<dyn Future<Output = Result<(crate::unread::Claim, Resp), crate::unread::Reset>> + Send>>;
+
+/// Waits for room for `message` under its client's budget ([`crate::unread::Stream::claim`]),
+/// boxed, with the message moved in: the stream's own future, which lives as long as the
+/// stream, keeps only a pointer for this wait.
+fn wait_for_room<Resp: Outgoing>(
+    stream: Arc<crate::unread::Stream>,
+    serving: Arc<crate::Serving>,
+    len: usize,
+    message: Resp,
+) -> Room<Resp> {
+    Box::pin(async move {
+        let refused = |client: &str| serving.refused("unread_bytes", client);
+        stream.claim(len, &refused).await.map(|claim| (claim, message))
+    })
 }
 
 /// A gRPC message frame: the uncompressed flag, the length, the message.
 pub fn frame(message: &impl Outgoing) -> Bytes {
+    Bytes::from(frame_vec(message))
+}
+
+fn frame_vec(message: &impl Outgoing) -> Vec<u8> {
     let len = message.encoded_len();
     let mut buf = Vec::with_capacity(5 + len);
     buf.push(0);
     buf.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
     message.encode(&mut buf);
-    Bytes::from(buf)
+    buf
 }
 
 /// The trailers that end a stream with `status`.
@@ -86,24 +211,35 @@ impl<Resp: Outgoing> http_body::Body for ResponseBody<Resp> {
     type Error = Status;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<http_body::Frame<Bytes>, Status>>> {
-        let this = self.get_mut();
-        let Some(messages) = this.messages.as_mut() else { return Poll::Ready(None) };
-        let frame = match ready!(messages.poll_next_unpin(cx)) {
-            Some(Ok(message)) => http_body::Frame::data(frame(&message)),
-            Some(Err(status)) => {
-                this.messages = None;
-                http_body::Frame::trailers(trailers(&status))
+        match &mut self.get_mut().body {
+            Body::Whole(slot) => {
+                let Some(messages) = slot.as_mut() else { return Poll::Ready(None) };
+                let frame = match ready!(messages.poll_next_unpin(cx)) {
+                    Some(Ok(message)) => http_body::Frame::data(frame(&message)),
+                    Some(Err(status)) => {
+                        *slot = None;
+                        http_body::Frame::trailers(trailers(&status))
+                    }
+                    None => {
+                        *slot = None;
+                        http_body::Frame::trailers(trailers(&Status::ok("")))
+                    }
+                };
+                Poll::Ready(Some(Ok(frame)))
             }
-            None => {
-                this.messages = None;
-                http_body::Frame::trailers(trailers(&Status::ok("")))
+            Body::Budgeted(slot) => {
+                let Some(frames) = slot.as_mut() else { return Poll::Ready(None) };
+                let next = ready!(frames.poll_next_unpin(cx));
+                if next.is_none() {
+                    *slot = None;
+                }
+                Poll::Ready(next)
             }
-        };
-        Poll::Ready(Some(Ok(frame)))
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.messages.is_none()
+        matches!(self.body, Body::Whole(None) | Body::Budgeted(None))
     }
 }
 

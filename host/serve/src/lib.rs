@@ -3,9 +3,11 @@
 //!
 //! - [`xds`], [`codec`], [`machine`]: ADS and the per-type services, SotW and Delta, over
 //!   gRPC; [`rest`]: REST fetch; [`csds`]: Client Status Discovery.
-//! - [`server`], [`tls`]: the transport (HTTP/2, idle connections, connections per client)
-//!   and TLS with certificate reloading; [`identity`]: who a client certificate is and what
-//!   it may use; [`admission`]: request rates, node groups, the refusal log.
+//! - [`server`], [`tls`]: the transport (HTTP/2, idle connections) and TLS with certificate
+//!   reloading; [`places`]: connections and streams per client; [`unread`]: bytes queued for
+//!   a client that does not read; [`identity`]: who a client
+//!   certificate is and what it may use; [`admission`]: request and stream rates, node groups,
+//!   the refusal log.
 //! - [`nodes`], [`rollouts`]: the connected nodes and each node's make-before-break rollout,
 //!   gated on its ACKs; [`memory`]: handing freed memory back.
 //! - [`metrics`]: the serving metrics, and the registry `/metrics` renders;
@@ -25,10 +27,12 @@ pub mod machine;
 pub mod memory;
 pub mod metrics;
 pub mod nodes;
+pub mod places;
 pub mod rest;
 pub mod rollouts;
 pub mod server;
 pub mod tls;
+pub mod unread;
 pub mod xds;
 
 use std::sync::Arc;
@@ -59,6 +63,10 @@ pub struct Serving {
     pub request_rate: admission::RequestRate,
     /// The rate new streams are admitted at.
     pub stream_admission: admission::StreamAdmission,
+    /// xDS streams per client, and how soon a stream must send its first complete request.
+    pub streams: Arc<places::Streams>,
+    /// Bytes of responses each client may have unread (`--max-unread-bytes-per-client`).
+    pub unread: Arc<unread::Unread>,
     /// Which node groups are served as their own.
     pub node_groups: admission::NodeGroups,
     /// Unlisted node groups admitted lately.
@@ -73,9 +81,19 @@ pub struct Serving {
     pub translated: bool,
 }
 
-/// Every route of the xDS port: the gRPC services, REST fetch, and an answer for the rest.
-pub fn routes(serving: &Arc<Serving>) -> Router {
-    xds::routes(serving).merge(rest::routes(serving)).fallback(unknown_path)
+impl Serving {
+    /// Counts a refusal of `client` (its identity, else its address) in
+    /// `xdst_refusals_total{reason}`; whether to log it (at most once a minute per client).
+    pub fn refused(&self, reason: &'static str, client: &str) -> bool {
+        self.metrics.refusals.get_or_create(&metrics::label("reason", reason)).inc();
+        self.refusal_log.allow(client)
+    }
+}
+
+/// Every route of the xDS port listening on `listening`: the gRPC services, REST fetch, and
+/// an answer for the rest.
+pub fn routes(serving: &Arc<Serving>, listening: std::net::SocketAddr) -> Router {
+    xds::routes(serving).merge(rest::routes(serving, listening)).fallback(unknown_path)
 }
 
 /// gRPC clients get UNIMPLEMENTED for methods we do not serve; anything else a 404.

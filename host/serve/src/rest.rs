@@ -1,6 +1,15 @@
 //! REST fetch: `POST /v3/discovery:{listeners,routes,clusters,endpoints}` with a proto3
 //! JSON `DiscoveryRequest` body, answered with a proto3 JSON `DiscoveryResponse`
 //! (or 304 Not Modified when the request's `version_info` is already current).
+//!
+//! On a port listening on loopback, an HTTP/1 request must name a loopback host, as on the
+//! admin port ([`crate::access::refuse_foreign_host`]): a web page that rebinds its name to
+//! 127.0.0.1 would otherwise read every node group's resources (issue 49, item 7); it is
+//! answered 421 and counted in `xdst_refusals_total{reason="xds_host"}`. HTTP/2 is left
+//! alone: browsers speak it over TLS only, where a rebound name fails the certificate, and
+//! Envoy's `:authority` is the name of its xDS cluster. Envoy's own REST client sends that name
+//! as `Host` too: over HTTP/1 to a loopback xdst, name the cluster under `.localhost`
+//! (`xds.localhost`).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -18,7 +27,8 @@ use crate::Serving;
 use crate::identity::PeerIdentity;
 use crate::xds::fetch;
 
-pub fn routes(serving: &Arc<Serving>) -> Router {
+/// The REST routes of the xDS port listening on `listening`.
+pub fn routes(serving: &Arc<Serving>, listening: std::net::SocketAddr) -> Router {
     let mut r = Router::new();
     for (path, type_url) in [("listeners", LISTENER), ("routes", ROUTE), ("clusters", CLUSTER), ("endpoints", ENDPOINT)]
     {
@@ -31,7 +41,21 @@ pub fn routes(serving: &Arc<Serving>) -> Router {
         );
     }
     // A body over the limit is answered 413 before it is read whole.
-    r.layer(axum::extract::DefaultBodyLimit::max(serving.max_request_size))
+    let serving = serving.clone();
+    r.layer(axum::extract::DefaultBodyLimit::max(serving.max_request_size)).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let serving = serving.clone();
+            async move {
+                if req.version() <= http::Version::HTTP_11
+                    && let Some(refused) =
+                        crate::access::refuse_foreign_host(&serving, "xDS", listening, "xds_host", &req)
+                {
+                    return refused;
+                }
+                next.run(req).await
+            }
+        },
+    ))
 }
 
 fn bad_request(message: String) -> Response {

@@ -3,7 +3,7 @@
 //! streams per connection.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
 use crate::identity::PeerIdentity;
+use crate::places::{Connection, ConnectionPlace, Connections, Opened, Place};
 use crate::xds::PeerAddr;
 
 /// Connection settings of a port.
@@ -55,51 +56,11 @@ impl Default for H2 {
     }
 }
 
-/// What a connection is doing: requests in flight (until their response bodies end) and when
-/// the last one ended.
-#[derive(Debug)]
-struct Activity {
-    state: std::sync::Mutex<(usize, Option<Instant>)>,
-    opened: Instant,
-}
-
-/// A request of a connection in flight; dropped with its response body.
-struct InFlight(Arc<Activity>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut s = self.0.state.lock().unwrap();
-        s.0 -= 1;
-        s.1 = Some(Instant::now());
-    }
-}
-
-impl Activity {
-    fn new() -> Arc<Activity> {
-        Arc::new(Activity { state: std::sync::Mutex::new((0, None)), opened: Instant::now() })
-    }
-
-    fn begin(self: &Arc<Self>) -> InFlight {
-        self.state.lock().unwrap().0 += 1;
-        InFlight(self.clone())
-    }
-
-    /// Resolves once the connection has had no request in flight for `idle` (for a connection
-    /// that has not made one yet, `first`), with what it was.
-    async fn idle(&self, idle: Duration, first: Duration) -> &'static str {
-        loop {
-            let (in_flight, last) = *self.state.lock().unwrap();
-            let deadline = match (in_flight, last) {
-                (0, None) => self.opened + first.min(idle),
-                (0, Some(t)) => t + idle,
-                _ => Instant::now() + idle,
-            };
-            if Instant::now() >= deadline {
-                return if last.is_none() { "no request" } else { "no request in flight" };
-            }
-            tokio::time::sleep_until(deadline.into()).await;
-        }
-    }
+/// The client a request came from, as connections are counted and refusals logged: its
+/// certificate identity, else its address (from what the accept loop put in the request's
+/// extensions).
+pub fn client_of(extensions: &http::Extensions) -> String {
+    crate::places::client_key(extensions.get::<PeerIdentity>(), extensions.get::<PeerAddr>().map(|p| p.0))
 }
 
 /// A connection accepted (and its TLS handshake done): who it is from.
@@ -109,11 +70,13 @@ struct Accepted<I> {
     identity: Option<PeerIdentity>,
     /// Its client, for the limits and the refusal log: the identity, else the address.
     client: String,
+    /// What it carries, and the signal that closes it (see [`crate::places`]).
+    place: Arc<Place>,
 }
 
-/// Serves one accepted connection (in the clear or after its TLS handshake) until it ends, or
-/// until it has been idle for `h2.idle_timeout` (closed, counted, logged once a minute per
-/// client).
+/// Serves one accepted connection (in the clear or after its TLS handshake) until it ends,
+/// until it has been idle for `h2.idle_timeout`, or until it is closed to make way for another
+/// of its client's (each counted, and logged once a minute per client).
 async fn serve_connection<I>(
     serving: &Arc<crate::Serving>,
     name: &'static str,
@@ -125,24 +88,34 @@ async fn serve_connection<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let Accepted { io, peer, identity, client } = conn;
+    let Accepted { io, peer, identity, client, place } = conn;
     let client = client.as_str();
-    let activity = Activity::new();
-    let service = tagged(router, peer, identity, activity.clone());
+    let service = tagged(router, peer, identity, place.clone());
     let conn = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(io), service).into_owned());
     tokio::select! {
         ended = conn => if let Err(e) = ended {
             debug!(server = name, %peer, error = %e, "connection ended with an error");
         },
-        what = activity.idle(h2.idle_timeout, FIRST_REQUEST_TIMEOUT) => {
-            serving.metrics.refusals.get_or_create(&crate::metrics::label("reason", "idle_connection")).inc();
-            if serving.refusal_log.allow(client) {
+        what = place.idle(h2.idle_timeout, FIRST_REQUEST_TIMEOUT) => {
+            if serving.refused("idle_connection", client) {
                 warn!(
                     server = name,
                     client,
                     %peer,
                     "connection closed: {what} for {:?} (--idle-connection-timeout; logged once a minute per client)",
                     if what == "no request" { h2.idle_timeout.min(FIRST_REQUEST_TIMEOUT) } else { h2.idle_timeout }
+                );
+            }
+        }
+        () = place.closed() => {
+            if serving.refused("evicted_connection", client) {
+                warn!(
+                    server = name,
+                    client,
+                    %peer,
+                    "connection closed to make way for a new one of its client: it carried nothing but streams \
+                     without a complete request, and the client has as many connections as \
+                     --max-connections-per-client allows (logged once a minute per client)"
                 );
             }
         }
@@ -155,7 +128,7 @@ fn tagged(
     router: Router,
     peer: std::net::SocketAddr,
     identity: Option<PeerIdentity>,
-    activity: Arc<Activity>,
+    place: Arc<Place>,
 ) -> TowerToHyperService<
     impl tower::Service<
         http::Request<hyper::body::Incoming>,
@@ -169,7 +142,8 @@ fn tagged(
         if let Some(id) = &identity {
             req.extensions_mut().insert(id.clone());
         }
-        let in_flight = activity.begin();
+        req.extensions_mut().insert(ConnectionPlace(place.clone()));
+        let in_flight = place.begin();
         let response = tower::ServiceExt::oneshot(router.clone(), req);
         async move {
             let response = response.await?;
@@ -185,26 +159,30 @@ fn tagged(
     }))
 }
 
-/// Counts a connection of `client`; None (refusal counted, logged once a minute per client)
-/// when it has as many open as it may.
+/// Counts a connection of `client` (closing another of its that carries no work, when it has
+/// as many as it may); None (refusal counted, logged once a minute per client) when every one
+/// it has carries work.
 fn counted_connection(
     serving: &Arc<crate::Serving>,
     name: &'static str,
-    connections: &Arc<crate::admission::Connections>,
+    connections: &Arc<Connections>,
     client: &str,
-) -> Option<crate::admission::Connection> {
-    let counted = connections.open(client);
-    if counted.is_none() {
-        serving.metrics.refusals.get_or_create(&crate::metrics::label("reason", "connections_per_client")).inc();
-        if serving.refusal_log.allow(client) {
-            warn!(
-                server = name,
-                client,
-                "connection closed: the client has as many open as --max-connections-per-client allows (logged once a minute per client)"
-            );
+    place: &Arc<Place>,
+) -> Option<Connection> {
+    match connections.open(client, place) {
+        Opened::Counted { connection, .. } => Some(connection),
+        Opened::Refused => {
+            if serving.refused("connections_per_client", client) {
+                warn!(
+                    server = name,
+                    client,
+                    "connection closed: the client has as many open as --max-connections-per-client allows, each \
+                     carrying a request (logged once a minute per client)"
+                );
+            }
+            None
         }
     }
-    counted
 }
 
 /// Serves until `shutdown` turns true, then gives open connections `grace` to finish. With
@@ -233,7 +211,7 @@ pub async fn serve(
         .keep_alive_interval(h2.keepalive)
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
-    let connections = Arc::new(crate::admission::Connections::new(h2.max_connections_per_client));
+    let connections = Arc::new(Connections::new(h2.max_connections_per_client));
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     loop {
@@ -253,12 +231,14 @@ pub async fn serve(
                 let (router, builder, watcher) = (router.clone(), builder.clone(), graceful.watcher());
                 match &tls {
                     None => {
-                        let Some(counted) = counted_connection(&serving, name, &connections, &peer.ip().to_string()) else {
+                        let client = peer.ip().to_string();
+                        let place = Place::new();
+                        let Some(counted) = counted_connection(&serving, name, &connections, &client, &place) else {
                             continue;
                         };
                         let serving = serving.clone();
                         tokio::spawn(async move {
-                            let accepted = Accepted { io: stream, peer, identity: None, client: peer.ip().to_string() };
+                            let accepted = Accepted { io: stream, peer, identity: None, client, place };
                             serve_connection(&serving, name, accepted, router, &builder, watcher, &h2).await;
                             drop(counted);
                         });
@@ -296,8 +276,11 @@ pub async fn serve(
                                 Some(id) => format!("identity {:?}", id.to_string()),
                                 None => peer.ip().to_string(),
                             };
-                            let Some(counted) = counted_connection(&serving, name, &connections, &client) else { return };
-                            let accepted = Accepted { io: stream, peer, identity, client };
+                            let place = Place::new();
+                            let Some(counted) = counted_connection(&serving, name, &connections, &client, &place) else {
+                                return;
+                            };
+                            let accepted = Accepted { io: stream, peer, identity, client, place };
                             serve_connection(&serving, name, accepted, router, &builder, watcher, &h2).await;
                             drop(counted);
                         });

@@ -29,6 +29,7 @@ use crate::identity::PeerIdentity;
 use crate::machine::{Machine, Sent};
 use crate::metrics::{by_api_service, by_type, label};
 use crate::nodes::StreamEntry;
+use crate::places::{AdmittedStream, ConnectionPlace, HalfOpen, HalfOpenStream};
 use crate::rollouts::NodeRollout;
 
 /// The peer of a connection, put in each request's extensions by the accept loop.
@@ -88,6 +89,7 @@ fn stream_service<M: Machine>(
         async move {
             let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
             let identity = req.extensions().get::<PeerIdentity>().cloned();
+            let place = req.extensions().get::<ConnectionPlace>().cloned();
             // Requests through tonic's decoder; responses through our own body (see
             // `codec::ResponseBody`). xdst offers no compression: a client that compresses
             // is told so, as tonic tells it.
@@ -104,10 +106,14 @@ fn stream_service<M: Machine>(
                 None,
                 Some(serving.max_request_size),
             );
-            let driver = Driver::<M>::new(serving, scope, label, peer, identity, requests);
+            let client = crate::places::client_key(identity.as_ref(), peer);
+            let unread =
+                serving.unread.stream(&client, place.as_ref().map(|p| p.0.clone())).map(|s| (s, serving.clone()));
+            let driver = Driver::<M>::new(serving, scope, label, (peer, identity, place), requests);
             let messages: BoxStream<'static, Result<M::Response, Status>> =
                 Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
-            let mut response = http::Response::new(tonic::body::Body::new(crate::codec::ResponseBody::new(messages)));
+            let body = crate::codec::ResponseBody::new(messages, unread);
+            let mut response = http::Response::new(tonic::body::Body::new(body));
             response
                 .headers_mut()
                 .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
@@ -278,6 +284,12 @@ struct Driver<M: Machine> {
     timer: Timer,
     /// Whether the stream had its turn under `--max-new-streams-per-second`.
     admitted: bool,
+    /// Until its first complete request: the stream's half-open count, on its client's streams
+    /// and its connection's place, and when it must have sent it by (set once admitted).
+    half_open: Option<(HalfOpenStream, Option<HalfOpen>)>,
+    first_request_by: Option<Instant>,
+    /// From its first complete request: the stream counted against its client's streams.
+    counted: Option<AdmittedStream>,
 }
 
 enum Wake<R> {
@@ -288,6 +300,9 @@ enum Wake<R> {
     Offer,
     /// The rollout's grace period ended.
     Deadline,
+    /// No complete first request: in time (`"in time"`), or the client opened too many such
+    /// streams and this is the oldest (`"evicted"`).
+    NoFirstRequest(&'static str),
     Shutdown,
 }
 
@@ -296,13 +311,14 @@ impl<M: Machine> Driver<M> {
         serving: Arc<Serving>,
         scope: Scope,
         label: &'static str,
-        peer: Option<std::net::SocketAddr>,
-        identity: Option<PeerIdentity>,
+        (peer, identity, place): (Option<std::net::SocketAddr>, Option<PeerIdentity>, Option<ConnectionPlace>),
         requests: Streaming<M::Request>,
     ) -> Self {
         serving.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
         let shutdown = serving.shutdown.clone();
         let rate = serving.request_rate;
+        let half_open =
+            (serving.streams.open(&crate::places::client_key(identity.as_ref(), peer)), place.map(|p| p.0.half_open()));
         Driver {
             machine: Arc::new(Mutex::new(M::new(scope.clone()))),
             scope,
@@ -324,6 +340,9 @@ impl<M: Machine> Driver<M> {
             finished: false,
             timer: Timer::default(),
             admitted: false,
+            half_open: Some(half_open),
+            first_request_by: None,
+            counted: None,
         }
     }
 
@@ -358,6 +377,8 @@ impl<M: Machine> Driver<M> {
     async fn next(mut self: Box<Self>) -> Option<(Result<M::Response, Status>, Box<Self>)> {
         if !self.admitted {
             self.admit().await;
+            // Its time to send a first complete request starts once it had its turn.
+            self.first_request_by = Some(Instant::now() + self.serving.streams.first_request);
         }
         loop {
             if let Some(r) = self.queue.pop_front() {
@@ -395,10 +416,19 @@ impl<M: Machine> Driver<M> {
                 _ = changed(&mut self.watch) => Wake::Target,
                 _ = offer_changed(&self.rollout) => Wake::Offer,
                 _ = self.timer.fired() => Wake::Deadline,
+                why = no_first_request(&self.half_open, self.first_request_by) => Wake::NoFirstRequest(why),
             };
             match wake {
                 Wake::Shutdown => continue,
+                Wake::NoFirstRequest(why) => {
+                    self.finished = true;
+                    return Some((Err(self.no_first_request(why)), self));
+                }
                 Wake::Request(Ok(Some(req))) => {
+                    if let Err(status) = self.count_stream() {
+                        self.finished = true;
+                        return Some((Err(status), self));
+                    }
                     if let Err(status) = self.on_request(req) {
                         self.finished = true;
                         return Some((Err(status), self));
@@ -462,6 +492,68 @@ impl<M: Machine> Driver<M> {
             (None, Some(peer)) => format!("address {}", peer.ip()),
             (None, None) => "an unknown client".to_owned(),
         }
+    }
+
+    /// The key the stream's client is counted under (see [`crate::places::client_key`]).
+    fn client(&self) -> String {
+        crate::places::client_key(self.identity.as_ref(), self.peer)
+    }
+
+    /// Its first complete request arrived: the stream counts against its client's
+    /// `--max-streams-per-client`, or is refused with RESOURCE_EXHAUSTED (counted, logged once a
+    /// minute per client) when the client has that many.
+    fn count_stream(&mut self) -> Result<(), Status> {
+        let Some((stream, _connection)) = self.half_open.take() else { return Ok(()) };
+        match stream.admit() {
+            Ok(counted) => {
+                self.counted = Some(counted);
+                Ok(())
+            }
+            Err(over) => {
+                let client = self.client();
+                if self.serving.refused("streams_per_client", &client) {
+                    warn!(
+                        client,
+                        max = over.max,
+                        api = M::API,
+                        service = self.label,
+                        "stream refused: its client has as many xDS streams open as --max-streams-per-client allows (logged once a minute per client)"
+                    );
+                }
+                Err(Status::resource_exhausted(format!(
+                    "{client} has {} xDS streams open, as many as --max-streams-per-client allows",
+                    over.max
+                )))
+            }
+        }
+    }
+
+    /// Ends a stream that sent no complete first request (counted, logged once a minute per
+    /// client): `why` is `"in time"` or `"evicted"` (see [`Wake::NoFirstRequest`]).
+    fn no_first_request(&self, why: &'static str) -> Status {
+        let client = self.client();
+        let first = self.serving.streams.first_request;
+        let (reason, status) = if why == "evicted" {
+            (
+                "half_open_streams",
+                Status::resource_exhausted(format!(
+                    "{client} opened more streams without a complete request than --max-streams-per-client \
+                     allows; the oldest is closed"
+                )),
+            )
+        } else {
+            (
+                "first_request",
+                Status::deadline_exceeded(format!(
+                    "no complete request within {first:?} of the stream opening: a stream holds a place once it \
+                     asks for something (--idle-connection-timeout, at most 10s)"
+                )),
+            )
+        };
+        if self.serving.refused(reason, &client) {
+            warn!(client, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "stream closed (logged once a minute per client)");
+        }
+        status
     }
 
     fn stream_error(&self, reason: &'static str, status: &Status) {
@@ -658,6 +750,22 @@ async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
         return std::future::pending().await;
     }
     *current = rx.borrow_and_update().clone();
+}
+
+/// Resolves while the stream is half-open: when `by` passes (`"in time"`), or when it is
+/// closed to make way for a newer half-open stream of its client (`"evicted"`).
+async fn no_first_request(half_open: &Option<(HalfOpenStream, Option<HalfOpen>)>, by: Option<Instant>) -> &'static str {
+    let Some((stream, _)) = half_open else { return std::future::pending().await };
+    let timeout = async {
+        match by {
+            Some(by) => tokio::time::sleep_until(by.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = timeout => "in time",
+        () = stream.closed() => "evicted",
+    }
 }
 
 async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {

@@ -317,7 +317,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
     warn_about_exposure(config, (xds_addr, client_roots.is_some()), (admin_addr, admin_authenticated), tls.is_some());
 
     let (xds_tls, admin_tls) = server_tls(tls.as_ref(), client_roots.as_ref());
-    let xds_router = xdst_serve::routes(&serving);
+    let xds_router = xdst_serve::routes(&serving, xds_addr);
     let admin_router = admin::routes(&generating, admin_addr);
     let mut tasks = vec![
         tokio::spawn(server::serve(
@@ -456,6 +456,11 @@ fn serving_plane(
             burst: config.max_requests_per_second.saturating_mul(10),
         },
         stream_admission: admission::StreamAdmission::new(config.max_new_streams_per_second),
+        unread: xdst_serve::unread::Unread::new(config.max_unread_bytes_per_client),
+        streams: Arc::new(xdst_serve::places::Streams::new(
+            config.max_streams_per_client,
+            config.idle_connection_timeout.min(xdst_serve::server::FIRST_REQUEST_TIMEOUT),
+        )),
         node_groups: admission::NodeGroups {
             listed: config.node_groups.clone(),
             max_unlisted: config.max_unlisted_node_groups,

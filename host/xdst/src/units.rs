@@ -44,6 +44,17 @@ pub fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     parse_size(&s).map_err(serde::de::Error::custom)
 }
 
+/// A size that may be 0 (no limit) in a configuration file (see [`parse_size_or_off`]).
+pub fn size_or_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let s = number_or_text(d, "a size: bytes, or a number with KiB, MiB or GiB; 0 for no limit")?;
+    parse_size_or_off(&s).map_err(serde::de::Error::custom)
+}
+
+/// [`parse_size`], or `0`: a limit turned off.
+pub fn parse_size_or_off(s: &str) -> Result<usize, String> {
+    if s.trim() == "0" { Ok(0) } else { parse_size(s) }
+}
+
 /// `1048576`, `512KiB`, `8MiB`, `1GiB` -> bytes. The error is the text clap or the
 /// configuration file's error shows, after the flag or the field it names.
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -72,4 +83,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("invalid duration unit in {s:?}: use ms, s or m")),
     };
     Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_a_limit_turned_off() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert!(parse_size("0").is_err(), "a size of nothing bounds nothing usable");
+        assert_eq!(parse_size_or_off("0"), Ok(0));
+        assert_eq!(parse_size_or_off("1GiB"), Ok(1 << 30));
+        assert!(parse_size_or_off("0MiB").is_err() && parse_size_or_off("x").is_err());
+    }
 }

@@ -162,9 +162,19 @@ fn swapped(wasm: &[u8], n: u64) -> Vec<u8> {
     out
 }
 
+/// xdst with the per-client limits raised: one load generator plays the whole fleet from one
+/// address.
 async fn start_xdst(intent: &Path, plugins: &Path) -> anyhow::Result<Process> {
     let token = intent.join(".token");
-    Process::start_intent(intent, plugins, &["--admin-token-file", token.to_str().unwrap()]).await
+    let args = [
+        "--admin-token-file",
+        token.to_str().unwrap(),
+        "--max-streams-per-client",
+        "1000000",
+        "--max-unread-bytes-per-client",
+        "1048576MiB",
+    ];
+    Process::start_intent(intent, plugins, &args).await
 }
 
 /// The load generator, next to this binary, with its output passed through; the returned

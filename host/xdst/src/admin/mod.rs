@@ -9,6 +9,7 @@
 //! any port, or none at all); any other is refused with `421 Misdirected Request` and counted
 //! in `xdst_refusals_total{reason="admin_host"}`. A web page an operator opens cannot read the
 //! port by pointing a name of its own at 127.0.0.1 (DNS rebinding): its requests carry that name.
+//! The check is the xDS port's too ([`xdst_serve::access::refuse_foreign_host`]).
 //!
 //! - `GET /` from a browser: the status page (nodes, rejections, plugins, the config graph;
 //!   see [`crate::admin::status`]); otherwise this list as text.
@@ -105,8 +106,10 @@ pub fn routes(generating: &Arc<Generating>, listening: std::net::SocketAddr) -> 
         .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
             let generating = guard.clone();
             async move {
-                if let Err(why) = check_host(&generating, listening, &req) {
-                    return (http::StatusCode::MISDIRECTED_REQUEST, why).into_response();
+                if let Some(refused) =
+                    xdst_serve::access::refuse_foreign_host(generating.serving(), "admin", listening, "admin_host", &req)
+                {
+                    return refused;
                 }
                 match authorize_read(&generating, &req) {
                     Ok(()) => next.run(req).await,
@@ -215,54 +218,6 @@ fn ready(generating: &Arc<Generating>) -> axum::response::Response {
     };
     let status = if ready { http::StatusCode::OK } else { http::StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(Ready { ready, version, revision, store, degraded, unready })).into_response()
-}
-
-/// On a port listening on a loopback address, a request that names another host is refused
-/// (see the module's notes): a browser sends the name it resolved, so a page that rebinds its
-/// own name to 127.0.0.1 is told apart from an operator's `curl localhost:19000`. The error is
-/// the text the client is sent (with `421`).
-fn check_host(
-    generating: &Arc<Generating>,
-    listening: std::net::SocketAddr,
-    req: &axum::extract::Request,
-) -> Result<(), String> {
-    if !listening.ip().is_loopback() {
-        return Ok(());
-    }
-    let authority = req.uri().authority().map(|a| a.as_str());
-    let host = req.headers().get(http::header::HOST).map(|h| h.to_str().unwrap_or("\u{fffd}"));
-    let foreign = authority.into_iter().chain(host).find(|h| !is_loopback_host(h));
-    let Some(foreign) = foreign else { return Ok(()) };
-    generating.serving().metrics.refusals.get_or_create(&xdst_serve::metrics::label("reason", "admin_host")).inc();
-    let shown = xdst_plugin::clip(foreign, 256);
-    if generating.serving().refusal_log.allow("admin_host") {
-        tracing::warn!(host = %shown, %listening, "admin request for another host refused (logged once a minute)");
-    }
-    Err(format!(
-        "the admin port listens on {listening} and answers requests for localhost, 127.0.0.1 or [::1] only, not \
-         {shown:?} (a DNS-rebinding page would send its own name)\n"
-    ))
-}
-
-/// Whether `host` (`name[:port]`, `[v6]:port`) is a loopback name or address.
-fn is_loopback_host(host: &str) -> bool {
-    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
-    let name = match host.strip_prefix('[') {
-        Some(rest) => match rest.split_once(']') {
-            Some((ip, "")) => ip,
-            Some((ip, port)) if port.strip_prefix(':').is_some_and(digits) => ip,
-            _ => return false,
-        },
-        None => match host.rsplit_once(':') {
-            Some((name, port)) if digits(port) => name,
-            Some(_) => return false,
-            None => host,
-        },
-    };
-    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether a request may read: writes pass (their handlers check the write token), and so do
@@ -427,43 +382,4 @@ fn body_json(type_url: &str, body: &[u8]) -> Option<serde_json::Value> {
     let desc = descriptors::message_for_type_url(type_url)?;
     let msg = DynamicMessage::decode(desc, body).ok()?;
     msg.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new().use_proto_field_name(true)).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_loopback_host;
-
-    /// Issue 33, item 3: the names a loopback-bound admin port answers, and some it refuses.
-    #[test]
-    fn loopback_hosts() {
-        for h in [
-            "localhost",
-            "localhost:19000",
-            "LocalHost.:1",
-            "a.b.localhost:8",
-            "127.0.0.1",
-            "127.0.0.1:19000",
-            "127.8.9.10:1",
-            "[::1]",
-            "[::1]:19000",
-        ] {
-            assert!(is_loopback_host(h), "{h}");
-        }
-        for h in [
-            "evil.example",
-            "evil.example:19000",
-            "localhost.evil.example",
-            "evillocalhost",
-            "10.0.0.1:19000",
-            "0.0.0.0",
-            "::1",
-            "[::1]x",
-            "[::ffff:127.0.0.1]",
-            "127.0.0.1:19000:1",
-            "127.1",
-            "",
-        ] {
-            assert!(!is_loopback_host(h), "{h}");
-        }
-    }
 }

@@ -146,15 +146,49 @@ settings! {
     #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_STREAMS_PER_CONNECTION)]
     flag max_streams_per_connection: u32,
     /// Connections one client may have open on a port: a client is its certificate identity
-    /// with mTLS, else its IP address (proxies behind one NAT address share it). A new one
-    /// beyond is closed at once, counted in xdst_refusals_total and logged.
+    /// with mTLS, else its IP address (proxies behind one NAT address share it). At the
+    /// limit, the oldest of its connections that carries nothing but xDS streams without a
+    /// complete request (or nothing at all) is closed for the new one
+    /// (xdst_refusals_total{reason="evicted_connection"}); when each carries a request, the new
+    /// one is closed at once, counted in xdst_refusals_total and logged.
     #[arg(long, value_name = "N", default_value_t = xdst_serve::server::DEFAULT_MAX_CONNECTIONS_PER_CLIENT)]
     flag max_connections_per_client: usize,
+    /// xDS streams one client may have open across its connections (a client as for
+    /// --max-connections-per-client). A stream counts once its first request is complete; one
+    /// past the limit is ended with RESOURCE_EXHAUSTED, counted in
+    /// xdst_refusals_total{reason="streams_per_client"} and logged. Streams that have not
+    /// sent a complete request hold no place: each is closed if it sends none within
+    /// --idle-connection-timeout (at most 10s), at most as many again are kept per client (the
+    /// oldest closed first), and a connection carrying nothing else is the first closed when
+    /// its client's connections are all taken. So a client whose streams never finish a
+    /// request cannot lock out the others of its address. 4096 is four streams on each of
+    /// 1,024 connections: a fleet of 1,024 Envoys behind one address with LDS, RDS, CDS and
+    /// EDS streams of their own fits (with one ADS stream each, four times over), while one
+    /// client costs what 4,096 streams cost, not 131,072 (1,024 connections of 128).
+    #[arg(long, value_name = "N", default_value_t = xdst_serve::places::Streams::DEFAULT_MAX)]
+    flag max_streams_per_client: usize,
+    /// Bytes of xDS responses one client may have unread (a client as for
+    /// --max-connections-per-client; bytes, or with KiB, MiB, GiB): handed to its connections
+    /// and not yet written out to them, because it does not read or reads slowly. HTTP/2 flow
+    /// control stops what is sent to such a client, not what is queued for it: each of its
+    /// streams would pin a whole response. A response that does not fit waits for room (a
+    /// larger one goes when nothing else of the client is unread), and while one waits, the
+    /// client's streams whose bytes have not moved for 2s are reset (RST_STREAM
+    /// ENHANCE_YOUR_CALM, which gRPC clients report as RESOURCE_EXHAUSTED), counted in
+    /// xdst_refusals_total{reason="unread_bytes"} and logged. A client that reads is never
+    /// reset: at 10 Gbit/s 64 MiB is 50 ms of sending, so a fleet behind one address
+    /// reconnecting at once is only paced, while a client that stops reading pins at most
+    /// this. 0: no limit.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size_or_off)]
+    #[serde(deserialize_with = "crate::units::size_or_off")]
+    flag max_unread_bytes_per_client: usize,
     /// A connection with no request in flight for this long is closed, and a new one must
     /// start its first request within this (at most 10s): a connection that asks for nothing
     /// holds no place under --max-connections-per-client. An Envoy's or a gRPC client's xDS
     /// connection always carries its stream. Counted in
-    /// xdst_refusals_total{reason="idle_connection"}.
+    /// xdst_refusals_total{reason="idle_connection"}. An xDS stream must send its first
+    /// complete request within this too (at most 10s), or it is closed with
+    /// DEADLINE_EXCEEDED (xdst_refusals_total{reason="first_request"}).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
     #[serde(deserialize_with = "crate::units::duration")]
     flag idle_connection_timeout: Duration,
