@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Context as _;
+
 use crate::gateway_api::{backend_of, shares_match};
 use xdst_tests::gateway_api::{Case, ListenerWant, listeners, no_accepted_parent, no_routes, route_condition};
 use xdst_tests::stream_echo::{dns_query, tcp_ask, udp_ask};
@@ -28,30 +30,73 @@ async fn accepted(c: &Case, kind: &str, route: &str, gateway: &'static str) -> a
 /// A newer route (created a second after the case's objects, as the upstream test does)
 /// attached to the same listener as an older one: both are Accepted, the listener counts two,
 /// and every connection or datagram reaches the older one's backend.
+///
+/// Neither route carries a `creationTimestamp`, as a user writes them: xdst stamps when it
+/// first saw each (issue 49, item 3; before, a route without one counted as oldest, and the
+/// newer one took the traffic). The newer route comes through a file, then (after a restart,
+/// which must keep both times) through the intent API.
 async fn only_the_oldest_serves(kind: &str, proto: &str, port: u16, backend_port: u16) -> anyhow::Result<()> {
     let (case, gateway, listener) = match kind {
         "TCPRoute" => ("tcproute-multiple-routes-attachment", "tcp-multi-route-attach-gateway", "tcp"),
         _ => ("udproute-multiple-routes-attachment", "udp-multi-route-attach-gateway", "udp"),
     };
-    let c = Case::start(case).await?;
+    let mut c = Case::start(case).await?;
     let older = format!("{proto}route-attach-older");
+    let newer = format!("{proto}route-attach-newer");
     accepted(&c, kind, &older, gateway).await?;
-    let created = xdst_tests::gateway_api::creation_timestamp_now();
-    c.add(
-        "newer.yaml",
-        &format!(
-            "apiVersion: gateway.networking.k8s.io/v1alpha2
+    // Upstream creates the newer route 1 s later, so that its time (to the second) is newer:
+    // here, once the clock is past the time xdst stamped on the older one.
+    let stamped = c.document(&format!("{kind}/{NS}/{older}")).await?["metadata"]["creationTimestamp"].clone();
+    let stamped = stamped.as_str().unwrap_or_default().to_owned();
+    let start = std::time::Instant::now();
+    let waiting = || match stamped.is_empty() {
+        true => start.elapsed() < std::time::Duration::from_secs(1),
+        false => xdst_tests::gateway_api::creation_timestamp_now() <= stamped,
+    };
+    while waiting() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let route = format!(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: {kind}
-metadata: {{name: {proto}route-attach-newer, namespace: {NS}, creationTimestamp: \"{created}\"}}
+metadata: {{name: {newer}, namespace: {NS}}}
 spec:
   parentRefs: [{{name: {gateway}, sectionName: {listener}}}]
   rules:
   - backendRefs: [{{name: {proto}-attach-backend-2, port: {backend_port}}}]
 "
-        ),
-    )?;
-    for route in [older.as_str(), &format!("{proto}route-attach-newer")] {
-        accepted(&c, kind, route, gateway).await?;
+    );
+    c.add("newer.yaml", &route)?;
+    the_older_serves(&c, kind, proto, port, gateway).await.context("the newer route written to a file")?;
+    c.restart().await?;
+    the_older_serves(&c, kind, proto, port, gateway).await.context("after a restart")?;
+    std::fs::remove_file(c.intent_dir().join("newer.yaml"))?;
+    c.expect_status(&format!("Gateway/{}", gw(gateway)), listener_attached(kind, listener, 1)).await?;
+    // Made again, through the API: a new route, so a new creation time.
+    c.put(&format!("{kind}/{NS}/{newer}"), &route).await?;
+    the_older_serves(&c, kind, proto, port, gateway).await.context("the newer route written through the intent API")
+}
+
+/// The listener `listener` of a case's Gateway has `attached` routes of `kind`.
+fn listener_attached(kind: &str, listener: &str, attached: i64) -> impl Fn(&serde_json::Value) -> Result<(), String> {
+    let (kind, listener) = (kind.to_owned(), listener.to_owned());
+    move |doc| {
+        let got = doc["status"]["listeners"]
+            .as_array()
+            .and_then(|ls| ls.iter().find(|l| l["name"] == listener.as_str()))
+            .and_then(|l| l["attachedRoutes"].as_i64());
+        match got {
+            Some(n) if n == attached => Ok(()),
+            other => Err(format!("listener {listener} has {other:?} attached {kind}s, want {attached}")),
+        }
+    }
+}
+
+/// Both routes are Accepted, the listener counts two, and 100 connections or datagrams in a
+/// row reach the older route's backend.
+async fn the_older_serves(c: &Case, kind: &str, proto: &str, port: u16, gateway: &'static str) -> anyhow::Result<()> {
+    for route in [format!("{proto}route-attach-older"), format!("{proto}route-attach-newer")] {
+        accepted(c, kind, &route, gateway).await?;
     }
     let want: &'static [ListenerWant] = if kind == "TCPRoute" {
         &[ListenerWant { name: "tcp", kinds: &["TCPRoute"], attached: 2, conditions: ACCEPTED }]
@@ -61,6 +106,8 @@ spec:
     c.expect_status(&format!("Gateway/{}", gw(gateway)), listeners(want)).await?;
     let addr = c.addr(&gw(gateway), port);
     let first = format!("{proto}-attach-backend-1");
+    // The listener is served again after a restart before the first answer.
+    c.listening(&gw(gateway), port).await?;
     for i in 0..100 {
         let pod = if kind == "TCPRoute" { tcp_ask(addr, None).await?.pod } else { udp_ask(addr).await?.pod };
         anyhow::ensure!(backend_of(&pod) == first, "answer {i} came from {pod}; only {first} may answer");

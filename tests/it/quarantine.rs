@@ -122,7 +122,7 @@ fn table() -> Vec<Row> {
             yaml: gateway("team-a", "gw2"),
             document: "Gateway/team-a/gw2".into(),
             outcome: Outcome::ListenerNotAccepted,
-            says: "taken by the older Gateway/infra/gw",
+            says: "is taken by Gateway/infra/gw",
         },
         held("weight -1", bad("backendRefs: [{name: svc, namespace: team-a, port: 80, weight: -1}]".into()), "weight"),
         held("port 70000", bad("backendRefs: [{name: svc, namespace: team-a, port: 70000}]".into()), "port"),

@@ -855,7 +855,8 @@ async fn keys_that_are_not_utf8_or_hold_another_document_are_held_out_naming_the
 }
 
 /// Issue 35, part 4: store prefixes per namespace. With `--store-namespace-keys`, the intent
-/// API writes a namespaced document under `intent/namespaces/NAMESPACE/`, so an etcd role per
+/// API writes team-a's token's document under `intent/namespaces/team-a/` (the admin's stay at
+/// the platform's keys, issue 49, item 2), so an etcd role per
 /// team with readwrite on its prefix bounds what the team writes straight into etcd (etcd
 /// enforces the role; xdst the rest): team-a's own document written there applies, and team-a's
 /// ReferenceGrant for namespace team-b written under team-a's prefix is held out naming the key
@@ -868,14 +869,17 @@ async fn namespace_prefixes_bound_what_a_team_writes_into_etcd() -> anyhow::Resu
     std::fs::create_dir(dir.path().join("plugins"))?;
     plugins::install(&dir.path().join("plugins"), &plugins::gateway_api()?, "gateway-api.wasm", None)?;
     std::fs::write(dir.path().join("token"), "st0re-t0ken")?;
+    std::fs::write(dir.path().join("team-a"), "team-a-t0ken")?;
+    let team_a = format!("team-a={}", dir.path().join("team-a").display());
     let url = etcd.url(PREFIX);
     let xdst = Process::start_store(
         &url,
         Some(&dir.path().join("plugins")),
         &dir.path().join("token"),
-        &["--store-namespace-keys", "--debounce", "20ms"],
+        &["--store-namespace-keys", "--namespace-token", &team_a, "--debounce", "20ms"],
     )
     .await?;
+    const TEAM_A: (&str, &str) = ("Authorization", "Bearer team-a-t0ken");
     let admin = xdst.admin_addr;
     let mut client = etcd.client().await?;
     let stored = async |client: &mut etcd_client::Client, key: &str| -> anyhow::Result<bool> {
@@ -884,7 +888,7 @@ async fn namespace_prefixes_bound_what_a_team_writes_into_etcd() -> anyhow::Resu
 
     // Through the API: under the namespace's prefix.
     let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: team-a}\nspec:\n  ports: [{port: 80}]\n";
-    let (code, body) = http_with(admin, "PUT", "/intent/Service/team-a/svc", &[TOKEN], svc).await;
+    let (code, body) = http_with(admin, "PUT", "/intent/Service/team-a/svc", &[TEAM_A], svc).await;
     ensure!(code == 200, "PUT: {code} {body}");
     ensure!(
         stored(&mut client, "intent/namespaces/team-a/Service/svc").await?
@@ -901,7 +905,7 @@ async fn namespace_prefixes_bound_what_a_team_writes_into_etcd() -> anyhow::Resu
     };
     ensure!(generation(&mut client).await? == 1, "created at 1");
     let (code, body) =
-        http_with(admin, "PUT", "/intent/Service/team-a/svc", &[TOKEN], &svc.replace("port: 80", "port: 81")).await;
+        http_with(admin, "PUT", "/intent/Service/team-a/svc", &[TEAM_A], &svc.replace("port: 80", "port: 81")).await;
     ensure!(code == 200, "PUT: {code} {body}");
     ensure!(generation(&mut client).await? == 2, "a spec change adds one");
 

@@ -193,6 +193,18 @@ pub struct Case {
     _plugins: tempfile::TempDir,
 }
 
+/// The admin token of a case's xdst (`XDST_ADMIN_TOKEN`), for writes through the intent API.
+const ADMIN_TOKEN: &str = "gateway-api-case";
+
+fn admin_token() -> crate::server::Options {
+    crate::server::Options { env: vec![("XDST_ADMIN_TOKEN".into(), ADMIN_TOKEN.into())], ..Default::default() }
+}
+
+/// `xdst serve`'s arguments for a case.
+fn xdst_args(intent: &std::path::Path, plugins: &std::path::Path) -> Vec<std::ffi::OsString> {
+    ["--intent".into(), intent.into(), "--plugins".into(), plugins.into(), "--debounce".into(), "20ms".into()].into()
+}
+
 /// A request as the upstream tests write it.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
@@ -515,7 +527,9 @@ impl Case {
         })
         .to_string();
         crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
-        let xdst = Process::start_intent(intent.path(), plugins.path(), &["--debounce", "20ms"]).await?;
+        let xdst =
+            Process::start_with_options("127.0.0.1:0", &xdst_args(intent.path(), plugins.path()), &admin_token())
+                .await?;
         let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;
         let echoes = echoes.into_iter().map(|(_, e)| e).collect();
         Ok(Case {
@@ -703,6 +717,37 @@ impl Case {
             .collect();
         anyhow::ensure!(change.is_none(), "case {} has no document {id}", self.name);
         xdst_core::files::write_atomic(&file, parts.join("\n---"))?;
+        Ok(())
+    }
+
+    /// Stops xdst (SIGKILL) and starts it again on the same xDS address, with the same intent,
+    /// plugins and cache; returns once the new process says its config is live at Envoy
+    /// (`xdst wait` on its latest change: Envoy has acknowledged what it serves).
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        let xds = self.xdst.xds_addr.to_string();
+        let _ = self.xdst.child.kill().await;
+        let args = xdst_args(self._intent.path(), self._plugins.path());
+        self.xdst = Process::start_with_options(&xds, &args, &admin_token()).await?;
+        let admin = self.xdst.admin_addr;
+        let change = crate::operator::next_change(admin, None).await?;
+        let (code, out) = crate::operator::xdst_wait(admin, change, "30s", &[]).await?;
+        anyhow::ensure!(code == 0, "after the restart, change {change} is not live at Envoy: {out}");
+        Ok(())
+    }
+
+    /// The case's intent directory.
+    pub fn intent_dir(&self) -> &std::path::Path {
+        self._intent.path()
+    }
+
+    /// Writes `yaml` through the intent API (`PUT /intent/{id}`, `id` as `Kind/namespace/name`),
+    /// with the admin token.
+    pub async fn put(&self, id: &str, yaml: &str) -> anyhow::Result<()> {
+        let path = format!("/intent/{id}");
+        let auth = [("Authorization", format!("Bearer {ADMIN_TOKEN}"))];
+        let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, body) = crate::xds::http_with(self.xdst.admin_addr, "PUT", &path, &auth, yaml).await;
+        anyhow::ensure!(status == 200, "PUT {path}: {status} {body}");
         Ok(())
     }
 
@@ -1122,28 +1167,18 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
 /// Now as Kubernetes writes `creationTimestamp` (RFC 3339, seconds, UTC): what the API server
 /// stamps on an object a test creates mid-test.
 pub fn creation_timestamp_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    xdst_core::intent::creation_timestamp(std::time::SystemTime::now())
 }
 
-/// An object created now (`creationTimestamp`, so it is newer than the case's): `kind` of
-/// `api_version`, in `namespace`, with `spec` (YAML, indented two spaces).
+/// An object newer than the case's: `kind` of `api_version`, in `namespace`, with `spec` (YAML,
+/// indented two spaces), and the `creationTimestamp` of a second from now. xdst stamps the
+/// case's objects when it first sees them, to the second, so an object stamped now could tie
+/// with them (and a tie goes by name); upstream's Go test sleeps a second instead.
 pub fn newer_object(api_version: &str, kind: &str, namespace: &str, name: &str, spec: &str) -> String {
+    let created = xdst_core::intent::creation_timestamp(std::time::SystemTime::now() + Duration::from_secs(1));
     format!(
         "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: {name}, namespace: {namespace}, creationTimestamp: \
-         \"{}\"}}\nspec:\n{spec}",
-        creation_timestamp_now()
+         \"{created}\"}}\nspec:\n{spec}"
     )
 }
 

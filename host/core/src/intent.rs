@@ -205,6 +205,62 @@ fn parse_document(
     Ok(IntentDocument { id: id.into(), kind, name, namespace, group, origin, text: v.to_string().into(), json: v })
 }
 
+/// The annotation xdst puts on every document a team wrote (through a namespace token, a
+/// namespace directory or a namespace's store prefix), whatever the document says: plugins
+/// read it to keep what is the platform's to claim (the gateway-api plugin's shared address,
+/// issue 49, item 2). A document from the platform's sources keeps it as written.
+pub const WRITTEN_BY: (&str, &str) = ("xdst.dev/written-by", "team");
+
+/// Marks `doc` (a document's JSON) as a team's ([`WRITTEN_BY`]).
+pub fn mark_written_by_team(doc: &mut serde_json::Value) {
+    let Some(metadata) = doc.get_mut("metadata").and_then(serde_json::Value::as_object_mut) else { return };
+    let annotations = metadata.entry("annotations").or_insert_with(|| serde_json::json!({}));
+    if !annotations.is_object() {
+        *annotations = serde_json::json!({});
+    }
+    if let Some(a) = annotations.as_object_mut() {
+        a.insert(WRITTEN_BY.0.into(), WRITTEN_BY.1.into());
+    }
+}
+
+/// `at` as Kubernetes writes `creationTimestamp`: RFC 3339 in UTC, to the second
+/// (`2026-12-06T10:00:00Z`). Strings of this form sort as the times they name.
+pub fn creation_timestamp(at: std::time::SystemTime) -> String {
+    let secs = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Whether `text` is a `creationTimestamp` as [`creation_timestamp`] writes it, the form
+/// plugins compare as text: any other form (an offset, a fraction) would sort wrongly.
+pub fn is_creation_timestamp(text: &str) -> bool {
+    let b = text.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    b.len() == 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && b[19] == b'Z'
+}
+
 /// The Kubernetes kinds xdst's plugins translate that are cluster-scoped: an API server gives
 /// them no namespace, and one written with a namespace would let a team's token, directory or
 /// store prefix write what is the platform's (issue 49, item 1: `Namespace/team-a/team-c`,
@@ -412,6 +468,19 @@ impl IntentSet {
 
 #[cfg(test)]
 mod tests {
+    /// Known instants, a leap day and the form check.
+    #[test]
+    fn creation_timestamps_are_what_kubernetes_writes() {
+        let at = |secs| super::creation_timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert!(super::is_creation_timestamp(&at(1_700_000_000)));
+        for bad in ["2023-11-14T22:13:20+01:00", "2023-11-14T22:13:20.5Z", "2023-11-14 22:13:20Z", "", "yesterday"] {
+            assert!(!super::is_creation_timestamp(bad), "{bad}");
+        }
+    }
+
     use super::*;
 
     const TWO: &str = "kind: HttpService\nmetadata: {name: web}\nspec: {port: 80}\n---\nkind: HttpService\nmetadata:\

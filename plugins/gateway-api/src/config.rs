@@ -44,6 +44,16 @@ pub struct Config {
     /// Added to every Gateway listener port, so tests need not bind 80 and 443.
     #[serde(default)]
     pub port_offset: i32,
+    /// The namespaces whose Gateways may claim the shared address's ports (and so the hostnames
+    /// served on them), besides the platform's (`"*"`: every namespace). The shared address is
+    /// `address` (`0.0.0.0` with `fromSpec`). A Gateway xdst marks as a team's
+    /// (`xdst.dev/written-by: team`: written through a namespace token, a namespace directory or
+    /// a namespace's store prefix) from another namespace does not bind it: its listeners there
+    /// are not accepted (`PortUnavailable`), and it serves only on an address of its own
+    /// (`addresses`, or `spec.addresses`). Wherever two Gateways want one address and port,
+    /// those allowed here come before the rest, then the older first.
+    #[serde(default)]
+    pub shared_address_namespaces: Vec<String>,
 }
 
 pub const DEFAULT_CONTROLLER: &str = "xdst.dev/gateway-controller";
@@ -67,6 +77,17 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether the Gateway `namespace` (a team's when `by_team`) may claim the shared address's
+    /// ports ([`Config::shared_address_namespaces`]).
+    pub fn may_claim_shared(&self, namespace: &str, by_team: bool) -> bool {
+        !by_team || self.shared_address_namespaces.iter().any(|n| n == "*" || n == namespace)
+    }
+
+    /// The address every Gateway without one of its own binds.
+    pub fn shared_address(&self) -> &str {
+        if self.address == "fromSpec" { "0.0.0.0" } else { &self.address }
+    }
+
     pub fn parse(text: &str) -> Result<Config, PluginError> {
         let text = text.trim();
         if text.is_empty() || text == "null" {

@@ -136,7 +136,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
     let of_ours: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
     // Each Gateway with the listeners of the ListenerSets it takes.
-    let gateways = crate::listener_sets::expand(world, &of_ours, statuses);
+    let gateways = crate::listener_sets::expand(world, config, &of_ours, statuses);
     for class in world.classes.values().filter(|c| c.spec.controller_name == config.controller_name) {
         statuses.classes.insert(class.id.clone(), class_conditions());
     }
@@ -185,13 +185,20 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
     // Each Secret a listener serves, with the node groups it is served to (none: all).
     let mut secrets_served: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();
     // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
-    // listener): the oldest keeps it, and the other's listener is not accepted.
+    // listener): those that may claim the shared address's ports first (the platform's, and
+    // `sharedAddressNamespaces`), then the oldest, keep it; the other's listener is not accepted.
     let mut taken: BTreeMap<(String, u16), String> = BTreeMap::new();
+    let claims = |g: &Doc<GatewaySpec>| config.may_claim_shared(&g.namespace, g.metadata.written_by_team());
     let mut oldest_first: Vec<(&Key, &Expanded<'_>)> = gateways.iter().collect();
-    oldest_first
-        .sort_by_key(|(k, e)| (e.gateway.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone()));
+    oldest_first.sort_by_key(|(k, e)| {
+        (!claims(&e.gateway), e.gateway.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone())
+    });
     for (gkey, expanded) in oldest_first {
         let gateway = &expanded.gateway;
+        // A team's Gateway not allowed the shared address, binding it (issue 49, item 2).
+        let shared_refused = !claims(gateway)
+            && address(config, gateway) == config.shared_address()
+            && !config.addresses.contains_key(&format!("{}/{}", gateway.namespace, gateway.name));
         // The node groups its resources are for: none (every group), or its own.
         let groups: Vec<String> = match config.nodes {
             Nodes::All => Vec::new(),
@@ -247,8 +254,22 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 )
             } else if envoy_port(config, l.port).is_none() {
                 not_accepted("PortUnavailable", "the port with the configured offset is out of range".into())
+            } else if shared_refused {
+                not_accepted(
+                    "PortUnavailable",
+                    format!(
+                        "{} is the shared address: a team's Gateway binds it only from a namespace of the plugin's \
+                         sharedAddressNamespaces (give this Gateway an address of its own)",
+                        config.shared_address()
+                    ),
+                )
             } else if let Some(((address, port), owner)) = bound_by(l.port) {
-                not_accepted("PortUnavailable", format!("{address}:{port} is taken by the older {owner}"))
+                not_accepted(
+                    "PortUnavailable",
+                    format!(
+                        "{address}:{port} is taken by {owner} (the platform's Gateways claim first, then the oldest)"
+                    ),
+                )
             } else if port_protocol.is_some_and(|p| p != l.protocol) {
                 conflicted(
                     "ProtocolConflict",

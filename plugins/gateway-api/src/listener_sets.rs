@@ -68,6 +68,7 @@ pub fn namespace_allowed(
 /// does not take it gets `Accepted` and `Programmed` False (`NotAllowed`) in `statuses`.
 pub fn expand<'a>(
     world: &World,
+    config: &crate::config::Config,
     gateways: &BTreeMap<&'a Key, &'a Doc<GatewaySpec>>,
     statuses: &mut Statuses,
 ) -> BTreeMap<Key, Expanded<'a>> {
@@ -84,7 +85,11 @@ pub fn expand<'a>(
         })
         .collect();
     let mut sets: Vec<(&Key, &Doc<crate::model::ListenerSetSpec>)> = world.listener_sets.iter().collect();
-    sets.sort_by_key(|(k, s)| (s.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone()));
+    // The platform's first (as for Gateways' ports: `sharedAddressNamespaces`), then the oldest.
+    sets.sort_by_key(|(k, s)| {
+        let claims = config.may_claim_shared(&s.namespace, s.metadata.written_by_team());
+        (!claims, s.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone())
+    });
     for (key, set) in sets {
         let parent = &set.spec.parent_ref;
         if parent.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP

@@ -17,6 +17,16 @@ pub struct Metadata {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub creation_timestamp: Option<String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Metadata {
+    /// Whether xdst marked the object as a team's (written through a namespace token, a
+    /// namespace directory or a namespace's store prefix), not the platform's.
+    pub fn written_by_team(&self) -> bool {
+        self.annotations.get("xdst.dev/written-by").is_some_and(|v| v == "team")
+    }
 }
 
 /// Any object: its metadata and `spec`.

@@ -267,7 +267,10 @@ async fn write(
     if let Err(e) = check_body(&kind, &name, body.as_deref()) {
         return (StatusCode::BAD_REQUEST, Json(Written::refused(&kind, &name, e))).into_response();
     }
+    // A creation time the body carries is the platform's to give (issue 49, item 3).
+    let platform = matches!(writer, xdst_serve::access::Writer::Admin);
     if let Some(store) = generating.store.clone() {
+        let body = body.map(|text| crate::generate::store::writes::Body { text, platform });
         let o = crate::generate::store::writes::write(generating, store, source, headers, &kind, &name, body).await;
         let result = if o.status.is_success() { "ok" } else { "refused" };
         let change = o.revision.filter(|_| o.status.is_success());
@@ -277,7 +280,7 @@ async fn write(
     let Some(generations) = generating.generations.get() else { return not_serving() };
     // On the generation thread: no other generation runs between the write and its outcome.
     let c = generating.clone();
-    match generations.run(move || apply(&c, &source, &kind, &name, body.as_deref())).await {
+    match generations.run(move || apply(&c, &source, &kind, &name, body.as_deref(), platform)).await {
         Some((status, written)) => (status, Json(written)).into_response(),
         None => (StatusCode::INTERNAL_SERVER_ERROR, "internal error (see the log)\n").into_response(),
     }
@@ -333,6 +336,7 @@ fn apply(
     kind: &str,
     name: &str,
     body: Option<&str>,
+    platform: bool,
 ) -> (StatusCode, Written) {
     let refused = |status: StatusCode, error: String| (status, Written::refused(kind, name, error));
     let Some(root) = source.intent_dir() else {
@@ -361,7 +365,7 @@ fn apply(
     match body {
         Some(text) => {
             // The body was checked (one document, of this kind and name) before this.
-            let text = match crate::generate::intent::generation::stamp(previous.as_deref(), text) {
+            let text = match crate::generate::intent::generation::stamp(previous.as_deref(), text, platform) {
                 Ok(t) => t,
                 Err(e) => return refused(StatusCode::BAD_REQUEST, e),
             };

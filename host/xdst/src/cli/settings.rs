@@ -427,12 +427,13 @@ settings! {
     #[arg(long, value_name = "N", default_value_t = crate::generate::store::DEFAULT_MAX_DOCUMENTS)]
     #[serde(rename = "maxDocuments")]
     flag max_store_documents: usize,
-    /// With --store: store prefixes per namespace. The intent API writes a new namespaced
-    /// document to PREFIX/intent/namespaces/NAMESPACE/KIND/NAME (cluster-scoped ones stay at
-    /// PREFIX/intent/KIND/NAME), so an etcd role per team with readwrite on its namespace's
-    /// prefix bounds what the team can write straight into etcd. Keys of both shapes are read
-    /// either way; a key under a namespace's prefix holding another namespace's document is
-    /// held out naming both.
+    /// With --store: store prefixes per namespace. A namespace token's write through the intent
+    /// API goes to PREFIX/intent/namespaces/NAMESPACE/KIND/NAME (the admin token's stay at
+    /// PREFIX/intent/KIND/[NAMESPACE/]NAME, the platform's), so an etcd role per team with
+    /// readwrite on its namespace's prefix bounds what the team can write straight into etcd.
+    /// Keys of both shapes are read either way; a key under a namespace's prefix holding another
+    /// namespace's document is held out naming both, and what it holds counts as the team's
+    /// (marked xdst.dev/written-by: team, its creationTimestamp xdst's).
     #[arg(long)]
     #[serde(rename = "namespaceKeys")]
     flag store_namespace_keys: bool,

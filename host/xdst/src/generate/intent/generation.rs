@@ -1,29 +1,70 @@
-//! `metadata.generation` for what the intent API stores (issue 36, item 6), as the Kubernetes
-//! API server keeps it: 1 when a document is created, one more each time a write changes
-//! anything but its `metadata` and `status`, unchanged otherwise; a generation the client sends
-//! is replaced. It is written into the stored document (the `_api/` file, or the store key's
-//! value), so it survives restarts and every replica reads the same one. Plugins report it
-//! back as `observedGeneration`. A document written by hand keeps the generation it carries;
-//! one without gets it from a [`Counter`].
+//! `metadata.generation` and `metadata.creationTimestamp` for the documents xdst reads, as the
+//! Kubernetes API server keeps them (issue 36, item 6; issue 49, item 3).
+//!
+//! The generation is 1 when a document is created, one more each time a write changes anything
+//! but its `metadata` and `status`, unchanged otherwise; a generation the client sends is
+//! replaced. The creation time is when xdst first saw the document: "the oldest wins" (Gateway
+//! ports, TCPRoutes and UDPRoutes on one listener, TLSRoute hostnames, BackendTLSPolicies,
+//! ListenerSets, HTTPRoute rule precedence) reads it, so a document written without one must not
+//! count as oldest, and one written with one must not be able to say it is older than it is.
+//!
+//! The intent API writes both into the stored document (the `_api/` file, or the store key's
+//! value), so they survive restarts and every replica reads the same ones. A document written by
+//! hand keeps the generation it carries; one without gets it from a [`Counter`]. Its creation
+//! time is the [`Counter`]'s record, unless it comes from the platform's sources (files directly
+//! in the intent directory, or anywhere without `--namespace-dirs`; store keys outside
+//! `intent/namespaces/`; the intent API with the admin token) and carries one of its own.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use xdst_core::intent::IntentDocument;
+use xdst_core::intent::{IntentDocument, creation_timestamp, is_creation_timestamp};
 
-/// The generations xdst keeps for documents that carry none (files written by hand, store
-/// values written straight into etcd): one per document id, one more each time its content
-/// (everything but `metadata` and `status`) reads differently when its file or key is parsed
-/// again. Kept in a JSON file (beside the plugin cache, one per intent source), so a restart
-/// continues from it. Each replica keeps its own: replicas that parsed different histories of
-/// a document may count differently (the intent API stamps what it writes, which every
-/// replica reads alike). A document that goes is forgotten: made again, it starts at 1.
+/// What the [`Counter`] keeps of one document.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum Kept {
+    /// A version of its content, its generation and when xdst first saw it.
+    Now(String, i64, String),
+    /// As kept before creation times were (read, then written in the form above).
+    Before(String, i64),
+}
+
+impl Kept {
+    fn version(&self) -> &str {
+        match self {
+            Kept::Now(v, ..) | Kept::Before(v, _) => v,
+        }
+    }
+
+    fn generation(&self) -> i64 {
+        match self {
+            Kept::Now(_, g, _) | Kept::Before(_, g) => *g,
+        }
+    }
+
+    fn created(&self) -> Option<&str> {
+        match self {
+            Kept::Now(.., c) => Some(c),
+            Kept::Before(..) => None,
+        }
+    }
+}
+
+/// The generations and creation times xdst keeps for the documents it reads (files written by
+/// hand, store values written straight into etcd): one of each per document id. The generation
+/// moves each time its content (everything but `metadata` and `status`) reads differently when
+/// its file or key is parsed again; the creation time is when it was first seen. Kept in a JSON
+/// file (beside the plugin cache, one per intent source), so a restart continues from it. Each
+/// replica keeps its own: replicas that parsed different histories of a document may count
+/// differently, and see a key written straight into a team's store prefix at their own moment
+/// (the intent API stamps what it writes, which every replica reads alike). A document that goes
+/// is forgotten: made again, it starts at 1, created anew.
 #[derive(Debug, Default)]
 pub struct Counter {
     path: Option<PathBuf>,
-    /// id -> (a version of its content, its generation).
-    table: BTreeMap<String, (String, i64)>,
+    table: BTreeMap<String, Kept>,
     dirty: bool,
 }
 
@@ -41,26 +82,43 @@ impl Counter {
         Counter { path: Some(path), table, dirty: false }
     }
 
-    /// Gives `doc` its generation if it carries none.
-    pub fn stamp(&mut self, doc: &mut IntentDocument) {
-        if doc.json.get("metadata").and_then(|m| m.get("generation")).is_some() {
-            return;
-        }
+    /// Gives `doc` its generation if it carries none, and its creation time: its own when it
+    /// comes from one of the platform's sources (`platform`) and carries one, else the time xdst
+    /// first saw it. A team's document is marked as one ([`xdst_core::intent::WRITTEN_BY`]).
+    pub fn stamp(&mut self, doc: &mut IntentDocument, platform: bool) {
+        let metadata = doc.json.get("metadata");
+        let carried = metadata.and_then(|m| m.get("generation")).and_then(Value::as_i64);
+        let supplied = metadata
+            .and_then(|m| m.get("creationTimestamp"))
+            .and_then(Value::as_str)
+            .filter(|t| platform && is_creation_timestamp(t))
+            .map(str::to_owned);
         let content = serde_json::to_vec(&content(&doc.json)).unwrap_or_default();
         let version = xdst_core::resource::content_version("xdst.generation", &content);
-        let generation = match self.table.get(doc.id().as_ref()) {
-            Some((v, g)) if *v == version => *g,
-            Some((_, g)) => g + 1,
+        let kept = self.table.get(doc.id().as_ref());
+        let generation = match kept {
+            Some(k) if k.version() == version => k.generation(),
+            Some(k) => k.generation() + 1,
             None => 1,
         };
-        if self.table.get(doc.id().as_ref()) != Some(&(version.clone(), generation)) {
-            self.table.insert(doc.id().to_string(), (version, generation));
+        let created = supplied
+            .or_else(|| kept.and_then(Kept::created).map(str::to_owned))
+            .unwrap_or_else(|| creation_timestamp(std::time::SystemTime::now()));
+        let now = Kept::Now(version, generation, created.clone());
+        if kept != Some(&now) {
+            self.table.insert(doc.id().to_string(), now);
             self.dirty = true;
         }
         if let Some(m) = doc.json.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.insert("generation".into(), generation.into());
-            doc.text = doc.json.to_string().into();
+            if carried.is_none() {
+                m.insert("generation".into(), generation.into());
+            }
+            m.insert("creationTimestamp".into(), created.into());
         }
+        if !platform {
+            xdst_core::intent::mark_written_by_team(&mut doc.json);
+        }
+        doc.text = doc.json.to_string().into();
     }
 
     /// Forgets documents not in `ids`, and writes the table if it changed.
@@ -83,9 +141,12 @@ impl Counter {
 }
 
 /// `body` (one document, checked) as it is stored: with `metadata.generation` following
-/// `previous` (the stored text it replaces, if any). The text is YAML as xdst prints it; the
-/// body's comments and layout are not kept.
-pub fn stamp(previous: Option<&str>, body: &str) -> Result<String, String> {
+/// `previous` (the stored text it replaces, if any), and `metadata.creationTimestamp` kept from
+/// `previous`, else now; a creation time the body carries is kept only from the platform
+/// (`platform`: the admin token) on a document's first write; a team's document is marked as
+/// one ([`xdst_core::intent::WRITTEN_BY`]). The text is YAML as xdst prints
+/// it; the body's comments and layout are not kept.
+pub fn stamp(previous: Option<&str>, body: &str, platform: bool) -> Result<String, String> {
     let mut doc = xdst_core::documents::parse_one(body).map_err(|e| e.to_string())?;
     let before = previous.and_then(|p| xdst_core::documents::parse_one(p).ok());
     let generation = match &before {
@@ -93,10 +154,22 @@ pub fn stamp(previous: Option<&str>, body: &str) -> Result<String, String> {
         Some(old) => generation(old).unwrap_or(0) + 1,
         None => 1,
     };
+    let created_of = |d: &Value| {
+        d.get("metadata")?.get("creationTimestamp")?.as_str().filter(|t| is_creation_timestamp(t)).map(str::to_owned)
+    };
+    let created = match &before {
+        Some(old) => created_of(old),
+        None => created_of(&doc).filter(|_| platform),
+    }
+    .unwrap_or_else(|| creation_timestamp(std::time::SystemTime::now()));
     let Some(metadata) = doc.get_mut("metadata").and_then(Value::as_object_mut) else {
         return Err("metadata must be a mapping".into());
     };
     metadata.insert("generation".into(), generation.into());
+    metadata.insert("creationTimestamp".into(), created.into());
+    if !platform {
+        xdst_core::intent::mark_written_by_team(&mut doc);
+    }
     serde_yaml_ng::to_string(&doc).map_err(|e| e.to_string())
 }
 
@@ -131,24 +204,24 @@ mod tests {
         let generation = |d: &xdst_core::intent::IntentDocument| d.json["metadata"]["generation"].as_i64().unwrap();
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 1}", "");
-        c.stamp(&mut d);
+        c.stamp(&mut d, false);
         assert_eq!(generation(&d), 1);
         assert!(d.text.contains("\"generation\":1"), "the text plugins get carries it");
         let mut d = doc("{port: 2}", ", labels: {x: y}");
-        c.stamp(&mut d);
+        c.stamp(&mut d, false);
         assert_eq!(generation(&d), 2);
         c.keep_only(["S/a"].into_iter());
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d);
+        c.stamp(&mut d, false);
         assert_eq!(generation(&d), 2, "read back after a restart; labels are metadata");
         let mut d = doc("{port: 3}", ", generation: 7");
-        c.stamp(&mut d);
+        c.stamp(&mut d, false);
         assert_eq!(generation(&d), 7, "a document's own generation stands");
         c.keep_only(std::iter::empty());
         let mut c = Counter::load(path);
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d);
+        c.stamp(&mut d, false);
         assert_eq!(generation(&d), 1, "gone, then made again: 1");
     }
 
@@ -161,16 +234,100 @@ mod tests {
     /// generation the client sends is replaced.
     #[test]
     fn the_generation_moves_with_the_spec_only() {
-        let v1 = stamp(None, "kind: S\nmetadata: {name: a, generation: 40}\nspec: {port: 1}\n").unwrap();
+        let v1 = stamp(None, "kind: S\nmetadata: {name: a, generation: 40}\nspec: {port: 1}\n", false).unwrap();
         assert_eq!(generation_of(&v1), 1);
-        let same = stamp(Some(&v1), "kind: S\nmetadata: {name: a}\nspec: {port: 1}\n").unwrap();
+        let same = stamp(Some(&v1), "kind: S\nmetadata: {name: a}\nspec: {port: 1}\n", false).unwrap();
         assert_eq!(generation_of(&same), 1);
-        let labelled = stamp(Some(&same), "kind: S\nmetadata: {name: a, labels: {x: y}}\nspec: {port: 1}\n").unwrap();
+        let labelled =
+            stamp(Some(&same), "kind: S\nmetadata: {name: a, labels: {x: y}}\nspec: {port: 1}\n", false).unwrap();
         assert_eq!(generation_of(&labelled), 1);
-        let v2 = stamp(Some(&labelled), "kind: S\nmetadata: {name: a}\nspec: {port: 2}\n").unwrap();
+        let v2 = stamp(Some(&labelled), "kind: S\nmetadata: {name: a}\nspec: {port: 2}\n", false).unwrap();
         assert_eq!(generation_of(&v2), 2);
-        let body = stamp(Some(&v2), "apiVersion: v1\nkind: S\nmetadata: {name: a}\ndata: {k: v}\n").unwrap();
+        let body = stamp(Some(&v2), "apiVersion: v1\nkind: S\nmetadata: {name: a}\ndata: {k: v}\n", false).unwrap();
         assert_eq!(generation_of(&body), 3, "a body outside spec counts too");
-        assert_eq!(generation_of(&stamp(Some("not: [yaml"), "kind: S\nmetadata: {name: a}\n").unwrap()), 1);
+        assert_eq!(generation_of(&stamp(Some("not: [yaml"), "kind: S\nmetadata: {name: a}\n", false).unwrap()), 1);
+    }
+
+    fn created(d: &xdst_core::intent::IntentDocument) -> String {
+        d.json["metadata"]["creationTimestamp"].as_str().unwrap().to_owned()
+    }
+
+    /// Issue 49, item 3: a document without a creation time gets the one xdst first saw it at,
+    /// kept across changes and restarts; a team's own creation time is replaced, the platform's
+    /// kept; gone and made again, it is created anew.
+    #[test]
+    fn the_counter_stamps_creation_times_a_team_cannot_choose() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.json");
+        let doc = |spec: &str, meta: &str| {
+            let text = format!("kind: S\nmetadata: {{name: a{meta}}}\nspec: {spec}\n");
+            xdst_core::intent::parse_file("f.yaml", &text).unwrap().remove(0)
+        };
+        let old = ", creationTimestamp: '2001-01-01T00:00:00Z'";
+        let mut c = Counter::load(path.clone());
+        let mut d = doc("{port: 1}", old);
+        c.stamp(&mut d, false);
+        let first = created(&d);
+        assert_ne!(first, "2001-01-01T00:00:00Z", "a team's own creation time is replaced");
+        assert_eq!(d.json["metadata"]["annotations"]["xdst.dev/written-by"], "team", "and it is marked a team's");
+        assert!(xdst_core::intent::is_creation_timestamp(&first));
+        assert!(d.text.contains(&first), "the text plugins get carries it");
+        let mut d = doc("{port: 2}", "");
+        c.stamp(&mut d, false);
+        assert_eq!(created(&d), first, "a change keeps the creation time");
+        c.keep_only(["S/a"].into_iter());
+
+        let mut c = Counter::load(path.clone());
+        let mut d = doc("{port: 2}", old);
+        c.stamp(&mut d, false);
+        assert_eq!(created(&d), first, "read back after a restart");
+        let mut d = doc("{port: 2}", old);
+        c.stamp(&mut d, true);
+        assert_eq!(created(&d), "2001-01-01T00:00:00Z", "the platform's own creation time stands");
+        assert!(d.json["metadata"]["annotations"].is_null(), "the platform's is not marked");
+        let mut d = doc("{port: 2}", ", creationTimestamp: 'last week'");
+        c.stamp(&mut d, true);
+        assert_eq!(created(&d), "2001-01-01T00:00:00Z", "one that does not sort as a time is not taken");
+        c.keep_only(std::iter::empty());
+        let mut d = doc("{port: 2}", "");
+        c.stamp(&mut d, false);
+        assert_ne!(created(&d), "2001-01-01T00:00:00Z", "gone, then made again: created anew");
+    }
+
+    /// A table kept before creation times were reads, keeping its generations.
+    #[test]
+    fn a_table_without_creation_times_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.json");
+        let mut d = xdst_core::intent::parse_file("f.yaml", "kind: S\nmetadata: {name: a}\nspec: {port: 1}\n")
+            .unwrap()
+            .remove(0);
+        let version = xdst_core::resource::content_version("xdst.generation", br#"{"kind":"S","spec":{"port":1}}"#);
+        std::fs::write(&path, format!(r#"{{"S/a": ["{version}", 5]}}"#)).unwrap();
+        let mut c = Counter::load(path);
+        c.stamp(&mut d, false);
+        assert_eq!(d.json["metadata"]["generation"], 5);
+        assert!(xdst_core::intent::is_creation_timestamp(&created(&d)));
+    }
+
+    fn created_of(text: &str) -> String {
+        let doc = xdst_core::documents::parse_one(text).unwrap();
+        doc["metadata"]["creationTimestamp"].as_str().unwrap().to_owned()
+    }
+
+    /// The intent API stamps the creation time of a document's first write, keeps it on every
+    /// later one whatever the body says, and takes one from the body on a first write by the
+    /// platform only.
+    #[test]
+    fn the_api_keeps_the_first_write_s_creation_time() {
+        let old = "kind: S\nmetadata: {name: a, creationTimestamp: '2001-01-01T00:00:00Z'}\nspec: {port: 1}\n";
+        let team = stamp(None, old, false).unwrap();
+        assert_ne!(created_of(&team), "2001-01-01T00:00:00Z");
+        let again = stamp(Some(&team), old, true).unwrap();
+        assert_eq!(created_of(&again), created_of(&team), "kept from the first write, even against the admin");
+        assert_eq!(created_of(&stamp(None, old, true).unwrap()), "2001-01-01T00:00:00Z");
+        let marked = |text: &str| xdst_core::documents::parse_one(text).unwrap()["metadata"]["annotations"].clone();
+        assert_eq!(marked(&team)["xdst.dev/written-by"], "team", "a team's write is marked");
+        assert!(marked(&stamp(None, old, true).unwrap()).is_null());
     }
 }

@@ -151,6 +151,7 @@ pub fn read_intent_cached(
         }
     }
     files.sort();
+    let bounded = mode == Mode::HoldingBounded;
     let sources = files.iter().map(|f| {
         let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
         let read_at = std::time::SystemTime::now();
@@ -165,10 +166,10 @@ pub fn read_intent_cached(
         };
         // A file that changed while it was read is stamped by what was read first: it is read
         // again next time, as its times differ.
-        Source { path: f.clone(), label, text, stamp }
+        let platform = !(bounded && namespace_dir(&label).is_some());
+        Source { path: f.clone(), label, text, stamp, platform }
     });
     let count = files.len();
-    let bounded = mode == Mode::HoldingBounded;
     let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
         true => namespace_bound(label, docs),
         false => Ok(()),
@@ -185,6 +186,9 @@ struct Source<'a> {
     text: Result<Text<'a>, GenerationError>,
     /// The file's stamp, taken before it was read.
     stamp: Option<Stamp>,
+    /// Whether it is one of the platform's sources, whose documents may carry their own
+    /// creation time ([`super::generation`]).
+    platform: bool,
 }
 
 /// A source's text: read now, or the cached text its stamp vouches for.
@@ -211,7 +215,7 @@ fn assemble<'a>(
     let mut parsed = Vec::new();
     for source in sources {
         let last = cache.get(&source.path);
-        let stamp = source.stamp;
+        let (stamp, platform) = (source.stamp, source.platform);
         let result = source.text.and_then(|text| {
             let text = match (text, last) {
                 (Text::Unchanged(_), Some(last)) => return Ok((last.clone(), false)),
@@ -226,7 +230,7 @@ fn assemble<'a>(
                 .map(|mut d| {
                     // A document without a generation gets the one xdst keeps for it.
                     if let Some(c) = counter.as_deref_mut() {
-                        c.stamp(&mut d);
+                        c.stamp(&mut d, platform);
                     }
                     Arc::new(d)
                 })
@@ -280,12 +284,7 @@ const API_DIR: &str = "_api";
 /// that namespace only; a file directly in the intent directory (the platform's), or under
 /// the intent API's directory, any.
 fn namespace_bound(label: &str, docs: &[Arc<IntentDocument>]) -> Result<(), GenerationError> {
-    let mut parts = Path::new(label).components();
-    let (Some(first), Some(_)) = (parts.next(), parts.next()) else { return Ok(()) };
-    let dir = first.as_os_str().to_string_lossy();
-    if dir == API_DIR {
-        return Ok(());
-    }
+    let Some(dir) = namespace_dir(label) else { return Ok(()) };
     for doc in docs {
         if doc.namespace.as_deref() != Some(&*dir) {
             let whose = match &doc.namespace {
@@ -299,6 +298,14 @@ fn namespace_bound(label: &str, docs: &[Arc<IntentDocument>]) -> Result<(), Gene
         }
     }
     Ok(())
+}
+
+/// The namespace directory (`--namespace-dirs`) a file (`label`, relative to the intent
+/// directory) is under: its first directory, unless that is the intent API's.
+fn namespace_dir(label: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let mut parts = Path::new(label).components();
+    let (Some(first), Some(_)) = (parts.next(), parts.next()) else { return None };
+    Some(first.as_os_str().to_string_lossy()).filter(|dir| dir != API_DIR)
 }
 
 /// Adds every one of `docs` to `set`, or none of them.
@@ -381,6 +388,7 @@ pub fn read_mirror(
     }
     let count = docs.len();
     let sources = docs.into_iter().map(|(key, text)| Source {
+        platform: !crate::generate::store::under_namespace(&key),
         path: PathBuf::from(&key),
         label: key,
         text: text.map(Text::Read),

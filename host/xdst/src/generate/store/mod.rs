@@ -285,6 +285,12 @@ fn key_namespace(key: &str) -> Option<&str> {
     key.strip_prefix(INTENT_DIR)?.strip_prefix(NAMESPACES)?.strip_prefix('/')?.split('/').next()
 }
 
+/// Whether `key` is under a namespace's prefix (`intent/namespaces/NAMESPACE/`): a team's, not
+/// the platform's.
+pub fn under_namespace(key: &str) -> bool {
+    key_namespace(key).is_some()
+}
+
 /// The key to write a document at: the one it is held at, if it is, else the preferred one.
 pub fn write_key(kind: &str, qualified_name: &str, prefer_namespace: bool, held: impl Fn(&str) -> bool) -> String {
     let keys = document_keys(kind, qualified_name, prefer_namespace);

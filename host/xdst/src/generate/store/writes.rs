@@ -51,6 +51,13 @@ pub fn if_match(headers: &HeaderMap) -> Result<Option<Revision>, String> {
         .ok_or_else(|| format!("If-Match {text:?}: give the document's revision (its ETag), or 0 for a new one"))
 }
 
+/// A document's new text, and whether the platform (the admin token) wrote it: a creation time
+/// in it is kept only then (issue 49, item 3).
+pub struct Body {
+    pub text: String,
+    pub platform: bool,
+}
+
 pub async fn write<S: Store>(
     generating: &Generating,
     store: Arc<S>,
@@ -58,7 +65,7 @@ pub async fn write<S: Store>(
     headers: &HeaderMap,
     kind: &str,
     name: &str,
-    body: Option<String>,
+    body: Option<Body>,
 ) -> Outcome {
     let Some(mirror) = source.mirror().cloned() else {
         return Outcome::refused(StatusCode::INTERNAL_SERVER_ERROR, "intent does not come from a store".into());
@@ -66,12 +73,15 @@ pub async fn write<S: Store>(
     let Some(generations) = generating.generations.get() else {
         return Outcome::refused(StatusCode::SERVICE_UNAVAILABLE, "not serving intent yet".into());
     };
-    let key = write_key(kind, name, source.namespace_keys(), |k| mirror.mod_revision(k).is_some());
+    // A team's write goes under its namespace's prefix (its etcd role's), the platform's to
+    // the platform's keys: a key says whose document it is (issue 49, item 2).
+    let by_team = body.as_ref().is_some_and(|b| !b.platform);
+    let key = write_key(kind, name, source.namespace_keys() && by_team, |k| mirror.mod_revision(k).is_some());
     // `metadata.generation`, following what the key holds now.
     let body = match body {
         Some(b) => {
             let previous = mirror.get(&key).and_then(|h| String::from_utf8(h.value.to_vec()).ok());
-            match crate::generate::intent::generation::stamp(previous.as_deref(), &b) {
+            match crate::generate::intent::generation::stamp(previous.as_deref(), &b.text, b.platform) {
                 Ok(t) => Some(t),
                 Err(e) => return Outcome::refused(StatusCode::BAD_REQUEST, e),
             }
