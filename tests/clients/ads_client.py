@@ -2,7 +2,7 @@
 """A raw ADS client for xdst integration tests: grpcio and the generated stubs of `xds-protos`.
 
     python ads_client.py --server 127.0.0.1:PORT --node-id n1 [--node-cluster C] [--clients N]
-                         [--node-id-suffix] [--api sotw|delta] [--types cds,lds,eds,rds]
+                         [--node-id-suffix] [--api sotw|delta] [--types cds,lds,eds,rds,sds]
                          [--names a,b] [--mode ack|never-ack|nack|ack-once] [--nack-message-bytes B]
                          [--nack-names a,b] [--ca FILE [--cert FILE --key FILE] [--authority NAME]]
                          [--duration SECONDS]
@@ -10,7 +10,8 @@
 Opens N independent ADS streams, each on its own channel, all with the same node id and cluster
 (with --node-id-suffix, client i is `<node-id>-i`). Each subscribes to the --types: CDS and LDS as
 a wildcard (the legacy form Envoy uses: no names, SOTW-7 / DELTA-2); EDS and RDS by name, the
---names given, else the names learned from the clusters (EDS) and listeners (RDS) received.
+--names given, else the names learned from the clusters (EDS) and listeners (RDS) received;
+SDS by the --names given (a client asking for a Secret by name, as one that knows it would).
 
 Every response is answered as --mode says: `ack` accepts it (SOTW-3: version_info and nonce;
 DELTA-1: the nonce), `never-ack` says nothing at all (a client that hangs), `nack` rejects it
@@ -61,8 +62,9 @@ TYPES = {
     "lds": PREFIX + "config.listener.v3.Listener",
     "eds": PREFIX + "config.endpoint.v3.ClusterLoadAssignment",
     "rds": PREFIX + "config.route.v3.RouteConfiguration",
+    "sds": PREFIX + "extensions.transport_sockets.tls.v3.Secret",
 }
-BY_NAME = {"eds", "rds"}
+BY_NAME = {"eds", "rds", "sds"}
 # Learned names come from: EDS names from clusters, RDS names from listeners.
 SOURCE = {"eds": "cds", "rds": "lds"}
 INVALID_ARGUMENT = 3

@@ -23,6 +23,7 @@ mod edges;
 mod edges_files;
 mod edges_plugins;
 mod edges_scope;
+mod edges_secrets;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;

@@ -61,7 +61,7 @@ pub struct Options {
     pub suffix: bool,
     /// Delta instead of SotW.
     pub delta: bool,
-    /// `cds`, `lds`, `eds`, `rds`.
+    /// `cds`, `lds`, `eds`, `rds`, `sds`.
     pub types: Vec<&'static str>,
     /// EDS/RDS names to ask for; empty: those learned from clusters and listeners.
     pub names: Vec<String>,

@@ -46,9 +46,37 @@ struct Group {
     tx: watch::Sender<Arc<Snapshot>>,
 }
 
+/// Whether a node group is given the Secrets of the default set ([`Cache::give_secrets_to`]).
+type Keyed = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 struct Inner {
     default: Arc<Snapshot>,
     groups: HashMap<String, Group>,
+    /// `None`: every group is.
+    keyed: Option<Keyed>,
+    /// The default set as a group not given its Secrets is served it: made when first needed
+    /// after each publication.
+    withheld_default: Option<Arc<Snapshot>>,
+}
+
+impl Inner {
+    /// What group `name` is served, with `own` its own set (if it has one): that, or the
+    /// default, less the default's Secrets and what stands on them unless the group is given
+    /// them (`crate::withheld`, issue 49, item 6).
+    fn served(&mut self, name: &str, own: Option<&Arc<Snapshot>>) -> Arc<Snapshot> {
+        let keyed = self.keyed.as_ref().is_none_or(|k| k(name));
+        match (own, keyed) {
+            (Some(own), true) => own.clone(),
+            (None, true) => self.default.clone(),
+            (Some(own), false) => Arc::new(crate::withheld::untagged_secrets(own, &self.default)),
+            (None, false) => {
+                let default = self.default.clone();
+                self.withheld_default
+                    .get_or_insert_with(|| Arc::new(crate::withheld::untagged_secrets(&default, &default)))
+                    .clone()
+            }
+        }
+    }
 }
 
 /// Shared by the sources that publish and by every stream that serves.
@@ -64,7 +92,23 @@ impl Default for Cache {
 
 impl Cache {
     pub fn new() -> Self {
-        Cache { inner: Mutex::new(Inner { default: Arc::new(Snapshot::default()), groups: HashMap::new() }) }
+        Cache {
+            inner: Mutex::new(Inner {
+                default: Arc::new(Snapshot::default()),
+                groups: HashMap::new(),
+                keyed: None,
+                withheld_default: None,
+            }),
+        }
+    }
+
+    /// Gives the Secrets of the default set only to the node groups `keyed` says (the groups
+    /// the identity rules name as their proxies'); every other group gets only the Secrets
+    /// made for it alone, and what can stand without the rest. Set before anything is watched.
+    pub fn give_secrets_to(&self, keyed: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.keyed = Some(Arc::new(keyed));
+        inner.withheld_default = None;
     }
 
     /// Checks and publishes a complete state. Unchanged groups are not woken.
@@ -77,6 +121,7 @@ impl Cache {
             report.changed_groups.push(String::new());
         }
         inner.default = default.clone();
+        inner.withheld_default = None;
         let mut own: HashMap<String, Arc<Snapshot>> = p.groups.into_iter().map(|(g, s)| (g, Arc::new(s))).collect();
         // Drop groups nobody watches and that no longer have a set of their own.
         inner.groups.retain(|g, e| own.contains_key(g) || e.tx.receiver_count() > 0);
@@ -86,9 +131,12 @@ impl Cache {
                 inner.groups.insert(g.clone(), Group { own: None, tx });
             }
         }
-        for (name, group) in inner.groups.iter_mut() {
-            group.own = own.remove(name);
-            let next = group.own.clone().unwrap_or_else(|| default.clone());
+        let names: Vec<String> = inner.groups.keys().cloned().collect();
+        for name in names {
+            let mine = own.remove(&name);
+            let next = inner.served(&name, mine.as_ref());
+            let Some(group) = inner.groups.get_mut(&name) else { continue };
+            group.own = mine;
             let changed = group.tx.send_if_modified(|cur| {
                 if cur.same_content(&next) {
                     false
@@ -120,13 +168,14 @@ impl Cache {
     /// A watch on what `group` is served. Groups without a set of their own follow the default.
     pub fn watch(&self, group: &str) -> watch::Receiver<Arc<Snapshot>> {
         let mut inner = self.inner.lock().unwrap();
-        let default = inner.default.clone();
-        inner
-            .groups
-            .entry(group.to_owned())
-            .or_insert_with(|| Group { own: None, tx: watch::channel(default).0 })
-            .tx
-            .subscribe()
+        if let Some(g) = inner.groups.get(group) {
+            return g.tx.subscribe();
+        }
+        let served = inner.served(group, None);
+        let tx = watch::channel(served).0;
+        let rx = tx.subscribe();
+        inner.groups.insert(group.to_owned(), Group { own: None, tx });
+        rx
     }
 
     /// Forgets `group` if nobody watches it and it has no set of its own (a stream of it
@@ -145,14 +194,23 @@ impl Cache {
 
     /// What `group` is served now.
     pub fn snapshot(&self, group: &str) -> Arc<Snapshot> {
-        let inner = self.inner.lock().unwrap();
-        inner.groups.get(group).and_then(|g| g.own.clone()).unwrap_or_else(|| inner.default.clone())
+        let mut inner = self.inner.lock().unwrap();
+        let own = inner.groups.get(group).and_then(|g| g.own.clone());
+        inner.served(group, own.as_ref())
     }
 
     /// The default set and every group with a set of its own, for `/debug/resources`.
+    /// A group not given the default set's Secrets is listed with what it is served, whether
+    /// or not it has a set of its own.
     pub fn sets(&self) -> (Arc<Snapshot>, BTreeMap<String, Arc<Snapshot>>) {
-        let inner = self.inner.lock().unwrap();
-        let groups = inner.groups.iter().filter_map(|(g, e)| Some((g.clone(), e.own.clone()?))).collect();
+        let mut inner = self.inner.lock().unwrap();
+        let listed: Vec<(String, Option<Arc<Snapshot>>)> = inner
+            .groups
+            .iter()
+            .filter(|(g, e)| e.own.is_some() || inner.keyed.as_ref().is_some_and(|k| !k(g)))
+            .map(|(g, e)| (g.clone(), e.own.clone()))
+            .collect();
+        let groups = listed.into_iter().map(|(g, own)| (g.clone(), inner.served(&g, own.as_ref()))).collect();
         (inner.default.clone(), groups)
     }
 }
@@ -185,6 +243,31 @@ mod tests {
 
     fn publication(rs: Vec<Resource>) -> Publication {
         Publication { default: Snapshot::from_resources(rs).unwrap(), groups: BTreeMap::new() }
+    }
+
+    /// Issue 49, item 6: a group not given the default set's Secrets never sees them, from its
+    /// first watch on (a node of it connecting before or after a publication); a group given
+    /// them, and one with a Secret of its own, see theirs.
+    #[test]
+    fn a_group_not_given_secrets_never_sees_the_default_s() {
+        use crate::types::SECRET;
+        let secret = |n: &str| Resource::new(SECRET, n, b"key");
+        let cache = Cache::new();
+        cache.give_secrets_to(|g| g == "edge");
+        let early = cache.watch("team-a");
+        let mut p = publication(vec![secret("gw-cert"), eds_cluster("c"), cla("c")]);
+        let own = Snapshot::from_resources(vec![secret("gw-cert"), secret("team-b-cert"), eds_cluster("c"), cla("c")]);
+        p.groups.insert("team-b".into(), own.unwrap());
+        cache.publish(p).unwrap();
+        let secrets = |s: &Snapshot| -> Vec<String> {
+            s.get(SECRET).map(|t| t.resources().map(|r| r.name().to_string()).collect()).unwrap_or_default()
+        };
+        assert!(secrets(&early.borrow()).is_empty());
+        assert_eq!(early.borrow().get(CLUSTER).map(|t| t.len()), Some(1), "the rest is served");
+        assert!(secrets(&cache.watch("team-c").borrow()).is_empty(), "a later watch too");
+        assert_eq!(secrets(&cache.snapshot("team-b")), ["team-b-cert"]);
+        assert_eq!(secrets(&cache.watch("edge").borrow()), ["gw-cert"]);
+        assert!(cache.sets().1.get("team-a").is_some_and(|s| secrets(s).is_empty()), "and /debug/resources says so");
     }
 
     #[test]

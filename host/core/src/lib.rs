@@ -56,6 +56,7 @@ pub mod stream;
 pub mod types;
 pub mod validate;
 pub mod wire;
+pub mod withheld;
 
 #[cfg(test)]
 mod fuzz_tests;

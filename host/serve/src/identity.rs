@@ -249,6 +249,14 @@ impl Rules {
         })
     }
 
+    /// Whether `group` is given the Secrets that are not made for one group alone (a plugin's
+    /// untagged ones, the default set's): some rule with `proxy: true` allows it. Every other
+    /// group gets only its own (issue 49, item 6): an identity the rules confine to a team's
+    /// group is never handed the keys of the platform's Gateways.
+    pub fn gives_secrets(&self, group: &str) -> bool {
+        self.0.iter().any(|r| r.proxy && r.groups.iter().any(|g| g.matches(group)))
+    }
+
     /// Whether some rule names `group` exactly (a group the rules define).
     pub fn defines_group(&self, group: &str) -> bool {
         self.0.iter().flat_map(|r| &r.groups).any(|g| *g == Pattern::Exact(group.into()))

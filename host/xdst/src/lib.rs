@@ -434,8 +434,13 @@ fn serving_plane(
     translated: bool,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Arc<Serving> {
+    let cache = Cache::new();
+    // With identity rules, the Secrets every group would get go to their proxies' groups only.
+    if let Some(rules) = identities.clone() {
+        cache.give_secrets_to(move |group| rules.gives_secrets(group));
+    }
     Arc::new(Serving {
-        cache: Cache::new(),
+        cache,
         group_key: config.node_group_key.clone(),
         metrics,
         nodes: Default::default(),

@@ -355,7 +355,8 @@ settings! {
     #[arg(long, value_name = "FILE")]
     flag ready_file: Option<PathBuf>,
     /// With mTLS: which certificate identities may use which node groups and ids (the file's
-    /// `identities:`).
+    /// `identities:`). Only groups a rule with `proxy: true` allows get the Secrets made for no
+    /// group alone (untagged), and what needs them.
     #[arg(skip)]
     file identities: Option<Vec<xdst_serve::identity::Rule>>,
     /// With mTLS: client certificate identities allowed admin reads without a token (the
