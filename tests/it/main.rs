@@ -24,6 +24,7 @@ mod edges_files;
 mod edges_plugins;
 mod edges_scope;
 mod edges_secrets;
+mod edges_time;
 mod envoy;
 mod envoy_plugins;
 mod gateway_api;

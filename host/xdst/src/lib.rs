@@ -207,6 +207,12 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                 .await
                 .map_err(|cause| StartError::ListIntent { url: s.url(), cause })?;
             info!(store = %s.url(), documents = n, revision = mirror.revision(), "intent listed from the store");
+            // When each team key was created, as every replica reads it (issue 49, item 3).
+            let births = Arc::new(store::Mirror::new(s.url()));
+            store::sync::list_at_start(etcd.as_ref(), store::births::BIRTHS_DIR, &births)
+                .await
+                .map_err(|cause| StartError::ListIntent { url: s.url(), cause })?;
+            mirror.set_births(births);
             (Some(intent::IntentInput::Store(mirror)), Some(etcd))
         }
         (None, None) => (None, None),
@@ -367,6 +373,15 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
             store_reloads.get_or_create(&xdst_serve::metrics::label("reason", reason)).inc();
         });
         let changed = generation_request(woken.clone());
+        if let Some(births) = mirror.births() {
+            let quiet: Arc<dyn Fn(store::sync::Reload) + Send + Sync> = Arc::new(|_| {});
+            let dir = store::births::BIRTHS_DIR;
+            let watch =
+                store::sync::run(etcd.clone(), dir, births.clone(), changed.clone(), quiet, shutdown_rx.clone());
+            tasks.push(tokio::spawn(watch));
+            let keep = store::births::keep(etcd.clone(), mirror.clone(), births, shutdown_rx.clone());
+            tasks.push(tokio::spawn(keep));
+        }
         tasks.push(tokio::spawn(store::sync::run(
             etcd.clone(),
             store::INTENT_DIR,

@@ -58,9 +58,10 @@ impl Kept {
 /// its file or key is parsed again; the creation time is when it was first seen. Kept in a JSON
 /// file (beside the plugin cache, one per intent source), so a restart continues from it. Each
 /// replica keeps its own: replicas that parsed different histories of a document may count
-/// differently, and see a key written straight into a team's store prefix at their own moment
-/// (the intent API stamps what it writes, which every replica reads alike). A document that goes
-/// is forgotten: made again, it starts at 1, created anew.
+/// differently (the intent API stamps what it writes, which every replica reads alike; a team's
+/// store key takes its creation time from the record every replica reads,
+/// [`crate::generate::store::births`]). A document that goes is forgotten: made again, it
+/// starts at 1, created anew.
 #[derive(Debug, Default)]
 pub struct Counter {
     path: Option<PathBuf>,
@@ -85,7 +86,9 @@ impl Counter {
     /// Gives `doc` its generation if it carries none, and its creation time: its own when it
     /// comes from one of the platform's sources (`platform`) and carries one, else the time xdst
     /// first saw it. A team's document is marked as one ([`xdst_core::intent::WRITTEN_BY`]).
-    pub fn stamp(&mut self, doc: &mut IntentDocument, platform: bool) {
+    /// `known`: its creation time as a record every replica reads says (a team's store key,
+    /// [`crate::generate::store::births`]), which stands over this table's.
+    pub fn stamp(&mut self, doc: &mut IntentDocument, platform: bool, known: Option<&str>) {
         let metadata = doc.json.get("metadata");
         let carried = metadata.and_then(|m| m.get("generation")).and_then(Value::as_i64);
         let supplied = metadata
@@ -102,6 +105,7 @@ impl Counter {
             None => 1,
         };
         let created = supplied
+            .or_else(|| known.map(str::to_owned))
             .or_else(|| kept.and_then(Kept::created).map(str::to_owned))
             .unwrap_or_else(|| creation_timestamp(std::time::SystemTime::now()));
         let now = Kept::Now(version, generation, created.clone());
@@ -204,24 +208,24 @@ mod tests {
         let generation = |d: &xdst_core::intent::IntentDocument| d.json["metadata"]["generation"].as_i64().unwrap();
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 1}", "");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 1);
         assert!(d.text.contains("\"generation\":1"), "the text plugins get carries it");
         let mut d = doc("{port: 2}", ", labels: {x: y}");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 2);
         c.keep_only(["S/a"].into_iter());
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 2, "read back after a restart; labels are metadata");
         let mut d = doc("{port: 3}", ", generation: 7");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 7, "a document's own generation stands");
         c.keep_only(std::iter::empty());
         let mut c = Counter::load(path);
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 1, "gone, then made again: 1");
     }
 
@@ -266,31 +270,38 @@ mod tests {
         let old = ", creationTimestamp: '2001-01-01T00:00:00Z'";
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 1}", old);
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         let first = created(&d);
         assert_ne!(first, "2001-01-01T00:00:00Z", "a team's own creation time is replaced");
         assert_eq!(d.json["metadata"]["annotations"]["xdst.dev/written-by"], "team", "and it is marked a team's");
         assert!(xdst_core::intent::is_creation_timestamp(&first));
         assert!(d.text.contains(&first), "the text plugins get carries it");
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(created(&d), first, "a change keeps the creation time");
         c.keep_only(["S/a"].into_iter());
 
         let mut c = Counter::load(path.clone());
         let mut d = doc("{port: 2}", old);
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(created(&d), first, "read back after a restart");
         let mut d = doc("{port: 2}", old);
-        c.stamp(&mut d, true);
+        c.stamp(&mut d, false, Some("2026-02-02T00:00:00Z"));
+        assert_eq!(created(&d), "2026-02-02T00:00:00Z", "a record every replica reads stands over the table");
+        let mut d = doc("{port: 2}", "");
+        c.stamp(&mut d, false, None);
+        assert_eq!(created(&d), "2026-02-02T00:00:00Z", "and is kept");
+        c.stamp(&mut doc("{port: 2}", ""), false, Some(&first));
+        let mut d = doc("{port: 2}", old);
+        c.stamp(&mut d, true, None);
         assert_eq!(created(&d), "2001-01-01T00:00:00Z", "the platform's own creation time stands");
         assert!(d.json["metadata"]["annotations"].is_null(), "the platform's is not marked");
         let mut d = doc("{port: 2}", ", creationTimestamp: 'last week'");
-        c.stamp(&mut d, true);
+        c.stamp(&mut d, true, None);
         assert_eq!(created(&d), "2001-01-01T00:00:00Z", "one that does not sort as a time is not taken");
         c.keep_only(std::iter::empty());
         let mut d = doc("{port: 2}", "");
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_ne!(created(&d), "2001-01-01T00:00:00Z", "gone, then made again: created anew");
     }
 
@@ -305,7 +316,7 @@ mod tests {
         let version = xdst_core::resource::content_version("xdst.generation", br#"{"kind":"S","spec":{"port":1}}"#);
         std::fs::write(&path, format!(r#"{{"S/a": ["{version}", 5]}}"#)).unwrap();
         let mut c = Counter::load(path);
-        c.stamp(&mut d, false);
+        c.stamp(&mut d, false, None);
         assert_eq!(d.json["metadata"]["generation"], 5);
         assert!(xdst_core::intent::is_creation_timestamp(&created(&d)));
     }

@@ -22,6 +22,9 @@ pub struct Parsed {
     /// What the file system said of the file when it was read, if that can vouch for it
     /// next time ([`Stamp::vouches`]); none for a store key or a source held out.
     stamp: Option<Stamp>,
+    /// The creation time its documents were stamped with from a record every replica reads
+    /// (a team's store key: [`crate::generate::store::births`]); parsed again when it moves.
+    created: Option<String>,
 }
 
 /// What identifies one version of a file without reading it: its size, inode, modification
@@ -167,7 +170,7 @@ pub fn read_intent_cached(
         // A file that changed while it was read is stamped by what was read first: it is read
         // again next time, as its times differ.
         let platform = !(bounded && namespace_dir(&label).is_some());
-        Source { path: f.clone(), label, text, stamp, platform }
+        Source { path: f.clone(), label, text, stamp, platform, created: None }
     });
     let count = files.len();
     let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
@@ -189,6 +192,8 @@ struct Source<'a> {
     /// Whether it is one of the platform's sources, whose documents may carry their own
     /// creation time ([`super::generation`]).
     platform: bool,
+    /// Its documents' creation time, as a record every replica reads says (a team's store key).
+    created: Option<String>,
 }
 
 /// A source's text: read now, or the cached text its stamp vouches for.
@@ -215,28 +220,28 @@ fn assemble<'a>(
     let mut parsed = Vec::new();
     for source in sources {
         let last = cache.get(&source.path);
-        let (stamp, platform) = (source.stamp, source.platform);
+        let (stamp, platform, created) = (source.stamp, source.platform, source.created);
         let result = source.text.and_then(|text| {
             let text = match (text, last) {
-                (Text::Unchanged(_), Some(last)) => return Ok((last.clone(), false)),
-                (Text::Read(text), Some(last)) if *last.text == *text => {
+                (Text::Unchanged(_), Some(last)) if last.created == created => return Ok((last.clone(), false)),
+                (Text::Read(text), Some(last)) if *last.text == *text && last.created == created => {
                     return Ok((Parsed { stamp, ..last.clone() }, false));
                 }
+                (Text::Unchanged(text), _) => text,
                 (Text::Read(text), _) => Arc::<str>::from(text),
-                (Text::Unchanged(text), None) => text,
             };
             let docs = parse_file(&source.label, &text)?
                 .into_iter()
                 .map(|mut d| {
                     // A document without a generation gets the one xdst keeps for it.
                     if let Some(c) = counter.as_deref_mut() {
-                        c.stamp(&mut d, platform);
+                        c.stamp(&mut d, platform, created.as_deref());
                     }
                     Arc::new(d)
                 })
                 .collect::<Vec<_>>();
             check(&source.label, &docs)?;
-            Ok((Parsed { text, docs, stamp }, true))
+            Ok((Parsed { text, docs, stamp, created: created.clone() }, true))
         });
         match result {
             Ok((parse, new)) => parsed.push((source.path, source.label, parse, new)),
@@ -389,6 +394,7 @@ pub fn read_mirror(
     let count = docs.len();
     let sources = docs.into_iter().map(|(key, text)| Source {
         platform: !crate::generate::store::under_namespace(&key),
+        created: crate::generate::store::under_namespace(&key).then(|| mirror.birth(&key)).flatten(),
         path: PathBuf::from(&key),
         label: key,
         text: text.map(Text::Read),

@@ -154,7 +154,13 @@ impl Store for Etcd {
             }
             for item in page.kvs() {
                 let (key, not_utf8) = self.relative(item.key())?;
-                entries.push(Entry { key, value: item.value().to_vec(), mod_revision: item.mod_revision(), not_utf8 });
+                entries.push(Entry {
+                    key,
+                    value: item.value().to_vec(),
+                    mod_revision: item.mod_revision(),
+                    create_revision: item.create_revision(),
+                    not_utf8,
+                });
             }
             match page.kvs().last() {
                 Some(last) if page.more() => {
@@ -221,6 +227,7 @@ impl Store for Etcd {
                                 key,
                                 value: kv.value().to_vec(),
                                 mod_revision: kv.mod_revision(),
+                                create_revision: kv.create_revision(),
                                 not_utf8,
                             }),
                             EventType::Delete => Change::Delete { key, revision: kv.mod_revision(), not_utf8 },

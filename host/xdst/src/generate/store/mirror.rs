@@ -18,6 +18,13 @@ use super::{Change, Entry, Revision};
 pub struct Held {
     pub value: Arc<[u8]>,
     pub mod_revision: Revision,
+    pub create_revision: Revision,
+}
+
+impl Held {
+    fn of(value: Vec<u8>, mod_revision: Revision, create_revision: Revision) -> Held {
+        Held { value: value.into(), mod_revision, create_revision }
+    }
 }
 
 /// Whether the store can be reached, as the mirror's task last found it.
@@ -63,6 +70,8 @@ pub struct Rewound {
 
 pub struct Mirror {
     docs: Mutex<BTreeMap<String, Held>>,
+    /// The records of when each team key was created ([`super::births`]), mirrored apart.
+    births: std::sync::OnceLock<Arc<Mirror>>,
     /// Keys that are not UTF-8, escaped, with their mod revisions: kept apart from `docs` so
     /// that an escaped key never stands for a real one.
     not_utf8: Mutex<BTreeMap<String, Revision>>,
@@ -86,6 +95,7 @@ impl Mirror {
     pub fn new(store: String) -> Mirror {
         Mirror {
             docs: Mutex::new(BTreeMap::new()),
+            births: std::sync::OnceLock::new(),
             not_utf8: Mutex::new(BTreeMap::new()),
             state: Mutex::new(StoreState { store, since: unix_now(), ..Default::default() }),
             revision: watch::channel(0).0,
@@ -101,7 +111,7 @@ impl Mirror {
     pub fn replace(&self, entries: Vec<Entry>, revision: Revision) -> usize {
         let (bad, good): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.not_utf8);
         let fresh: BTreeMap<String, Held> =
-            good.into_iter().map(|e| (e.key, Held { value: e.value.into(), mod_revision: e.mod_revision })).collect();
+            good.into_iter().map(|e| (e.key, Held::of(e.value, e.mod_revision, e.create_revision))).collect();
         let fresh_bad: BTreeMap<String, Revision> = bad.into_iter().map(|e| (e.key, e.mod_revision)).collect();
         let mut docs = locked(&self.docs);
         let mut not_utf8 = locked(&self.not_utf8);
@@ -128,7 +138,7 @@ impl Mirror {
                     not_utf8.insert(e.key, e.mod_revision);
                 }
                 Change::Put(e) => {
-                    docs.insert(e.key, Held { value: e.value.into(), mod_revision: e.mod_revision });
+                    docs.insert(e.key, Held::of(e.value, e.mod_revision, e.create_revision));
                 }
                 Change::Delete { key, not_utf8: true, .. } => {
                     not_utf8.remove(&key);
@@ -267,6 +277,23 @@ impl Mirror {
     /// The value held for `key`.
     pub fn get(&self, key: &str) -> Option<Held> {
         locked(&self.docs).get(key).cloned()
+    }
+
+    /// Gives this (intent) mirror the mirror of the creation records.
+    pub fn set_births(&self, births: Arc<Mirror>) {
+        let _ = self.births.set(births);
+    }
+
+    /// The mirror of the creation records, if this is the intent's.
+    pub fn births(&self) -> Option<Arc<Mirror>> {
+        self.births.get().cloned()
+    }
+
+    /// When the team key `key`, as held now, was created, by the records every replica reads;
+    /// `None` for a key not held, or whose creation has no record yet.
+    pub fn birth(&self, key: &str) -> Option<String> {
+        let held = self.get(key)?;
+        super::births::of(self.births.get()?, key, held.create_revision)
     }
 
     /// Sees every revision the mirror moves to.

@@ -10,6 +10,7 @@
 //! [`Mirror`] of the intent documents current beside the generation thread, and a generation
 //! reads the mirror as it would a directory. See `docs/design/010-replicas-on-etcd.md`.
 
+pub mod births;
 pub mod etcd;
 pub mod fleet;
 pub mod mirror;
@@ -37,6 +38,9 @@ pub struct Entry {
     pub value: Vec<u8>,
     /// The revision of the key's last change.
     pub mod_revision: Revision,
+    /// The revision the key was created at (etcd's `create_revision`): the same on every
+    /// replica, and new when the key is deleted and written again.
+    pub create_revision: Revision,
     /// The key's bytes are not UTF-8: it names nothing xdst can serve, and a generation that
     /// reads it fails naming it (issue 33, item 11).
     pub not_utf8: bool,
@@ -44,7 +48,7 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(key: impl Into<String>, value: impl Into<Vec<u8>>, mod_revision: Revision) -> Entry {
-        Entry { key: key.into(), value: value.into(), mod_revision, not_utf8: false }
+        Entry { key: key.into(), value: value.into(), mod_revision, create_revision: mod_revision, not_utf8: false }
     }
 }
 
