@@ -9,9 +9,10 @@
 //!
 //! Kubernetes objects load as `kubectl get -o yaml` prints them: `status` and the metadata the
 //! API server sets (`uid`, `resourceVersion`, `managedFields`, `selfLink`; `generation` is
-//! kept) are accepted and dropped, a `kind: List` stands for its `items`, and an object with
-//! `apiVersion` may carry its body in top-level fields other than `spec` (an EndpointSlice's
-//! `endpoints`, a Secret's `data`), which reach the plugin as written.
+//! kept) are accepted and dropped (`xdst serve` stamps its own `uid`, `generation` and
+//! `creationTimestamp`), a `kind: List` stands for its `items`, and an object with `apiVersion`
+//! may carry its body in top-level fields other than `spec` (an EndpointSlice's `endpoints`, a
+//! Secret's `data`), which reach the plugin as written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

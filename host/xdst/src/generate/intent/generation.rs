@@ -8,6 +8,8 @@
 //! ListenerSets, HTTPRoute rule precedence) reads it, so a document written without one must not
 //! count as oldest, and one written with one must not be able to say it is older than it is.
 //!
+//! A document also gets a `metadata.uid`, derived from its id and creation time.
+//!
 //! The intent API writes both into the stored document (the `_api/` file, or the store key's
 //! value), so they survive restarts and every replica reads the same ones. A document written by
 //! hand keeps the generation it carries; one without gets it from a [`Counter`]. Its creation
@@ -113,10 +115,12 @@ impl Counter {
             self.table.insert(doc.id().to_string(), now);
             self.dirty = true;
         }
+        let uid = uid(doc.id(), &created);
         if let Some(m) = doc.json.get_mut("metadata").and_then(Value::as_object_mut) {
             if carried.is_none() {
                 m.insert("generation".into(), generation.into());
             }
+            m.insert("uid".into(), uid.into());
             m.insert("creationTimestamp".into(), created.into());
         }
         if !platform {
@@ -142,6 +146,15 @@ impl Counter {
             tracing::warn!(file = %path.display(), error = %e, "cannot keep document generations: a restart counts afresh");
         }
     }
+}
+
+/// A document's `metadata.uid`, as an API server gives each object it creates one: derived from
+/// its id and creation time, so every replica and every restart gives the same, and a document
+/// made again (created anew) another. (Two made within one second under one id share it.)
+fn uid(id: &str, created: &str) -> String {
+    let a = xdst_core::resource::content_version("xdst.uid", format!("{id}\0{created}").as_bytes());
+    let b = xdst_core::resource::content_version("xdst.uid/2", format!("{id}\0{created}").as_bytes());
+    format!("{}-{}-{}-{}-{}", &a[..8], &a[8..12], &a[12..16], &b[..4], &b[4..16])
 }
 
 /// `body` (one document, checked) as it is stored: with `metadata.generation` following
@@ -276,9 +289,12 @@ mod tests {
         assert_eq!(d.json["metadata"]["annotations"]["xdst.dev/written-by"], "team", "and it is marked a team's");
         assert!(xdst_core::intent::is_creation_timestamp(&first));
         assert!(d.text.contains(&first), "the text plugins get carries it");
+        let uid = d.json["metadata"]["uid"].as_str().unwrap().to_owned();
+        assert_eq!(uid.len(), 36, "{uid}");
         let mut d = doc("{port: 2}", "");
         c.stamp(&mut d, false, None);
         assert_eq!(created(&d), first, "a change keeps the creation time");
+        assert_eq!(d.json["metadata"]["uid"], uid.as_str(), "and the uid");
         c.keep_only(["S/a"].into_iter());
 
         let mut c = Counter::load(path.clone());
