@@ -39,6 +39,7 @@ mod hold_cost;
 mod hold_group;
 mod hold_restart;
 mod hold_scope;
+mod incremental;
 mod intent_api;
 mod kubernetes_objects;
 mod limits;

@@ -52,6 +52,12 @@ pub fn adversary() -> anyhow::Result<PathBuf> {
     build("xdst-test-plugin-adversarial")
 }
 
+/// The incremental test plugin (`tests/plugins/incremental`, contract 0.4.0): `Counted`
+/// documents to clusters, through changes calls; `{"stale": true}` forgets removals.
+pub fn incremental() -> anyhow::Result<PathBuf> {
+    build("xdst-test-plugin-incremental")
+}
+
 /// The swap test plugin (`tests/plugins/swap`): `Split` documents routed by a weight table
 /// in its data section (see [`swap_variant`]).
 pub fn swap() -> anyhow::Result<PathBuf> {

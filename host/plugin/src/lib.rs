@@ -1,5 +1,5 @@
 //! The plugin host: loads WebAssembly plugins and calls them in a sandbox. A plugin is a
-//! component of the `xdst:plugin@0.1.0`, `@0.2.0` or `@0.3.0` world (`proto/wit`), or a core
+//! component of the `xdst:plugin@0.1.0`, `@0.2.0`, `@0.3.0` or `@0.4.0` world (`proto/wit`), or a core
 //! module speaking the 0.1.0 contract as JSON through memory (`proto/core-abi`); all become one
 //! [`Plugin`], whose calls use the 0.1.0 types ([`wit`]) plus what later versions added (the
 //! statuses of 0.2.0, the node groups of 0.3.0: [`Translated`]).
@@ -28,6 +28,7 @@
 mod core_abi;
 pub mod dir;
 pub mod error;
+pub mod incremental;
 mod lift;
 pub mod names;
 pub mod pipeline;
@@ -37,8 +38,8 @@ pub mod text_limits;
 
 pub use error::{Failure, Fault, PluginError, clip};
 pub use runtime::{
-    Abi, CONTRACT, CONTRACTS, Capabilities, DROPPED_LOG_LINES, DocumentStatus, Limits, Plugin, Runtime, RuntimeConfig,
-    Translated, componentize_embedded, digest,
+    Abi, CONTRACT, CONTRACTS, Capabilities, DROPPED_LOG_LINES, DocumentStatus, Kept, Limits, Plugin, Runtime,
+    RuntimeConfig, Translated, componentize_embedded, digest,
 };
 pub use text_limits::TextLimits;
 
@@ -65,6 +66,15 @@ pub mod wit2 {
 pub mod wit3 {
     wasmtime::component::bindgen!({
         path: "../../proto/wit/xdst-plugin-0.3.0",
+        world: "plugin",
+    });
+}
+
+/// The types of contract 0.4.0, for components built against it: 0.3.0's, and incremental
+/// translation (design 020).
+pub mod wit4 {
+    wasmtime::component::bindgen!({
+        path: "../../proto/wit/xdst-plugin-0.4.0",
         world: "plugin",
     });
 }

@@ -250,7 +250,7 @@ fn statuses(s: BoundedList<DocumentStatus>) -> Vec<crate::DocumentStatus> {
 impl From<TranslateResponse2> for crate::Translated {
     fn from(r: TranslateResponse2) -> Self {
         let response = TranslateResponse { resources: r.resources, diagnostics: r.diagnostics }.into();
-        crate::Translated { response, statuses: statuses(r.statuses), node_groups: Vec::new() }
+        crate::Translated { response, statuses: statuses(r.statuses), node_groups: Vec::new(), removed: Vec::new() }
     }
 }
 
@@ -266,7 +266,68 @@ impl From<TranslateResponse3> for crate::Translated {
             node_groups.clear();
         }
         let response = TranslateResponse { resources: BoundedList(resources), diagnostics: r.diagnostics }.into();
-        crate::Translated { response, statuses: statuses(r.statuses), node_groups }
+        crate::Translated { response, statuses: statuses(r.statuses), node_groups, removed: Vec::new() }
+    }
+}
+
+/// Contract 0.4.0's resource key.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct ResourceKey {
+    #[component(name = "type-url")]
+    type_url: BoundedString,
+    name: BoundedString,
+}
+
+/// Contract 0.4.0's response: 0.3.0's, and the resources a changes call removed.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct TranslateResponse4 {
+    resources: BoundedList<XdsResource3>,
+    diagnostics: BoundedList<Diagnostic>,
+    statuses: BoundedList<DocumentStatus>,
+    removed: BoundedList<ResourceKey>,
+}
+
+impl From<TranslateResponse4> for crate::Translated {
+    fn from(r: TranslateResponse4) -> Self {
+        let removed = r.removed.0.into_iter().map(|k| (k.type_url.0, k.name.0)).collect();
+        let three = TranslateResponse3 { resources: r.resources, diagnostics: r.diagnostics, statuses: r.statuses };
+        crate::Translated { removed, ..three.into() }
+    }
+}
+
+/// A request in contract 0.4.0's types: 0.3.0's, a full call (`removed` none) or a changes call
+/// with the ids removed.
+pub fn request_v4(
+    r: &wit::TranslateRequest,
+    removed: Option<Vec<String>>,
+) -> crate::wit4::xdst::plugin::types::TranslateRequest {
+    use crate::wit4::xdst::plugin::types as t4;
+    let three = request_v3(r);
+    t4::TranslateRequest {
+        node_group: three.node_group,
+        documents: three
+            .documents
+            .into_iter()
+            .map(|d| t4::IntentDocument { kind: d.kind, name: d.name, origin: d.origin, json: d.json })
+            .collect(),
+        resources: three
+            .resources
+            .into_iter()
+            .map(|x| t4::XdsResource {
+                type_url: x.type_url,
+                name: x.name,
+                body: match x.body {
+                    crate::wit3::xdst::plugin::types::Body::Json(s) => t4::Body::Json(s),
+                    crate::wit3::xdst::plugin::types::Body::Proto(b) => t4::Body::Proto(b),
+                },
+                document: x.document,
+                node_groups: x.node_groups,
+            })
+            .collect(),
+        config: three.config,
+        changes: removed.map(|removed| t4::Changes { removed }),
     }
 }
 

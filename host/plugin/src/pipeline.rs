@@ -63,7 +63,7 @@ impl Translate for Plugin {
         Plugin::translate_full(self, request)
     }
     fn names_node_groups(&self) -> bool {
-        self.contract() == "0.3.0"
+        matches!(self.contract(), "0.3.0" | "0.4.0")
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::{Failure, PluginError};
 use crate::lift;
 use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
-use crate::{wit2, wit3};
+use crate::{wit2, wit3, wit4};
 
 mod waits;
 
@@ -26,18 +26,20 @@ const TICK: Duration = Duration::from_millis(5);
 pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The newest version of the `xdst:plugin` contract (`proto/wit`) this host implements.
-pub const CONTRACT: &str = "0.3.0";
+pub const CONTRACT: &str = "0.4.0";
 /// Every version of the contract this host loads.
-pub const CONTRACTS: [&str; 3] = ["0.1.0", "0.2.0", "0.3.0"];
+pub const CONTRACTS: [&str; 4] = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 /// What a component may import: the contract's log function, and its types (an interface with
 /// no functions, imported by every component that uses them), in each version.
-const GRANTED: [&str; 6] = [
+const GRANTED: [&str; 8] = [
     "xdst:plugin/log@0.1.0",
     "xdst:plugin/types@0.1.0",
     "xdst:plugin/log@0.2.0",
     "xdst:plugin/types@0.2.0",
     "xdst:plugin/log@0.3.0",
     "xdst:plugin/types@0.3.0",
+    "xdst:plugin/log@0.4.0",
+    "xdst:plugin/types@0.4.0",
 ];
 /// WASI packages a component may import. They are linked to an empty WASI: no files, no
 /// environment or arguments, no network, stdin empty; stdout and stderr are captured into the
@@ -157,6 +159,9 @@ pub struct RuntimeConfig {
     pub fuel: bool,
     /// How much of a plugin's own text is kept (`xdst serve --max-plugin-message`, ...).
     pub text: crate::TextLimits,
+    /// An incremental plugin's calls between two full ones (`--full-translation-every`; design
+    /// 020); 0 means the default.
+    pub full_translation_every: u32,
 }
 
 /// Compiles and runs plugins. One per process; cheap to share.
@@ -205,6 +210,7 @@ impl Runtime {
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wit2::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wit3::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        wit4::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(host)?;
         waits::bound_component_waits(&mut linker).map_err(host)?;
         let mut core_linker = wasmtime::Linker::new(&engine);
@@ -283,7 +289,9 @@ impl Runtime {
         // The version its imports name; one that imports nothing of the contract is tried as
         // each version in turn (their exports' types differ).
         let named = |v: &str| imports.iter().any(|n| n.starts_with("xdst:plugin/") && n.ends_with(&format!("@{v}")));
-        let code = if named("0.3.0") {
+        let code = if named("0.4.0") {
+            wit4::PluginPre::new(pre).map(Code::Component4).map_err(|e| e.to_string())
+        } else if named("0.3.0") {
             wit3::PluginPre::new(pre).map(Code::Component3).map_err(|e| e.to_string())
         } else if named("0.2.0") {
             wit2::PluginPre::new(pre).map(Code::Component2).map_err(|e| e.to_string())
@@ -293,7 +301,10 @@ impl Runtime {
                 .or_else(|e1| {
                     wit2::PluginPre::new(pre.clone()).map(Code::Component2).map_err(|e2| format!("{e1:#}; {e2:#}"))
                 })
-                .or_else(|e| wit3::PluginPre::new(pre).map(Code::Component3).map_err(|e3| format!("{e}; {e3:#}")))
+                .or_else(|e| {
+                    wit3::PluginPre::new(pre.clone()).map(Code::Component3).map_err(|e3| format!("{e}; {e3:#}"))
+                })
+                .or_else(|e| wit4::PluginPre::new(pre).map(Code::Component4).map_err(|e4| format!("{e}; {e4:#}")))
         }
         .map_err(|e| {
             err(Failure::Incompatible(format!(
@@ -342,8 +353,15 @@ impl Runtime {
             limits,
             fuel_enabled: self.config.fuel,
             text: self.config.text,
+            incremental: false,
+            kept: Default::default(),
+            full_every: match self.config.full_translation_every {
+                0 => crate::incremental::DEFAULT_FULL_EVERY,
+                n => n,
+            },
         };
         let version = plugin.contract();
+        let mut incremental = false;
         let info = plugin.call(
             |instance, store| {
                 if version == "0.2.0" {
@@ -354,12 +372,27 @@ impl Runtime {
                     let p = wit3::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
                     return p.call_describe(store).map(info_from_v3).map_err(CallError::Wasm);
                 }
+                if version == "0.4.0" {
+                    let p = wit4::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
+                    return p
+                        .call_describe(store)
+                        .map(|i| {
+                            incremental = i.incremental;
+                            info_from_v4(i)
+                        })
+                        .map_err(CallError::Wasm);
+                }
                 let p = wit::Plugin::new(&mut *store, instance).map_err(CallError::Wasm)?;
                 p.call_describe(store).map_err(CallError::Wasm)
             },
             |c, store| c.describe(store, limits.output_bytes),
         )?;
         crate::names::check(&info).map_err(|e| plugin.error(Failure::Incompatible(e.to_string())))?;
+        if incremental && (info.phase != wit::Phase::Translate || info.granularity != wit::Granularity::WholeSet) {
+            let why = "says it is incremental, which only a whole-set translate plugin may be (design 020)";
+            return Err(plugin.error(Failure::Incompatible(why.into())));
+        }
+        plugin.incremental = incremental;
         plugin.name = info.name.clone();
         plugin.info = info;
         info!(
@@ -450,6 +483,8 @@ enum Code {
     Component2(wit2::PluginPre<CallState>),
     /// A component of contract 0.3.0.
     Component3(wit3::PluginPre<CallState>),
+    /// A component of contract 0.4.0.
+    Component4(wit4::PluginPre<CallState>),
     Core(CorePre),
 }
 
@@ -477,6 +512,22 @@ macro_rules! info_from {
 }
 info_from!(info_from_v2, wit2::xdst::plugin::types);
 info_from!(info_from_v3, wit3::xdst::plugin::types);
+info_from!(info_from_v4, wit4::xdst::plugin::types);
+
+/// A plugin's instance kept between the calls of one pipeline (contract 0.4.0, design 020): its
+/// store (its memories and globals, what it kept) and the instance, for the plugin of `digest`
+/// only. Made by a full call of [`Plugin::translate_kept`], dropped by any failure.
+pub struct Kept {
+    store: Store<CallState>,
+    instance: wasmtime::component::Instance,
+    digest: String,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept").field("digest", &self.digest).finish_non_exhaustive()
+    }
+}
 
 /// The status a plugin gave a document (contract 0.2.0).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -496,12 +547,15 @@ pub struct Translated {
     /// The node groups each of `response.resources` is for, in their order (contract 0.3.0):
     /// empty when no resource names any (every resource is for every group).
     pub node_groups: Vec<Vec<String>>,
+    /// On a changes call (contract 0.4.0), the resources gone since the last call: (type URL,
+    /// name).
+    pub removed: Vec<(String, String)>,
 }
 
 impl Translated {
     /// A response with no statuses and no node groups (contract 0.1.0).
     pub fn of(response: TranslateResponse) -> Self {
-        Translated { response, statuses: Vec::new(), node_groups: Vec::new() }
+        Translated { response, statuses: Vec::new(), node_groups: Vec::new(), removed: Vec::new() }
     }
 
     /// The node groups resource `i` is for; empty: every group.
@@ -525,6 +579,14 @@ pub struct Plugin {
     fuel_enabled: bool,
     /// How much of its own text is kept.
     text: crate::TextLimits,
+    /// It takes changes calls in an instance the host keeps (contract 0.4.0, design 020).
+    incremental: bool,
+    /// What the host keeps of it between calls when it does, per node group it is called for
+    /// (one, `""`, for a plugin called once per generation: every 0.3.0 and later translate
+    /// plugin unless a group holds documents of its own).
+    kept: std::sync::Mutex<crate::incremental::States>,
+    /// Its calls between two full ones.
+    full_every: u32,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -548,10 +610,14 @@ impl Plugin {
     pub fn limits(&self) -> Limits {
         self.limits
     }
+    /// Whether it takes changes calls in an instance the host keeps (contract 0.4.0).
+    pub fn incremental(&self) -> bool {
+        self.incremental
+    }
     /// Whether it is a component or a core-ABI module.
     pub fn abi(&self) -> Abi {
         match self.code {
-            Code::Component(_) | Code::Component2(_) | Code::Component3(_) => Abi::Component,
+            Code::Component(_) | Code::Component2(_) | Code::Component3(_) | Code::Component4(_) => Abi::Component,
             Code::Core(_) => Abi::CoreModule,
         }
     }
@@ -560,6 +626,7 @@ impl Plugin {
         match self.code {
             Code::Component2(_) => "0.2.0",
             Code::Component3(_) => "0.3.0",
+            Code::Component4(_) => "0.4.0",
             Code::Component(_) | Code::Core(_) => "0.1.0",
         }
     }
@@ -573,8 +640,19 @@ impl Plugin {
         self.translate_full(request).map(|t| t.response)
     }
 
-    /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns.
+    /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns. An
+    /// incremental plugin (0.4.0) is sent only what changed since its last call, in the instance
+    /// kept from it ([`crate::incremental`]); what comes back is the whole output all the same.
     pub fn translate_full(&self, request: &TranslateRequest) -> Result<Translated, PluginError> {
+        if self.incremental {
+            let mut states = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            return states.of(&request.node_group).translate(
+                &self.name,
+                self.full_every,
+                request,
+                |kept, r, removed| self.translate_kept(kept, r, removed),
+            );
+        }
         let cap = self.limits.output_bytes;
         let version = self.contract();
         let result = self.call(
@@ -583,6 +661,12 @@ impl Plugin {
                 "0.3.0" => {
                     translate_bounded::<_, lift::TranslateResponse3>(instance, store, &lift::request_v3(request), cap)
                 }
+                "0.4.0" => translate_bounded::<_, lift::TranslateResponse4>(
+                    instance,
+                    store,
+                    &lift::request_v4(request, None),
+                    cap,
+                ),
                 _ => translate_bounded::<_, lift::TranslateResponse>(instance, store, request, cap),
             },
             |c, store| c.translate(store, request, cap).map(|r| r.map(Translated::of)),
@@ -608,12 +692,8 @@ impl Plugin {
         PluginError { plugin: self.name.clone(), digest: self.digest.clone(), failure: failure.clipped(self.text) }
     }
 
-    /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
-    fn call<T>(
-        &self,
-        component: impl FnOnce(&wasmtime::component::Instance, &mut Store<CallState>) -> Result<T, CallError>,
-        core: impl FnOnce(&CorePre, &mut Store<CallState>) -> Result<T, CallError>,
-    ) -> Result<T, PluginError> {
+    /// A fresh store for a call, its limits set.
+    fn fresh_store(&self) -> Result<Store<CallState>, PluginError> {
         let mut store = Store::new(
             &self.engine,
             CallState {
@@ -631,17 +711,83 @@ impl Plugin {
             },
         );
         store.limiter(|s| s as &mut dyn ResourceLimiter);
+        store.epoch_deadline_trap();
+        self.limit_call(&mut store)?;
+        Ok(store)
+    }
+
+    /// Sets one call's limits on `store`: its deadline and fuel, and its log lines counted
+    /// afresh (a kept instance's memory stays counted: its bound is the instance's).
+    fn limit_call(&self, store: &mut Store<CallState>) -> Result<(), PluginError> {
+        let state = store.data_mut();
+        state.deadline = std::time::Instant::now() + self.limits.deadline;
+        state.logs = 0;
+        state.memory_hit = false;
         let ticks = self.limits.deadline.as_micros().div_ceil(TICK.as_micros()).max(1) as u64;
         store.set_epoch_deadline(ticks + 1);
-        store.epoch_deadline_trap();
         if self.fuel_enabled {
             let fuel = self.limits.fuel.unwrap_or(u64::MAX);
             store.set_fuel(fuel).map_err(|e| self.error(Failure::Host(e.to_string())))?;
         }
+        Ok(())
+    }
+
+    /// Translates with the instance kept in `kept` (contract 0.4.0, design 020): a changes call
+    /// (`removed` given: the ids gone since its last call; `request` holds the documents new or
+    /// changed) in the kept instance, or a full call (`removed` none) in a fresh instance, which
+    /// is kept afterwards. Any failure drops the instance: the next call must be a full one.
+    pub fn translate_kept(
+        &self,
+        kept: &mut Option<Kept>,
+        request: &TranslateRequest,
+        removed: Option<Vec<String>>,
+    ) -> Result<Translated, PluginError> {
+        let previous = kept.take();
+        let Code::Component4(pre) = &self.code else {
+            return Err(self.error(Failure::Host("a kept instance is for contract 0.4.0 plugins only".into())));
+        };
+        let (mut store, instance) = match (removed.is_some(), previous) {
+            (true, Some(k)) if k.digest == self.digest => (k.store, k.instance),
+            (true, _) => return Err(self.error(Failure::Host("a changes call with no kept instance".into()))),
+            (false, _) => {
+                let mut store = self.fresh_store()?;
+                let instance = pre.instance_pre().instantiate(&mut store).map_err(|e| self.classify(e, &store))?;
+                (store, instance)
+            }
+        };
+        self.limit_call(&mut store)?;
+        let cap = self.limits.output_bytes;
+        let request = lift::request_v4(request, removed);
+        let outcome = translate_bounded::<_, lift::TranslateResponse4>(&instance, &mut store, &request, cap);
+        store.data_mut().flush_stdio();
+        let result = outcome.map_err(|e| match e {
+            CallError::Wasm(e) => self.classify(e, &store),
+            CallError::Malformed(m) => self.error(Failure::Malformed(m)),
+            CallError::TooLarge(bytes) => self.error(Failure::OutputTooLarge { bytes, limit_bytes: cap }),
+        })?;
+        let mut translated = result
+            .map_err(|e| self.error(Failure::Reported { message: e.message, document: e.document, field: e.field }))?;
+        let bytes = output_size(&translated);
+        if bytes > cap {
+            return Err(self.error(Failure::OutputTooLarge { bytes, limit_bytes: cap }));
+        }
+        crate::error::bound_diagnostics(&mut translated.response.diagnostics, self.text);
+        *kept = Some(Kept { store, instance, digest: self.digest.clone() });
+        Ok(translated)
+    }
+
+    /// Runs one call in a fresh store: `component` or `core`, by the plugin's kind.
+    fn call<T>(
+        &self,
+        component: impl FnOnce(&wasmtime::component::Instance, &mut Store<CallState>) -> Result<T, CallError>,
+        core: impl FnOnce(&CorePre, &mut Store<CallState>) -> Result<T, CallError>,
+    ) -> Result<T, PluginError> {
+        let mut store = self.fresh_store()?;
         let instance_pre = match &self.code {
             Code::Component(pre) => Ok(pre.instance_pre()),
             Code::Component2(pre) => Ok(pre.instance_pre()),
             Code::Component3(pre) => Ok(pre.instance_pre()),
+            Code::Component4(pre) => Ok(pre.instance_pre()),
             Code::Core(pre) => Err(pre),
         };
         let outcome = match instance_pre {
@@ -929,6 +1075,7 @@ macro_rules! log_host {
 }
 log_host!(wit2::xdst::plugin::log);
 log_host!(wit3::xdst::plugin::log);
+log_host!(wit4::xdst::plugin::log);
 
 /// The versions of the contract this host speaks, for people: `0.1.0, 0.2.0 and 0.3.0`.
 fn spoken() -> String {

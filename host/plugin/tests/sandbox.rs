@@ -137,7 +137,10 @@ fn wasi_imports_link_to_the_empty_wasi() {
     let bytes = wat::parse_str(wat).unwrap();
     let e = runtime().load("interpreter.wasm", &bytes, Limits::default()).unwrap_err();
     // Linked: what is missing now is the plugin world itself, not a grant.
-    assert!(e.to_string().contains("does not implement the xdst:plugin world (versions 0.1.0, 0.2.0, 0.3.0)"), "{e}");
+    assert!(
+        e.to_string().contains("does not implement the xdst:plugin world (versions 0.1.0, 0.2.0, 0.3.0, 0.4.0)"),
+        "{e}"
+    );
 }
 
 /// Issue 5: a plugin built against another version of the contract is refused, saying which.
@@ -152,7 +155,7 @@ fn another_contract_version_is_refused_naming_both_versions() {
     assert!(matches!(e.failure, Failure::Incompatible(_)), "{e}");
     assert!(
         e.to_string().contains(
-            "speaks version 0.9.0 of the xdst:plugin contract (xdst:plugin/log@0.9.0); this xdst speaks 0.1.0, 0.2.0 and 0.3.0"
+            "speaks version 0.9.0 of the xdst:plugin contract (xdst:plugin/log@0.9.0); this xdst speaks 0.1.0, 0.2.0, 0.3.0 and 0.4.0"
         ),
         "{e}"
     );
@@ -165,7 +168,10 @@ fn garbage_and_non_plugins_are_refused_with_the_file_name() {
     assert!(e.to_string().starts_with("plugin \"garbage.wasm\""), "{e}");
     let empty = wat::parse_str("(component)").unwrap();
     let e = runtime().load("empty.wasm", &empty, Limits::default()).unwrap_err();
-    assert!(e.to_string().contains("does not implement the xdst:plugin world (versions 0.1.0, 0.2.0, 0.3.0)"), "{e}");
+    assert!(
+        e.to_string().contains("does not implement the xdst:plugin world (versions 0.1.0, 0.2.0, 0.3.0, 0.4.0)"),
+        "{e}"
+    );
 }
 
 #[test]

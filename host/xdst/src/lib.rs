@@ -551,6 +551,7 @@ fn plugin_runtime(config: &Settings) -> Result<xdst_plugin::Runtime, xdst_plugin
             log_lines: config.max_plugin_log_lines,
             stdio_bytes: config.max_plugin_stdio,
         },
+        full_translation_every: config.full_translation_every,
     })
 }
 

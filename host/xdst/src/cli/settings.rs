@@ -225,6 +225,12 @@ settings! {
     /// Diagnostics kept from one plugin call; the rest are counted in one more.
     #[arg(long, value_name = "N", default_value_t = 20)]
     flag max_plugin_diagnostics: usize,
+    /// An incremental plugin (contract 0.4.0) is sent only what changed, in the instance kept
+    /// from its last call; every N calls it gets a full call instead, in a fresh instance, whose
+    /// output is compared with what the changes calls built (a difference is logged, counted in
+    /// xdst_incremental_mismatches_total, and the full output served).
+    #[arg(long, value_name = "N", default_value_t = xdst_plugin::incremental::DEFAULT_FULL_EVERY, value_parser = clap::value_parser!(u32).range(1..))]
+    flag full_translation_every: u32,
     /// Log lines kept from one plugin call; the rest are dropped and counted.
     #[arg(long, value_name = "N", default_value_t = 100)]
     flag max_plugin_log_lines: usize,

@@ -39,6 +39,9 @@ pub struct GenerationMetrics {
     pub limit_hits: Family<Labels1, Counter>,
     /// Full listings of the store after the first, by reason (`compacted`).
     pub store_reloads: Family<Labels1, Counter>,
+    /// Periodic full calls of an incremental plugin that found its changes calls had built
+    /// other output (design 020).
+    pub incremental_mismatches: Counter,
     /// One copy of the process-wide counters at a time.
     sync: Arc<Mutex<()>>,
 }
@@ -61,6 +64,7 @@ impl GenerationMetrics {
             plugin_output_dropped: Family::default(),
             limit_hits: Family::default(),
             store_reloads: Family::default(),
+            incremental_mismatches: Counter::default(),
             sync: Arc::default(),
         };
         let r = serving.registry_mut();
@@ -84,6 +88,12 @@ impl GenerationMetrics {
             "store_reloads",
             "Full listings of the intent store after the first, by reason (compacted: the watch missed revisions)",
             m.store_reloads.clone(),
+        );
+        r.register(
+            "incremental_mismatches",
+            "Periodic full calls of an incremental plugin that found its changes calls had built other output (the \
+             plugin is named in the log; the full output is served)",
+            m.incremental_mismatches.clone(),
         );
         r.register(
             "limit_hits",
@@ -120,6 +130,8 @@ impl GenerationMetrics {
             let c = self.plugin_output_dropped.get_or_create(&label("what", what));
             c.inc_by(total.saturating_sub(c.get()));
         }
+        let mismatches = xdst_plugin::incremental::MISMATCHES.load(Ordering::Relaxed);
+        self.incremental_mismatches.inc_by(mismatches.saturating_sub(self.incremental_mismatches.get()));
         for limit in xdst_core::limits::Limit::ALL {
             let c = self.limit_hits.get_or_create(&label("limit", limit.name()));
             c.inc_by(limit.hits().saturating_sub(c.get()));

@@ -105,7 +105,7 @@ impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
         if node_groups.iter().all(Vec::is_empty) {
             node_groups.clear();
         }
-        Ok(xdst_plugin::Translated { response, statuses: vec![], node_groups })
+        Ok(xdst_plugin::Translated { response, statuses: vec![], node_groups, removed: vec![] })
     }
 }
 

@@ -1,0 +1,302 @@
+//! Incremental translation for a contract 0.4.0 plugin that says it is `incremental` (design
+//! 020): the host keeps its instance, and turns each call the pipeline makes with every
+//! document into a *changes* call with the documents new or changed since the instance's last
+//! call and the ids removed, then merges what the plugin returns (the resources new or changed,
+//! the keys removed, the statuses that changed) into the output of its last call. What the
+//! pipeline gets is what a full call would have returned, so everything after it is unchanged.
+//!
+//! A full call, in a fresh instance, is made instead: the first time; after any failure (the
+//! instance is dropped with it); when the settings or the node group differ from the last
+//! call's; and every `full_every` calls, when the full output is also compared with the merged
+//! one: a difference is logged naming the plugin and the first differing resource or status,
+//! counted ([`MISMATCHES`]), and the full output is the one used from then on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::runtime::{DocumentStatus, Kept, Translated};
+use crate::wit::{self, TranslateRequest};
+
+/// Times a periodic full call found that the merged output of changes calls differed from it,
+/// since start.
+pub static MISMATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// How many calls may go by between two full calls of an incremental plugin, by default.
+pub const DEFAULT_FULL_EVERY: u32 = 100;
+
+/// How many node groups' instances of one plugin are kept at most; a group past them gets
+/// full calls (design 020: held documents that differ by group are rare).
+const MAX_GROUPS: usize = 8;
+
+/// What the host keeps of an incremental plugin, per node group it is called for.
+#[derive(Default)]
+pub struct States(BTreeMap<String, State>);
+
+impl States {
+    /// The state kept for `group` (a new one, if none is; past [`MAX_GROUPS`] another group's
+    /// is dropped to make room).
+    pub fn of(&mut self, group: &str) -> &mut State {
+        if !self.0.contains_key(group) && self.0.len() >= MAX_GROUPS {
+            let other = self.0.keys().find(|g| !g.is_empty()).cloned();
+            if let Some(other) = other {
+                self.0.remove(&other);
+            }
+        }
+        self.0.entry(group.to_owned()).or_default()
+    }
+}
+
+/// What the host keeps of an incremental plugin between calls for one node group.
+#[derive(Default)]
+pub struct State {
+    kept: Option<Kept>,
+    /// What the last call was made for: the settings and the node group.
+    config: String,
+    node_group: String,
+    /// The documents as the instance last saw them: id -> JSON text.
+    inputs: BTreeMap<String, wit::IntentDocument>,
+    /// The output so far: (type URL, name) -> (the resource, its node groups).
+    resources: BTreeMap<(String, String), (wit::XdsResource, Vec<String>)>,
+    /// document id -> status.
+    statuses: BTreeMap<String, String>,
+    diagnostics: Vec<wit::Diagnostic>,
+    /// Changes calls since the last full one.
+    since_full: u32,
+}
+
+/// The document id of an intent document as the contract names it: `Kind/name`.
+fn id(d: &wit::IntentDocument) -> String {
+    format!("{}/{}", d.kind, d.name)
+}
+
+impl State {
+    /// Translates `request` (every document) through `call`: `call(state's kept instance, the
+    /// request to send, the ids removed or none for a full call)`.
+    pub fn translate(
+        &mut self,
+        plugin: &str,
+        full_every: u32,
+        request: &TranslateRequest,
+        call: impl Fn(&mut Option<Kept>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
+    ) -> Result<Translated, crate::PluginError> {
+        let same_call = self.kept.is_some() && self.config == request.config && self.node_group == request.node_group;
+        let check = same_call && self.since_full >= full_every.max(1);
+        if !same_call || check {
+            let mut fresh = None;
+            let result = call(&mut fresh, request, None);
+            let translated = match result {
+                Ok(t) => t,
+                Err(e) => {
+                    *self = State::default();
+                    return Err(e);
+                }
+            };
+            let before = check.then(|| std::mem::take(self));
+            *self = State {
+                kept: fresh,
+                config: request.config.clone(),
+                node_group: request.node_group.clone(),
+                inputs: request.documents.iter().map(|d| (id(d), d.clone())).collect(),
+                ..State::default()
+            };
+            self.merge(translated, true);
+            if let Some(before) = before
+                && let Some(difference) = before.differs_from(self)
+            {
+                MISMATCHES.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    plugin,
+                    difference,
+                    "an incremental plugin's changes calls built other output than a full call: serving the full call's \
+                     (this is a bug in the plugin's incremental translation)"
+                );
+            }
+            return Ok(self.output());
+        }
+        // A changes call: the documents new or changed, and the ids gone.
+        let now: BTreeMap<String, &wit::IntentDocument> = request.documents.iter().map(|d| (id(d), d)).collect();
+        let removed: Vec<String> = self.inputs.keys().filter(|k| !now.contains_key(*k)).cloned().collect();
+        let changed: Vec<wit::IntentDocument> = now
+            .iter()
+            .filter(|(k, d)| self.inputs.get(*k).is_none_or(|old| old.json != d.json || old.origin != d.origin))
+            .map(|(_, d)| (*d).clone())
+            .collect();
+        if changed.is_empty() && removed.is_empty() {
+            return Ok(self.output());
+        }
+        let sent = TranslateRequest { documents: changed, ..request.clone() };
+        let translated = match call(&mut self.kept, &sent, Some(removed.clone())) {
+            Ok(t) => t,
+            Err(e) => {
+                *self = State::default();
+                return Err(e);
+            }
+        };
+        for gone in &removed {
+            self.inputs.remove(gone);
+            self.statuses.remove(gone);
+        }
+        for d in sent.documents {
+            self.inputs.insert(id(&d), d);
+        }
+        self.since_full += 1;
+        self.merge(translated, false);
+        Ok(self.output())
+    }
+
+    /// Takes in what a call returned: everything (`full`), or the resources new or changed,
+    /// the keys removed and the statuses that changed.
+    fn merge(&mut self, t: Translated, full: bool) {
+        if full {
+            self.resources.clear();
+            self.statuses.clear();
+        }
+        for (type_url, name) in t.removed.iter().filter(|_| !full) {
+            self.resources.remove(&(type_url.clone(), name.clone()));
+        }
+        let groups: Vec<Vec<String>> = (0..t.response.resources.len()).map(|i| t.groups_of(i).to_vec()).collect();
+        for (r, g) in t.response.resources.into_iter().zip(groups) {
+            self.resources.insert((r.type_url.clone(), r.name.clone()), (r, g));
+        }
+        for s in t.statuses {
+            self.statuses.insert(s.document, s.status);
+        }
+        self.diagnostics = t.response.diagnostics;
+    }
+
+    /// The output so far, as a full call returns it (resources in (type, name) order).
+    fn output(&self) -> Translated {
+        let mut node_groups = Vec::with_capacity(self.resources.len());
+        let mut resources = Vec::with_capacity(self.resources.len());
+        for (r, g) in self.resources.values() {
+            resources.push(r.clone());
+            node_groups.push(g.clone());
+        }
+        if node_groups.iter().all(Vec::is_empty) {
+            node_groups.clear();
+        }
+        Translated {
+            response: wit::TranslateResponse { resources, diagnostics: self.diagnostics.clone() },
+            statuses: self
+                .statuses
+                .iter()
+                .map(|(document, status)| DocumentStatus { document: document.clone(), status: status.clone() })
+                .collect(),
+            node_groups,
+            removed: Vec::new(),
+        }
+    }
+
+    /// The first difference between this merged output and `full`'s, for the log.
+    fn differs_from(&self, full: &State) -> Option<String> {
+        let mine = self.resources.keys().chain(full.resources.keys());
+        for key in mine {
+            let (a, b) = (self.resources.get(key), full.resources.get(key));
+            if !same(a, b) {
+                let what = match (a, b) {
+                    (Some(_), None) => "kept, though a full call does not return it",
+                    (None, Some(_)) => "missing, though a full call returns it",
+                    _ => "different from what a full call returns",
+                };
+                return Some(format!("resource {} {:?}: {what}", key.0, key.1));
+            }
+        }
+        for key in self.statuses.keys().chain(full.statuses.keys()) {
+            if self.statuses.get(key) != full.statuses.get(key) {
+                return Some(format!("the status of {key}"));
+            }
+        }
+        None
+    }
+}
+
+/// Whether two resources (with their node groups) are the same, byte for byte.
+fn same(a: Option<&(wit::XdsResource, Vec<String>)>, b: Option<&(wit::XdsResource, Vec<String>)>) -> bool {
+    let body = |r: &wit::XdsResource| match &r.body {
+        wit::Body::Json(s) => (0, s.as_bytes().to_vec()),
+        wit::Body::Proto(b) => (1, b.clone()),
+    };
+    match (a, b) {
+        (None, None) => true,
+        (Some((x, gx)), Some((y, gy))) => {
+            x.type_url == y.type_url && x.name == y.name && x.document == y.document && gx == gy && body(x) == body(y)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(name: &str, json: &str) -> wit::IntentDocument {
+        wit::IntentDocument { kind: "S".into(), name: name.into(), origin: "t".into(), json: json.into() }
+    }
+
+    fn resource(name: &str, body: &str) -> wit::XdsResource {
+        wit::XdsResource { type_url: "t".into(), name: name.into(), body: wit::Body::Json(body.into()), document: None }
+    }
+
+    fn request(docs: Vec<wit::IntentDocument>) -> TranslateRequest {
+        TranslateRequest { node_group: String::new(), documents: docs, resources: vec![], config: "null".into() }
+    }
+
+    /// A translator that keeps nothing: one resource per document, named after it, whose body
+    /// is the document's text; `stale` makes it forget to remove what a removed document made.
+    fn answer(sent: &TranslateRequest, removed: Option<Vec<String>>, stale: bool) -> Translated {
+        let mut t = Translated::of(wit::TranslateResponse {
+            resources: sent.documents.iter().map(|d| resource(&d.name, &d.json)).collect(),
+            diagnostics: vec![],
+        });
+        t.removed = match (removed, stale) {
+            (Some(ids), false) => ids.iter().map(|i| ("t".into(), i.trim_start_matches("S/").into())).collect(),
+            _ => vec![],
+        };
+        t
+    }
+
+    fn names(t: &Translated) -> Vec<String> {
+        t.response.resources.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// The second call sends only what changed and the ids removed; the output is what a full
+    /// call would return; the call after `full_every` changes calls is full again.
+    #[test]
+    fn changes_calls_send_what_changed_and_merge_into_the_whole() {
+        let sent = std::cell::RefCell::new(Vec::new());
+        let call = |kept: &mut Option<Kept>, r: &TranslateRequest, removed: Option<Vec<String>>| {
+            assert_eq!(kept.is_some(), removed.is_some(), "a changes call has an instance, a full call gets one");
+            sent.borrow_mut().push((r.documents.iter().map(|d| d.name.clone()).collect::<Vec<_>>(), removed.clone()));
+            Ok(answer(r, removed, false))
+        };
+        let mut s = State::default();
+        // No instance can be made in a unit test: a full call leaves none, so the next is full.
+        let out = s.translate("p", 2, &request(vec![doc("a", "1"), doc("b", "1")]), call).unwrap();
+        assert_eq!(names(&out), ["a", "b"]);
+        assert!(s.kept.is_none() && sent.borrow()[0].1.is_none());
+    }
+
+    /// The merge: removed keys go, changed resources replace, statuses of removed documents go;
+    /// a stale plugin is found by the comparison with a full call.
+    #[test]
+    fn a_merge_equals_a_full_call_and_a_stale_one_is_found() {
+        let mut s = State::default();
+        s.merge(answer(&request(vec![doc("a", "1"), doc("b", "1")]), None, false), true);
+        s.statuses.insert("S/b".into(), "{}".into());
+        let changes = request(vec![doc("a", "2")]);
+        s.merge(answer(&changes, Some(vec!["S/b".into()]), false), false);
+        s.statuses.remove("S/b");
+        let mut full = State::default();
+        full.merge(answer(&request(vec![doc("a", "2")]), None, false), true);
+        assert_eq!(s.differs_from(&full), None);
+        assert_eq!(names(&s.output()), ["a"]);
+
+        let mut stale = State::default();
+        stale.merge(answer(&request(vec![doc("a", "1"), doc("b", "1")]), None, false), true);
+        stale.merge(answer(&changes, Some(vec!["S/b".into()]), true), false);
+        assert_eq!(
+            stale.differs_from(&full).as_deref(),
+            Some("resource t \"b\": kept, though a full call does not return it")
+        );
+    }
+}

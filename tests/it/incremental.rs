@@ -1,0 +1,123 @@
+//! Issue 50, item 1: contract 0.4.0, incremental translation (design 020), through a real
+//! Envoy. The test plugin (`tests/plugins/incremental`) says which call it got in its one
+//! diagnostic: the first call is full, an edit or a removal is a changes call carrying only
+//! that document or that id, and Envoy gets the same clusters a full translation gives. A
+//! plugin whose cache goes stale (it forgets a removal) serves its mistake only until the
+//! periodic full call (`--full-translation-every`), which finds it, counts it and serves the
+//! full call's output.
+
+use std::net::SocketAddr;
+
+use anyhow::ensure;
+use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::server::Process;
+use xdst_tests::teams::{WAIT, admin_json};
+use xdst_tests::wait::{Seen, until};
+
+fn counted(name: &str, port: u16) -> String {
+    format!("kind: Counted\nmetadata: {{name: {name}}}\nspec: {{port: {port}}}\n")
+}
+
+/// Waits until the last generation's diagnostic says `call`.
+async fn last_call(admin: SocketAddr, call: &str) -> anyhow::Result<()> {
+    until(format!("the plugin's last call: {call}"), WAIT, async || {
+        let status = admin_json(admin, "/debug/plugins").await?;
+        let said: Vec<String> = status["last_generation"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["message"].as_str().map(str::to_owned))
+            .collect();
+        Ok(Seen::holds(said.iter().any(|m| m == call), format!("{said:?}")))
+    })
+    .await
+}
+
+/// Waits until Envoy's clusters (besides the xDS one) are exactly `want`, each `name:port`.
+async fn envoy_clusters(envoy: &Envoy, want: &[&str]) -> anyhow::Result<()> {
+    until(format!("Envoy's clusters are {want:?}"), WAIT, async || {
+        let text = envoy.admin_get("/clusters").await?;
+        let mut have: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("::127.0.0.1:") && !l.starts_with("xds_cluster"))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once("::127.0.0.1:")?;
+                Some(format!("{name}:{}", rest.split("::").next()?))
+            })
+            .collect();
+        have.sort();
+        have.dedup();
+        Ok(Seen::holds(have == want, format!("{have:?}")))
+    })
+    .await
+}
+
+async fn start(settings: &str, every: &str) -> anyhow::Result<(tempfile::TempDir, tempfile::TempDir, Process, Envoy)> {
+    xdst_tests::init_logging();
+    let intent = tempfile::tempdir()?;
+    let plugins = tempfile::tempdir()?;
+    xdst_tests::plugins::install(
+        plugins.path(),
+        &xdst_tests::plugins::incremental()?,
+        "incremental.wasm",
+        Some(settings),
+    )?;
+    std::fs::write(intent.path().join("a.yaml"), counted("a", 9001))?;
+    std::fs::write(intent.path().join("b.yaml"), counted("b", 9002))?;
+    std::fs::write(intent.path().join("c.yaml"), counted("c", 9003))?;
+    let args = ["--debounce", "20ms", "--full-translation-every", every];
+    let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "incremental")).await?;
+    Ok((intent, plugins, xdst, envoy))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_calls_carry_what_changed_and_envoy_gets_what_a_full_call_gives() -> anyhow::Result<()> {
+    let (intent, _plugins, xdst, envoy) = start("config: {}\n", "100").await?;
+    last_call(xdst.admin_addr, "full call: 3 documents").await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
+
+    xdst_core::files::write_atomic(&intent.path().join("b.yaml"), counted("b", 9012))?;
+    last_call(xdst.admin_addr, "changes call: 1 document(s), 0 removed").await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9012", "c:9003"]).await?;
+
+    std::fs::remove_file(intent.path().join("c.yaml"))?;
+    last_call(xdst.admin_addr, "changes call: 0 document(s), 1 removed").await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9012"]).await?;
+
+    // A bad document fails the call: the instance is dropped with it (the generation without
+    // the document, held out, needs no call: nothing else changed), and the next call, the
+    // fix, is a full one in a fresh instance.
+    std::fs::write(intent.path().join("d.yaml"), "kind: Counted\nmetadata: {name: d}\nspec: {port: 0}\n")?;
+    xdst_tests::admin::wait_for_held(xdst.admin_addr, "Counted/d", "spec.port").await?;
+    xdst_core::files::write_atomic(&intent.path().join("d.yaml"), counted("d", 9004))?;
+    last_call(xdst.admin_addr, "full call: 3 documents").await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9012", "d:9004"]).await?;
+    let mismatches = xdst_tests::operator::metric_sum(xdst.admin_addr, "xdst_incremental_mismatches_total").await?;
+    ensure!(mismatches == 0.0, "an honest plugin's output was found to differ: {mismatches}");
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> anyhow::Result<()> {
+    let (intent, _plugins, xdst, envoy) = start("config: {stale: true}\n", "2").await?;
+    last_call(xdst.admin_addr, "full call: 3 documents").await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
+    // The plugin forgets to remove c's cluster: its mistake is served, for now.
+    std::fs::remove_file(intent.path().join("c.yaml"))?;
+    last_call(xdst.admin_addr, "changes call: 0 document(s), 1 removed").await?;
+    xdst_core::files::write_atomic(&intent.path().join("a.yaml"), counted("a", 9011))?;
+    last_call(xdst.admin_addr, "changes call: 1 document(s), 0 removed").await?;
+    envoy_clusters(&envoy, &["a:9011", "b:9002", "c:9003"]).await?;
+    // The third call after the full one is full again: c's cluster goes, and it is counted.
+    xdst_core::files::write_atomic(&intent.path().join("a.yaml"), counted("a", 9021))?;
+    last_call(xdst.admin_addr, "full call: 2 documents").await?;
+    envoy_clusters(&envoy, &["a:9021", "b:9002"]).await?;
+    let mismatches = xdst_tests::operator::metric_sum(xdst.admin_addr, "xdst_incremental_mismatches_total").await?;
+    ensure!(mismatches == 1.0, "the stale cache was counted {mismatches} times, not once");
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}
