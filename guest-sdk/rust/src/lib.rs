@@ -1,4 +1,4 @@
-//! The Rust SDK for xdst plugins: the `xdst:plugin@0.3.0` contract (`proto/wit`) as Rust
+//! The Rust SDK for xdst plugins: the `xdst:plugin@0.4.0` contract (`proto/wit`) as Rust
 //! types (a plugin may return each document's `statuses`, and say which node groups each
 //! resource is for with [`XdsResource::for_node_groups`]; the host loads 0.1.0 and 0.2.0
 //! plugins too), [`export_translator!`] to export an implementation, typed builders for the Envoy
@@ -34,6 +34,7 @@
 //!             kinds: vec!["Backend".into()],
 //!             phase: Phase::Translate,
 //!             granularity: Granularity::PerDocument,
+//!             incremental: false,
 //!         }
 //!     }
 //!
@@ -55,7 +56,7 @@
 //!             resources.push(resource(&cluster, Some(id.clone())));
 //!             resources.push(resource(&endpoints, Some(id)));
 //!         }
-//!         Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] })
+//!         Ok(TranslateResponse { removed: vec![], resources, diagnostics: vec![], statuses: vec![] })
 //!     }
 //! }
 //!
@@ -71,6 +72,7 @@
 pub mod build;
 mod intent;
 mod resource;
+pub mod world;
 
 pub use resource::{MARK_KEY, Resource, made_from, pack, resource, resource_named};
 
@@ -85,7 +87,7 @@ pub use prost;
 #[allow(clippy::too_many_arguments, reason = "generated bindings")]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../proto/wit/xdst-plugin-0.3.0",
+        path: "../../proto/wit/xdst-plugin-0.4.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
@@ -97,8 +99,8 @@ pub mod bindings {
 pub use bindings::Guest as Translator;
 pub use bindings::xdst::plugin::log::Level;
 pub use bindings::xdst::plugin::types::{
-    Body, Diagnostic, DocumentStatus, Granularity, IntentDocument, Phase, PluginError, PluginInfo, Severity,
-    TranslateRequest, TranslateResponse, XdsResource,
+    Body, Changes, Diagnostic, DocumentStatus, Granularity, IntentDocument, Phase, PluginError, PluginInfo,
+    ResourceKey, Severity, TranslateRequest, TranslateResponse, XdsResource,
 };
 
 /// Writes to the host's log, tagged with the plugin's name (rate- and size-limited there).

@@ -78,6 +78,7 @@ impl Translator for GatewayApi {
             kinds: KINDS.iter().map(|&k| k.to_owned()).collect(),
             phase: Phase::Translate,
             granularity: Granularity::WholeSet,
+            incremental: false,
         }
     }
 
@@ -100,7 +101,8 @@ pub fn translate(
 fn translate_with_statuses(request: &TranslateRequest) -> Result<(TranslateResponse, status::Statuses), PluginError> {
     let config = Config::parse(&request.config)?;
     let world = world::World::read(&request.documents)?;
-    let mut out = TranslateResponse { resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
+    let mut out =
+        TranslateResponse { removed: vec![], resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
     let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
     let mut statuses =
         status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };

@@ -42,12 +42,14 @@ impl Translator for Reference {
             kinds: KINDS.iter().map(|&k| k.to_owned()).collect(),
             phase: Phase::Translate,
             granularity: Granularity::PerDocument,
+            incremental: false,
         }
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         check_config(&request.config)?;
         let mut out = TranslateResponse {
+            removed: vec![],
             resources: Vec::with_capacity(request.documents.len() * 2),
             diagnostics: Vec::new(),
             statuses: Vec::new(),

@@ -36,6 +36,7 @@ fn doc(kind: &str, name: &str, spec: Value) -> IntentDocument {
 
 fn run(docs: Vec<IntentDocument>) -> Result<TranslateResponse, PluginError> {
     Reference::translate(TranslateRequest {
+        changes: None,
         node_group: String::new(),
         documents: docs,
         resources: vec![],
@@ -466,6 +467,7 @@ fn unknown_kind_and_config_are_refused() {
     assert!(e.message.contains("does not translate kind \"Gateway\""));
 
     let e = Reference::translate(TranslateRequest {
+        changes: None,
         node_group: String::new(),
         documents: vec![],
         resources: vec![],

@@ -61,6 +61,7 @@ fn golden_cases_translate_or_fail_as_named() {
         let docs = documents(&case);
         let ids: BTreeSet<String> = docs.iter().map(IntentDocument::id).collect();
         let result = Reference::translate(TranslateRequest {
+            changes: None,
             node_group: String::new(),
             documents: docs,
             resources: vec![],

@@ -23,8 +23,13 @@ pub fn docs(yaml: &str) -> Vec<IntentDocument> {
 
 /// Translates `yaml` with the plugin called natively: its response and the documents' statuses.
 pub fn run(yaml: &str, config: &str) -> (TranslateResponse, BTreeMap<String, Value>) {
-    let request =
-        TranslateRequest { node_group: String::new(), documents: docs(yaml), resources: vec![], config: config.into() };
+    let request = TranslateRequest {
+        node_group: String::new(),
+        documents: docs(yaml),
+        resources: vec![],
+        config: config.into(),
+        changes: None,
+    };
     xdst_plugin_gateway_api::translate(&request).unwrap()
 }
 

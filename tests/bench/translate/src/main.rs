@@ -62,6 +62,7 @@ impl<T: xdst_guest::Translator + Send + Sync> Translate for Native<T> {
     fn translate_full(&self, r: &wit::TranslateRequest) -> Result<xdst_plugin::Translated, PluginError> {
         // The conversions stand in for the copies the component model makes.
         let request = xdst_guest::TranslateRequest {
+            changes: None,
             node_group: r.node_group.clone(),
             documents: r
                 .documents

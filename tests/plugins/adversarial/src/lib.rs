@@ -23,11 +23,13 @@ impl Translator for Adversary {
             kinds: vec!["Adversary".into()],
             phase: Phase::Translate,
             granularity: Granularity::WholeSet,
+            incremental: false,
         }
     }
 
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let ok = |resources| Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] });
+        let ok =
+            |resources| Ok(TranslateResponse { removed: vec![], resources, diagnostics: vec![], statuses: vec![] });
         let mode = request.config.trim().trim_matches('"').to_owned();
         if let Some((what, n)) = mode.split_once(':') {
             let n: usize = n.parse().unwrap_or(0);
@@ -55,6 +57,7 @@ impl Translator for Adversary {
                 }
                 "huge-error" => Err(PluginError { message: "e".repeat(n), document: None, field: None }),
                 "diagnostics" => Ok(TranslateResponse {
+                    removed: vec![],
                     resources: vec![cluster(Body::Json(r#"{"name": "c1", "connect_timeout": "1s"}"#.into()))],
                     diagnostics: (0..n)
                         .map(|i| Diagnostic {
@@ -152,6 +155,7 @@ impl Translator for Adversary {
             }
             // A status for the first document: a JSON object, then two that are not.
             "status-ok" | "status-array" | "status-trailing" => Ok(TranslateResponse {
+                removed: vec![],
                 resources: vec![],
                 diagnostics: vec![],
                 statuses: request

@@ -42,6 +42,7 @@ impl Translator for Swap {
             kinds: vec!["Split".into()],
             phase: Phase::Translate,
             granularity: Granularity::PerDocument,
+            incremental: false,
         }
     }
 
@@ -107,7 +108,7 @@ impl Translator for Swap {
                 node_groups: vec![],
             });
         }
-        Ok(TranslateResponse { resources, diagnostics: vec![], statuses: vec![] })
+        Ok(TranslateResponse { removed: vec![], resources, diagnostics: vec![], statuses: vec![] })
     }
 }
 
