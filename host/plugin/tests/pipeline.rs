@@ -98,14 +98,14 @@ fn a_pipeline_reruns_only_what_changed() {
     assert!(after.calls.is_empty(), "{:?}", after.calls);
 }
 
-/// Contract 0.3.0 (design 019): a translate plugin whose resources name their node groups is
+/// Contract 0.3.0 and later (design 019): a translate plugin whose resources name their node groups is
 /// called once for every group of a generation, with node group `""`; each group keeps what
 /// names it or names none. The next generation, unchanged, calls nothing.
 #[test]
 fn a_plugin_naming_node_groups_is_called_once_for_every_group() {
     use xdst_plugin::pipeline::{CallMemo, Holding, Pipeline};
     let plugin = runtime().load("adversary.wasm", adversary_component(), Limits::default()).unwrap();
-    assert_eq!(plugin.contract(), "0.3.0");
+    assert_eq!(plugin.contract(), "0.4.0", "the Rust SDK speaks 0.4.0; node groups came with 0.3.0");
     let plugins = [Configured::new(Arc::new(plugin), "\"groups\"")];
     let set = intent(ONE);
     let mut pipelines: Vec<Pipeline> = ["", "blue", "green"].into_iter().map(Pipeline::new).collect();
