@@ -100,6 +100,17 @@ async fn platform_in_store(prefix: &str) -> anyhow::Result<(Etcd, Teams, Process
     Ok((etcd, t, xdst, secrets))
 }
 
+/// team-b's new route `/b1`, written through the intent API with the admin token, is served
+/// at `gw`: what a store test ends on.
+async fn team_b_writes_and_is_served(admin: SocketAddr, gw: SocketAddr) -> anyhow::Result<()> {
+    let auth = ("Authorization", "Bearer admin-t0ken");
+    let (status, body) =
+        http_with(admin, "PUT", "/intent/HTTPRoute/team-b/b1", &[auth], &path_route("b1", "team-b", "/b1")).await;
+    ensure!(status == 200, "team-b's write: {status} {body}");
+    serves(gw, "/b1", "b").await?;
+    Ok(())
+}
+
 /// Team tokens in `dir`: the admin's and team-a's.
 fn tokens(dir: &std::path::Path) -> anyhow::Result<(String, String)> {
     std::fs::write(dir.join("admin"), "admin-t0ken")?;
@@ -153,7 +164,6 @@ async fn a_cluster_scoped_kind_with_a_namespace_is_refused_by_files_and_the_api(
 async fn a_cluster_scoped_kind_under_a_team_s_store_prefix_is_refused() -> anyhow::Result<()> {
     const PREFIX: &str = "edges";
     let (etcd, t, xdst, _secrets) = platform_in_store(PREFIX).await?;
-    let admin = ("Authorization", "Bearer admin-t0ken");
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "edges-scope-store")).await?;
     let gw = t.gateway();
     serves(gw, "/b0", "b").await?;
@@ -162,11 +172,7 @@ async fn a_cluster_scoped_kind_under_a_team_s_store_prefix_is_refused() -> anyho
     etcd.client().await?.put(format!("/{PREFIX}/{key}"), CLASS, None).await?;
     let held = xdst_tests::admin::wait_for_held(xdst.admin_addr, key, "cluster-scoped").await?;
     ensure!(held["error"].as_str().is_some_and(|e| e.contains("metadata.namespace")), "{held}");
-    let (status, body) =
-        http_with(xdst.admin_addr, "PUT", "/intent/HTTPRoute/team-b/b1", &[admin], &path_route("b1", "team-b", "/b1"))
-            .await;
-    ensure!(status == 200, "team-b's write: {status} {body}");
-    serves(gw, "/b1", "b").await?;
+    team_b_writes_and_is_served(xdst.admin_addr, gw).await?;
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())
@@ -223,7 +229,6 @@ async fn a_team_s_gateway_takes_no_platform_port_through_files_or_the_api() -> a
 async fn a_team_s_gateway_takes_no_platform_port_through_its_store_prefix() -> anyhow::Result<()> {
     const PREFIX: &str = "claims";
     let (etcd, t, xdst, _secrets) = platform_in_store(PREFIX).await?;
-    let admin = ("Authorization", "Bearer admin-t0ken");
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "edges-claims-store")).await?;
     serves(t.gateway(), "/b0", "b").await?;
     // Straight into etcd, under team-a's prefix.
@@ -235,11 +240,7 @@ async fn a_team_s_gateway_takes_no_platform_port_through_its_store_prefix() -> a
     }
     let said = port_refused(xdst.admin_addr, "Gateway/team-a/squat").await?;
     ensure!(said.contains("sharedAddressNamespaces"), "{said}");
-    let (status, body) =
-        http_with(xdst.admin_addr, "PUT", "/intent/HTTPRoute/team-b/b1", &[admin], &path_route("b1", "team-b", "/b1"))
-            .await;
-    ensure!(status == 200, "team-b's write: {status} {body}");
-    serves(t.gateway(), "/b1", "b").await?;
+    team_b_writes_and_is_served(xdst.admin_addr, t.gateway()).await?;
     serves(t.gateway(), "/b0", "b").await?;
     envoy.kill().await?;
     xdst.kill().await?;

@@ -81,9 +81,7 @@ async fn replicas_agree_on_when_a_team_s_key_was_created() -> anyhow::Result<()>
         Ok(Seen::holds(status == 404, format!("GET answers {status}")))
     })
     .await?;
-    while xdst_tests::gateway_api::creation_timestamp_now() <= created {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    xdst_tests::gateway_api::past(&created).await;
     client.put(format!("/{PREFIX}/{key}"), gateway.as_str(), None).await?;
     let again = agreed(a.admin_addr, b.admin_addr, id).await?;
     ensure!(again > created, "made again at {again}, first made at {created}");

@@ -47,15 +47,8 @@ async fn only_the_oldest_serves(kind: &str, proto: &str, port: u16, backend_port
     // Upstream creates the newer route 1 s later, so that its time (to the second) is newer:
     // here, once the clock is past the time xdst stamped on the older one.
     let stamped = c.document(&format!("{kind}/{NS}/{older}")).await?["metadata"]["creationTimestamp"].clone();
-    let stamped = stamped.as_str().unwrap_or_default().to_owned();
-    let start = std::time::Instant::now();
-    let waiting = || match stamped.is_empty() {
-        true => start.elapsed() < std::time::Duration::from_secs(1),
-        false => xdst_tests::gateway_api::creation_timestamp_now() <= stamped,
-    };
-    while waiting() {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let stamped = stamped.as_str().context("xdst stamps the older route's creationTimestamp")?;
+    xdst_tests::gateway_api::past(stamped).await;
     let route = format!(
         "apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: {kind}

@@ -1170,6 +1170,14 @@ pub fn creation_timestamp_now() -> String {
     xdst_core::intent::creation_timestamp(std::time::SystemTime::now())
 }
 
+/// Waits until the clock, to the second, is past `stamp` (a `creationTimestamp`): an object
+/// made from then on is newer than one stamped `stamp`, as upstream's Go test sleeps a second.
+pub async fn past(stamp: &str) {
+    while creation_timestamp_now().as_str() <= stamp {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// An object newer than the case's: `kind` of `api_version`, in `namespace`, with `spec` (YAML,
 /// indented two spaces), and the `creationTimestamp` of a second from now. xdst stamps the
 /// case's objects when it first sees them, to the second, so an object stamped now could tie

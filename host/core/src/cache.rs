@@ -195,22 +195,24 @@ impl Cache {
     /// What `group` is served now.
     pub fn snapshot(&self, group: &str) -> Arc<Snapshot> {
         let mut inner = self.inner.lock().unwrap();
-        let own = inner.groups.get(group).and_then(|g| g.own.clone());
-        inner.served(group, own.as_ref())
+        match inner.groups.get(group) {
+            Some(g) => g.tx.borrow().clone(),
+            None => inner.served(group, None),
+        }
     }
 
     /// The default set and every group with a set of its own, for `/debug/resources`.
     /// A group not given the default set's Secrets is listed with what it is served, whether
-    /// or not it has a set of its own.
+    /// or not it has a set of its own. Each is what its watchers were last sent: nothing is
+    /// computed again here.
     pub fn sets(&self) -> (Arc<Snapshot>, BTreeMap<String, Arc<Snapshot>>) {
-        let mut inner = self.inner.lock().unwrap();
-        let listed: Vec<(String, Option<Arc<Snapshot>>)> = inner
+        let inner = self.inner.lock().unwrap();
+        let groups = inner
             .groups
             .iter()
             .filter(|(g, e)| e.own.is_some() || inner.keyed.as_ref().is_some_and(|k| !k(g)))
-            .map(|(g, e)| (g.clone(), e.own.clone()))
+            .map(|(g, e)| (g.clone(), e.tx.borrow().clone()))
             .collect();
-        let groups = listed.into_iter().map(|(g, own)| (g.clone(), inner.served(&g, own.as_ref()))).collect();
         (inner.default.clone(), groups)
     }
 }

@@ -25,11 +25,11 @@ pub fn untagged_secrets(set: &Snapshot, default: &Snapshot) -> Snapshot {
     if withheld.is_empty() {
         return set.clone();
     }
-    // What each resource that can name another names: decoded once.
-    let referring: Vec<(&'static str, Arc<str>, References)> = [LISTENER, ROUTE, CLUSTER]
+    // What each resource that can name another names (decoded once in a resource's life).
+    let referring: Vec<(&'static str, Arc<str>, &References)> = [LISTENER, ROUTE, CLUSTER]
         .into_iter()
         .flat_map(|t| set.get(t).into_iter().flat_map(move |s| s.resources().map(move |r| (t, r))))
-        .map(|(t, r)| (t, r.name().clone(), References::of(r)))
+        .map(|(t, r)| (t, r.name().clone(), r.references()))
         .collect();
     let mut gone: BTreeMap<&'static str, BTreeSet<Arc<str>>> = BTreeMap::from([(SECRET, withheld)]);
     loop {

@@ -274,21 +274,41 @@ mod tests {
         t.response.resources.iter().map(|r| r.name.clone()).collect()
     }
 
-    /// The second call sends only what changed and the ids removed; the output is what a full
-    /// call would return; the call after `full_every` changes calls is full again.
+    /// The second call sends only what changed and the ids removed; an unchanged call sends
+    /// nothing; other settings, and the call after `full_every` changes calls, are full.
     #[test]
     fn changes_calls_send_what_changed_and_merge_into_the_whole() {
         let sent = std::cell::RefCell::new(Vec::new());
-        let call = |kept: &mut Option<Kept>, r: &TranslateRequest, removed: Option<Vec<String>>| {
-            assert_eq!(kept.is_some(), removed.is_some(), "a changes call has an instance, a full call gets one");
-            sent.borrow_mut().push((r.documents.iter().map(|d| d.name.clone()).collect::<Vec<_>>(), removed.clone()));
-            Ok(answer(r, removed, false))
+        let call = |kept: &mut Option<Native>, r: &TranslateRequest, removed: Option<Vec<String>>| {
+            let names: Vec<String> = r.documents.iter().map(|d| d.name.clone()).collect();
+            sent.borrow_mut().push((names, removed.clone()));
+            native(false)(kept, r, removed)
         };
-        let mut s: State = State::default();
-        // No instance can be made in a unit test: a full call leaves none, so the next is full.
+        let mut s: State<Native> = State::default();
         let out = s.translate("p", 2, &request(vec![doc("a", "1"), doc("b", "1")]), call).unwrap();
         assert_eq!(names(&out), ["a", "b"]);
-        assert!(s.kept.is_none() && sent.borrow()[0].1.is_none());
+        let out = s.translate("p", 2, &request(vec![doc("a", "2")]), call).unwrap();
+        assert_eq!(names(&out), ["a"]);
+        s.translate("p", 2, &request(vec![doc("a", "2")]), call).unwrap();
+        let out = s.translate("p", 2, &request(vec![doc("a", "3")]), call).unwrap();
+        assert_eq!(names(&out), ["a"]);
+        let out = s.translate("p", 2, &request(vec![doc("a", "4")]), call).unwrap();
+        assert_eq!(names(&out), ["a"]);
+        let other = TranslateRequest { config: "{}".into(), ..request(vec![doc("a", "4")]) };
+        s.translate("p", 2, &other, call).unwrap();
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            *sent.borrow(),
+            [
+                (strings(&["a", "b"]), None),
+                (strings(&["a"]), Some(strings(&["S/b"]))),
+                (strings(&["a"]), Some(vec![])),
+                (strings(&["a"]), None),
+                (strings(&["a"]), None),
+            ],
+            "full; a changed and b removed; (unchanged: no call); a changed; after 2 changes calls, full; \
+             other settings, full"
+        );
     }
 
     /// The merge: removed keys go, changed resources replace, statuses of removed documents go;
