@@ -174,7 +174,12 @@ impl<K> State<K> {
             self.resources.insert((r.type_url.clone(), r.name.clone()), (r, g));
         }
         for s in t.statuses {
-            self.statuses.insert(s.document, s.status);
+            // On a changes call, an empty status says the document has none now.
+            if s.status.is_empty() {
+                self.statuses.remove(&s.document);
+            } else {
+                self.statuses.insert(s.document, s.status);
+            }
         }
         self.diagnostics = t.response.diagnostics;
     }

@@ -8,12 +8,14 @@
 //! speak TLS to them (`backend_tls.rs`). `appProtocol: kubernetes.io/h2c`, or a GRPCRoute
 //! using the port, makes the cluster speak HTTP/2 without TLS.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use xdst_guest::build::{EdsCluster, Endpoint, LoadAssignment, Locality};
 use xdst_guest::{Diagnostic, Severity, TranslateResponse, XdsResource, resource};
 
 use crate::backend_tls::{Outcome, Policies};
+use crate::gateway::Usage;
 use crate::model::ObjectRef;
 use crate::world::World;
 
@@ -76,43 +78,60 @@ pub fn resolve(world: &World, from_kind: &str, from_namespace: &str, r: &ObjectR
     Ok(Backend { namespace, service: r.name.clone(), port })
 }
 
-/// The Cluster and ClusterLoadAssignment of each backend, named after the Service document.
-pub fn emit(world: &World, used: &crate::gateway::Used, tls: &Policies, out: &mut TranslateResponse) {
-    let every = std::collections::BTreeSet::new();
-    for (b, grpc) in &used.backends {
-        // For the node groups of the Gateways whose routes use it.
-        let groups = used.groups.get(b).unwrap_or(&every);
-        let key = (b.namespace.clone(), b.service.clone());
-        let service = &world.services[&key];
-        let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
-        let name = b.cluster();
-        let mut cluster = EdsCluster::new(name.as_str()).connect_timeout(Duration::from_secs(2));
-        let h2 = *grpc || port.app_protocol.as_deref() == Some("kubernetes.io/h2c");
-        if h2 {
-            cluster = cluster.http2();
+/// The Cluster and ClusterLoadAssignment of each backend the translation uses, named after
+/// the Service document; what each says of its EndpointSlices (`endpoints`), by backend.
+pub fn emit(
+    world: &World,
+    frame: &crate::gateway::Frame,
+    tls: &Policies,
+    out: &mut TranslateResponse,
+) -> BTreeMap<Backend, Vec<Diagnostic>> {
+    let mut said = BTreeMap::new();
+    for b in frame.uses.keys() {
+        let Some(usage) = frame.usage(b) else { continue };
+        let (resources, diagnostics) = emit_one(world, b, &usage, tls);
+        out.resources.extend(resources);
+        if !diagnostics.is_empty() {
+            said.insert(b.clone(), diagnostics);
         }
-        let mut cluster = cluster.build();
-        let policy = tls.for_port(&b.namespace, &b.service, port.name.as_deref());
-        if let Some(Outcome::Tls(upstream)) = policy {
-            let client = used.client_certificates.get(b);
-            cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2, client));
-        }
-        out.resources.push(resource(&cluster, Some(service.id.clone())).for_node_groups(groups));
-
-        // A port whose BackendTLSPolicy cannot be applied gets no endpoints: never plaintext.
-        let endpoints = match policy {
-            Some(Outcome::Unusable) => Vec::new(),
-            _ => endpoints(world, b, Some(&mut out.diagnostics)),
-        };
-        let mut cla = LoadAssignment::new(name.as_str());
-        if !endpoints.is_empty() {
-            cla = cla.locality(
-                Locality::new("", "", "").endpoints(endpoints.into_iter().map(|(ip, port)| Endpoint::new(ip, port))),
-            );
-        }
-        let cla = cla.build();
-        out.resources.push(resource(&cla, Some(service.id.clone())).for_node_groups(groups));
     }
+    said
+}
+
+/// The Cluster and ClusterLoadAssignment of one backend, for the node groups of the Gateways
+/// whose routes use it; and what its EndpointSlices say.
+pub fn emit_one(world: &World, b: &Backend, usage: &Usage, tls: &Policies) -> ([XdsResource; 2], Vec<Diagnostic>) {
+    let key = (b.namespace.clone(), b.service.clone());
+    let service = &world.services[&key];
+    let port = service.spec.ports.iter().find(|p| p.port == b.port).expect("resolved backends have the port");
+    let name = b.cluster();
+    let mut cluster = EdsCluster::new(name.as_str()).connect_timeout(Duration::from_secs(2));
+    let h2 = usage.grpc || port.app_protocol.as_deref() == Some("kubernetes.io/h2c");
+    if h2 {
+        cluster = cluster.http2();
+    }
+    let mut cluster = cluster.build();
+    let policy = tls.for_port(&b.namespace, &b.service, port.name.as_deref());
+    if let Some(Outcome::Tls(upstream)) = policy {
+        let client = usage.client_certificate.as_ref();
+        cluster.transport_socket = Some(crate::backend_tls::transport_socket(upstream, h2, client));
+    }
+    let cluster = resource(&cluster, Some(service.id.clone())).for_node_groups(&usage.groups);
+
+    // A port whose BackendTLSPolicy cannot be applied gets no endpoints: never plaintext.
+    let mut diagnostics = Vec::new();
+    let endpoints = match policy {
+        Some(Outcome::Unusable) => Vec::new(),
+        _ => endpoints(world, b, Some(&mut diagnostics)),
+    };
+    let mut cla = LoadAssignment::new(name.as_str());
+    if !endpoints.is_empty() {
+        cla = cla.locality(
+            Locality::new("", "", "").endpoints(endpoints.into_iter().map(|(ip, port)| Endpoint::new(ip, port))),
+        );
+    }
+    let cla = resource(&cla.build(), Some(service.id.clone())).for_node_groups(&usage.groups);
+    ([cluster, cla], diagnostics)
 }
 
 /// The ready endpoints (address, port) of a Service port, from its EndpointSlices. A slice

@@ -12,29 +12,136 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 use xdst_guest::build::HttpListener;
-use xdst_guest::envoy::envoy::config::route::v3::{
-    DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
-};
 use xdst_guest::{TranslateResponse, resource, resource_named};
 
 use crate::backends::Backend;
 use crate::config::{Config, Nodes};
 use crate::hostnames;
-use crate::http::{self, Owner};
+use crate::http;
 use crate::listener_sets::Expanded;
 use crate::model::{GatewaySpec, Listener, ObjectRef};
 use crate::status::{Condition, GatewayStatus, ListenerStatus, ParentStatus, Statuses};
 use crate::world::{Doc, GATEWAY_GROUP, Key, RouteKey, World};
 
-/// The Service ports the Gateways' routes send to: whether each speaks gRPC, and the client
-/// certificate (a Secret) presented to it when it is reached over TLS.
+/// Who uses a backend: a Gateway (by its place oldest first) and the resource of it that
+/// does, a RouteConfiguration and virtual host (domain), or an L4 listener (domain empty).
+pub type Source = (usize, String, String);
+
+/// How a backend is used, from all its sources: whether a gRPC route sends to it, the node
+/// groups of the Gateways that use it, and the client certificate (a Secret) it is presented:
+/// the oldest Gateway's that names one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub grpc: bool,
+    pub groups: BTreeSet<String>,
+    pub client_certificate: Option<Key>,
+}
+
+/// A Gateway of ours as its resources need it: its node groups and the client certificate
+/// it presents to backends, by its place oldest first.
+#[derive(Debug, Clone)]
+pub struct GatewayInfo {
+    pub groups: Vec<String>,
+    pub client_certificate: Option<Key>,
+}
+
+/// The routes attached to each Gateway listener, with the hostnames of each attachment, in the
+/// order they attached (by route, then parentRef).
+pub type ByListener = BTreeMap<(Key, usize), BTreeMap<RouteKey, Vec<Vec<String>>>>;
+
+/// What a translation leaves for a changes call to patch (contract 0.4.0, `incremental.rs`):
+/// where each route attached, each HTTP port's virtual hosts, and who uses each backend.
 #[derive(Debug, Default)]
-pub struct Used {
-    pub backends: BTreeMap<Backend, bool>,
-    pub client_certificates: BTreeMap<Backend, Key>,
-    /// The node groups of the Gateways whose routes use each backend (`nodes: per-gateway`;
-    /// with `nodes: all` none, which is every group).
-    pub groups: BTreeMap<Backend, BTreeSet<String>>,
+pub struct Frame {
+    pub by_listener: ByListener,
+    /// Each route's attachments: Gateway, listener and hostnames.
+    pub of_route: BTreeMap<RouteKey, Vec<(Key, usize, Vec<String>)>>,
+    /// Where each Gateway listener's status is: its document (the Gateway or a ListenerSet)
+    /// and its place in that document's listeners.
+    pub listener_status_at: BTreeMap<(Key, usize), (String, usize)>,
+    /// The HTTP and HTTPS ports programmed, by Gateway and port.
+    pub ports: BTreeMap<(Key, u16), HttpPort>,
+    /// The port each programmed HTTP listener is on.
+    pub port_of: BTreeMap<(Key, usize), u16>,
+    pub gateways: Vec<GatewayInfo>,
+    pub uses: Uses,
+}
+
+/// Who uses each backend, and whether as gRPC.
+pub type Uses = BTreeMap<Backend, BTreeMap<Source, bool>>;
+
+/// Records what `source` uses now, replacing what it used `before`.
+pub fn set_uses(uses: &mut Uses, source: &Source, before: &BTreeMap<Backend, bool>, now: &BTreeMap<Backend, bool>) {
+    for b in before.keys() {
+        if let Some(s) = uses.get_mut(b) {
+            s.remove(source);
+            if s.is_empty() {
+                uses.remove(b);
+            }
+        }
+    }
+    for (b, grpc) in now {
+        uses.entry(b.clone()).or_default().insert(source.clone(), *grpc);
+    }
+}
+
+impl Frame {
+    /// How `b` is used now; none when nothing uses it.
+    pub fn usage(&self, b: &Backend) -> Option<Usage> {
+        let sources = self.uses.get(b).filter(|s| !s.is_empty())?;
+        let mut usage = Usage::default();
+        for ((rank, _, _), grpc) in sources {
+            let g = &self.gateways[*rank];
+            usage.grpc |= grpc;
+            usage.groups.extend(g.groups.iter().cloned());
+            if usage.client_certificate.is_none() {
+                usage.client_certificate.clone_from(&g.client_certificate);
+            }
+        }
+        Some(usage)
+    }
+}
+
+/// An HTTP or HTTPS Gateway port: its RouteConfigurations (one, or one per listener's filter
+/// chain with HTTPS), by virtual host.
+#[derive(Debug)]
+pub struct HttpPort {
+    pub gateway: Key,
+    pub gateway_id: String,
+    pub rank: usize,
+    pub groups: Vec<String>,
+    /// The Listener's name, `<namespace>/<gateway>/<port>`.
+    pub name: String,
+    pub https: bool,
+    /// The Gateway listeners programmed here: index, hostname (`*` for none, lower case),
+    /// name; and the port they share.
+    pub listeners: Vec<(usize, String, String)>,
+    pub port: u16,
+    /// Every domain a virtual host is made for: each listener's hostname and each attached
+    /// route's hostnames, with how many of them name it.
+    pub domains: BTreeMap<String, u32>,
+    /// Each RouteConfiguration's virtual hosts, by (configuration, domain).
+    pub vhosts: BTreeMap<(String, String), crate::vhosts::Vhost>,
+}
+
+impl HttpPort {
+    /// The RouteConfigurations: name, and the listener whose own chain it is (HTTPS).
+    pub fn configs(&self) -> Vec<(String, Option<usize>)> {
+        if self.https {
+            self.listeners.iter().map(|(i, _, name)| (format!("{}/{name}", self.name), Some(*i))).collect()
+        } else {
+            vec![(self.name.clone(), None)]
+        }
+    }
+
+    /// The listener a request for `domain` reaches: the most specific one covering it.
+    pub fn owner(&self, domain: &str) -> Option<usize> {
+        self.listeners
+            .iter()
+            .filter(|(_, host, _)| hostnames::covers(host, domain))
+            .max_by_key(|(_, host, _)| hostnames::specificity(host))
+            .map(|(i, _, _)| *i)
+    }
 }
 
 /// A route attached to one Gateway listener, with the hostnames it serves there.
@@ -129,14 +236,61 @@ pub fn http_listener(listener: HttpListener) -> HttpListener {
     listener.upgrade("websocket").http_filter(crate::cors::FILTER, xdst_guest::pack(&crate::extensions::Cors {}))
 }
 
-/// Translates every Gateway and HTTPRoute; returns the backends routes use. With `nodes:
-/// per-gateway`, each Gateway's resources name its node group, `<namespace>/<name>` (contract
-/// 0.3.0: one translation serves every group).
-pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, statuses: &mut Statuses) -> Used {
+/// The Gateways of ours, each with the listeners of the ListenerSets it takes (their statuses
+/// into `statuses`).
+pub fn expanded<'a>(world: &'a World, config: &Config, statuses: &mut Statuses) -> BTreeMap<Key, Expanded<'a>> {
     let of_ours: BTreeMap<&Key, &Doc<GatewaySpec>> =
         world.gateways.iter().filter(|(_, g)| ours(world, config, g)).collect();
+    crate::listener_sets::expand(world, config, &of_ours, statuses)
+}
+
+/// A route's status toward each parent of ours, attaching it (into `attachments`) to the
+/// listeners that take it.
+pub fn route_status(
+    world: &World,
+    gateways: &BTreeMap<Key, Expanded<'_>>,
+    key: &RouteKey,
+    route: &Doc<crate::model::HttpRouteSpec>,
+    attachments: &mut Vec<Attachment>,
+) -> Vec<ParentStatus> {
+    let resolved = resolved_refs(world, key.0, route);
+    let checked = crate::schema::route(&route.spec).and_then(|()| {
+        route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")))
+    });
+    let mut parents = Vec::new();
+    for parent in &route.spec.parent_refs {
+        let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
+        let kind = parent.kind.as_deref().unwrap_or("Gateway");
+        let namespace = parent.namespace.clone().unwrap_or_else(|| route.namespace.clone());
+        let pkey = (namespace.clone(), parent.name.clone());
+        // The Gateway of ours the parent is or belongs to; and the ListenerSet, if it is one.
+        let (gkey, set) = match (group == GATEWAY_GROUP, kind) {
+            (true, "Gateway") => (pkey, None),
+            (true, "ListenerSet") => {
+                let owner = gateways.iter().find(|(_, e)| e.origins.iter().any(|o| o.set.as_ref() == Some(&pkey)));
+                let Some((gkey, _)) = owner else { continue };
+                (gkey.clone(), Some(pkey))
+            }
+            // Not a Gateway of ours: its controller writes this parent's status.
+            _ => continue,
+        };
+        let Some(gateway) = gateways.get(&gkey) else { continue };
+        let parent_ref = parent_json(parent, &namespace);
+        let accepted = match &checked {
+            Err((reason, message)) => Condition::no("Accepted", reason, message.clone()),
+            Ok(()) => attach(world, gateway, &gkey, set.as_ref(), key, route, parent, attachments),
+        };
+        parents.push(ParentStatus { parent_ref, conditions: vec![accepted, resolved.clone()] });
+    }
+    parents
+}
+
+/// Translates every Gateway and HTTPRoute; returns what a changes call patches (`Frame`),
+/// the backends routes use among it. With `nodes: per-gateway`, each Gateway's resources name
+/// its node group, `<namespace>/<name>` (contract 0.3.0: one translation serves every group).
+pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, statuses: &mut Statuses) -> Frame {
     // Each Gateway with the listeners of the ListenerSets it takes.
-    let gateways = crate::listener_sets::expand(world, config, &of_ours, statuses);
+    let gateways = expanded(world, config, statuses);
     for class in world.classes.values().filter(|c| c.spec.controller_name == config.controller_name) {
         statuses.classes.insert(class.id.clone(), class_conditions());
     }
@@ -144,44 +298,19 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
     // Routes to listeners.
     let mut attachments: Vec<Attachment> = Vec::new();
     for (key, route) in &world.routes {
-        let resolved = resolved_refs(world, key.0, route);
-        let checked = crate::schema::route(&route.spec).and_then(|()| {
-            route.spec.rules.iter().enumerate().try_for_each(|(i, r)| http::check(r, &format!("spec.rules[{i}]")))
-        });
-        let mut parents = Vec::new();
-        for parent in &route.spec.parent_refs {
-            let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
-            let kind = parent.kind.as_deref().unwrap_or("Gateway");
-            let namespace = parent.namespace.clone().unwrap_or_else(|| route.namespace.clone());
-            let pkey = (namespace.clone(), parent.name.clone());
-            // The Gateway of ours the parent is or belongs to; and the ListenerSet, if it is one.
-            let (gkey, set) = match (group == GATEWAY_GROUP, kind) {
-                (true, "Gateway") => (pkey, None),
-                (true, "ListenerSet") => {
-                    let owner = gateways.iter().find(|(_, e)| e.origins.iter().any(|o| o.set.as_ref() == Some(&pkey)));
-                    let Some((gkey, _)) = owner else { continue };
-                    (gkey.clone(), Some(pkey))
-                }
-                // Not a Gateway of ours: its controller writes this parent's status.
-                _ => continue,
-            };
-            let Some(gateway) = gateways.get(&gkey) else { continue };
-            let parent_ref = parent_json(parent, &namespace);
-            let accepted = match &checked {
-                Err((reason, message)) => Condition::no("Accepted", reason, message.clone()),
-                Ok(()) => attach(world, gateway, &gkey, set.as_ref(), key, route, parent, &mut attachments),
-            };
-            parents.push(ParentStatus { parent_ref, conditions: vec![accepted, resolved.clone()] });
-        }
+        let parents = route_status(world, &gateways, key, route, &mut attachments);
         if !parents.is_empty() {
             statuses.routes.insert(route.id.clone(), parents);
         }
     }
+    let mut frame = Frame::default();
+    for a in &attachments {
+        let at = (a.gateway.clone(), a.listener);
+        frame.by_listener.entry(at).or_default().entry(a.route.clone()).or_default().push(a.hostnames.clone());
+        frame.of_route.entry(a.route.clone()).or_default().push((a.gateway.clone(), a.listener, a.hostnames.clone()));
+    }
 
     // Per Gateway port: the Listener and its RouteConfigurations.
-    let mut backends = BTreeMap::new();
-    let mut client_certificates = BTreeMap::new();
-    let mut backend_groups: BTreeMap<Backend, BTreeSet<String>> = BTreeMap::new();
     // Each Secret a listener serves, with the node groups it is served to (none: all).
     let mut secrets_served: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();
     // Two Gateways of one Envoy cannot bind one address and port (Envoy refuses the second
@@ -193,7 +322,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
     oldest_first.sort_by_key(|(k, e)| {
         (!claims(&e.gateway), e.gateway.metadata.creation_timestamp.clone().unwrap_or_default(), (*k).clone())
     });
-    for (gkey, expanded) in oldest_first {
+    for (rank, (gkey, expanded)) in oldest_first.into_iter().enumerate() {
         let gateway = &expanded.gateway;
         // A team's Gateway not allowed the shared address, binding it (issue 49, item 2).
         let shared_refused = !claims(gateway)
@@ -342,10 +471,18 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
             }
             let status =
                 ListenerStatus { name: origin.name.clone(), attached_routes: attached, supported_kinds, conditions };
-            match &origin.set {
-                None => listener_statuses.push(status),
-                Some(set) => set_statuses.entry(set).or_default().listeners.push(status),
-            }
+            let at = match &origin.set {
+                None => {
+                    listener_statuses.push(status);
+                    (gateway.id.clone(), listener_statuses.len() - 1)
+                }
+                Some(set) => {
+                    let list = &mut set_statuses.entry(set).or_default().listeners;
+                    list.push(status);
+                    (world.listener_sets[set].id.clone(), list.len() - 1)
+                }
+            };
+            frame.listener_status_at.insert((gkey.clone(), i), at);
         }
         let mut conditions = gateway_conditions(expanded.original, &listener_statuses);
         let statics = static_addresses(config, expanded.original);
@@ -382,6 +519,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
             // Not accepted, or not programmed at its addresses: nothing of it is served.
             ports.clear();
         }
+        frame.gateways.push(GatewayInfo { groups: groups.clone(), client_certificate: client_certificate.clone() });
         let mut attached_sets = 0;
         for (set, mut status) in set_statuses {
             status.conditions = crate::listener_sets::set_conditions(&status);
@@ -418,29 +556,48 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                     programmed: &programmed,
                 };
                 let l4 = crate::l4::listener(world, &port, &attachments);
-                for b in l4.backends {
-                    if let Some(key) = &client_certificate {
-                        client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
-                    }
-                    backend_groups.entry(b.clone()).or_default().extend(groups.iter().cloned());
-                    backends.entry(b).or_insert(false);
-                }
+                let used = l4.backends.iter().map(|b| (b.clone(), false)).collect();
+                set_uses(&mut frame.uses, &(rank, name.clone(), String::new()), &BTreeMap::new(), &used);
                 programmed.iter().flat_map(|(_, s)| s.iter().cloned()).for_each(&mut serve_secret);
                 let listener = l4.listener.map(|l| resource(&l, Some(gateway.id.clone())));
                 out.resources.extend(listener.into_iter().chain(l4.clusters).map(|r| r.for_node_groups(&groups)));
                 continue;
             }
-            let here = Port { gateway, gkey, listeners: &listeners, https: protocol == "HTTPS" };
-            let mut configs = Vec::new();
-            let listener = if here.https {
+            let https = protocol == "HTTPS";
+            let host = |i: usize| {
+                gateway.spec.listeners[i].hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase()
+            };
+            let mut here = HttpPort {
+                gateway: gkey.clone(),
+                gateway_id: gateway.id.clone(),
+                rank,
+                groups: groups.clone(),
+                name: name.clone(),
+                https,
+                listeners: listeners.iter().map(|&i| (i, host(i), gateway.spec.listeners[i].name.clone())).collect(),
+                port,
+                domains: BTreeMap::new(),
+                vhosts: BTreeMap::new(),
+            };
+            // Every listener's own hostname is a virtual host, so a request for it never falls
+            // through to a less specific listener, even with no route attached.
+            for &i in &listeners {
+                *here.domains.entry(host(i)).or_default() += 1;
+                frame.port_of.insert((gkey.clone(), i), port);
+                for attachments in frame.by_listener.get(&(gkey.clone(), i)).into_iter().flat_map(|m| m.values()) {
+                    for h in attachments.iter().flatten() {
+                        *here.domains.entry(h.clone()).or_default() += 1;
+                    }
+                }
+            }
+            crate::vhosts::make_all(world, &mut here, &frame.by_listener);
+            let listener = if https {
                 // A chain per Gateway listener, each with its own routes: a request whose
                 // host belongs to another listener of the port is misdirected (421).
                 let mut chains = Vec::new();
                 for (i, secrets) in &programmed {
-                    let chain_name = format!("{name}/{}", gateway.spec.listeners[*i].name);
-                    configs.push(route_configuration(world, &here, Some(*i), &attachments, &chain_name));
                     chains.push(crate::tls::Chain {
-                        name: chain_name,
+                        name: format!("{name}/{}", gateway.spec.listeners[*i].name),
                         hostname: gateway.spec.listeners[*i].hostname.clone(),
                         secrets: secrets.clone(),
                         validation: validations.get(i).cloned(),
@@ -449,26 +606,22 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 }
                 crate::tls::https_listener(&name, &address, envoy_port, &chains)
             } else {
-                configs.push(route_configuration(world, &here, None, &attachments, &name));
                 http_listener(HttpListener::new(name.as_str(), envoy_port).address(address).route_config(name.as_str()))
                     .build()
             };
-            for (_, rules) in &configs {
-                for r in rules {
-                    for (b, grpc) in &r.backends {
-                        *backends.entry(b.clone()).or_insert(false) |= grpc;
-                        backend_groups.entry(b.clone()).or_default().extend(groups.iter().cloned());
-                        if let Some(key) = &client_certificate {
-                            client_certificates.entry(b.clone()).or_insert_with(|| key.clone());
-                        }
-                    }
-                }
-            }
             out.resources.push(resource(&listener, Some(gateway.id.clone())).for_node_groups(&groups));
-            for (rc, _) in configs {
-                let rc = resource_named(rc.name.clone(), &rc, Some(gateway.id.clone()));
-                out.resources.push(rc.for_node_groups(&groups));
+            for (config, only) in here.configs() {
+                out.resources.push(crate::vhosts::route_configuration(&here, &config, only));
             }
+            let vhost_uses: Vec<(Source, BTreeMap<Backend, bool>)> = here
+                .vhosts
+                .iter()
+                .map(|((config, domain), v)| ((rank, config.clone(), domain.clone()), v.backends.clone()))
+                .collect();
+            for (source, used) in vhost_uses {
+                set_uses(&mut frame.uses, &source, &BTreeMap::new(), &used);
+            }
+            frame.ports.insert((gkey.clone(), port), here);
         }
     }
     for (key, groups) in &secrets_served {
@@ -477,7 +630,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
         }
     }
 
-    Used { backends, client_certificates, groups: backend_groups }
+    frame
 }
 
 /// A Gateway's own `Accepted` and `Programmed`: not accepted when it names parameters (xdst
@@ -634,123 +787,4 @@ fn address(config: &Config, gateway: &Doc<GatewaySpec>) -> String {
         return a.value.clone();
     }
     if config.address == "fromSpec" { "0.0.0.0".to_owned() } else { config.address.clone() }
-}
-
-/// The Gateway listeners programmed on one port.
-struct Port<'a> {
-    gateway: &'a Doc<GatewaySpec>,
-    gkey: &'a Key,
-    listeners: &'a [usize],
-    https: bool,
-}
-
-/// A RouteConfiguration for one Gateway port, and the translated rules in it. `only`: the
-/// configuration of that listener's own filter chain (HTTPS), where a host another listener
-/// of the port owns is misdirected and answered 421; none: every listener of the port shares
-/// the configuration (HTTP).
-fn route_configuration(
-    world: &World,
-    port: &Port<'_>,
-    only: Option<usize>,
-    attachments: &[Attachment],
-    name: &str,
-) -> (RouteConfiguration, Vec<http::Rule>) {
-    let Port { gateway, gkey, listeners, https } = *port;
-    let listener_host =
-        |i: usize| gateway.spec.listeners[i].hostname.clone().unwrap_or_else(|| "*".into()).to_ascii_lowercase();
-    // Every listener's own hostname is a virtual host, so a request for it never falls through
-    // to a less specific listener, even with no route attached.
-    let mut domains: BTreeSet<String> = listeners.iter().map(|&i| listener_host(i)).collect();
-    let here: Vec<&Attachment> =
-        attachments.iter().filter(|a| &a.gateway == gkey && listeners.contains(&a.listener)).collect();
-    for a in &here {
-        domains.extend(a.hostnames.iter().cloned());
-    }
-    let mut rules = Vec::new();
-    let mut hosts = Vec::new();
-    for domain in domains {
-        // The listener a request for this domain reaches: the most specific one covering it.
-        let Some(owner) = listeners
-            .iter()
-            .copied()
-            .filter(|&i| hostnames::covers(&listener_host(i), &domain))
-            .max_by_key(|&i| hostnames::specificity(&listener_host(i)))
-        else {
-            continue;
-        };
-        if only.is_some_and(|i| i != owner) {
-            hosts.push(VirtualHost {
-                name: domain.clone(),
-                domains: vec![domain.clone()],
-                routes: vec![misdirected()],
-                ..Default::default()
-            });
-            continue;
-        }
-        let mut routes = Vec::new();
-        for a in here.iter().filter(|a| a.listener == owner) {
-            let Some(host) =
-                a.hostnames.iter().filter(|h| hostnames::covers(h, &domain)).max_by_key(|h| hostnames::specificity(h))
-            else {
-                continue;
-            };
-            let route = &world.routes[&a.route];
-            let owner = Owner {
-                kind: a.route.0,
-                namespace: &route.namespace,
-                name: &route.name,
-                created: route.metadata.creation_timestamp.as_deref().unwrap_or(""),
-                order: route.order,
-            };
-            let listener_port = gateway.spec.listeners[a.listener].port;
-            for (i, rule) in route.spec.rules.iter().enumerate() {
-                let mut r = http::rule(world, &owner, i, rule, hostnames::specificity(host), listener_port, https);
-                // The caller reads only a rule's backends.
-                routes.append(&mut r.routes);
-                rules.push(r);
-            }
-        }
-        // Sorted by precedence, stable: the order of the (large) routes is worked out on
-        // their indices, and each route is moved once.
-        let mut order: Vec<usize> = (0..routes.len()).collect();
-        order.sort_by(|&a, &b| routes[a].0.cmp(&routes[b].0));
-        let mut slots: Vec<Option<_>> = routes.into_iter().map(|(_, r)| Some(r)).collect();
-        hosts.push(VirtualHost {
-            name: domain.clone(),
-            domains: vec![domain.clone()],
-            routes: order.into_iter().filter_map(|i| slots[i].take()).collect(),
-            ..Default::default()
-        });
-    }
-    // A listener with a hostname owns nothing outside it.
-    if only.is_some() && !hosts.iter().any(|h| h.domains.iter().any(|d| d == "*")) {
-        hosts.push(VirtualHost {
-            name: "*".into(),
-            domains: vec!["*".into()],
-            routes: vec![misdirected()],
-            ..Default::default()
-        });
-    }
-    // A listener's hostnames name no port, and a request's Host may carry one
-    // (`foo.com:8080`): match without it, and leave the header itself alone for the backend.
-    let config = RouteConfiguration {
-        name: name.to_owned(),
-        virtual_hosts: hosts,
-        ignore_port_in_host_matching: true,
-        ..Default::default()
-    };
-    (config, rules)
-}
-
-/// A route answering 421 Misdirected Request: the connection's server name picked another
-/// listener than the request's host.
-fn misdirected() -> Route {
-    Route {
-        r#match: Some(RouteMatch {
-            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-            ..Default::default()
-        }),
-        action: Some(route::Action::DirectResponse(DirectResponseAction { status: 421, body: None })),
-        ..Default::default()
-    }
 }

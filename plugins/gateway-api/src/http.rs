@@ -29,8 +29,8 @@ pub type Precedence = (
     std::cmp::Reverse<usize>,
     // With a method before without; more headers, then more query parameters, first.
     std::cmp::Reverse<(bool, usize, usize)>,
-    // The oldest route, then by namespace/name, then rule and match order.
-    (String, String, usize, usize),
+    // The oldest route, then by namespace/name (then kind), then rule and match order.
+    (String, String, &'static str, usize, usize),
 );
 
 /// A translated rule: its Envoy routes with their precedence, and the backends it uses.
@@ -43,11 +43,10 @@ pub struct Rule {
 
 /// What a rule's owner is: for precedence and ReferenceGrants.
 pub struct Owner<'a> {
-    pub kind: &'a str,
+    pub kind: &'static str,
     pub namespace: &'a str,
     pub name: &'a str,
     pub created: &'a str,
-    pub order: usize,
 }
 
 /// Whether a rule can be translated at all: a bad regular expression or an unknown filter
@@ -180,7 +179,7 @@ pub fn rule(
             path_rank,
             std::cmp::Reverse(path_len),
             std::cmp::Reverse((mat.method.is_some(), mat.headers.len(), mat.query_params.len())),
-            (owner.created.to_owned(), format!("{:>10}/{}/{}", owner.order, owner.namespace, owner.name), index, m),
+            (owner.created.to_owned(), format!("{}/{}", owner.namespace, owner.name), owner.kind, index, m),
         );
         if let Some(port) = redirect_port_for_hosts_with_one(&action, https) {
             // Same precedence, pushed first: the virtual host's stable sort keeps it just

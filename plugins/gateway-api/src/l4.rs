@@ -143,15 +143,10 @@ pub fn listener(world: &World, port: &Port<'_>, attachments: &[Attachment]) -> L
 }
 
 /// A route's age, oldest first: `creationTimestamp` (none counts as oldest), then
-/// `namespace/name`, then its place in the intent.
-fn age(world: &World, key: &RouteKey) -> (String, String, String, usize) {
+/// `namespace/name`, then its kind.
+fn age(world: &World, key: &RouteKey) -> (String, String, String, &'static str) {
     let route = &world.routes[key];
-    (
-        route.metadata.creation_timestamp.clone().unwrap_or_default(),
-        route.namespace.clone(),
-        route.name.clone(),
-        route.order,
-    )
+    (route.metadata.creation_timestamp.clone().unwrap_or_default(), route.namespace.clone(), route.name.clone(), key.0)
 }
 
 /// The backends of a route's first rule (a connection cannot pick a rule), by weight.

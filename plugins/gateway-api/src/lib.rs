@@ -33,17 +33,18 @@ mod extensions;
 mod gateway;
 mod hostnames;
 mod http;
+pub mod incremental;
 mod l4;
 mod listener_sets;
 mod model;
 mod schema;
 mod status;
 mod tls;
+mod vhosts;
 mod world;
 
 use xdst_guest::{
-    Diagnostic, DocumentStatus, Granularity, Phase, PluginError, PluginInfo, Severity, TranslateRequest,
-    TranslateResponse, Translator,
+    Diagnostic, Granularity, Phase, PluginError, PluginInfo, Severity, TranslateRequest, TranslateResponse, Translator,
 };
 
 pub use config::{Config, DEFAULT_CONTROLLER};
@@ -78,15 +79,17 @@ impl Translator for GatewayApi {
             kinds: KINDS.iter().map(|&k| k.to_owned()).collect(),
             phase: Phase::Translate,
             granularity: Granularity::WholeSet,
-            incremental: false,
+            incremental: true,
         }
     }
 
+    /// A full call translates everything; a changes call what the change reaches
+    /// (`incremental.rs`), from what this instance kept.
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
-        let (mut out, statuses) = translate_with_statuses(&request)?;
-        out.statuses =
-            statuses.to_strings().into_iter().map(|(document, status)| DocumentStatus { document, status }).collect();
-        Ok(out)
+        thread_local! {
+            static KEPT: std::cell::RefCell<incremental::Incremental> = std::cell::RefCell::default();
+        }
+        KEPT.with(|kept| kept.borrow_mut().call(&request))
     }
 }
 
@@ -101,18 +104,50 @@ pub fn translate(
 fn translate_with_statuses(request: &TranslateRequest) -> Result<(TranslateResponse, status::Statuses), PluginError> {
     let config = Config::parse(&request.config)?;
     let world = world::World::read(&request.documents)?;
-    let mut out =
-        TranslateResponse { removed: vec![], resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
     let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
-    let mut statuses =
-        status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
-    let used = gateway::translate(&world, &config, &mut out, &mut statuses);
-    let tls = backend_tls::Policies::read(&world, &gateway::ours_set(&world, &config), &mut statuses);
-    backends::emit(&world, &used, &tls, &mut out);
-    for (id, message) in statuses.problems() {
-        out.diagnostics.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
+    let t = Translation::of(&world, &config, generations);
+    let mut out = t.out;
+    out.diagnostics = diagnostics(&t.said, &t.statuses);
+    Ok((out, t.statuses))
+}
+
+/// A whole translation: what it returns, every document's status, what a changes call patches
+/// (`Frame`) and what the EndpointSlices of each backend say.
+pub(crate) struct Translation {
+    out: TranslateResponse,
+    statuses: status::Statuses,
+    frame: gateway::Frame,
+    said: std::collections::BTreeMap<backends::Backend, Vec<Diagnostic>>,
+}
+
+impl Translation {
+    pub(crate) fn of(
+        world: &world::World,
+        config: &Config,
+        generations: std::collections::BTreeMap<String, i64>,
+    ) -> Translation {
+        let mut out =
+            TranslateResponse { removed: vec![], resources: Vec::new(), diagnostics: Vec::new(), statuses: Vec::new() };
+        let mut statuses =
+            status::Statuses { controller: config.controller_name.clone(), generations, ..Default::default() };
+        let frame = gateway::translate(world, config, &mut out, &mut statuses);
+        let tls = backend_tls::Policies::read(world, &gateway::ours_set(world, config), &mut statuses);
+        let said = backends::emit(world, &frame, &tls, &mut out);
+        Translation { out, statuses, frame, said }
     }
-    Ok((out, statuses))
+}
+
+/// Every diagnostic: what EndpointSlices say, by backend, then every condition that is False,
+/// naming its document.
+pub(crate) fn diagnostics(
+    said: &std::collections::BTreeMap<backends::Backend, Vec<Diagnostic>>,
+    statuses: &status::Statuses,
+) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = said.values().flatten().cloned().collect();
+    for (id, message) in statuses.problems() {
+        out.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
+    }
+    out
 }
 
 #[cfg(target_arch = "wasm32")]

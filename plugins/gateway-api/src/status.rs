@@ -200,9 +200,24 @@ impl Statuses {
 
     /// Each document's status, by id.
     fn each(&self, mut f: impl FnMut(&str, &StatusShown<'_>)) {
-        let generation = |id: &str| self.generations.get(id).copied();
-        for (id, parents) in &self.routes {
-            let g = generation(id);
+        let ids = self.routes.keys().chain(self.policies.keys()).chain(self.gateways.keys());
+        for id in ids.chain(self.listener_sets.keys()).chain(self.classes.keys()) {
+            if let Some(shown) = self.shown(id) {
+                f(id, &shown);
+            }
+        }
+    }
+
+    /// The status of the document `id`, printed as the contract returns it; none when it has
+    /// none.
+    pub fn string_of(&self, id: &str) -> Option<String> {
+        self.shown(id).map(|shown| serde_json::to_string(&shown).expect("a status is JSON"))
+    }
+
+    /// The status of the document `id`, as its kind shows it.
+    fn shown(&self, id: &str) -> Option<StatusShown<'_>> {
+        let g = self.generations.get(id).copied();
+        if let Some(parents) = self.routes.get(id) {
             let parents = parents
                 .iter()
                 .map(|p| ParentShown {
@@ -211,10 +226,9 @@ impl Statuses {
                     parent_ref: &p.parent_ref,
                 })
                 .collect();
-            f(id, &StatusShown::Route(RouteShown { parents }));
+            return Some(StatusShown::Route(RouteShown { parents }));
         }
-        for (id, ancestors) in &self.policies {
-            let g = generation(id);
+        if let Some(ancestors) = self.policies.get(id) {
             let ancestors = ancestors
                 .iter()
                 .map(|a| AncestorShown {
@@ -223,10 +237,9 @@ impl Statuses {
                     controller_name: &self.controller,
                 })
                 .collect();
-            f(id, &StatusShown::Policy(PolicyShown { ancestors }));
+            return Some(StatusShown::Policy(PolicyShown { ancestors }));
         }
-        for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
-            let g = generation(id);
+        if let Some(gateway) = self.gateways.get(id).or_else(|| self.listener_sets.get(id)) {
             let listeners = gateway
                 .listeners
                 .iter()
@@ -251,19 +264,15 @@ impl Statuses {
                     })
                     .collect()
             });
-            f(
-                id,
-                &StatusShown::Gateway(GatewayShown {
-                    addresses,
-                    attached_listener_sets: gateway.attached_listener_sets,
-                    conditions: conditions(&gateway.conditions, g),
-                    listeners,
-                }),
-            );
+            return Some(StatusShown::Gateway(GatewayShown {
+                addresses,
+                attached_listener_sets: gateway.attached_listener_sets,
+                conditions: conditions(&gateway.conditions, g),
+                listeners,
+            }));
         }
-        for (id, list) in &self.classes {
-            f(id, &StatusShown::Class(ClassShown { conditions: conditions(list, generation(id)) }));
-        }
+        let list = self.classes.get(id)?;
+        Some(StatusShown::Class(ClassShown { conditions: conditions(list, g) }))
     }
 
     /// Every condition that is `False`, with the document it is on, for diagnostics.

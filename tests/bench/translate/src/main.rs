@@ -4,7 +4,8 @@
 //! incremental pipeline. The same translator compiled natively is the baseline.
 //!
 //! Issue 36: with `--gateway-api`, the gateway-api plugin instead: one Gateway, R HTTPRoutes
-//! (a path each) over S Services with an EndpointSlice each; a change is one route's path.
+//! (a path each) over S Services with an EndpointSlice each, on one hostname or spread over H
+//! (`--hostnames H`); a change is one route's path.
 //!
 //!     tests/bench/translate.sh [--services 10000] [--runs 5] [--changes 20]
 //!     tests/bench/translate.sh --gateway-api [--routes 5000] [--services 1000]
@@ -116,7 +117,7 @@ enum Workload {
     /// N services: a `Service` and a `GrpcService` each.
     Reference { services: usize },
     /// One Gateway, `routes` HTTPRoutes over `services` Services with an EndpointSlice each.
-    GatewayApi { routes: usize, services: usize },
+    GatewayApi { routes: usize, services: usize, hostnames: usize },
 }
 
 impl Workload {
@@ -125,7 +126,9 @@ impl Workload {
     fn intent(self, changed: Option<(usize, u16)>) -> anyhow::Result<IntentSet> {
         let text = match self {
             Workload::Reference { services } => reference_intent(services, changed),
-            Workload::GatewayApi { routes, services } => gateway_api_intent(routes, services, changed),
+            Workload::GatewayApi { routes, services, hostnames } => {
+                gateway_api_intent(routes, services, hostnames, changed)
+            }
         };
         let mut set = IntentSet::default();
         for d in parse_file("bench.yaml", &text)? {
@@ -147,14 +150,15 @@ impl Workload {
     fn documents_per_change(self) -> usize {
         match self {
             Workload::Reference { .. } => 2,
-            Workload::GatewayApi { routes, services } => 1 + routes + 2 * services,
+            Workload::GatewayApi { routes, services, .. } => 1 + routes + 2 * services,
         }
     }
 }
 
-/// One Gateway, `routes` HTTPRoutes (`/r<i>`, to Service `svc-<i mod services>`), and the
-/// Services with their EndpointSlices (two endpoints each).
-fn gateway_api_intent(routes: usize, services: usize, changed: Option<(usize, u16)>) -> String {
+/// One Gateway, `routes` HTTPRoutes (`/r<i>`, to Service `svc-<i mod services>`, for hostname
+/// `h<i mod hostnames>.example.com`, or every hostname with `hostnames` 0), and the Services
+/// with their EndpointSlices (two endpoints each).
+fn gateway_api_intent(routes: usize, services: usize, hostnames: usize, changed: Option<(usize, u16)>) -> String {
     let mut text = String::from(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: bench}\nspec:\n  \
          gatewayClassName: xdst\n  listeners: [{name: http, port: 8080, protocol: HTTP}]\n",
@@ -173,9 +177,13 @@ fn gateway_api_intent(routes: usize, services: usize, changed: Option<(usize, u1
             Some((c, v)) if c == i => format!("/r{i}-v{v}"),
             _ => format!("/r{i}"),
         };
+        let hostnames = match hostnames {
+            0 => String::new(),
+            h => format!("\n  hostnames: [h{}.example.com]", i % h),
+        };
         text.push_str(&format!(
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r-{i}, namespace: bench}}\n\
-             spec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
+             spec:\n  parentRefs: [{{name: gw}}]{hostnames}\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
              backendRefs: [{{name: svc-{}, port: 80}}]\n",
             i % services
         ));
@@ -307,19 +315,21 @@ fn main() -> anyhow::Result<()> {
     let mut wasm_path = None;
     let mut gateway_api = false;
     let mut routes = 5_000;
+    let mut hostnames = 0;
     let mut services = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--services" => services = Some(args.next().context("--services N")?.parse()?),
             "--gateway-api" => gateway_api = true,
             "--routes" => routes = args.next().context("--routes N")?.parse()?,
+            "--hostnames" => hostnames = args.next().context("--hostnames N")?.parse()?,
             "--runs" => runs = args.next().context("--runs N")?.parse()?,
             "--changes" => changes = args.next().context("--changes N")?.parse()?,
             "--wasm" => wasm_path = Some(args.next().context("--wasm FILE")?),
             "-h" | "--help" => {
                 println!(
                     "xdst-bench-translate --wasm FILE [--services N] [--runs R] [--changes C]\n\
-                     xdst-bench-translate --gateway-api --wasm FILE [--routes R] [--services S] [--runs R] [--changes C]"
+                     xdst-bench-translate --gateway-api --wasm FILE [--routes R] [--hostnames H] [--services S] [--runs R] [--changes C]"
                 );
                 return Ok(());
             }
@@ -327,7 +337,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let work = if gateway_api {
-        Workload::GatewayApi { routes, services: services.unwrap_or(1_000) }
+        Workload::GatewayApi { routes, services: services.unwrap_or(1_000), hostnames }
     } else {
         Workload::Reference { services: services.unwrap_or(n) }
     };
