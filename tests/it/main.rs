@@ -40,6 +40,7 @@ mod hold_group;
 mod hold_restart;
 mod hold_scope;
 mod incremental;
+mod incremental_pipeline;
 mod intent_api;
 mod kubernetes_objects;
 mod limits;

@@ -10,9 +10,18 @@
 //! call's; and every `full_every` calls, when the full output is also compared with the merged
 //! one: a difference is logged naming the plugin and the first differing resource or status,
 //! counted ([`MISMATCHES`]), and the full output is the one used from then on.
+//!
+//! The pipeline's own path is [`State::translate_delta`]: it says what changed since the
+//! documents it last had (a persistent map, compared by identity, not document by document)
+//! and takes back only what changed, so a generation costs what it changes on the host too
+//! (issue 50, item 4).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use imbl::OrdMap;
+use xdst_core::intent::IntentDocument;
 
 use crate::runtime::{DocumentStatus, Kept, Translated};
 use crate::wit::{self, TranslateRequest};
@@ -62,6 +71,42 @@ pub struct State<K = Kept> {
     diagnostics: Vec<wit::Diagnostic>,
     /// Changes calls since the last full one.
     since_full: u32,
+    /// The documents the instance has seen, as the pipeline's delta calls gave them (none
+    /// after a call with every document).
+    seen: Option<Docs>,
+}
+
+/// Every document of a plugin's kinds, by id, as the pipeline holds them.
+pub type Docs = OrdMap<Arc<str>, Arc<IntentDocument>>;
+
+/// A call of [`State::translate_delta`]: the documents now, those the caller had before (the
+/// map it passed last time, or none), and what changed between the two.
+pub struct DeltaCall<'a> {
+    pub node_group: &'a str,
+    pub config: &'a str,
+    pub docs: &'a Docs,
+    pub since: Option<&'a Docs>,
+    pub changed: &'a [&'a Arc<IntentDocument>],
+    pub removed: &'a [Arc<str>],
+}
+
+/// What a delta call returns: everything (`full`: what the caller held goes), or the resources
+/// new or changed, the keys gone (`translated.removed`) and the statuses that changed (an
+/// empty one: the document has none now).
+pub struct Delta {
+    pub full: bool,
+    pub translated: Translated,
+}
+
+/// A document as the contract carries it.
+fn wit_document(d: &IntentDocument) -> wit::IntentDocument {
+    wit::IntentDocument {
+        kind: d.kind.clone(),
+        // `namespace/name` for a namespaced document, so `Kind/<name>` is its id.
+        name: d.qualified_name().to_owned(),
+        origin: d.origin.clone(),
+        json: d.text.to_string(),
+    }
 }
 
 impl<K> Default for State<K> {
@@ -75,6 +120,7 @@ impl<K> Default for State<K> {
             statuses: BTreeMap::new(),
             diagnostics: Vec::new(),
             since_full: 0,
+            seen: None,
         }
     }
 }
@@ -94,7 +140,10 @@ impl<K> State<K> {
         request: &TranslateRequest,
         call: impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
     ) -> Result<Translated, crate::PluginError> {
-        let same_call = self.kept.is_some() && self.config == request.config && self.node_group == request.node_group;
+        let same_call = self.kept.is_some()
+            && self.seen.is_none()
+            && self.config == request.config
+            && self.node_group == request.node_group;
         let check = same_call && self.since_full >= full_every.max(1);
         if !same_call || check {
             let mut fresh = None;
@@ -157,6 +206,103 @@ impl<K> State<K> {
         self.since_full += 1;
         self.merge(translated, false);
         Ok(self.output())
+    }
+
+    /// Translates what changed since `call.since` through `call_plugin` (as
+    /// [`translate`](Self::translate) takes it): a changes call when the kept instance saw
+    /// exactly `call.since`, a full call with every document otherwise (and every
+    /// `full_every` calls, comparing its output with what the changes calls built). Returns
+    /// only what changed, unless the call was full.
+    pub fn translate_delta(
+        &mut self,
+        plugin: &str,
+        full_every: u32,
+        call: &DeltaCall<'_>,
+        call_plugin: impl Fn(
+            &mut Option<K>,
+            &TranslateRequest,
+            Option<Vec<String>>,
+        ) -> Result<Translated, crate::PluginError>,
+    ) -> Result<Delta, crate::PluginError> {
+        let seen_since = match (&self.seen, call.since) {
+            (Some(seen), Some(since)) => seen.ptr_eq(since),
+            _ => false,
+        };
+        let same_call =
+            self.kept.is_some() && seen_since && self.config == call.config && self.node_group == call.node_group;
+        let check = same_call && self.since_full >= full_every.max(1);
+        if !same_call || check {
+            let request = TranslateRequest {
+                node_group: call.node_group.to_owned(),
+                documents: call.docs.values().map(|d| wit_document(d)).collect(),
+                resources: Vec::new(),
+                config: call.config.to_owned(),
+            };
+            let mut fresh = None;
+            let translated = match call_plugin(&mut fresh, &request, None) {
+                Ok(t) => t,
+                Err(e) => {
+                    *self = State::default();
+                    return Err(e);
+                }
+            };
+            let before = check.then(|| std::mem::take(self));
+            *self = State {
+                kept: fresh,
+                config: call.config.to_owned(),
+                node_group: call.node_group.to_owned(),
+                seen: Some(call.docs.clone()),
+                ..State::default()
+            };
+            self.merge(translated, true);
+            if let Some(before) = before
+                && let Some(difference) = before.differs_from(self)
+            {
+                MISMATCHES.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    plugin,
+                    difference,
+                    "an incremental plugin's changes calls built other output than a full call: serving the full call's \
+                     (this is a bug in the plugin's incremental translation)"
+                );
+            }
+            return Ok(Delta { full: true, translated: self.output() });
+        }
+        self.seen = Some(call.docs.clone());
+        if call.changed.is_empty() && call.removed.is_empty() {
+            let diagnostics = self.diagnostics.clone();
+            let response = wit::TranslateResponse { resources: Vec::new(), diagnostics };
+            return Ok(Delta { full: false, translated: Translated::of(response) });
+        }
+        let sent = TranslateRequest {
+            node_group: call.node_group.to_owned(),
+            documents: call.changed.iter().map(|d| wit_document(d)).collect(),
+            resources: Vec::new(),
+            config: call.config.to_owned(),
+        };
+        let removed: Vec<String> = call.removed.iter().map(|id| id.to_string()).collect();
+        let translated = match call_plugin(&mut self.kept, &sent, Some(removed.clone())) {
+            Ok(t) => t,
+            Err(e) => {
+                *self = State::default();
+                return Err(e);
+            }
+        };
+        for gone in &removed {
+            self.statuses.remove(gone);
+        }
+        self.since_full += 1;
+        let delta = Translated {
+            response: wit::TranslateResponse {
+                resources: translated.response.resources.clone(),
+                diagnostics: translated.response.diagnostics.clone(),
+            },
+            statuses: translated.statuses.clone(),
+            node_groups: translated.node_groups.clone(),
+            removed: translated.removed.clone(),
+        };
+        self.merge(translated, false);
+        Ok(Delta { full: false, translated: delta })
     }
 
     /// Takes in what a call returned: everything (`full`), or the resources new or changed,

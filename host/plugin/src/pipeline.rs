@@ -23,11 +23,14 @@ use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
 use xdst_core::types::ROUTE;
 
+use crate::incremental::{Delta, DeltaCall};
 use crate::wit::{self, Granularity, Phase, PluginInfo};
 use crate::{Plugin, PluginError, Translated};
 
 #[path = "pipeline_blame.rs"]
 mod blame;
+#[path = "pipeline_delta.rs"]
+mod delta;
 
 /// Something that translates: a sandboxed [`Plugin`], or (for benchmarks and tests) the same
 /// translator compiled natively.
@@ -47,6 +50,17 @@ pub trait Translate: Send + Sync {
     fn names_node_groups(&self) -> bool {
         false
     }
+    /// For an incremental plugin (contract 0.4.0): what changed since the documents it was
+    /// last given (design 020); none when it is not one, and the pipeline calls
+    /// [`translate_full`](Self::translate_full) with every document.
+    fn translate_delta(&self, call: &DeltaCall<'_>) -> Option<Result<Delta, PluginError>> {
+        let _ = call;
+        None
+    }
+    /// Whether it takes [`translate_delta`](Self::translate_delta) calls.
+    fn incremental(&self) -> bool {
+        false
+    }
 }
 
 impl Translate for Plugin {
@@ -64,6 +78,12 @@ impl Translate for Plugin {
     }
     fn names_node_groups(&self) -> bool {
         matches!(self.contract(), "0.3.0" | "0.4.0")
+    }
+    fn translate_delta(&self, call: &DeltaCall<'_>) -> Option<Result<Delta, PluginError>> {
+        Plugin::translate_delta(self, call)
+    }
+    fn incremental(&self) -> bool {
+        Plugin::incremental(self)
     }
 }
 
@@ -100,6 +120,16 @@ impl Translate for Renamed {
     }
     fn names_node_groups(&self) -> bool {
         Translate::names_node_groups(self.plugin.as_ref())
+    }
+    fn translate_delta(&self, call: &DeltaCall<'_>) -> Option<Result<Delta, PluginError>> {
+        let result = Plugin::translate_delta(&self.plugin, call)?;
+        Some(result.map_err(|mut e| {
+            e.plugin = self.info.name.clone();
+            e
+        }))
+    }
+    fn incremental(&self) -> bool {
+        self.plugin.incremental()
     }
 }
 
@@ -449,6 +479,7 @@ fn decode_key(r: &wit::XdsResource) -> [u8; 32] {
 #[derive(Default)]
 pub struct CallMemo {
     calls: std::sync::Mutex<Vec<Memoised>>,
+    deltas: delta::DeltaMemo,
 }
 
 struct Memoised {
@@ -930,6 +961,10 @@ impl Pipeline {
                 docs.iter().map(|d| (d.id().clone(), Arc::clone(d))).collect()
             }
         };
+        if !per_document && p.plugin.incremental() {
+            // An incremental plugin is told what changed (`pipeline_delta.rs`).
+            return self.run_delta(p, inputs, prev, &changed, &removed, &docs, calls, changes, memo).map(Some);
+        }
         if !per_document {
             // A whole-set plugin gets every document again (`inputs` already holds them all).
             changed = docs.clone();

@@ -640,6 +640,21 @@ impl Plugin {
         self.translate_full(request).map(|t| t.response)
     }
 
+    /// For an incremental plugin (contract 0.4.0), what changed since the documents the caller
+    /// last gave it ([`crate::incremental::State::translate_delta`]); none for any other plugin.
+    pub fn translate_delta(
+        &self,
+        call: &crate::incremental::DeltaCall<'_>,
+    ) -> Option<Result<crate::incremental::Delta, PluginError>> {
+        if !self.incremental {
+            return None;
+        }
+        let mut states = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(states.of(call.node_group).translate_delta(&self.name, self.full_every, call, |kept, r, removed| {
+            self.translate_kept(kept, r, removed)
+        }))
+    }
+
     /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns. An
     /// incremental plugin (0.4.0) is sent only what changed since its last call, in the instance
     /// kept from it ([`crate::incremental`]); what comes back is the whole output all the same.
