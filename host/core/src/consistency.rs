@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{ConfigSource, config_source, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::FilterChain;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
+use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, route, route_action};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
@@ -72,6 +72,12 @@ fn kind(type_url: &str) -> &'static str {
 pub struct References(Result<Vec<(String, &'static str, String)>, String>, Vec<String>);
 
 impl References {
+    /// A RouteConfiguration's references, from its routes' clusters (field, name), as
+    /// [`of`](Self::of) would find them decoding the whole ([`crate::pieces`]).
+    pub fn of_route_clusters(clusters: Vec<(String, String)>) -> References {
+        References(Ok(clusters.into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()), Vec::new())
+    }
+
     /// The names of `type_url` this resource refers to (none if it does not decode).
     pub fn names(&self, type_url: &str) -> impl Iterator<Item = &str> {
         self.0.iter().flatten().filter(move |(_, t, _)| *t == type_url).map(|(_, _, n)| n.as_str())
@@ -405,20 +411,33 @@ fn route_clusters(rc: &RouteConfiguration, prefix: &str) -> Vec<(String, String)
     let mut out = Vec::new();
     for (i, vh) in rc.virtual_hosts.iter().enumerate() {
         for (j, r) in vh.routes.iter().enumerate() {
-            let Some(route::Action::Route(action)) = &r.action else { continue };
-            let at = format!("{prefix}virtual_hosts[{i}].routes[{j}].route");
-            match &action.cluster_specifier {
-                Some(route_action::ClusterSpecifier::Cluster(c)) => out.push((format!("{at}.cluster"), c.clone())),
-                Some(route_action::ClusterSpecifier::WeightedClusters(w)) => {
-                    for (k, c) in w.clusters.iter().enumerate() {
-                        out.push((format!("{at}.weighted_clusters.clusters[{k}].name"), c.name.clone()));
-                    }
-                }
-                _ => {}
-            }
+            one_route_clusters(r, &format!("{prefix}virtual_hosts[{i}].routes[{j}]."), &mut out);
         }
     }
     out
+}
+
+/// The clusters one route names, each with its field (after `at`).
+fn one_route_clusters(r: &Route, at: &str, out: &mut Vec<(String, String)>) {
+    let Some(route::Action::Route(action)) = &r.action else { return };
+    match &action.cluster_specifier {
+        Some(route_action::ClusterSpecifier::Cluster(c)) => out.push((format!("{at}route.cluster"), c.clone())),
+        Some(route_action::ClusterSpecifier::WeightedClusters(w)) => {
+            for (k, c) in w.clusters.iter().enumerate() {
+                out.push((format!("{at}route.weighted_clusters.clusters[{k}].name"), c.name.clone()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The clusters a route (its bytes) names, each with its field within the route; none if it
+/// does not decode.
+pub fn clusters_of_route(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    let r = Route::decode(bytes).ok()?;
+    let mut out = Vec::new();
+    one_route_clusters(&r, "", &mut out);
+    Some(out)
 }
 
 /// The Secrets a cluster's upstream TLS context fetches over ADS (a client certificate it

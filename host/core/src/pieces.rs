@@ -14,6 +14,7 @@
 //! naming the field in the whole.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::encoding::{WireType, decode_varint, encode_key, encode_varint};
@@ -25,8 +26,17 @@ use crate::resource::Resource;
 use crate::types::ROUTE;
 
 /// Routes as a plugin wrote them (by the SHA-256 of their bytes), decoded, checked and
-/// encoded canonically.
-pub type Pieces = HashMap<[u8; 32], Bytes>;
+/// encoded canonically, with the clusters each names.
+pub type Pieces = HashMap<[u8; 32], Piece>;
+
+/// One route, checked: its canonical bytes and the clusters it names (field within the
+/// route, cluster), so the configuration's references are the routes' put together instead of
+/// the whole configuration decoded again (issue 50, item 4).
+#[derive(Debug, Clone)]
+pub struct Piece {
+    canonical: Bytes,
+    clusters: Arc<[(String, String)]>,
+}
 
 /// How deep a route sits in a RouteConfiguration: configuration, virtual host, route.
 const ROUTE_DEPTH: usize = 2;
@@ -127,17 +137,17 @@ fn route_configuration(name: &str, bytes: &[u8], known: &Pieces, used: &mut Piec
     let canonical_skeleton = canonical_body(ROUTE, name, Body::Proto(&skeleton)).ok()?;
 
     // Each route: known, or decoded, checked and encoded on its own.
-    let mut encoded: Vec<Vec<Bytes>> = Vec::with_capacity(routes.len());
+    let mut encoded: Vec<Vec<Piece>> = Vec::with_capacity(routes.len());
     for these in &routes {
         let mut host = Vec::with_capacity(these.len());
         for route in these {
             let key: [u8; 32] = Sha256::digest(route).into();
-            let canonical = match known.get(&key).or_else(|| used.get(&key)) {
+            let piece = match known.get(&key).or_else(|| used.get(&key)) {
                 Some(c) => c.clone(),
-                None => Bytes::from(route_alone(route)?),
+                None => route_alone(route)?,
             };
-            used.insert(key, canonical.clone());
-            host.push(canonical);
+            used.insert(key, piece.clone());
+            host.push(piece);
         }
         encoded.push(host);
     }
@@ -152,29 +162,41 @@ fn route_configuration(name: &str, bytes: &[u8], known: &Pieces, used: &mut Piec
             continue;
         }
         let these = hosts.next()?;
-        let mut host = Vec::with_capacity(field.payload.len() + these.iter().map(|r| r.len() + 4).sum::<usize>());
+        let mut host =
+            Vec::with_capacity(field.payload.len() + these.iter().map(|r| r.canonical.len() + 4).sum::<usize>());
         let mut put = false;
         for f in fields(field.payload)? {
             if f.number > ROUTES && !put {
-                these.iter().for_each(|r| put_message(ROUTES, r, &mut host));
+                these.iter().for_each(|r| put_message(ROUTES, &r.canonical, &mut host));
                 put = true;
             }
             host.extend_from_slice(f.raw);
         }
         if !put {
-            these.iter().for_each(|r| put_message(ROUTES, r, &mut host));
+            these.iter().for_each(|r| put_message(ROUTES, &r.canonical, &mut host));
         }
         put_message(VIRTUAL_HOSTS, &host, &mut whole);
     }
     if hosts.next().is_some() {
         return None;
     }
-    Some(Resource::new(ROUTE, name, &whole))
+    // What it names: each route's clusters, at the route's place.
+    let mut clusters = Vec::new();
+    for (i, these) in encoded.iter().enumerate() {
+        for (j, piece) in these.iter().enumerate() {
+            for (field, cluster) in piece.clusters.iter() {
+                clusters.push((format!("virtual_hosts[{i}].routes[{j}].{field}"), cluster.clone()));
+            }
+        }
+    }
+    let resource = Resource::new(ROUTE, name, &whole);
+    resource.set_references(crate::consistency::References::of_route_clusters(clusters));
+    Some(resource)
 }
 
-/// One route's canonical bytes, if it decodes, knows every field and passes what Envoy
-/// checks, as it would inside the whole.
-fn route_alone(bytes: &[u8]) -> Option<Vec<u8>> {
+/// One route, checked: its canonical bytes and what it names, if it decodes, knows every
+/// field and passes what Envoy checks, as it would inside the whole.
+fn route_alone(bytes: &[u8]) -> Option<Piece> {
     let desc = crate::descriptors::pool().get_message_by_name("envoy.config.route.v3.Route")?;
     let msg = DynamicMessage::decode(desc, bytes).ok()?;
     if first_unknown_field(&msg, "").is_some() {
@@ -182,7 +204,8 @@ fn route_alone(bytes: &[u8]) -> Option<Vec<u8>> {
     }
     let canonical = crate::canonical::encode_nested(&msg, ROUTE_DEPTH).ok()?;
     crate::validate::check_nested(&msg, ROUTE_DEPTH).ok()?;
-    Some(canonical)
+    let clusters = crate::consistency::clusters_of_route(&canonical)?;
+    Some(Piece { canonical: Bytes::from(canonical), clusters: clusters.into() })
 }
 
 #[cfg(test)]
@@ -227,6 +250,9 @@ mod tests {
             let first = route_configuration("rc", &bytes, &Pieces::new(), &mut used).expect("the piece path");
             prop_assert_eq!(first.body(), whole.body());
             prop_assert_eq!(first.version(), whole.version());
+            // What it names, put together from its routes, is what decoding the whole finds.
+            let decoded = crate::consistency::References::of(&whole);
+            prop_assert_eq!(first.references(), &decoded);
             if again {
                 // The second time every route is known.
                 let mut next = Pieces::new();
@@ -261,7 +287,7 @@ mod tests {
         // A known piece is taken as it is: poison one to see it used.
         let (key, _) = used.iter().next().map(|(k, v)| (*k, v.clone())).unwrap();
         let mut known = used.clone();
-        known.insert(key, Bytes::from_static(b"\x0a\x01x"));
+        known.insert(key, Piece { canonical: Bytes::from_static(b"\x0a\x01x"), clusters: Arc::from([]) });
         let mut next = Pieces::new();
         let r = decode_with_pieces(ROUTE, "rc", Body::Proto(&bytes), &known, &mut next).unwrap();
         assert!(r.body().windows(3).any(|w| w == b"\x0a\x01x"));

@@ -130,6 +130,12 @@ impl Resource {
     pub fn attribution(&self) -> Attribution {
         Attribution::parse(self.origin().unwrap_or(""))
     }
+    /// Sets what this resource names, when it is known without decoding it (a
+    /// RouteConfiguration assembled from checked routes, [`crate::pieces`]).
+    pub fn set_references(&self, refs: crate::consistency::References) {
+        let _ = self.refs.set(refs);
+    }
+
     /// The other resources this one names; decoded on first use, then cached.
     pub fn references(&self) -> &crate::consistency::References {
         self.refs.get_or_init(|| crate::consistency::References::of(self))
