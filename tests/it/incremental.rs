@@ -1,5 +1,5 @@
-//! Issue 50, item 1: contract 0.4.0, incremental translation (design 020), through a real
-//! Envoy. The test plugin (`tests/plugins/incremental`) says which call it got in its one
+//! Issue 50, items 1 and 3: contract 0.4.0, incremental translation (design 020), through a
+//! real Envoy, with plugins in Rust and in JavaScript. The test plugin (`tests/plugins/incremental`) says which call it got in its one
 //! diagnostic: the first call is full, an edit or a removal is a changes call carrying only
 //! that document or that id, and Envoy gets the same clusters a full translation gives. A
 //! plugin whose cache goes stale (it forgets a removal) serves its mistake only until the
@@ -52,16 +52,15 @@ async fn envoy_clusters(envoy: &Envoy, want: &[&str]) -> anyhow::Result<()> {
     .await
 }
 
-async fn start(settings: &str, every: &str) -> anyhow::Result<(tempfile::TempDir, tempfile::TempDir, Process, Envoy)> {
+async fn start(
+    wasm: &std::path::Path,
+    settings: &str,
+    every: &str,
+) -> anyhow::Result<(tempfile::TempDir, tempfile::TempDir, Process, Envoy)> {
     xdst_tests::init_logging();
     let intent = tempfile::tempdir()?;
     let plugins = tempfile::tempdir()?;
-    xdst_tests::plugins::install(
-        plugins.path(),
-        &xdst_tests::plugins::incremental()?,
-        "incremental.wasm",
-        Some(settings),
-    )?;
+    xdst_tests::plugins::install(plugins.path(), wasm, "incremental.wasm", Some(settings))?;
     std::fs::write(intent.path().join("a.yaml"), counted("a", 9001))?;
     std::fs::write(intent.path().join("b.yaml"), counted("b", 9002))?;
     std::fs::write(intent.path().join("c.yaml"), counted("c", 9003))?;
@@ -73,7 +72,21 @@ async fn start(settings: &str, every: &str) -> anyhow::Result<(tempfile::TempDir
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_calls_carry_what_changed_and_envoy_gets_what_a_full_call_gives() -> anyhow::Result<()> {
-    let (intent, _plugins, xdst, envoy) = start("config: {}\n", "100").await?;
+    changes_calls(&xdst_tests::plugins::incremental()?).await
+}
+
+/// The same, with the plugin written in JavaScript (`tests/plugins/incremental-js`): its
+/// module-level Map lives in the instance the host keeps (issue 50, item 3: a second language,
+/// end to end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_plugin_keeps_its_state_between_changes_calls() -> anyhow::Result<()> {
+    changes_calls(&xdst_tests::plugins::incremental_js()?).await
+}
+
+/// Edits, a removal and a refused document through `wasm` (either test plugin): which call
+/// each made, and what Envoy got.
+async fn changes_calls(wasm: &std::path::Path) -> anyhow::Result<()> {
+    let (intent, _plugins, xdst, envoy) = start(wasm, "config: {}\n", "100").await?;
     last_call(xdst.admin_addr, "full call: 3 documents").await?;
     envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
 
@@ -102,7 +115,8 @@ async fn changes_calls_carry_what_changed_and_envoy_gets_what_a_full_call_gives(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> anyhow::Result<()> {
-    let (intent, _plugins, xdst, envoy) = start("config: {stale: true}\n", "2").await?;
+    let (intent, _plugins, xdst, envoy) =
+        start(&xdst_tests::plugins::incremental()?, "config: {stale: true}\n", "2").await?;
     last_call(xdst.admin_addr, "full call: 3 documents").await?;
     envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
     // The plugin forgets to remove c's cluster: its mistake is served, for now.

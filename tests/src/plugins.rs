@@ -124,6 +124,11 @@ pub fn route_policy() -> anyhow::Result<PathBuf> {
     build_script("route-policy-js")
 }
 
+/// The incremental test plugin in JavaScript (`tests/plugins/incremental-js`, contract 0.4.0).
+pub fn incremental_js() -> anyhow::Result<PathBuf> {
+    build_script("../tests/plugins/incremental-js")
+}
+
 /// The Go probe (`tests/plugins/go-probe`): reports what it could read of files, environment,
 /// clock and random bytes.
 pub fn go_probe() -> anyhow::Result<PathBuf> {
