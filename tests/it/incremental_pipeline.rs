@@ -5,7 +5,8 @@
 //! whose plugin instance gets changes calls and whose snapshot is the last one with the
 //! changes applied (`pipeline_delta.rs`), and a fresh pipeline each step with a plugin of its
 //! own, which translates everything. After every step the two snapshots must hold the same
-//! resources byte for byte and the same statuses, and most steps must have been changes calls.
+//! resources byte for byte and the same statuses, and most steps must have been changes calls;
+//! the periodic full check (every third call here) must never find a difference.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -110,7 +111,10 @@ fn resources(t: &xdst_plugin::pipeline::Translation) -> BTreeMap<(String, String
 #[test]
 fn incremental_equals_full_through_the_host() -> anyhow::Result<()> {
     let wasm = std::fs::read(xdst_tests::plugins::gateway_api()?)?;
-    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, ..Default::default() })?;
+    // A full call checks the changes calls every third one (the periodic check): an honest
+    // plugin must never be counted.
+    let runtime = Runtime::new(RuntimeConfig { cache_dir: None, full_translation_every: 3, ..Default::default() })?;
+    let mismatches = xdst_plugin::incremental::MISMATCHES.load(std::sync::atomic::Ordering::Relaxed);
     let limits = Limits { deadline: Duration::from_secs(30), ..Limits::default() };
     let load = || -> anyhow::Result<Configured> {
         let plugin: Arc<dyn Translate> = Arc::new(runtime.load_any("gateway-api.wasm", &wasm, limits)?);
@@ -166,6 +170,8 @@ fn incremental_equals_full_through_the_host() -> anyhow::Result<()> {
         }
     }
     eprintln!("{steps} good steps, {changes_calls} of them changes calls");
+    let counted = xdst_plugin::incremental::MISMATCHES.load(std::sync::atomic::Ordering::Relaxed) - mismatches;
+    anyhow::ensure!(counted == 0, "the periodic full check counted an honest plugin {counted} times");
     anyhow::ensure!(changes_calls * 2 > steps, "only {changes_calls} of {steps} steps were changes calls");
     Ok(())
 }

@@ -144,37 +144,9 @@ impl<K> State<K> {
             && self.seen.is_none()
             && self.config == request.config
             && self.node_group == request.node_group;
-        let check = same_call && self.since_full >= full_every.max(1);
-        if !same_call || check {
-            let mut fresh = None;
-            let result = call(&mut fresh, request, None);
-            let translated = match result {
-                Ok(t) => t,
-                Err(e) => {
-                    *self = State::default();
-                    return Err(e);
-                }
-            };
-            let before = check.then(|| std::mem::take(self));
-            *self = State {
-                kept: fresh,
-                config: request.config.clone(),
-                node_group: request.node_group.clone(),
-                inputs: request.documents.iter().map(|d| (id(d), d.clone())).collect(),
-                ..State::default()
-            };
-            self.merge(translated, true);
-            if let Some(before) = before
-                && let Some(difference) = before.differs_from(self)
-            {
-                MISMATCHES.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    plugin,
-                    difference,
-                    "an incremental plugin's changes calls built other output than a full call: serving the full call's \
-                     (this is a bug in the plugin's incremental translation)"
-                );
-            }
+        if !same_call {
+            let full = self.full(request, &call, None)?;
+            *self = full;
             return Ok(self.output());
         }
         // A changes call: the documents new or changed, and the ids gone.
@@ -205,7 +177,74 @@ impl<K> State<K> {
         }
         self.since_full += 1;
         self.merge(translated, false);
+        if self.since_full >= full_every.max(1) {
+            self.check(plugin, request, &call, None);
+        }
         Ok(self.output())
+    }
+
+    /// A full call of `request` in a fresh instance, as the state it makes (`seen`: the
+    /// pipeline's documents, for delta calls).
+    fn full(
+        &self,
+        request: &TranslateRequest,
+        call: &impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
+        seen: Option<Docs>,
+    ) -> Result<State<K>, crate::PluginError> {
+        let mut fresh = None;
+        let translated = call(&mut fresh, request, None)?;
+        let mut state = State {
+            kept: fresh,
+            config: request.config.clone(),
+            node_group: request.node_group.clone(),
+            inputs: match seen {
+                Some(_) => BTreeMap::new(),
+                None => request.documents.iter().map(|d| (id(d), d.clone())).collect(),
+            },
+            seen,
+            ..State::default()
+        };
+        state.merge(translated, true);
+        Ok(state)
+    }
+
+    /// The periodic check, after a changes call has been merged: a full call of the same
+    /// documents (`request`) in a fresh instance, compared with what the changes calls built.
+    /// A difference is logged, counted and the full output kept; either way the fresh instance
+    /// is the one kept from now on (and the count starts again). Returns whether the output
+    /// changed. A full call that fails drops the state: the next call is full.
+    fn check(
+        &mut self,
+        plugin: &str,
+        request: &TranslateRequest,
+        call: &impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
+        seen: Option<Docs>,
+    ) -> bool {
+        let full = match self.full(request, call, seen) {
+            Ok(full) => full,
+            Err(e) => {
+                tracing::warn!(plugin, error = %e, "the periodic full call of an incremental plugin failed: its next call is full");
+                let (resources, statuses, diagnostics) = (
+                    std::mem::take(&mut self.resources),
+                    std::mem::take(&mut self.statuses),
+                    std::mem::take(&mut self.diagnostics),
+                );
+                *self = State { resources, statuses, diagnostics, ..State::default() };
+                return false;
+            }
+        };
+        let difference = self.differs_from(&full);
+        if let Some(difference) = &difference {
+            MISMATCHES.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                plugin,
+                difference,
+                "an incremental plugin's changes calls built other output than a full call: serving the full call's \
+                 (this is a bug in the plugin's incremental translation)"
+            );
+        }
+        *self = full;
+        difference.is_some()
     }
 
     /// Translates what changed since `call.since` through `call_plugin` (as
@@ -230,41 +269,19 @@ impl<K> State<K> {
         };
         let same_call =
             self.kept.is_some() && seen_since && self.config == call.config && self.node_group == call.node_group;
-        let check = same_call && self.since_full >= full_every.max(1);
-        if !same_call || check {
-            let request = TranslateRequest {
-                node_group: call.node_group.to_owned(),
-                documents: call.docs.values().map(|d| wit_document(d)).collect(),
-                resources: Vec::new(),
-                config: call.config.to_owned(),
-            };
-            let mut fresh = None;
-            let translated = match call_plugin(&mut fresh, &request, None) {
-                Ok(t) => t,
+        let every = || TranslateRequest {
+            node_group: call.node_group.to_owned(),
+            documents: call.docs.values().map(|d| wit_document(d)).collect(),
+            resources: Vec::new(),
+            config: call.config.to_owned(),
+        };
+        if !same_call {
+            match self.full(&every(), &call_plugin, Some(call.docs.clone())) {
+                Ok(full) => *self = full,
                 Err(e) => {
                     *self = State::default();
                     return Err(e);
                 }
-            };
-            let before = check.then(|| std::mem::take(self));
-            *self = State {
-                kept: fresh,
-                config: call.config.to_owned(),
-                node_group: call.node_group.to_owned(),
-                seen: Some(call.docs.clone()),
-                ..State::default()
-            };
-            self.merge(translated, true);
-            if let Some(before) = before
-                && let Some(difference) = before.differs_from(self)
-            {
-                MISMATCHES.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    plugin,
-                    difference,
-                    "an incremental plugin's changes calls built other output than a full call: serving the full call's \
-                     (this is a bug in the plugin's incremental translation)"
-                );
             }
             return Ok(Delta { full: true, translated: self.output() });
         }
@@ -302,6 +319,9 @@ impl<K> State<K> {
             removed: translated.removed.clone(),
         };
         self.merge(translated, false);
+        if self.since_full >= full_every.max(1) && self.check(plugin, &every(), &call_plugin, Some(call.docs.clone())) {
+            return Ok(Delta { full: true, translated: self.output() });
+        }
         Ok(Delta { full: false, translated: delta })
     }
 
@@ -426,7 +446,8 @@ mod tests {
     }
 
     /// The second call sends only what changed and the ids removed; an unchanged call sends
-    /// nothing; other settings, and the call after `full_every` changes calls, are full.
+    /// nothing; the `full_every`-th changes call is followed by a full call of the same
+    /// documents (the check); other settings make a full call.
     #[test]
     fn changes_calls_send_what_changed_and_merge_into_the_whole() {
         let sent = std::cell::RefCell::new(Vec::new());
@@ -455,10 +476,11 @@ mod tests {
                 (strings(&["a"]), Some(strings(&["S/b"]))),
                 (strings(&["a"]), Some(vec![])),
                 (strings(&["a"]), None),
+                (strings(&["a"]), Some(vec![])),
                 (strings(&["a"]), None),
             ],
-            "full; a changed and b removed; (unchanged: no call); a changed; after 2 changes calls, full; \
-             other settings, full"
+            "full; a changed and b removed; (unchanged: no call); a changed, and being the second changes \
+             call, checked by a full call of the same documents; a changed; other settings, full"
         );
     }
 
@@ -579,6 +601,7 @@ mod tests {
         ) {
             let mut intent: BTreeMap<u8, u8> = BTreeMap::new();
             let mut state: State<Native> = State::default();
+            let mismatches = MISMATCHES.load(Ordering::Relaxed);
             for (step, e) in edits.iter().enumerate() {
                 match e {
                     Edit::Put(n, p) => { intent.insert(*n, *p); }
@@ -602,6 +625,11 @@ mod tests {
                     (Err(_), Err(_)) => {}
                     (a, b) => proptest::prop_assert!(false, "step {}: one path failed: {:?} / {:?}", step, a.is_ok(), b.is_ok()),
                 }
+            }
+            // The periodic check of an honest plugin finds nothing: it compares the full call
+            // with what the changes calls built for the same documents, this step's included.
+            if !stale {
+                proptest::prop_assert_eq!(MISMATCHES.load(Ordering::Relaxed), mismatches, "an honest plugin was counted");
             }
         }
     }
