@@ -99,7 +99,7 @@ pub struct Delta {
 }
 
 /// A document as the contract carries it.
-fn wit_document(d: &IntentDocument) -> wit::IntentDocument {
+pub(crate) fn wit_document(d: &IntentDocument) -> wit::IntentDocument {
     wit::IntentDocument {
         kind: d.kind.clone(),
         // `namespace/name` for a namespaced document, so `Kind/<name>` is its id.
@@ -161,26 +161,35 @@ impl<K> State<K> {
             return Ok(self.output());
         }
         let sent = TranslateRequest { documents: changed, ..request.clone() };
-        let translated = match call(&mut self.kept, &sent, Some(removed.clone())) {
-            Ok(t) => t,
-            Err(e) => {
-                *self = State::default();
-                return Err(e);
-            }
-        };
+        let translated = self.changes_call(&sent, &removed, &call)?;
         for gone in &removed {
             self.inputs.remove(gone);
-            self.statuses.remove(gone);
         }
         for d in sent.documents {
             self.inputs.insert(id(&d), d);
         }
-        self.since_full += 1;
         self.merge(translated, false);
         if self.since_full >= full_every.max(1) {
             self.check(plugin, request, &call, None);
         }
         Ok(self.output())
+    }
+
+    /// A changes call of the kept instance with `sent` and the ids `removed`: what it
+    /// returned, for [`merge`](Self::merge). A failure drops the state (the next call is full).
+    fn changes_call(
+        &mut self,
+        sent: &TranslateRequest,
+        removed: &[String],
+        call: &impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
+    ) -> Result<Translated, crate::PluginError> {
+        let translated =
+            call(&mut self.kept, sent, Some(removed.to_vec())).inspect_err(|_| *self = State::default())?;
+        for gone in removed {
+            self.statuses.remove(gone);
+        }
+        self.since_full += 1;
+        Ok(translated)
     }
 
     /// A full call of `request` in a fresh instance, as the state it makes (`seen`: the
@@ -298,27 +307,8 @@ impl<K> State<K> {
             config: call.config.to_owned(),
         };
         let removed: Vec<String> = call.removed.iter().map(|id| id.to_string()).collect();
-        let translated = match call_plugin(&mut self.kept, &sent, Some(removed.clone())) {
-            Ok(t) => t,
-            Err(e) => {
-                *self = State::default();
-                return Err(e);
-            }
-        };
-        for gone in &removed {
-            self.statuses.remove(gone);
-        }
-        self.since_full += 1;
-        let delta = Translated {
-            response: wit::TranslateResponse {
-                resources: translated.response.resources.clone(),
-                diagnostics: translated.response.diagnostics.clone(),
-            },
-            statuses: translated.statuses.clone(),
-            node_groups: translated.node_groups.clone(),
-            removed: translated.removed.clone(),
-        };
-        self.merge(translated, false);
+        let delta = self.changes_call(&sent, &removed, &call_plugin)?;
+        self.merge(delta.clone(), false);
         if self.since_full >= full_every.max(1) && self.check(plugin, &every(), &call_plugin, Some(call.docs.clone())) {
             return Ok(Delta { full: true, translated: self.output() });
         }

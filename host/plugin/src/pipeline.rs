@@ -426,18 +426,43 @@ impl Decodes {
                 }
                 same.clone()
             }
-            None if r.type_url == ROUTE => {
-                let mut used = Pieces::new();
-                let known = self.pieces.get(r.name.as_str()).map(|p| &**p);
-                let resource = decode_with_pieces(ROUTE, &r.name, body, known.unwrap_or(&Pieces::new()), &mut used)?;
-                next.pieces.insert(Arc::from(r.name.as_str()), Arc::new(used));
-                resource.with_origin(origin())
-            }
+            None if r.type_url == ROUTE => decode_route(&self.pieces, r, body, &mut next.pieces)?.with_origin(origin()),
             None => decode_body(&r.type_url, &r.name, body)?.with_origin(origin()),
         };
         next.resources.insert(key, resource.clone());
         Ok(resource)
     }
+}
+
+/// A RouteConfiguration `r` (whose message is `body`) decoded, its routes taken from `known`
+/// (by configuration) where their bytes were seen; the routes it used go into `next`.
+fn decode_route(
+    known: &std::collections::HashMap<Arc<str>, Arc<Pieces>>,
+    r: &wit::XdsResource,
+    body: Body<'_>,
+    next: &mut std::collections::HashMap<Arc<str>, Arc<Pieces>>,
+) -> Result<Resource, (Option<String>, String)> {
+    let mut used = Pieces::new();
+    let before = known.get(r.name.as_str()).map(|p| &**p);
+    let resource = decode_with_pieces(ROUTE, &r.name, body, before.unwrap_or(&Pieces::new()), &mut used);
+    next.insert(Arc::from(r.name.as_str()), Arc::new(used));
+    resource
+}
+
+/// Whether a status a plugin returned is a JSON object, checked without building it (a
+/// whole-set plugin returns every document's).
+fn is_json_object(status: &str) -> bool {
+    status.trim_start().starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(status).is_ok()
+}
+
+/// A plugin's failure as the pipeline reports it, with the origin of the document it names
+/// (`origin_of`, by id).
+fn plugin_error(error: PluginError, origin_of: impl Fn(&str) -> Option<String>) -> PipelineError {
+    let origin = match &error.failure {
+        crate::Failure::Reported { document: Some(doc), .. } => origin_of(doc),
+        _ => None,
+    };
+    PipelineError::Plugin { error: Box::new(error), origin }
 }
 
 /// What makes a returned resource decode to the same [`Resource`]: its type, name, the
@@ -813,16 +838,7 @@ impl Pipeline {
     ) -> Result<Translated, PipelineError> {
         let request = wit::TranslateRequest {
             node_group: node_group.to_owned(),
-            documents: sent
-                .iter()
-                .map(|d| wit::IntentDocument {
-                    kind: d.kind.clone(),
-                    // `namespace/name` for a namespaced document, so `Kind/<name>` is its id.
-                    name: d.qualified_name().to_owned(),
-                    origin: d.origin.clone(),
-                    json: d.text.to_string(),
-                })
-                .collect(),
+            documents: sent.iter().map(|d| crate::incremental::wit_document(d)).collect(),
             resources,
             config: p.config.clone(),
         };
@@ -834,13 +850,7 @@ impl Pipeline {
             seconds: started.elapsed().as_secs_f64(),
         });
         result.map_err(|error| {
-            let origin = match &error.failure {
-                crate::Failure::Reported { document: Some(doc), .. } => {
-                    known.iter().find(|d| d.id().as_ref() == doc.as_str()).map(|d| d.origin.clone())
-                }
-                _ => None,
-            };
-            PipelineError::Plugin { error: Box::new(error), origin }
+            plugin_error(error, |doc| known.iter().find(|d| d.id().as_ref() == doc).map(|d| d.origin.clone()))
         })
     }
 
@@ -1096,10 +1106,7 @@ impl Pipeline {
             if !changed_ids.contains(s.document.as_str()) {
                 return Err(invalid("names a document that was not in this request"));
             }
-            // Checked without building it: a whole-set plugin returns every document's.
-            if !s.status.trim_start().starts_with('{')
-                || serde_json::from_str::<serde::de::IgnoredAny>(&s.status).is_err()
-            {
+            if !is_json_object(&s.status) {
                 return Err(invalid("is not a JSON object"));
             }
             statuses.push((Arc::from(s.document.as_str()), Arc::from(s.status.as_str())));

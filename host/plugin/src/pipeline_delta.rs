@@ -16,12 +16,11 @@ use std::sync::Arc;
 use imbl::OrdMap;
 use xdst_core::decode::{Body, decode_body};
 use xdst_core::intent::IntentDocument;
-use xdst_core::pieces::{Pieces, decode_with_pieces};
 use xdst_core::types::ROUTE;
 
 use super::{
     Changes, Configured, Decodes, ForGroups, InvalidResource, Pipeline, PipelineError, PluginCall, PluginState,
-    for_group,
+    decode_route, for_group, is_json_object, plugin_error,
 };
 use crate::incremental::{DeltaCall, Docs};
 
@@ -222,15 +221,7 @@ impl Pipeline {
             _ => call.docs.len(),
         };
         calls.push(PluginCall { plugin: info.name.clone(), documents: sent, seconds: started.elapsed().as_secs_f64() });
-        let delta = result.map_err(|error| {
-            let origin = match &error.failure {
-                crate::Failure::Reported { document: Some(doc), .. } => {
-                    call.docs.get(doc.as_str()).map(|d| d.origin.clone())
-                }
-                _ => None,
-            };
-            PipelineError::Plugin { error: Box::new(error), origin }
-        })?;
+        let delta = result.map_err(|error| plugin_error(error, |doc| call.docs.get(doc).map(|d| d.origin.clone())))?;
         let translated = delta.translated;
         let mut statuses = Vec::with_capacity(translated.statuses.len());
         for s in &translated.statuses {
@@ -246,9 +237,7 @@ impl Pipeline {
                 statuses.push((Arc::from(s.document.as_str()), None));
                 continue;
             }
-            if !s.status.trim_start().starts_with('{')
-                || serde_json::from_str::<serde::de::IgnoredAny>(&s.status).is_err()
-            {
+            if !is_json_object(&s.status) {
                 return Err(invalid("is not a JSON object"));
             }
             statuses.push((Arc::from(s.document.as_str()), Some(Arc::from(s.status.as_str()))));
@@ -280,12 +269,7 @@ impl Pipeline {
                 None => format!("plugin {}", info.name),
             };
             let resource = if r.type_url == ROUTE {
-                let mut used = Pieces::new();
-                let before = known.pieces.get(r.name.as_str()).map(|p| &**p);
-                let resource =
-                    decode_with_pieces(ROUTE, &r.name, body.clone(), before.unwrap_or(&Pieces::new()), &mut used);
-                decoded.pieces.insert(Arc::from(r.name.as_str()), Arc::new(used));
-                resource
+                decode_route(&known.pieces, r, body.clone(), &mut decoded.pieces)
             } else {
                 decode_body(&r.type_url, &r.name, body.clone())
             }
