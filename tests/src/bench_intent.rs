@@ -28,6 +28,11 @@ pub fn service(name: &str, addresses: &[&str], port: &str) -> String {
 /// HTTPRoute `name` on Gateway `gateway`: a rule per `(path prefix, Service)`, each with a
 /// response header `x-change: <tag>` when `tag` is set.
 pub fn route(name: &str, gateway: &str, rules: &[(&str, &str)], tag: Option<usize>) -> String {
+    route_on(name, gateway, &[], rules, tag)
+}
+
+/// [`route`] for `hostnames` (none: every host).
+pub fn route_on(name: &str, gateway: &str, hostnames: &[&str], rules: &[(&str, &str)], tag: Option<usize>) -> String {
     let filter = match tag {
         Some(t) => format!(
             "\n    filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-change, value: \
@@ -44,9 +49,13 @@ pub fn route(name: &str, gateway: &str, rules: &[(&str, &str)], tag: Option<usiz
             )
         })
         .collect();
+    let hostnames = match hostnames {
+        [] => String::new(),
+        h => format!("\n  hostnames: [{}]", h.join(", ")),
+    };
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  \
-         parentRefs: [{{name: {gateway}}}]\n  rules:{rules}\n"
+         parentRefs: [{{name: {gateway}}}]{hostnames}\n  rules:{rules}\n"
     )
 }
 

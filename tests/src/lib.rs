@@ -15,6 +15,7 @@ pub mod echo;
 pub mod envoy;
 pub mod etcd;
 pub mod fixtures;
+pub mod floor;
 pub mod gateway_api;
 pub mod grpc_echo;
 pub mod netns;

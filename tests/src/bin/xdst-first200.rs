@@ -20,6 +20,17 @@
 //!    on that route's path: its backend (alternately one Service and another) or a filter on it
 //!    (a response header). After a backend change the poller waits for the new backend; from then
 //!    on an answer from the old one is misrouted. Every non-2xx and misrouted answer is counted.
+//! 3. **The floor** (`--floor`, issue 50 item 5). The resources xdst serves Envoy at the end are
+//!    taken over ADS ([`xdst_tests::floor::capture`]); xdst and its Envoy stop; a new Envoy of the
+//!    same binary is fed by the minimal server of [`xdst_tests::floor`] the RouteConfiguration
+//!    without the API additions, then, one at a time, the very RouteConfiguration xdst sent with
+//!    each addition, each polled to its first 200 as above. The difference from step 1 is what
+//!    xdst adds; Envoy's own time to apply each RouteConfiguration (its `update_duration`
+//!    histogram for RDS) is printed for both.
+//!
+//! `--hostnames H` spreads the routes over H hostnames (`h<i mod H>.bench`; the two routes the
+//! steady load and the in-place changes use keep none, so they match every host), so that the
+//! Gateway's one RouteConfiguration holds H virtual hosts.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,7 +39,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use clap::{Parser, ValueEnum};
+use envoy_types::pb::google::protobuf::Any;
+use prost::Message as _;
 use xdst_tests::bench_intent;
+use xdst_tests::floor::{self, Floor};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
@@ -56,6 +70,16 @@ struct Args {
     /// Skip the file additions (the API ones only).
     #[arg(long)]
     api_only: bool,
+    /// Hostnames the routes spread over (1: none, every route on every host).
+    #[arg(long, default_value_t = 1)]
+    hostnames: usize,
+    /// Then the same additions from a minimal ADS server fed the RouteConfigurations xdst sent.
+    #[arg(long)]
+    floor: bool,
+    /// With --floor: split each RouteConfiguration by virtual host over scoped RDS (a scope per
+    /// hostname), to measure what Envoy takes to apply one host's part.
+    #[arg(long, requires = "floor")]
+    floor_scoped: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -78,6 +102,11 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// The hostname of route `i` of `hostnames` (routes 0 and 1 have none: every host).
+fn host_of(i: usize, hostnames: usize) -> Option<String> {
+    (hostnames > 1 && i > 1).then(|| format!("h{}.bench", i % hostnames))
+}
+
 /// What a poller saw: answers by status until the first 200, and the time to it.
 struct Poll {
     took: Duration,
@@ -85,11 +114,18 @@ struct Poll {
     body: String,
 }
 
-/// `GET path` every millisecond until a 200 (or `patience`).
-async fn first_200(proxy: SocketAddr, path: &str, t0: Instant, patience: Duration) -> anyhow::Result<Poll> {
+/// `GET path` (to `host`, if any) every millisecond until a 200 (or `patience`).
+async fn first_200(
+    proxy: SocketAddr,
+    host: Option<&str>,
+    path: &str,
+    t0: Instant,
+    patience: Duration,
+) -> anyhow::Result<Poll> {
     let mut statuses = BTreeMap::new();
+    let headers: Vec<(&str, &str)> = host.map(|h| ("Host", h)).into_iter().collect();
     loop {
-        match http_request(proxy, path, &[]).await {
+        match http_request(proxy, path, &headers).await {
             Ok(r) if r.status == 200 => return Ok(Poll { took: t0.elapsed(), statuses, body: r.body }),
             Ok(r) => *statuses.entry(r.status.to_string()).or_default() += 1,
             Err(e) => *statuses.entry(format!("{:?}", e.kind())).or_default() += 1,
@@ -106,9 +142,9 @@ async fn put(admin: SocketAddr, name: &str, body: &str) -> anyhow::Result<()> {
     bench_intent::put(admin, "bench", "HTTPRoute", name, body).await.map(drop)
 }
 
-/// HTTPRoute `name` on the Gateway: `path` to `svc-<service>`.
-fn route(name: &str, path: &str, service: usize, tag: Option<usize>) -> String {
-    bench_intent::route(name, "gw", &[(path, &format!("svc-{service}"))], tag)
+/// HTTPRoute `name` on the Gateway for `host` (none: every host): `path` to `svc-<service>`.
+fn route(name: &str, host: Option<&str>, path: &str, service: usize, tag: Option<usize>) -> String {
+    bench_intent::route_on(name, "gw", host.as_slice(), &[(path, &format!("svc-{service}"))], tag)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -141,28 +177,55 @@ struct Run<'a> {
     routes: usize,
     services: usize,
     proxy: SocketAddr,
-    xdst: Process,
-    intent: &'a Path,
+    admin: SocketAddr,
+}
+
+/// How an addition reaches Envoy.
+enum Write<'a> {
+    /// `PUT` to xdst's intent API.
+    Api,
+    /// A file in xdst's intent directory.
+    File(&'a Path),
+    /// The k-th RouteConfiguration, from the floor server.
+    Floor(&'a Floor, &'a [Vec<(String, Any)>]),
+}
+
+impl Write<'_> {
+    fn how(&self) -> &'static str {
+        match self {
+            Write::Api => "api",
+            Write::File(_) => "file",
+            Write::Floor(..) => "floor",
+        }
+    }
+}
+
+/// The name of the k-th addition through the API (the floor replays the same ones).
+fn added(k: usize) -> String {
+    format!("add-api-{k}")
 }
 
 impl Run<'_> {
-    /// Adds `--additions` routes by `how` ("api" or "file"); prints the times and what was seen.
-    async fn additions(&self, how: &str) -> anyhow::Result<()> {
+    /// Adds `--additions` routes by `write`; prints the times and what was seen.
+    async fn additions(&self, write: Write<'_>) -> anyhow::Result<()> {
+        let how = write.how();
         let expect = Expect::new(Allowed::answers(&[&upstream_of(0)]));
         let load = Traffic::start_checked(self.proxy, "/r0", self.args.rate, expect);
         let mut times = Vec::new();
         let mut waiting = BTreeMap::new();
         let mut misrouted = 0;
         for k in 0..self.args.additions {
-            let name = format!("add-{how}-{k}");
+            let name = if let Write::File(_) = write { format!("add-file-{k}") } else { added(k) };
             let (path, svc) = (format!("/{name}"), k % self.services);
-            let doc = route(&name, &path, svc, None);
+            let host = host_of(k + 2, self.args.hostnames);
+            let doc = route(&name, host.as_deref(), &path, svc, None);
             let t0 = Instant::now();
-            match how {
-                "api" => put(self.xdst.admin_addr, &name, &doc).await?,
-                _ => xdst_core::files::write_atomic(&self.intent.join(format!("{name}.yaml")), doc)?,
+            match &write {
+                Write::Api => put(self.admin, &name, &doc).await?,
+                Write::File(dir) => xdst_core::files::write_atomic(&dir.join(format!("{name}.yaml")), doc)?,
+                Write::Floor(floor, configs) => floor.set(floor::ROUTE, configs[k + 1].clone()),
             }
-            let poll = first_200(self.proxy, &path, t0, Duration::from_secs(60)).await?;
+            let poll = first_200(self.proxy, host.as_deref(), &path, t0, Duration::from_secs(60)).await?;
             misrouted += usize::from(poll.body != upstream_of(svc));
             times.push(poll.took);
             merge(&mut waiting, poll.statuses);
@@ -209,7 +272,7 @@ impl Run<'_> {
             tag = if k % 2 == 1 { Some(k) } else { tag };
             // Both are allowed from the write until the new backend is seen answering.
             expect.set(Allowed::answers(&[&upstream_of(current), &upstream_of(next)]));
-            put(self.xdst.admin_addr, "r-1", &route("r-1", "/r1", next, tag)).await?;
+            put(self.admin, "r-1", &route("r-1", None, "/r1", next, tag)).await?;
             if next != current {
                 let deadline = Instant::now() + Duration::from_secs(30);
                 loop {
@@ -264,7 +327,8 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
     // r-1 is the route the in-place changes rewrite through the API: it is not in a file.
     for i in (0..routes).filter(|i| *i != 1) {
         text.push_str("---\n");
-        text.push_str(&route(&format!("r-{i}"), &format!("/r{i}"), i % services, None));
+        let host = host_of(i, args.hostnames);
+        text.push_str(&route(&format!("r-{i}"), host.as_deref(), &format!("/r{i}"), i % services, None));
     }
     std::fs::write(intent.path().join("routes.yaml"), text)?;
     let plugin_dir = tempfile::tempdir()?;
@@ -286,24 +350,46 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
     };
     let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, "first200")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
-    put(xdst.admin_addr, "r-1", &route("r-1", "/r1", 1 % services, None)).await?;
-    let last = routes - 1;
-    first_200(proxy, &format!("/r{last}"), Instant::now(), Duration::from_secs(120))
-        .await
-        .with_context(|| format!("Envoy never served the last route\n{}", envoy.log_tail(20)))?;
-    first_200(proxy, "/r1", Instant::now(), Duration::from_secs(30)).await?;
+    put(xdst.admin_addr, "r-1", &route("r-1", None, "/r1", 1 % services, None)).await?;
+    served_all(&envoy, proxy, routes, args.hostnames).await?;
     println!(
-        "== {routes} HTTPRoutes over {services} Services attached; Envoy served all after {:.1} s; xdst RSS {:.0} MiB",
+        "== {routes} HTTPRoutes over {services} Services and {} hostnames attached; Envoy served all after {:.1} s; xdst \
+         RSS {:.0} MiB",
+        args.hostnames,
         started.elapsed().as_secs_f64(),
         xdst.rss()? as f64 / (1 << 20) as f64
     );
-    let r = Run { args, routes, services, proxy, xdst, intent: intent.path() };
-    r.additions("api").await?;
+    let r = Run { args, routes, services, proxy, admin: xdst.admin_addr };
+    r.additions(Write::Api).await?;
     if !args.api_only {
-        r.additions("file").await?;
+        r.additions(Write::File(intent.path())).await?;
     }
     r.changes().await?;
-    // Every `*.update_rejected` counter of Envoy's (listeners, routes, clusters): a NACK each.
+    report_envoy(&envoy, "xdst").await?;
+    let captured = if args.floor { Some(floor::capture(xdst.xds_addr, "floor-capture", "envoy-test").await?) } else { None };
+    envoy.kill().await?;
+    xdst.kill().await?;
+    if let Some(captured) = captured {
+        run_floor(&r, captured, api).await?;
+    }
+    Ok(())
+}
+
+/// Waits until Envoy serves the last route and `/r1`.
+async fn served_all(envoy: &Envoy, proxy: SocketAddr, routes: usize, hostnames: usize) -> anyhow::Result<()> {
+    let last = routes - 1;
+    let host = host_of(last, hostnames);
+    first_200(proxy, host.as_deref(), &format!("/r{last}"), Instant::now(), Duration::from_secs(120))
+        .await
+        .with_context(|| format!("Envoy never served the last route\n{}", envoy.log_tail(20)))?;
+    first_200(proxy, None, "/r1", Instant::now(), Duration::from_secs(30)).await?;
+    Ok(())
+}
+
+/// The updates Envoy rejected (the sum of its `update_rejected` counters: a NACK each) and its
+/// own time to apply each RouteConfiguration (RDS `update_duration`, ms; Envoy computes the
+/// quantiles when it flushes its stats, every 5 s).
+async fn report_envoy(envoy: &Envoy, fed_by: &str) -> anyhow::Result<()> {
     let rejected: u64 = envoy
         .stats()
         .await?
@@ -312,9 +398,83 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
         .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
         .sum();
     println!("  updates Envoy rejected (the sum of its update_rejected counters): {rejected}");
-    envoy.kill().await?;
-    r.xdst.kill().await?;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let durations = envoy.admin_get("/stats?filter=rds.*update_duration").await?;
+    let lines: Vec<&str> = durations.lines().filter(|l| l.contains("P50") && !l.contains("P50(nan,nan)")).collect();
+    // With scoped RDS, one histogram per part: the parts the additions changed apply more than once.
+    let mut most: Vec<&str> = lines.clone();
+    most.sort_by_key(|l| std::cmp::Reverse(l.len()));
+    for line in most.iter().take(3) {
+        println!("  Envoy's time to apply a RouteConfiguration fed by {fed_by} (ms, cumulative; {} with values): {line}", lines.len());
+    }
     Ok(())
+}
+
+/// Whether `route` matches `path` exactly or as a prefix of whole segments (how a PathPrefix
+/// match is translated).
+fn matches_path(route: &envoy_types::pb::envoy::config::route::v3::Route, path: &str) -> bool {
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    let Some(spec) = route.r#match.as_ref().and_then(|m| m.path_specifier.as_ref()) else { return false };
+    let p = match spec {
+        PathSpecifier::Prefix(p) | PathSpecifier::Path(p) | PathSpecifier::PathSeparatedPrefix(p) => p,
+        _ => return false,
+    };
+    p.trim_end_matches('/') == path
+}
+
+/// The RouteConfigurations xdst sent with each API addition, k = 0 (none of them) to n (all),
+/// taken from the last one by leaving out the later additions' routes.
+fn configs_by_addition(last: &[(String, Any)], n: usize) -> anyhow::Result<Vec<Vec<(String, Any)>>> {
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    let mut out = Vec::new();
+    for k in 0..=n {
+        let later: Vec<String> = (k..n).map(|j| format!("/{}", added(j))).collect();
+        let mut configs = Vec::new();
+        for (name, any) in last {
+            let mut rc = RouteConfiguration::decode(&any.value[..])?;
+            for vhost in &mut rc.virtual_hosts {
+                vhost.routes.retain(|r| !later.iter().any(|p| matches_path(r, p)));
+            }
+            configs.push((name.clone(), Any { type_url: any.type_url.clone(), value: rc.encode_to_vec() }));
+        }
+        out.push(configs);
+    }
+    let found = last.iter().map(|(_, a)| a.value.len()).sum::<usize>() - out[0].iter().map(|(_, a)| a.value.len()).sum::<usize>();
+    ensure!(n == 0 || found > 0, "the captured RouteConfigurations hold none of the additions");
+    Ok(out)
+}
+
+/// Step 3: the same API additions, each RouteConfiguration xdst sent from the floor server.
+async fn run_floor(r: &Run<'_>, mut captured: floor::Resources, api: ApiType) -> anyhow::Result<()> {
+    ensure!(matches!(api, ApiType::Sotw), "--floor: the floor server speaks SotW ADS (no --api delta)");
+    let last = captured.remove(floor::ROUTE).context("the capture holds no RouteConfiguration")?;
+    let configs = configs_by_addition(&last, r.args.additions)?;
+    let bytes: usize = last.iter().map(|(_, a)| a.value.len()).sum();
+    captured.insert(floor::ROUTE.to_owned(), configs[0].clone());
+    let (captured, configs, shape) = if r.args.floor_scoped {
+        // Requests without a Host header of their own carry the proxy's address.
+        let catch_all = r.proxy.ip().to_string();
+        let split = floor::split_by_host(&captured, &catch_all)?;
+        let mut parts = Vec::new();
+        for c in &configs {
+            let (scopes, routes) = floor::split_routes(c, &catch_all)?;
+            ensure!(Some(&scopes) == split.get(floor::SCOPE), "an addition made a new scope: not measured here");
+            parts.push(routes);
+        }
+        let n = parts[0].len();
+        (split, parts, format!("split over scoped RDS into {n} RouteConfigurations, one per virtual host"))
+    } else {
+        (captured, configs, "as one RouteConfiguration".to_owned())
+    };
+    let server = Floor::start(captured).await?;
+    let envoy = Envoy::start(&Bootstrap::new(api, server.addr, "first200")).await?;
+    served_all(&envoy, r.proxy, r.routes, r.args.hostnames).await?;
+    println!(
+        "== the floor: the same Envoy fed the same RouteConfigurations ({bytes} bytes), {shape}, by a minimal ADS server"
+    );
+    r.additions(Write::Floor(&server, &configs)).await?;
+    report_envoy(&envoy, "the floor").await?;
+    envoy.kill().await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
