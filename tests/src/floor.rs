@@ -110,7 +110,13 @@ fn digest(any: &Any) -> u64 {
 
 impl Asked {
     /// The response for `version` of `all`, or none when nothing the stream needs changed.
-    fn response(&mut self, type_url: &str, version: u64, all: &[(String, Any)], nonce: u64) -> Option<DiscoveryResponse> {
+    fn response(
+        &mut self,
+        type_url: &str,
+        version: u64,
+        all: &[(String, Any)],
+        nonce: u64,
+    ) -> Option<DiscoveryResponse> {
         let partial = matches!(type_url, ROUTE | ENDPOINTS);
         let mut resources = Vec::new();
         for (n, a) in all.iter().filter(|(n, _)| self.names.is_empty() || self.names.contains(n)) {
@@ -333,7 +339,9 @@ pub fn split_by_host(resources: &Resources, catch_all: &str) -> anyhow::Result<R
                 hcm.route_specifier = Some(RouteSpecifier::ScopedRoutes(ScopedRoutes {
                     name: rds.route_config_name.clone(),
                     scope_key_builder: Some(ScopeKeyBuilder {
-                        fragments: vec![FragmentBuilder { r#type: Some(FragmentType::HeaderValueExtractor(authority)) }],
+                        fragments: vec![FragmentBuilder {
+                            r#type: Some(FragmentType::HeaderValueExtractor(authority)),
+                        }],
                     }),
                     rds_config_source: Some(ads()),
                     config_specifier: Some(ConfigSpecifier::ScopedRds(ScopedRds {
@@ -354,7 +362,10 @@ pub fn split_by_host(resources: &Resources, catch_all: &str) -> anyhow::Result<R
 }
 
 /// RouteConfigurations split by virtual host, and the scopes naming them (see [`split_by_host`]).
-pub fn split_routes(configs: &[(String, Any)], catch_all: &str) -> anyhow::Result<(Vec<(String, Any)>, Vec<(String, Any)>)> {
+pub fn split_routes(
+    configs: &[(String, Any)],
+    catch_all: &str,
+) -> anyhow::Result<(Vec<(String, Any)>, Vec<(String, Any)>)> {
     use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::Key;
     use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::{Fragment, fragment};
     use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, ScopedRouteConfiguration};

@@ -399,7 +399,7 @@ impl IntentSet {
     }
 
     /// Every document, by kind and then qualified name.
-    pub fn documents(&self) -> impl Iterator<Item = &IntentDocument> {
+    pub fn documents(&self) -> impl Iterator<Item = &IntentDocument> + Clone {
         self.by_kind.values().flat_map(|docs| docs.values().map(|d| d.as_ref()))
     }
 
@@ -435,11 +435,15 @@ impl IntentSet {
             if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
         };
         let mut out = Unclaimed::default();
+        // Each (group, kind) is looked up once, not each document's claim built: a generation
+        // asks this of every document.
+        let mut is_claimed: std::collections::HashMap<(Option<&str>, &str), bool> = Default::default();
         for doc in self.shared() {
-            let claim = doc.claim();
-            if claimed.contains(&claim) {
+            let key = (doc.group.as_deref(), doc.kind.as_str());
+            if *is_claimed.entry(key).or_insert_with(|| claimed.contains(&doc.claim())) {
                 continue;
             }
+            let claim = doc.claim();
             if ignorable(doc, &groups) {
                 out.ignorable.push(doc);
             } else {

@@ -205,15 +205,22 @@ pub struct UnlistedGroups {
 }
 
 impl UnlistedGroups {
-    /// The documents of the intent now, by `namespace/name` or `name`.
-    pub fn set_named<'a>(&self, names: impl Iterator<Item = (Option<&'a str>, &'a str)>) {
-        let named = names
-            .map(|(ns, name)| match ns {
-                Some(ns) => format!("{ns}/{name}").into_boxed_str(),
-                None => name.into(),
-            })
-            .collect();
-        *self.named.write().unwrap() = named;
+    /// The documents of the intent now, by qualified name (`namespace/name` or `name`). Kept as
+    /// it is when every name is already there and there are as many (a generation calls this with
+    /// every document: most change none).
+    pub fn set_named<'a>(&self, names: impl Iterator<Item = &'a str> + Clone) {
+        {
+            let named = self.named.read().unwrap();
+            let mut count = 0;
+            if names.clone().all(|n| {
+                count += 1;
+                named.contains(n)
+            }) && count == named.len()
+            {
+                return;
+            }
+        }
+        *self.named.write().unwrap() = names.map(Into::into).collect();
     }
 
     /// Whether an intent document is named `group` (see [`UnlistedGroups::set_named`]).
@@ -253,7 +260,7 @@ mod group_tests {
         assert!(g.admit("a", 2, t0 + Duration::from_secs(1)), "one already admitted stays admitted");
         assert!(!g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW - Duration::from_secs(1)), "b is still within its window");
         assert!(g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW + Duration::from_secs(1)), "b's time is over");
-        g.set_named([(Some("infra"), "gw"), (None, "web")].into_iter());
+        g.set_named(["infra/gw", "web"].into_iter());
         assert!(g.is_named("infra/gw") && g.is_named("web") && !g.is_named("gw") && !g.is_named("infra"));
     }
 }

@@ -291,6 +291,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         rescan: Arc::new(tokio::sync::Notify::new()),
         reloads: Default::default(),
         max_file_bytes: config.max_file_size,
+        read_saw: Default::default(),
     });
     let generating = Arc::new(Generating {
         plane: plane.clone(),

@@ -42,8 +42,8 @@ use clap::{Parser, ValueEnum};
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message as _;
 use xdst_tests::bench_intent;
-use xdst_tests::floor::{self, Floor};
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy};
+use xdst_tests::floor::{self, Floor};
 use xdst_tests::plugins;
 use xdst_tests::server::Process;
 use xdst_tests::traffic::{Allowed, Expect, Traffic};
@@ -366,7 +366,8 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
     }
     r.changes().await?;
     report_envoy(&envoy, "xdst").await?;
-    let captured = if args.floor { Some(floor::capture(xdst.xds_addr, "floor-capture", "envoy-test").await?) } else { None };
+    let captured =
+        if args.floor { Some(floor::capture(xdst.xds_addr, "floor-capture", "envoy-test").await?) } else { None };
     envoy.kill().await?;
     xdst.kill().await?;
     if let Some(captured) = captured {
@@ -405,7 +406,10 @@ async fn report_envoy(envoy: &Envoy, fed_by: &str) -> anyhow::Result<()> {
     let mut most: Vec<&str> = lines.clone();
     most.sort_by_key(|l| std::cmp::Reverse(l.len()));
     for line in most.iter().take(3) {
-        println!("  Envoy's time to apply a RouteConfiguration fed by {fed_by} (ms, cumulative; {} with values): {line}", lines.len());
+        println!(
+            "  Envoy's time to apply a RouteConfiguration fed by {fed_by} (ms, cumulative; {} with values): {line}",
+            lines.len()
+        );
     }
     Ok(())
 }
@@ -439,7 +443,8 @@ fn configs_by_addition(last: &[(String, Any)], n: usize) -> anyhow::Result<Vec<V
         }
         out.push(configs);
     }
-    let found = last.iter().map(|(_, a)| a.value.len()).sum::<usize>() - out[0].iter().map(|(_, a)| a.value.len()).sum::<usize>();
+    let found = last.iter().map(|(_, a)| a.value.len()).sum::<usize>()
+        - out[0].iter().map(|(_, a)| a.value.len()).sum::<usize>();
     ensure!(n == 0 || found > 0, "the captured RouteConfigurations hold none of the additions");
     Ok(out)
 }

@@ -26,4 +26,25 @@ pub struct Plane {
     pub reloads: AtomicU64,
     /// The largest resources, intent or configuration file read (`--max-file-size`).
     pub max_file_bytes: usize,
+    /// What the watched directories looked like ([`crate::generate::source::fingerprint`]) when
+    /// the last generation began reading them: a watcher that finds them so needs no generation
+    /// of its own (the intent API's write generates at once, and its file's event would
+    /// otherwise translate the same intent again).
+    pub read_saw: std::sync::Mutex<Option<Fingerprints>>,
+}
+
+/// Each watched directory's fingerprint (`None`: gone).
+pub type Fingerprints = Vec<Option<crate::generate::source::Fingerprint>>;
+
+impl Plane {
+    /// Notes that a generation begins reading `dirs` now.
+    pub fn note_read(&self, dirs: &[std::path::PathBuf]) {
+        let saw = dirs.iter().map(|d| crate::generate::source::fingerprint(d)).collect();
+        *self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(saw);
+    }
+
+    /// Whether the last generation began reading the directories as they are `now`.
+    pub fn read_as(&self, now: &Fingerprints) -> bool {
+        self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() == Some(now)
+    }
 }

@@ -172,10 +172,13 @@ pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), Lo
     }
 }
 
+/// What [`fingerprint`] gives: each file's path, size and modification time.
+pub type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
 /// A cheap fingerprint of a directory tree: names, sizes and modification times of the
 /// files that matter (resources, intent, plugins, their settings, signatures and keys). `None`
 /// if it is gone.
-pub fn fingerprint(dir: &Path) -> Option<Vec<(PathBuf, u64, Option<SystemTime>)>> {
+pub fn fingerprint(dir: &Path) -> Option<Fingerprint> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -295,6 +298,12 @@ pub async fn watch_dirs(
         }
         let now = fingerprints();
         if now == last && !woken {
+            continue;
+        }
+        // The last generation began reading the directories as they are now (the intent API's
+        // write generates at once): no second generation of the same intent.
+        if !woken && plane.read_as(&now) {
+            last = now;
             continue;
         }
         if let Some(i) = now.iter().position(Option::is_none) {

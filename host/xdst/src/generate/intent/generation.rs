@@ -131,7 +131,7 @@ impl Counter {
 
     /// Forgets documents not in `ids`, and writes the table if it changed.
     pub fn keep_only<'a>(&mut self, ids: impl Iterator<Item = &'a str>) {
-        let ids: std::collections::BTreeSet<&str> = ids.collect();
+        let ids: std::collections::HashSet<&str> = ids.collect();
         let before = self.table.len();
         self.table.retain(|id, _| ids.contains(id.as_str()));
         self.dirty |= self.table.len() != before;

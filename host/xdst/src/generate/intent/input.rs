@@ -27,6 +27,13 @@ pub struct Parsed {
     created: Option<String>,
 }
 
+impl Parsed {
+    /// The documents it holds.
+    pub fn docs(&self) -> &[Arc<IntentDocument>] {
+        &self.docs
+    }
+}
+
 /// What identifies one version of a file without reading it: its size, inode, modification
 /// and change times, and when xdst read it.
 ///

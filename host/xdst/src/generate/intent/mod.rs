@@ -305,6 +305,15 @@ impl IntentSource {
         }
     }
 
+    /// Where the last read found document `kind`/`qualified_name` (its origin, `file#index`),
+    /// without reading the intent again: a look through the parse cache. A source changed since
+    /// is seen by the next generation (two sources defining one document: the new one is held).
+    pub fn last_read_origin(&self, kind: &str, qualified_name: &str) -> Option<String> {
+        locked(&self.parsed).values().find_map(|p| {
+            p.docs().iter().find(|d| d.kind == kind && d.qualified_name() == qualified_name).map(|d| d.origin.clone())
+        })
+    }
+
     /// The directories to watch: the intent directory (files only) and the plugins'.
     pub fn dirs(&self) -> Vec<PathBuf> {
         let mut dirs: Vec<PathBuf> = self.intent_dir().map(Path::to_owned).into_iter().collect();
@@ -357,6 +366,8 @@ impl IntentSource {
     }
 
     fn generate_once(&self, plane: &Plane) -> Result<(), GenerationError> {
+        // Before anything is read: a watcher that finds the directories so needs no generation.
+        plane.note_read(&self.dirs());
         let started = Instant::now();
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
@@ -371,10 +382,7 @@ impl IntentSource {
             let Read { set: intent, held, .. } = self.read_current()?;
             held_sources = held;
             self.retry_refusals_about_changed(&intent);
-            plane
-                .serving
-                .unlisted_groups
-                .set_named(intent.documents().map(|d| (d.namespace.as_deref(), d.name.as_str())));
+            plane.serving.unlisted_groups.set_named(intent.documents().map(|d| d.qualified_name()));
             store_revision = revision;
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;

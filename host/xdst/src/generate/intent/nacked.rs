@@ -120,6 +120,11 @@ type Version = (u64, Option<Arc<IntentDocument>>);
 /// What a group's holds put in place of documents: (id, the version translated or nothing).
 pub type GroupHeld = BTreeMap<String, Vec<(Arc<str>, Option<Arc<IntentDocument>>)>>;
 
+/// Where a document is in an [`IntentSet`]'s order.
+fn order_key(d: &IntentDocument) -> (&str, &str) {
+    (d.kind.as_str(), d.qualified_name())
+}
+
 impl History {
     /// Records a generation; the ids of the documents that changed (added, changed or gone)
     /// since the last one.
@@ -134,33 +139,46 @@ impl History {
         self.seq += 1;
         let seq = self.seq;
         let mut changed = Vec::new();
-        // Most documents are as they were: the same allocation (the parse cache keeps it) at
-        // the same place in the set's order. Only the others are looked at.
+        // Most documents are as they were: the same allocation (the parse cache keeps it).
+        // Both lists are in the set's order (kind, then qualified name), so one walk over both
+        // finds what was added, changed or taken out; names are compared only where the
+        // allocations differ.
         let now: Vec<&Arc<IntentDocument>> = intent.shared().collect();
-        let same_ids = now.len() == self.last.len()
-            && now.iter().zip(&self.last).all(|(n, l)| Arc::ptr_eq(n, l) || n.id() == l.id());
-        if same_ids {
-            for (doc, last) in now.iter().zip(&self.last) {
-                if !Arc::ptr_eq(doc, last) && doc.text != last.text {
-                    self.docs.entry(doc.id().clone()).or_default().push((seq, Some((*doc).clone())));
-                    changed.push(doc.id().clone());
+        let (mut i, mut j) = (0, 0);
+        while i < now.len() || j < self.last.len() {
+            let order = match (now.get(i), self.last.get(j)) {
+                (Some(n), Some(l)) if Arc::ptr_eq(n, l) => {
+                    (i, j) = (i + 1, j + 1);
+                    continue;
                 }
-            }
-        } else {
-            for doc in &now {
-                let versions = self.docs.entry(doc.id().clone()).or_default();
-                match versions.last() {
-                    Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
-                    _ => {
-                        versions.push((seq, Some((*doc).clone())));
-                        changed.push(doc.id().clone());
+                (Some(n), Some(l)) => order_key(n).cmp(&order_key(l)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, _) => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Greater => {
+                    // Taken out.
+                    let gone = &self.last[j];
+                    let versions = self.docs.entry(gone.id().clone()).or_default();
+                    if matches!(versions.last(), Some((_, Some(_)))) {
+                        versions.push((seq, None));
+                        changed.push(gone.id().clone());
                     }
+                    j += 1;
                 }
-            }
-            for (id, versions) in &mut self.docs {
-                if matches!(versions.last(), Some((_, Some(_)))) && intent.by_id(id).is_none() {
-                    versions.push((seq, None));
-                    changed.push(id.clone());
+                ord => {
+                    // Added (Less) or the same document, perhaps changed (Equal).
+                    let doc = now[i];
+                    let versions = self.docs.entry(doc.id().clone()).or_default();
+                    match versions.last() {
+                        Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
+                        _ => {
+                            versions.push((seq, Some(doc.clone())));
+                            changed.push(doc.id().clone());
+                        }
+                    }
+                    i += 1;
+                    j += usize::from(ord == std::cmp::Ordering::Equal);
                 }
             }
         }

@@ -232,3 +232,27 @@ fn what_a_node_accepted_is_known_for_the_kept_generations() {
     );
     assert!(n.history.docs[A].len() <= 2 * KEPT + 1, "history is bounded");
 }
+
+/// `History::record` names exactly what was added, changed or taken out since the last
+/// generation, wherever in the set's order it is (one walk over both lists, issue 50 item 4).
+#[test]
+fn a_generation_records_exactly_what_changed() {
+    let mut h = History::default();
+    let ids = |v: Vec<Arc<str>>| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let first = set(&[("b", "/b"), ("d", "/d"), ("f", "/f")]);
+    assert_eq!(ids(h.record("g1".into(), BTreeMap::new(), GroupHeld::new(), &first, Instant::now())).len(), 3);
+    // The same allocations: nothing changed.
+    assert!(h.record("g2".into(), BTreeMap::new(), GroupHeld::new(), &first, Instant::now()).is_empty());
+    // Parsed again with the same text: nothing changed either.
+    let again = set(&[("b", "/b"), ("d", "/d"), ("f", "/f")]);
+    assert!(h.record("g3".into(), BTreeMap::new(), GroupHeld::new(), &again, Instant::now()).is_empty());
+    // Added before, between and after; one changed; one taken out.
+    let next = set(&[("a", "/a"), ("b", "/b"), ("c", "/c"), ("d", "/d2"), ("g", "/g")]);
+    let mut changed = ids(h.record("g4".into(), BTreeMap::new(), GroupHeld::new(), &next, Instant::now()));
+    changed.sort();
+    let want = ["Route/team-a/a", "Route/team-a/c", "Route/team-a/d", "Route/team-a/f", "Route/team-a/g"];
+    assert_eq!(changed, want);
+    // Everything taken out.
+    let gone = ids(h.record("g5".into(), BTreeMap::new(), GroupHeld::new(), &IntentSet::default(), Instant::now()));
+    assert_eq!(gone.len(), 5);
+}
