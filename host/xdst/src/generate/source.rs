@@ -172,12 +172,13 @@ pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), Lo
     }
 }
 
-/// What [`fingerprint`] gives: each file's path, size and modification time.
-pub type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
+/// What [`fingerprint`] gives: each file's path, size, modification time and change time.
+pub type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>, (i64, i64))>;
 
-/// A cheap fingerprint of a directory tree: names, sizes and modification times of the
+/// A cheap fingerprint of a directory tree: names, sizes, modification and change times of the
 /// files that matter (resources, intent, plugins, their settings, signatures and keys). `None`
-/// if it is gone.
+/// if it is gone. The change time is the kernel's: a tool that sets a modification time back
+/// (`touch -d`, `cp -p`) cannot set it back, so a same-size rewrite always shows.
 pub fn fingerprint(dir: &Path) -> Option<Fingerprint> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
@@ -189,11 +190,12 @@ pub fn fingerprint(dir: &Path) -> Option<Fingerprint> {
                 if !entry.file_name().to_string_lossy().starts_with('.') {
                     stack.push(path.clone());
                 }
-                out.push((path, 0, None));
+                out.push((path, 0, None, (0, 0)));
             } else if is_resource_file(&path)
                 || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
             {
-                out.push((path, meta.len(), meta.modified().ok()));
+                use std::os::unix::fs::MetadataExt;
+                out.push((path, meta.len(), meta.modified().ok(), (meta.ctime(), meta.ctime_nsec())));
             }
         }
     }
@@ -370,6 +372,23 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
         drop(tx);
         assert!(!debounce(&mut rx, Duration::from_millis(10), MAX_DEBOUNCE).await);
+    }
+
+    /// A hostile edit that keeps a file's size and sets its modification time back still changes
+    /// the fingerprint (its change time moves): a watcher that skips a generation because the
+    /// last one read the directory as it is now cannot be fooled into skipping it.
+    #[test]
+    fn a_same_size_rewrite_with_its_time_set_back_changes_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.yaml");
+        std::fs::write(&f, "kind: A\n").unwrap();
+        let modified = std::fs::metadata(&f).unwrap().modified().unwrap();
+        let before = fingerprint(dir.path()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&f, "kind: B\n").unwrap();
+        std::fs::File::options().write(true).open(&f).unwrap().set_modified(modified).unwrap();
+        assert_eq!(std::fs::metadata(&f).unwrap().modified().unwrap(), modified, "the time was set back");
+        assert_ne!(fingerprint(dir.path()).unwrap(), before);
     }
 
     #[test]
