@@ -436,11 +436,16 @@ impl IntentSet {
         };
         let mut out = Unclaimed::default();
         // Each (group, kind) is looked up once, not each document's claim built: a generation
-        // asks this of every document.
-        let mut is_claimed: std::collections::HashMap<(Option<&str>, &str), bool> = Default::default();
+        // asks this of every document, and documents of one kind come together.
+        let mut last: Option<((Option<&str>, &str), bool)> = None;
         for doc in self.shared() {
             let key = (doc.group.as_deref(), doc.kind.as_str());
-            if *is_claimed.entry(key).or_insert_with(|| claimed.contains(&doc.claim())) {
+            let is_claimed = match last {
+                Some((k, c)) if k == key => c,
+                _ => claimed.contains(&doc.claim()),
+            };
+            last = Some((key, is_claimed));
+            if is_claimed {
                 continue;
             }
             let claim = doc.claim();

@@ -135,6 +135,21 @@ impl Counter {
         let before = self.table.len();
         self.table.retain(|id, _| ids.contains(id.as_str()));
         self.dirty |= self.table.len() != before;
+        self.write();
+    }
+
+    /// Forgets each of `gone` (documents that are no longer in the intent), and writes the table
+    /// if it changed: [`keep_only`](Self::keep_only) for a read that knows what went, in
+    /// proportion to it.
+    pub fn forget<'a>(&mut self, gone: impl Iterator<Item = &'a str>) {
+        for id in gone {
+            self.dirty |= self.table.remove(id).is_some();
+        }
+        self.write();
+    }
+
+    /// Writes the table if it changed.
+    fn write(&mut self) {
         if !std::mem::take(&mut self.dirty) {
             return;
         }

@@ -284,7 +284,21 @@ fn assemble<'a>(
     // Only a source parsed again, or one gone, can have taken a document away.
     let changed = parsed.iter().any(|p| p.3) || fresh.len() != cache.len();
     if let Some(c) = counter.filter(|_| changed) {
-        c.keep_only(set.documents().map(|d| d.id().as_ref()));
+        if cache.is_empty() {
+            // The first read: the table (kept across restarts) may name anything.
+            c.keep_only(set.documents().map(|d| d.id().as_ref()));
+        } else {
+            // Only the documents of a source parsed again or gone can have gone (or, parsed
+            // now, been stamped and then held out).
+            let reparsed: std::collections::HashSet<&PathBuf> = parsed.iter().filter(|p| p.3).map(|p| &p.0).collect();
+            let was = cache
+                .iter()
+                .filter(|(path, _)| reparsed.contains(path) || !fresh.contains_key(*path))
+                .flat_map(|(_, last)| last.docs.iter());
+            let now = parsed.iter().filter(|p| p.3).flat_map(|p| p.2.docs.iter());
+            let gone = was.chain(now).map(|d| d.id().as_ref()).filter(|id| set.by_id(id).is_none());
+            c.forget(gone);
+        }
     }
     Ok((set, fresh, held))
 }
@@ -446,6 +460,31 @@ mod tests {
                 s.read_at.0 += secs;
             }
         }
+    }
+
+    /// Issue 50, item 4: the counter forgets only what went, found from the sources parsed
+    /// again, not from every document: a document taken out of a file that keeps others, then
+    /// made again, starts at generation 1; one left alone keeps its count.
+    #[test]
+    fn a_document_taken_out_of_a_file_is_forgotten_and_the_rest_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.yaml");
+        let mut cache = ParseCache::new();
+        let mut counter = super::super::generation::Counter::default();
+        let mut read = |text: String| {
+            std::fs::write(&a, text).unwrap();
+            let set =
+                read_intent_cached(dir.path(), &mut cache, 1 << 20, Mode::Holding, Some(&mut counter)).unwrap().set;
+            let generation = |name: &str| {
+                set.documents().find(|d| d.name == name).map(|d| d.json["metadata"]["generation"].as_i64().unwrap())
+            };
+            (generation("x"), generation("y"))
+        };
+        let both = |x: u16, y: u16| format!("{}---\n{}", service("x", x), service("y", y));
+        assert_eq!(read(both(1, 1)), (Some(1), Some(1)));
+        assert_eq!(read(both(2, 1)), (Some(2), Some(1)));
+        assert_eq!(read(service("y", 2)), (None, Some(2)));
+        assert_eq!(read(both(1, 2)), (Some(1), Some(2)), "x made again starts afresh; y keeps its count");
     }
 
     #[test]
