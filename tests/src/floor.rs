@@ -36,7 +36,10 @@ pub const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.Cluste
 pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
 
 /// Resources by type, each `(name, resource)`.
-pub type Resources = BTreeMap<String, Vec<(String, Any)>>;
+pub type Resources = BTreeMap<String, Vec<Named>>;
+
+/// A resource and its name.
+pub type Named = (String, Any);
 
 /// Responses of 64 MiB at most, both ways (a 20,000-route configuration is about 12 MB).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -44,7 +47,7 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// What the server serves: each type's resources and a version that changes with them.
 #[derive(Default)]
 struct Served {
-    types: BTreeMap<String, (u64, Arc<Vec<(String, Any)>>)>,
+    types: BTreeMap<String, (u64, Arc<Vec<Named>>)>,
 }
 
 /// A running floor server.
@@ -75,7 +78,7 @@ impl Floor {
     }
 
     /// Replaces the resources of `type_url`; every stream that asked for it is sent the new set.
-    pub fn set(&self, type_url: &str, resources: Vec<(String, Any)>) {
+    pub fn set(&self, type_url: &str, resources: Vec<Named>) {
         self.served.send_modify(|s| {
             let mut next = Served { types: s.types.clone() };
             let version = next.types.get(type_url).map_or(1, |(v, _)| v + 1);
@@ -110,13 +113,7 @@ fn digest(any: &Any) -> u64 {
 
 impl Asked {
     /// The response for `version` of `all`, or none when nothing the stream needs changed.
-    fn response(
-        &mut self,
-        type_url: &str,
-        version: u64,
-        all: &[(String, Any)],
-        nonce: u64,
-    ) -> Option<DiscoveryResponse> {
+    fn response(&mut self, type_url: &str, version: u64, all: &[Named], nonce: u64) -> Option<DiscoveryResponse> {
         let partial = matches!(type_url, ROUTE | ENDPOINTS);
         let mut resources = Vec::new();
         for (n, a) in all.iter().filter(|(n, _)| self.names.is_empty() || self.names.contains(n)) {
@@ -211,7 +208,7 @@ fn name_of(type_url: &str, any: &Any) -> anyhow::Result<String> {
 }
 
 /// The RouteConfigurations the listeners' HTTP connection managers name over RDS.
-fn route_names(listeners: &[(String, Any)]) -> anyhow::Result<Vec<String>> {
+fn route_names(listeners: &[Named]) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::new();
     for (_, any) in listeners {
         for chain in Listener::decode(&any.value[..])?.filter_chains {
@@ -235,7 +232,7 @@ fn route_names(listeners: &[(String, Any)]) -> anyhow::Result<Vec<String>> {
 }
 
 /// The ClusterLoadAssignments the clusters take over EDS.
-fn endpoint_names(clusters: &[(String, Any)]) -> anyhow::Result<Vec<String>> {
+fn endpoint_names(clusters: &[Named]) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::new();
     for (name, any) in clusters {
         let c = Cluster::decode(&any.value[..])?;
@@ -362,10 +359,7 @@ pub fn split_by_host(resources: &Resources, catch_all: &str) -> anyhow::Result<R
 }
 
 /// RouteConfigurations split by virtual host, and the scopes naming them (see [`split_by_host`]).
-pub fn split_routes(
-    configs: &[(String, Any)],
-    catch_all: &str,
-) -> anyhow::Result<(Vec<(String, Any)>, Vec<(String, Any)>)> {
+pub fn split_routes(configs: &[Named], catch_all: &str) -> anyhow::Result<(Vec<Named>, Vec<Named>)> {
     use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::Key;
     use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::{Fragment, fragment};
     use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, ScopedRouteConfiguration};

@@ -187,7 +187,7 @@ enum Write<'a> {
     /// A file in xdst's intent directory.
     File(&'a Path),
     /// The k-th RouteConfiguration, from the floor server.
-    Floor(&'a Floor, &'a [Vec<(String, Any)>]),
+    Floor(&'a Floor, &'a [Vec<floor::Named>]),
 }
 
 impl Write<'_> {
@@ -428,7 +428,7 @@ fn matches_path(route: &envoy_types::pb::envoy::config::route::v3::Route, path: 
 
 /// The RouteConfigurations xdst sent with each API addition, k = 0 (none of them) to n (all),
 /// taken from the last one by leaving out the later additions' routes.
-fn configs_by_addition(last: &[(String, Any)], n: usize) -> anyhow::Result<Vec<Vec<(String, Any)>>> {
+fn configs_by_addition(last: &[floor::Named], n: usize) -> anyhow::Result<Vec<Vec<floor::Named>>> {
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
     let mut out = Vec::new();
     for k in 0..=n {
