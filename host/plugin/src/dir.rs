@@ -61,6 +61,60 @@ impl Loaded {
     }
 }
 
+/// The last key of each plugin file, with what vouches for it.
+static KEYS: std::sync::LazyLock<Mutex<HashMap<PathBuf, KnownKey>>> = std::sync::LazyLock::new(Default::default);
+
+/// Most plugin files whose keys are remembered (a configuration may list many; past this the
+/// memory starts again).
+const MAX_KEYS: usize = 1024;
+
+struct KnownKey {
+    stamp: CodeStamp,
+    /// When the file was read for it.
+    read_at: std::time::SystemTime,
+    /// The settings, name and signature it was computed with.
+    rest: Vec<u8>,
+    key: String,
+}
+
+/// What identifies one version of a plugin's code file without reading it: size, inode,
+/// modification and change times. The change time is set by the kernel on every write, rename
+/// or `touch` and no tool can set it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeStamp {
+    len: u64,
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl CodeStamp {
+    /// How long a file must have been still before it was read for its stamp to vouch for it:
+    /// a file rewritten twice within one tick of a coarse file-system clock keeps its times.
+    const SETTLED: Duration = Duration::from_secs(3);
+
+    fn of(meta: &std::fs::Metadata) -> CodeStamp {
+        use std::os::unix::fs::MetadataExt;
+        CodeStamp {
+            len: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Whether `now` is the version this stamp was read from, settled when it was read at `read_at`.
+    fn vouches(&self, now: &CodeStamp, read_at: std::time::SystemTime) -> bool {
+        let settled = |(secs, _): (i64, i64)| {
+            let then = std::time::UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
+            then + Self::SETTLED < read_at
+        };
+        self == now && settled(self.mtime) && settled(self.ctime)
+    }
+}
+
 /// A plugin to load: its code and the operator's settings for it.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -141,20 +195,44 @@ impl Entry {
     }
 
     /// A digest of everything that makes this plugin what it is: the code and the settings.
+    ///
+    /// A generation asks this of every plugin. The code (megabytes) is read and hashed again only
+    /// when its file's stamp moved or has not settled ([`CodeStamp`]); the settings, name and
+    /// signature (small) are read every time.
     pub fn key(&self) -> Result<String, DirError> {
-        let mut bytes = std::fs::read(&self.wasm).map_err(|e| DirError::Read(self.wasm.clone(), e))?;
+        let mut rest = Vec::new();
         match &self.settings {
-            SettingsFrom::Beside => bytes.extend(std::fs::read(self.wasm.with_extension("yaml")).unwrap_or_default()),
-            SettingsFrom::Inline(_, text) => bytes.extend(text.as_bytes()),
+            SettingsFrom::Beside => rest.extend(std::fs::read(self.wasm.with_extension("yaml")).unwrap_or_default()),
+            SettingsFrom::Inline(_, text) => rest.extend(text.as_bytes()),
         }
         if let Some(n) = &self.name {
-            bytes.extend(n.as_bytes());
+            rest.extend(n.as_bytes());
         }
         if let Some(s) = &self.signature {
-            bytes.extend(s.key.as_bytes());
-            bytes.extend(s.signature.as_ref().map(Vec::as_slice).unwrap_or(b"-"));
+            rest.extend(s.key.as_bytes());
+            rest.extend(s.signature.as_ref().map(Vec::as_slice).unwrap_or(b"-"));
         }
-        Ok(crate::runtime::digest(&bytes))
+        let read_at = std::time::SystemTime::now();
+        let stamp = std::fs::metadata(&self.wasm).ok().map(|m| CodeStamp::of(&m));
+        let keys = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(now), Some(known)) = (stamp, keys.get(&self.wasm))
+            && known.stamp.vouches(&now, known.read_at)
+            && known.rest == rest
+        {
+            return Ok(known.key.clone());
+        }
+        drop(keys);
+        let mut bytes = std::fs::read(&self.wasm).map_err(|e| DirError::Read(self.wasm.clone(), e))?;
+        bytes.extend(&rest);
+        let key = crate::runtime::digest(&bytes);
+        if let Some(stamp) = stamp {
+            let mut keys = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if keys.len() >= MAX_KEYS {
+                keys.clear();
+            }
+            keys.insert(self.wasm.clone(), KnownKey { stamp, read_at, rest, key: key.clone() });
+        }
+        Ok(key)
     }
 
     fn read_settings(&self) -> Result<Settings, DirError> {
@@ -417,4 +495,45 @@ fn read_settings(wasm: &Path) -> Result<Settings, DirError> {
         });
     }
     Ok(Settings::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plugin's key is remembered while its code file is settled and unchanged, and computed
+    /// again when anything moved: a same-size rewrite with its modification time set back (the
+    /// change time moves), a settings change, or a file too fresh to vouch for.
+    #[test]
+    fn a_plugin_key_is_remembered_only_while_nothing_could_have_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"code-one").unwrap();
+        let entry = Entry::file(&wasm);
+        let first = entry.key().unwrap();
+        // Too fresh to vouch for: read again (the same key, as the code is the same).
+        assert_eq!(entry.key().unwrap(), first);
+        // Settled: the remembered key is the answer (a sentinel shows it was not computed).
+        let settle = |key: &str| {
+            let mut keys = KEYS.lock().unwrap();
+            let known = keys.get_mut(&wasm).unwrap();
+            known.read_at = std::time::SystemTime::now() + Duration::from_secs(10);
+            known.key = key.to_owned();
+        };
+        settle("remembered");
+        assert_eq!(entry.key().unwrap(), "remembered");
+        // New settings beside it: computed again.
+        std::fs::write(wasm.with_extension("yaml"), "config: {a: 1}\n").unwrap();
+        assert_ne!(entry.key().unwrap(), "remembered");
+        settle("remembered");
+        assert_eq!(entry.key().unwrap(), "remembered");
+        // The same size, its modification time set back: the change time still moved.
+        let modified = std::fs::metadata(&wasm).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&wasm, b"code-two").unwrap();
+        std::fs::File::options().write(true).open(&wasm).unwrap().set_modified(modified).unwrap();
+        let second = entry.key().unwrap();
+        assert_ne!(second, "remembered");
+        assert_ne!(second, first);
+    }
 }
