@@ -64,11 +64,33 @@ impl Kept {
 /// store key takes its creation time from the record every replica reads,
 /// [`crate::generate::store::births`]). A document that goes is forgotten: made again, it
 /// starts at 1, created anew.
+///
+/// What changes is appended to a journal beside the table (`<table>.log`, one JSON line a
+/// change, synced before the generation goes on), so a change costs in proportion to itself; the
+/// table is written whole again once the journal holds as many lines as the table has entries
+/// (and at least [`MIN_JOURNAL`]), and the journal emptied.
 #[derive(Debug, Default)]
 pub struct Counter {
     path: Option<PathBuf>,
     table: BTreeMap<String, Kept>,
     dirty: bool,
+    /// Changes not written yet: an id and what is kept of it now (`None`: forgotten).
+    pending: Vec<(String, Option<Kept>)>,
+    /// Lines in the journal since the table was last written whole.
+    journaled: usize,
+    /// The next write is of the whole table: the journal cannot be trusted to hold every change
+    /// (a line cut by a crash, a write that failed).
+    fold: bool,
+}
+
+/// The journal is folded into the table no sooner than this many lines.
+const MIN_JOURNAL: usize = 256;
+
+/// One journal line.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Entry {
+    id: String,
+    kept: Option<Kept>,
 }
 
 impl Counter {
@@ -82,7 +104,40 @@ impl Counter {
             }),
             Err(_) => BTreeMap::new(),
         };
-        Counter { path: Some(path), table, dirty: false }
+        let mut c = Counter { path: Some(path), table, ..Default::default() };
+        c.replay();
+        if c.fold {
+            c.dirty = true;
+            c.write();
+        }
+        c
+    }
+
+    /// The journal beside the table at `path`.
+    fn journal(path: &std::path::Path) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".log");
+        PathBuf::from(name)
+    }
+
+    /// Applies the journal's lines to the table just read. A line that does not read (the last
+    /// one, cut by a crash as it was written) ends the replay, with a warning.
+    fn replay(&mut self) {
+        let Some(path) = &self.path else { return };
+        let journal = Self::journal(path);
+        let Ok(text) = std::fs::read_to_string(&journal) else { return };
+        for (n, line) in text.lines().enumerate() {
+            match serde_json::from_str::<Entry>(line) {
+                Ok(Entry { id, kept: Some(k) }) => drop(self.table.insert(id, k)),
+                Ok(Entry { id, kept: None }) => drop(self.table.remove(&id)),
+                Err(e) => {
+                    tracing::warn!(file = %journal.display(), line = n + 1, error = %e, "a document generations journal line does not read: the rest is ignored");
+                    self.fold = true;
+                    break;
+                }
+            }
+            self.journaled += 1;
+        }
     }
 
     /// Gives `doc` its generation if it carries none, and its creation time: its own when it
@@ -112,7 +167,8 @@ impl Counter {
             .unwrap_or_else(|| creation_timestamp(std::time::SystemTime::now()));
         let now = Kept::Now(version, generation, created.clone());
         if kept != Some(&now) {
-            self.table.insert(doc.id().to_string(), now);
+            self.table.insert(doc.id().to_string(), now.clone());
+            self.pending.push((doc.id().to_string(), Some(now)));
             self.dirty = true;
         }
         let uid = uid(doc.id(), &created);
@@ -132,10 +188,8 @@ impl Counter {
     /// Forgets documents not in `ids`, and writes the table if it changed.
     pub fn keep_only<'a>(&mut self, ids: impl Iterator<Item = &'a str>) {
         let ids: std::collections::HashSet<&str> = ids.collect();
-        let before = self.table.len();
-        self.table.retain(|id, _| ids.contains(id.as_str()));
-        self.dirty |= self.table.len() != before;
-        self.write();
+        let gone: Vec<String> = self.table.keys().filter(|id| !ids.contains(id.as_str())).cloned().collect();
+        self.forget(gone.iter().map(String::as_str));
     }
 
     /// Forgets each of `gone` (documents that are no longer in the intent), and writes the table
@@ -143,22 +197,54 @@ impl Counter {
     /// proportion to it.
     pub fn forget<'a>(&mut self, gone: impl Iterator<Item = &'a str>) {
         for id in gone {
-            self.dirty |= self.table.remove(id).is_some();
+            if self.table.remove(id).is_some() {
+                self.pending.push((id.to_owned(), None));
+                self.dirty = true;
+            }
         }
         self.write();
     }
 
-    /// Writes the table if it changed.
+    /// Writes what changed: appended to the journal, or the table whole when the journal has
+    /// grown as large as the table.
     fn write(&mut self) {
         if !std::mem::take(&mut self.dirty) {
             return;
         }
+        let pending = std::mem::take(&mut self.pending);
         let Some(path) = &self.path else { return };
-        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
-            xdst_core::files::write_atomic(path, serde_json::to_string(&self.table).unwrap_or_default())
-        });
-        if let Err(e) = written {
-            tracing::warn!(file = %path.display(), error = %e, "cannot keep document generations: a restart counts afresh");
+        let journal = Self::journal(path);
+        let whole = self.fold || self.journaled + pending.len() >= self.table.len().max(MIN_JOURNAL);
+        let written = if whole {
+            path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+                xdst_core::files::write_atomic(path, serde_json::to_string(&self.table).unwrap_or_default())?;
+                match std::fs::remove_file(&journal) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                }
+            })
+        } else {
+            let mut lines = String::new();
+            for (id, kept) in pending.iter() {
+                let line = serde_json::to_string(&Entry { id: id.clone(), kept: kept.clone() }).unwrap_or_default();
+                lines.push_str(&line);
+                lines.push('\n');
+            }
+            path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+                use std::io::Write as _;
+                let mut f = std::fs::File::options().create(true).append(true).open(&journal)?;
+                f.write_all(lines.as_bytes())?;
+                f.sync_data()
+            })
+        };
+        match written {
+            Ok(()) if whole => (self.journaled, self.fold) = (0, false),
+            Ok(()) => self.journaled += pending.len(),
+            Err(e) => {
+                // The table in memory is right; the next write puts it down whole.
+                (self.fold, self.dirty) = (true, true);
+                tracing::warn!(file = %path.display(), error = %e, "cannot keep document generations: a restart counts afresh");
+            }
         }
     }
 }
@@ -221,7 +307,8 @@ fn generation(doc: &Value) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Counter, stamp};
+    use super::{Counter, MIN_JOURNAL, stamp};
+    use std::io::Write as _;
 
     /// A document without a generation gets 1, then one more per content change, kept across
     /// a reload of the table; one that carries a generation keeps it.
@@ -255,6 +342,60 @@ mod tests {
         let mut d = doc("{port: 2}", "");
         c.stamp(&mut d, false, None);
         assert_eq!(generation(&d), 1, "gone, then made again: 1");
+    }
+
+    /// Issue 50, item 4: a change is appended to the journal (the table is not written whole
+    /// for each), a restart reads table and journal back, the journal is folded into the table
+    /// once it is as large, and a line cut by a crash loses that line only, and never a later one.
+    #[test]
+    fn the_counter_journals_changes_and_reads_them_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g/x.json");
+        let journal = Counter::journal(&path);
+        let doc = |name: &str, port: u16| {
+            let text = format!("kind: S\nmetadata: {{name: {name}}}\nspec: {{port: {port}}}\n");
+            xdst_core::intent::parse_file("f.yaml", &text).unwrap().remove(0)
+        };
+        let stamp = |c: &mut Counter, name: &str, port: u16| {
+            let mut d = doc(name, port);
+            c.stamp(&mut d, false, None);
+            d.json["metadata"]["generation"].as_i64().unwrap()
+        };
+        let mut c = Counter::load(path.clone());
+        for i in 0..10 {
+            stamp(&mut c, &format!("d{i}"), 1);
+        }
+        c.keep_only((0..10).map(|i| format!("S/d{i}")).collect::<Vec<_>>().iter().map(String::as_str));
+        assert!(!path.exists() || std::fs::read_to_string(&path).unwrap() == "{}", "not written whole");
+        assert_eq!(std::fs::read_to_string(&journal).unwrap().lines().count(), 10);
+        assert_eq!(stamp(&mut c, "d3", 2), 2);
+        c.forget(["S/d9"].into_iter());
+        // A restart reads both back.
+        let mut c = Counter::load(path.clone());
+        assert_eq!((stamp(&mut c, "d3", 2), stamp(&mut c, "d4", 1), stamp(&mut c, "d9", 5)), (2, 1, 1));
+        // A line cut by a crash: that change is lost, the table is written whole at once, and
+        // later changes are kept.
+        std::fs::OpenOptions::new().append(true).open(&journal).unwrap().write_all(b"{\"id\":\"S/d5\",\"ke").unwrap();
+        let mut c = Counter::load(path.clone());
+        assert!(!journal.exists(), "folded into the table");
+        assert_eq!(stamp(&mut c, "d5", 7), 2);
+        c.forget(std::iter::empty());
+        let mut c = Counter::load(path.clone());
+        assert_eq!(stamp(&mut c, "d5", 7), 2, "a change after the cut line is kept");
+        // Enough lines fold the journal into the table.
+        for i in 0..MIN_JOURNAL {
+            stamp(&mut c, &format!("e{i}"), 1);
+        }
+        c.forget(std::iter::empty());
+        assert!(journal.exists(), "not yet as large as the table");
+        for i in 0..MIN_JOURNAL {
+            stamp(&mut c, &format!("e{i}"), 2);
+        }
+        c.forget(std::iter::empty());
+        assert!(!journal.exists(), "folded once as large as the table");
+        let mut c = Counter::load(path);
+        assert_eq!(stamp(&mut c, "e7", 2), 2);
+        assert_eq!(stamp(&mut c, "d3", 2), 2);
     }
 
     fn generation_of(text: &str) -> i64 {
