@@ -186,7 +186,7 @@ const OTHER_TOOLS: &[(&str, &str)] = &[
     ("--disable-hot-restart", "envoy"),
     ("--use", "asc, the AssemblyScript compiler"),
     ("--tool --depth --detailed-freq --pid", "valgrind's massif and vgdb"),
-    ("--call-graph", "perf record"),
+    ("--call-graph --no-inline --children", "perf record and perf report"),
 ];
 
 /// Issue 34, item 6: every `--flag` README.md and docs/ name exists: in the `xdst` CLI (every

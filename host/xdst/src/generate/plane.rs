@@ -26,7 +26,7 @@ pub struct Plane {
     pub reloads: AtomicU64,
     /// The largest resources, intent or configuration file read (`--max-file-size`).
     pub max_file_bytes: usize,
-    /// What the watched directories looked like ([`crate::generate::source::fingerprint`]) when
+    /// What the watched directories looked like (`generate::source::fingerprint`) when
     /// the last generation began reading them: a watcher that finds them so needs no generation
     /// of its own (the intent API's write generates at once, and its file's event would
     /// otherwise translate the same intent again).
@@ -34,12 +34,15 @@ pub struct Plane {
 }
 
 /// Each watched directory's fingerprint (`None`: gone).
-pub type Fingerprints = Vec<Option<crate::generate::source::Fingerprint>>;
+pub type Fingerprints = Vec<Option<Fingerprint>>;
+
+/// A directory tree's files that matter, each with its size, modification and change times
+/// (`generate::source::fingerprint` takes one).
+pub type Fingerprint = Vec<(std::path::PathBuf, u64, Option<std::time::SystemTime>, (i64, i64))>;
 
 impl Plane {
-    /// Notes that a generation begins reading `dirs` now.
-    pub fn note_read(&self, dirs: &[std::path::PathBuf]) {
-        let saw = dirs.iter().map(|d| crate::generate::source::fingerprint(d)).collect();
+    /// Notes that a generation begins reading the watched directories, which look like `saw`.
+    pub fn note_read(&self, saw: Fingerprints) {
         *self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(saw);
     }
 

@@ -172,14 +172,11 @@ pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), Lo
     }
 }
 
-/// What [`fingerprint`] gives: each file's path, size, modification time and change time.
-pub type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>, (i64, i64))>;
-
 /// A cheap fingerprint of a directory tree: names, sizes, modification and change times of the
 /// files that matter (resources, intent, plugins, their settings, signatures and keys). `None`
 /// if it is gone. The change time is the kernel's: a tool that sets a modification time back
 /// (`touch -d`, `cp -p`) cannot set it back, so a same-size rewrite always shows.
-pub fn fingerprint(dir: &Path) -> Option<Fingerprint> {
+pub fn fingerprint(dir: &Path) -> Option<crate::generate::plane::Fingerprint> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {

@@ -367,7 +367,7 @@ impl IntentSource {
 
     fn generate_once(&self, plane: &Plane) -> Result<(), GenerationError> {
         // Before anything is read: a watcher that finds the directories so needs no generation.
-        plane.note_read(&self.dirs());
+        plane.note_read(self.dirs().iter().map(|d| crate::generate::source::fingerprint(d)).collect());
         let started = Instant::now();
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
