@@ -80,6 +80,9 @@ pub struct IntentSource {
     /// `--on-nack hold`: documents a node's rejection blames are held at what it accepted.
     hold_on_nack: bool,
     nacked: Mutex<nacked::Nacked>,
+    /// The documents the node-group admission was last told the names of, in the set's order:
+    /// a generation whose documents have the same ids tells it nothing new.
+    named: Mutex<Vec<Arc<xdst_core::intent::IntentDocument>>>,
     /// `--store-namespace-keys`: intent API writes of namespaced documents go under their
     /// namespace's prefix.
     namespace_keys: bool,
@@ -164,6 +167,7 @@ impl IntentSource {
             statuses: Mutex::new(Arc::new(Statuses::new())),
             hold_on_nack: true,
             nacked: Mutex::new(nacked::Nacked::default()),
+            named: Mutex::default(),
             namespace_keys: false,
             generations: Mutex::new(generation::Counter::default()),
             served: Mutex::new(served::Served::default()),
@@ -314,6 +318,20 @@ impl IntentSource {
         })
     }
 
+    /// Tells the node-group admission the documents' names, unless they are those it was told
+    /// last: one walk comparing allocations (and ids only where they differ), where telling
+    /// hashes every name.
+    fn tell_names(&self, plane: &Plane, intent: &xdst_core::intent::IntentSet) {
+        let mut named = locked(&self.named);
+        let now: Vec<&Arc<xdst_core::intent::IntentDocument>> = intent.shared().collect();
+        let same = named.len() == now.len()
+            && named.iter().zip(&now).all(|(was, is)| Arc::ptr_eq(was, is) || was.id() == is.id());
+        if !same {
+            plane.serving.unlisted_groups.set_named(intent.documents().map(|d| d.qualified_name()));
+        }
+        *named = now.into_iter().cloned().collect();
+    }
+
     /// The directories to watch: the intent directory (files only) and the plugins'.
     pub fn dirs(&self) -> Vec<PathBuf> {
         let mut dirs: Vec<PathBuf> = self.intent_dir().map(Path::to_owned).into_iter().collect();
@@ -382,7 +400,7 @@ impl IntentSource {
             let Read { set: intent, held, .. } = self.read_current()?;
             held_sources = held;
             self.retry_refusals_about_changed(&intent);
-            plane.serving.unlisted_groups.set_named(intent.documents().map(|d| d.qualified_name()));
+            self.tell_names(plane, &intent);
             store_revision = revision;
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
