@@ -455,6 +455,34 @@ fn is_json_object(status: &str) -> bool {
     status.trim_start().starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(status).is_ok()
 }
 
+/// A status the plugin returned, checked: it names a document of the call (`given`, else the
+/// error says `not_given`) and is a JSON object; an empty one is `None` where `may_clear`
+/// (a changes call clears the document's status with it).
+pub(crate) fn checked_status(
+    plugin: &str,
+    status: &crate::DocumentStatus,
+    given: bool,
+    not_given: &str,
+    may_clear: bool,
+) -> Result<(Arc<str>, Option<Arc<str>>), PipelineError> {
+    let invalid = |message: &str| PipelineError::InvalidStatus {
+        plugin: plugin.to_owned(),
+        document: status.document.clone(),
+        message: message.to_owned(),
+    };
+    if !given {
+        return Err(invalid(not_given));
+    }
+    let document = Arc::from(status.document.as_str());
+    if may_clear && status.status.is_empty() {
+        return Ok((document, None));
+    }
+    if !is_json_object(&status.status) {
+        return Err(invalid("is not a JSON object"));
+    }
+    Ok((document, Some(Arc::from(status.status.as_str()))))
+}
+
 /// A plugin's failure as the pipeline reports it, with the origin of the document it names
 /// (`origin_of`, by id).
 fn plugin_error(error: PluginError, origin_of: impl Fn(&str) -> Option<String>) -> PipelineError {
@@ -1098,18 +1126,10 @@ impl Pipeline {
         let translated = Self::call(p, node_group, changed, docs, vec![], calls)?;
         let mut statuses = Vec::with_capacity(translated.statuses.len());
         for s in &translated.statuses {
-            let invalid = |message: &str| PipelineError::InvalidStatus {
-                plugin: info.name.clone(),
-                document: s.document.clone(),
-                message: message.to_owned(),
-            };
-            if !changed_ids.contains(s.document.as_str()) {
-                return Err(invalid("names a document that was not in this request"));
-            }
-            if !is_json_object(&s.status) {
-                return Err(invalid("is not a JSON object"));
-            }
-            statuses.push((Arc::from(s.document.as_str()), Arc::from(s.status.as_str())));
+            let given = changed_ids.contains(s.document.as_str());
+            let (document, status) =
+                checked_status(&info.name, s, given, "names a document that was not in this request", false)?;
+            statuses.push((document, status.expect("only a changes call may clear a status")));
         }
 
         let mut fresh: BTreeMap<Arc<str>, Vec<ForGroups>> = if per_document {

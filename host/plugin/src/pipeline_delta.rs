@@ -20,7 +20,7 @@ use xdst_core::types::ROUTE;
 
 use super::{
     Changes, Configured, Decodes, ForGroups, InvalidResource, Pipeline, PipelineError, PluginCall, PluginState,
-    decode_route, for_group, is_json_object, plugin_error,
+    checked_status, decode_route, for_group, plugin_error,
 };
 use crate::incremental::{DeltaCall, Docs};
 
@@ -225,22 +225,14 @@ impl Pipeline {
         let translated = delta.translated;
         let mut statuses = Vec::with_capacity(translated.statuses.len());
         for s in &translated.statuses {
-            let invalid = |message: &str| PipelineError::InvalidStatus {
-                plugin: info.name.clone(),
-                document: s.document.clone(),
-                message: message.to_owned(),
-            };
-            if !call.docs.contains_key(s.document.as_str()) {
-                return Err(invalid("names a document the plugin was not given"));
-            }
-            if s.status.is_empty() && !delta.full {
-                statuses.push((Arc::from(s.document.as_str()), None));
-                continue;
-            }
-            if !is_json_object(&s.status) {
-                return Err(invalid("is not a JSON object"));
-            }
-            statuses.push((Arc::from(s.document.as_str()), Some(Arc::from(s.status.as_str()))));
+            let given = call.docs.contains_key(s.document.as_str());
+            statuses.push(checked_status(
+                &info.name,
+                s,
+                given,
+                "names a document the plugin was not given",
+                !delta.full,
+            )?);
         }
         let none = Decodes::default();
         let known = known.unwrap_or(&none);
