@@ -1,5 +1,5 @@
 //! The graph check run before a resource set is published (ORDER-1): every route
-//! configuration a listener names exists, every cluster a route, TCP proxy or UDP proxy names exists,
+//! configuration a listener or a routing scope names exists, every cluster a route, TCP proxy or UDP proxy names exists,
 //! every Secret a listener's or a cluster's TLS context fetches over ADS exists, and every EDS cluster has its
 //! load assignment. A dangling reference would leave Envoy
 //! warming forever or routing to nothing, so the set is refused instead.
@@ -8,7 +8,9 @@ use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{ConfigSource, config_source, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::FilterChain;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
-use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, route, route_action};
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteConfiguration, ScopedRouteConfiguration, route, route_action,
+};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
@@ -25,7 +27,7 @@ use std::sync::Arc;
 
 use crate::resource::Resource;
 use crate::snapshot::Snapshot;
-use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, short_name};
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SCOPED_ROUTE, SECRET, short_name};
 
 const HCM: &str =
     "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
@@ -63,6 +65,7 @@ fn kind(type_url: &str) -> &'static str {
         CLUSTER => "cluster",
         ENDPOINT => "load assignment",
         SECRET => "secret",
+        SCOPED_ROUTE => "routing scope",
         _ => "resource",
     }
 }
@@ -118,6 +121,14 @@ impl References {
             }),
             ROUTE => RouteConfiguration::decode(body)
                 .map(|rc| route_clusters(&rc, "").into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()),
+            // A scope names the route configuration it routes by, or carries one inline.
+            SCOPED_ROUTE => ScopedRouteConfiguration::decode(body).map(|scope| match scope.route_configuration {
+                Some(rc) => route_clusters(&rc, "route_configuration.")
+                    .into_iter()
+                    .map(|(field, n)| (field, CLUSTER, n))
+                    .collect(),
+                None => vec![("route_configuration_name".to_owned(), ROUTE, scope.route_configuration_name)],
+            }),
             CLUSTER => Cluster::decode(body).map(|c| {
                 let mut refs: Vec<(String, &'static str, String)> = eds_service_name(&c)
                     .map(|s| vec![("eds_cluster_config.service_name".to_owned(), ENDPOINT, s)])
@@ -202,21 +213,22 @@ pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<C
             }
         }
     }
-    check_resources(
-        snapshot,
-        changed.into_iter().filter(|r| matches!(r.type_url().as_ref(), LISTENER | ROUTE | CLUSTER)),
-    )
+    check_resources(snapshot, changed.into_iter().filter(|r| refers(r.type_url())))
 }
 
 /// Checks every reference in `snapshot`; returns all dangling ones (empty when consistent).
 /// Each resource is decoded once in its life (see [`Resource::references`]), so checking a
 /// large set again after a small change costs lookups, not decoding.
 pub fn check(snapshot: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
-    let all = snapshot
-        .types()
-        .filter(|(t, _)| matches!(t.as_ref(), LISTENER | ROUTE | CLUSTER))
-        .flat_map(|(_, set)| set.resources());
+    let all = snapshot.types().filter(|(t, _)| refers(t)).flat_map(|(_, set)| set.resources());
     check_resources(snapshot, all)
+}
+
+/// The types whose resources name others.
+pub const REFERRING: [&str; 4] = [LISTENER, SCOPED_ROUTE, ROUTE, CLUSTER];
+
+fn refers(type_url: &str) -> bool {
+    REFERRING.contains(&type_url)
 }
 
 fn check_resources<'a>(
@@ -229,6 +241,7 @@ fn check_resources<'a>(
         let from_type = match r.type_url().as_ref() {
             LISTENER => LISTENER,
             ROUTE => ROUTE,
+            SCOPED_ROUTE => SCOPED_ROUTE,
             _ => CLUSTER,
         };
         let type_url = r.type_url();
@@ -623,6 +636,42 @@ cluster_name: api-v2
             "listener \"http\" filter_chains[0].filters[0].typed_config.rds.route_config_name names route \
                 configuration \"routes\", which does not exist"
         );
+    }
+
+    /// A routing scope names the route configuration its requests use: a scope naming one the
+    /// set lacks is refused like a listener naming one, and an inline one's clusters count.
+    #[test]
+    fn a_scope_needs_its_route_configuration() {
+        let scope = |rc: &str| {
+            decode_file(
+                "s.yaml",
+                &format!(
+                    "\"@type\": type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration\nname: s\n\
+                     route_configuration_name: {rc}\nkey: {{fragments: [{{string_key: a.example}}]}}\n"
+                ),
+            )
+            .unwrap()
+        };
+        let good = snapshot_without("");
+        let with = good.apply([], scope("routes")).unwrap();
+        check(&with).unwrap();
+        check_since(&with, &good).unwrap();
+        let dangling = good.apply([], scope("ghost")).unwrap();
+        let errs = check_since(&dangling, &good).unwrap_err();
+        assert_eq!(
+            errs[0].to_string(),
+            "routing scope \"s\" route_configuration_name names route configuration \"ghost\", which does not exist"
+        );
+        assert_eq!(check(&dangling).unwrap_err(), errs);
+        let inline = decode_file(
+            "s.yaml",
+            "\"@type\": type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration\nname: s\n\
+             route_configuration: {name: r, virtual_hosts: [{name: a, domains: [a.example], routes: \
+             [{match: {prefix: /}, route: {cluster: ghost}}]}]}\nkey: {fragments: [{string_key: a.example}]}\n",
+        )
+        .unwrap();
+        let errs = check(&good.apply([], inline).unwrap()).unwrap_err();
+        assert!(errs[0].to_string().contains("names cluster \"ghost\""), "{errs:?}");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use crate::resource::Resource;
 use crate::snapshot::{Change, Snapshot, TypeSet};
-use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SCOPED_ROUTE};
 
 /// What a node's rollout waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -86,7 +86,8 @@ pub struct Plan {
 
 /// What an Envoy with a target will ask for by name: the EDS names its clusters wait for, the
 /// route configurations its listeners name (not those only an `api_listener` names: Envoy
-/// ignores it). Anything else in the target is never requested.
+/// ignores it) and those its routing scopes name. Anything else in the target is never
+/// requested.
 #[derive(Debug, Clone, Default)]
 pub struct Wanted {
     pub endpoints: BTreeSet<String>,
@@ -100,6 +101,7 @@ impl Wanted {
             .into_iter()
             .flat_map(|s| s.resources())
             .flat_map(|l| l.references().names_envoy_follows(ROUTE).map(str::to_owned).collect::<Vec<_>>())
+            .chain(referenced(target.get(SCOPED_ROUTE), ROUTE))
             .collect();
         Wanted { endpoints: referenced(target.get(CLUSTER), ENDPOINT), routes }
     }

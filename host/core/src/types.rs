@@ -10,6 +10,8 @@ pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 /// `type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret`
 pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+/// `type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration`
+pub const SCOPED_ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration";
 /// `type.googleapis.com/envoy.service.runtime.v3.Runtime`
 pub const RUNTIME: &str = "type.googleapis.com/envoy.service.runtime.v3.Runtime";
 
@@ -29,7 +31,7 @@ pub fn send_rank(type_url: &str) -> u8 {
         ENDPOINT => 2,
         ROUTE => 3,
         "type.googleapis.com/envoy.config.route.v3.VirtualHost" => 4,
-        "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration" => 5,
+        SCOPED_ROUTE => 5,
         LISTENER => 6,
         _ => 7,
     }
@@ -46,9 +48,11 @@ pub fn in_send_order<'a, V>(
 
 /// SOTW-8: responses for these types carry the full state; a resource missing from a
 /// response is deleted by the client. They are also the types for which a stream that
-/// never names a resource is a legacy wildcard subscription (SOTW-7, DELTA-2).
+/// never names a resource is a legacy wildcard subscription (SOTW-7, DELTA-2). Scoped route
+/// configurations are one too: Envoy asks for them without names and drops a scope that a
+/// response leaves out.
 pub fn is_full_state(type_url: &str) -> bool {
-    type_url == LISTENER || type_url == CLUSTER
+    type_url == LISTENER || type_url == CLUSTER || type_url == SCOPED_ROUTE
 }
 
 /// The protobuf message name inside a type URL (`envoy.config.cluster.v3.Cluster`).
@@ -71,7 +75,7 @@ pub fn known_short_name(type_url: &str) -> Option<&'static str> {
         ENDPOINT => "eds",
         SECRET => "sds",
         RUNTIME => "rtds",
-        "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration" => "srds",
+        SCOPED_ROUTE => "srds",
         "type.googleapis.com/envoy.config.route.v3.VirtualHost" => "vhds",
         "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig" => "ecds",
         _ => return None,
@@ -87,6 +91,7 @@ pub fn from_short_name(short: &str) -> Option<&'static str> {
         "eds" | "endpoints" => ENDPOINT,
         "sds" | "secrets" => SECRET,
         "rtds" | "runtime" => RUNTIME,
+        "srds" | "scoped-routes" => SCOPED_ROUTE,
         _ => return None,
     })
 }
@@ -104,8 +109,8 @@ mod tests {
     }
 
     #[test]
-    fn full_state_types_are_lds_and_cds() {
-        assert!(is_full_state(LISTENER) && is_full_state(CLUSTER));
+    fn full_state_types_are_lds_cds_and_srds() {
+        assert!(is_full_state(LISTENER) && is_full_state(CLUSTER) && is_full_state(SCOPED_ROUTE));
         assert!(!is_full_state(ROUTE) && !is_full_state(ENDPOINT) && !is_full_state(SECRET));
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::consistency::References;
 use crate::snapshot::Snapshot;
-use crate::types::{CLUSTER, LISTENER, ROUTE, SECRET};
+use crate::types::SECRET;
 
 /// `set` without the Secrets it shares (by name) with `default`, and without what then names
 /// something it no longer has; `set` itself (the same snapshot) when it shares none.
@@ -26,7 +26,7 @@ pub fn untagged_secrets(set: &Snapshot, default: &Snapshot) -> Snapshot {
         return set.clone();
     }
     // What each resource that can name another names (decoded once in a resource's life).
-    let referring: Vec<(&'static str, Arc<str>, &References)> = [LISTENER, ROUTE, CLUSTER]
+    let referring: Vec<(&'static str, Arc<str>, &References)> = crate::consistency::REFERRING
         .into_iter()
         .flat_map(|t| set.get(t).into_iter().flat_map(move |s| s.resources().map(move |r| (t, r))))
         .map(|(t, r)| (t, r.name().clone(), r.references()))
@@ -62,6 +62,7 @@ pub fn untagged_secrets(set: &Snapshot, default: &Snapshot) -> Snapshot {
 mod tests {
     use super::*;
     use crate::resource::Resource;
+    use crate::types::{CLUSTER, LISTENER, ROUTE};
 
     fn yaml(text: &str) -> Resource {
         crate::decode::decode_file("t.yaml", text).unwrap().remove(0)

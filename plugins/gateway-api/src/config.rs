@@ -54,6 +54,14 @@ pub struct Config {
     /// those allowed here come before the rest, then the older first.
     #[serde(default)]
     pub shared_address_namespaces: Vec<String>,
+    /// An HTTP port (not HTTPS) with at least this many hostnames, each exact, routes every
+    /// request by its host over scoped RDS: a RouteConfiguration per hostname, so that a change
+    /// to one hostname's routes re-sends and re-applies that hostname's part alone (design
+    /// 021). A port with a wildcard hostname that has routes, or routes for every host, keeps
+    /// one RouteConfiguration. 0: never. Scope keys match exactly: a Host in other letter case
+    /// than the route's hostname finds no route on a scoped port.
+    #[serde(default = "default_route_scopes_from")]
+    pub route_scopes_from: u32,
 }
 
 pub const DEFAULT_CONTROLLER: &str = "xdst.dev/gateway-controller";
@@ -64,6 +72,10 @@ fn default_controller() -> String {
 
 fn default_classes() -> Vec<String> {
     vec!["xdst".to_owned()]
+}
+
+fn default_route_scopes_from() -> u32 {
+    32
 }
 
 fn default_address() -> String {

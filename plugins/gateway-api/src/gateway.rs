@@ -122,6 +122,8 @@ pub struct HttpPort {
     pub domains: BTreeMap<String, u32>,
     /// Each RouteConfiguration's virtual hosts, by (configuration, domain).
     pub vhosts: BTreeMap<(String, String), crate::vhosts::Vhost>,
+    /// Whether requests are routed by host over scoped RDS ([`crate::vhosts::scoped`]).
+    pub scoped: bool,
 }
 
 impl HttpPort {
@@ -578,6 +580,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 port,
                 domains: BTreeMap::new(),
                 vhosts: BTreeMap::new(),
+                scoped: false,
             };
             // Every listener's own hostname is a virtual host, so a request for it never falls
             // through to a less specific listener, even with no route attached.
@@ -591,6 +594,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 }
             }
             crate::vhosts::make_all(world, &mut here, &frame.by_listener);
+            here.scoped = crate::vhosts::scoped(&here, config.route_scopes_from);
             let listener = if https {
                 // A chain per Gateway listener, each with its own routes: a request whose
                 // host belongs to another listener of the port is misdirected (421).
@@ -606,12 +610,18 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 }
                 crate::tls::https_listener(&name, &address, envoy_port, &chains)
             } else {
-                http_listener(HttpListener::new(name.as_str(), envoy_port).address(address).route_config(name.as_str()))
-                    .build()
+                let plain = HttpListener::new(name.as_str(), envoy_port).address(address).route_config(name.as_str());
+                http_listener(if here.scoped { plain.scoped_by_host(name.as_str()) } else { plain }).build()
             };
             out.resources.push(resource(&listener, Some(gateway.id.clone())).for_node_groups(&groups));
-            for (config, only) in here.configs() {
-                out.resources.push(crate::vhosts::route_configuration(&here, &config, only));
+            if here.scoped {
+                for domain in here.domains.keys() {
+                    out.resources.extend(crate::vhosts::scope_parts(&here, domain).into_iter().flatten());
+                }
+            } else {
+                for (config, only) in here.configs() {
+                    out.resources.push(crate::vhosts::route_configuration(&here, &config, only));
+                }
             }
             let vhost_uses: Vec<(Source, BTreeMap<Backend, bool>)> = here
                 .vhosts

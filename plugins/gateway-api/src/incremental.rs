@@ -27,6 +27,8 @@ use crate::{Translation, diagnostics};
 
 const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+const ROUTES: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const SCOPES: &str = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration";
 
 /// What an instance keeps between calls; none before its first full call.
 #[derive(Default)]
@@ -305,11 +307,13 @@ impl Kept {
             .map(|id| route_key(id))
             .collect();
         let mut backends: BTreeSet<Backend> = BTreeSet::new();
+        let mut flipped = false;
         for (at, hosts) in reached {
             let Some(p) = ports.get_mut(&at) else { continue };
             let mut domains: BTreeSet<String> = hosts.clone();
             domains.extend(p.domains.keys().filter(|d| hosts.iter().any(|h| crate::hostnames::covers(h, d))).cloned());
             let configs = p.configs();
+            let domains_reached = domains.clone();
             for d in domains {
                 for (config, only) in &configs {
                     let k = (config.clone(), d.clone());
@@ -330,9 +334,29 @@ impl Kept {
                     }
                 }
             }
-            for (config, only) in configs {
-                made.resources.push(crate::vhosts::route_configuration(p, &config, only));
+            // A port whose form changes (scoped by host or not) changes its Listener: made again
+            // whole, with everything else, below.
+            if crate::vhosts::scoped(p, self.config.route_scopes_from) != p.scoped {
+                flipped = true;
+            } else if p.scoped {
+                for d in &domains_reached {
+                    match crate::vhosts::scope_parts(p, d) {
+                        Some(parts) => made.resources.extend(parts),
+                        None => {
+                            let name = crate::vhosts::scope_name(p, d);
+                            made.gone.push((ROUTES.to_owned(), name.clone()));
+                            made.gone.push((SCOPES.to_owned(), name));
+                        }
+                    }
+                }
+            } else {
+                for (config, only) in configs {
+                    made.resources.push(crate::vhosts::route_configuration(p, &config, only));
+                }
             }
+        }
+        if flipped {
+            return self.rebuild();
         }
         // The clusters whose users changed, and the endpoints of the Services whose slices did.
         for (ns, service) in services {

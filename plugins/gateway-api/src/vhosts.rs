@@ -270,6 +270,57 @@ pub fn route_configuration(port: &HttpPort, config: &str, only: Option<usize>) -
     r.for_node_groups(&port.groups)
 }
 
+/// Whether `port` routes each request by its host over scoped RDS (design 021): plain HTTP
+/// (an HTTPS listener's chain answers 421 for the hosts of others, which a scope cannot say),
+/// at least `from` hostnames (`from` > 0), and every hostname exact but those whose virtual
+/// host has no routes (a request for a host without a scope gets 404, as it gets from an empty
+/// virtual host).
+pub fn scoped(port: &HttpPort, from: u32) -> bool {
+    let exact = |d: &str| !d.contains('*');
+    from > 0
+        && !port.https
+        && port.domains.keys().filter(|d| exact(d)).count() >= from as usize
+        && port.vhosts.iter().all(|((_, d), v)| exact(d) || (v.routes.is_empty() && !v.misdirected))
+}
+
+/// The name of the RouteConfiguration, and of the routing scope, of `domain` on a scoped port.
+pub fn scope_name(port: &HttpPort, domain: &str) -> String {
+    format!("{}/{domain}", port.name)
+}
+
+/// The RouteConfiguration of `domain` on a scoped port, and the routing scope that sends the
+/// port's requests for `domain` to it. None for a hostname that has no virtual host or is not
+/// exact (its virtual host is empty: see [`scoped`]).
+pub fn scope_parts(port: &HttpPort, domain: &str) -> Option<[XdsResource; 2]> {
+    use xdst_guest::build::{RoutingScope, SCOPE_HEADER};
+    if domain.contains('*') {
+        return None;
+    }
+    let host = port.vhosts.get(&(port.name.clone(), domain.to_owned()))?;
+    let name = scope_name(port, domain);
+    let head = RouteConfiguration { name: name.clone(), ..Default::default() };
+    let tail = RouteConfiguration {
+        ignore_port_in_host_matching: true,
+        request_headers_to_remove: vec![SCOPE_HEADER.to_owned()],
+        ..Default::default()
+    };
+    let mut bytes = Vec::with_capacity(head.encoded_len() + host.chunk.len() + tail.encoded_len());
+    head.encode_raw(&mut bytes);
+    bytes.extend_from_slice(&host.chunk);
+    tail.encode_raw(&mut bytes);
+    let mut routes = resource_named(name.clone(), &head, Some(port.gateway_id.clone()));
+    routes.body = Body::Proto(bytes);
+    let scope = RoutingScope {
+        name: name.clone(),
+        set: port.name.clone(),
+        host: domain.to_owned(),
+        route_configuration: name.clone(),
+    }
+    .build();
+    let scope = resource_named(name, &scope, Some(port.gateway_id.clone()));
+    Some([routes.for_node_groups(&port.groups), scope.for_node_groups(&port.groups)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +354,7 @@ mod tests {
             port: 80,
             domains: BTreeMap::new(),
             vhosts: BTreeMap::new(),
+            scoped: false,
         };
         for h in &hosts {
             port.domains.insert(h.name.clone(), 1);
@@ -313,5 +365,32 @@ mod tests {
         // The domains in the port's (sorted) order: `*` first.
         let sorted = RouteConfiguration { virtual_hosts: vec![hosts[1].clone(), hosts[0].clone()], ..whole };
         assert_eq!(bytes, sorted.encode_to_vec());
+
+        // Scoped by host: the `*` host has no routes, so one exact host is enough at 1; a
+        // host's configuration is its one virtual host encoded, with the scope header removed,
+        // and its scope keys (host, the port's scope set).
+        assert!(scoped(&port, 1) && !scoped(&port, 2) && !scoped(&port, 0));
+        assert!(scope_parts(&port, "*").is_none());
+        let [routes, scope] = scope_parts(&port, "a.example").unwrap();
+        assert_eq!(routes.name, "infra/gw/80/a.example");
+        let Body::Proto(bytes) = routes.body else { panic!("a proto body") };
+        let one = RouteConfiguration {
+            name: "infra/gw/80/a.example".into(),
+            virtual_hosts: vec![hosts[0].clone()],
+            ignore_port_in_host_matching: true,
+            request_headers_to_remove: vec![xdst_guest::build::SCOPE_HEADER.into()],
+            ..Default::default()
+        };
+        assert_eq!(bytes, one.encode_to_vec());
+        let Body::Proto(bytes) = scope.body else { panic!("a proto body") };
+        let scope =
+            xdst_guest::envoy::envoy::config::route::v3::ScopedRouteConfiguration::decode(bytes.as_slice()).unwrap();
+        assert_eq!(scope.route_configuration_name, "infra/gw/80/a.example");
+        let keys: Vec<String> = scope.key.unwrap().fragments.into_iter().map(|f| format!("{:?}", f.r#type)).collect();
+        assert_eq!(keys, [r#"Some(StringKey("a.example"))"#, r#"Some(StringKey("infra/gw/80"))"#]);
+        // A wildcard host with routes keeps the port whole.
+        let star = port.vhosts.get_mut(&("infra/gw/80".to_owned(), "*".to_owned())).unwrap();
+        star.routes.insert((http::Precedence::default(), ("HTTPRoute", "a".into(), "r".into()), 0, 0), vec![]);
+        assert!(!scoped(&port, 1));
     }
 }

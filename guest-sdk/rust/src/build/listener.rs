@@ -20,6 +20,8 @@ struct Hcm {
     filters: Vec<HttpFilter>,
     strip_any_host_port: bool,
     upgrades: Vec<String>,
+    /// Routing scopes by host instead of one route configuration: the scope set's name.
+    scoped: Option<String>,
 }
 
 impl Hcm {
@@ -30,6 +32,7 @@ impl Hcm {
             filters: Vec::new(),
             strip_any_host_port: false,
             upgrades: Vec::new(),
+            scoped: None,
         }
     }
 
@@ -54,10 +57,14 @@ impl Hcm {
                 .into_iter()
                 .map(|upgrade_type| http_connection_manager::UpgradeConfig { upgrade_type, ..Default::default() })
                 .collect(),
-            route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
-                config_source: Some(super::ads()),
-                route_config_name: self.route_config,
-            })),
+            early_header_mutation_extensions: self.scoped.iter().map(|set| super::scope::mark(set)).collect(),
+            route_specifier: Some(match self.scoped {
+                Some(set) => http_connection_manager::RouteSpecifier::ScopedRoutes(super::scope::by_host(set)),
+                None => http_connection_manager::RouteSpecifier::Rds(Rds {
+                    config_source: Some(super::ads()),
+                    route_config_name: self.route_config,
+                }),
+            }),
             ..Default::default()
         })
     }
@@ -89,6 +96,15 @@ impl HttpListener {
     /// The RouteConfiguration to fetch by RDS (default: the listener's name).
     pub fn route_config(mut self, name: impl Into<String>) -> Self {
         self.hcm.route_config = name.into();
+        self
+    }
+
+    /// Routes each request by its host over scoped RDS instead of one RouteConfiguration: the
+    /// routing scopes of set `set` ([`super::RoutingScope`]), each naming the RouteConfiguration
+    /// of one host. A change to one host's routes then re-sends and re-applies that host's
+    /// configuration only. A request whose host has no scope gets 404.
+    pub fn scoped_by_host(mut self, set: impl Into<String>) -> Self {
+        self.hcm.scoped = Some(set.into());
         self
     }
 

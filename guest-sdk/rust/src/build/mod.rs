@@ -35,11 +35,13 @@ mod cluster;
 mod endpoint;
 mod listener;
 mod route;
+mod scope;
 
 pub use cluster::{CircuitBreakers, EdsCluster, HealthCheck, LbPolicy};
 pub use endpoint::{Endpoint, LoadAssignment, Locality};
 pub use listener::{ApiListener, HttpListener};
 pub use route::{HeaderMatch, RetryPolicy, Route, RouteConfig, VirtualHost};
+pub use scope::{RoutingScope, SCOPE_HEADER};
 
 use crate::envoy::envoy::config::core::v3::{
     Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption, SocketAddress, address,
