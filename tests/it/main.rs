@@ -55,6 +55,7 @@ mod plugin_tool;
 mod plugins;
 mod quarantine;
 mod reload;
+mod route_scopes;
 mod store;
 mod store_failover;
 mod store_plugins;

@@ -377,6 +377,11 @@ impl Stats {
         self.0.get(name).and_then(Value::as_str)
     }
 
+    /// Every stat's name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     /// Every text readout (`*.version_text`, ...), by name.
     pub fn all_text(&self) -> Vec<(String, String)> {
         self.0.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()

@@ -73,8 +73,16 @@ pub fn cargo() -> std::process::Command {
 /// process's choices apart, a start derived from the process id makes two processes' choices
 /// unlikely to meet, and a trial bind skips a port in use. Where there is no room below the range, `bind(0)` it is.
 pub fn free_port() -> anyhow::Result<u16> {
+    free_ports(1)
+}
+
+/// The first of `n` consecutive ports free on 127.0.0.1 (see [`free_port`]), taken together so
+/// that another test's [`free_port`] does not land on the second. Envoy binds its listeners
+/// with `SO_REUSEPORT`: two Envoys on one port share its connections without an error.
+pub fn free_ports(n: u16) -> anyhow::Result<u16> {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = u32::from(n.max(1));
     const LOWEST: u32 = 10_000;
     let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
@@ -84,12 +92,16 @@ pub fn free_port() -> anyhow::Result<u16> {
         let span = ephemeral_low - LOWEST;
         let start = std::process::id().wrapping_mul(7_919) % span;
         for _ in 0..span {
-            let port = (LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return Ok(port);
+            let first = LOWEST + (start + NEXT.fetch_add(n, Ordering::Relaxed)) % span;
+            if first + n > ephemeral_low {
+                continue;
+            }
+            if (first..first + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p as u16)).is_ok()) {
+                return Ok(first as u16);
             }
         }
     }
+    anyhow::ensure!(n == 1, "no {n} consecutive free ports below the ephemeral range");
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

@@ -86,7 +86,8 @@ pub struct Teams {
 impl Teams {
     pub async fn start() -> anyhow::Result<Teams> {
         let (a, b) = (Upstream::start("a").await?, Upstream::start("b").await?);
-        let port = crate::free_port()?;
+        // Port 80 and 81 of the Gateways (`listener`), both kept from other tests.
+        let port = crate::free_ports(2)?;
         let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
         let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
         let settings =

@@ -104,6 +104,8 @@ struct Shared {
     expect: Option<Arc<Expect>>,
     /// Set when waiting for a listener: whether any request has been answered yet.
     answered: Option<std::sync::atomic::AtomicBool>,
+    /// The Host header every request carries (none: the address).
+    host: Option<String>,
     by_body: Mutex<BTreeMap<String, u64>>,
     failures: Mutex<Vec<String>>,
 }
@@ -178,6 +180,22 @@ impl Traffic {
         Self::run(Shared { expect: Some(expect), ..Default::default() }, addr, path, per_second)
     }
 
+    /// [`start_checked`](Self::start_checked), every request for the Host `host`.
+    pub fn start_checked_host(
+        addr: SocketAddr,
+        host: &str,
+        path: &str,
+        per_second: u32,
+        expect: Arc<Expect>,
+    ) -> Traffic {
+        Self::run(
+            Shared { expect: Some(expect), host: Some(host.to_owned()), ..Default::default() },
+            addr,
+            path,
+            per_second,
+        )
+    }
+
     fn run(shared: Shared, addr: SocketAddr, path: &str, per_second: u32) -> Traffic {
         // The clock the failure messages count from starts no later than the traffic.
         std::sync::LazyLock::force(&EPOCH);
@@ -199,7 +217,8 @@ impl Traffic {
                 inflight.spawn(async move {
                     let answered_before = s.answered.as_ref().map(|a| a.load(Ordering::SeqCst));
                     let start = Instant::now();
-                    let result = http_request(addr, &path, &[]).await;
+                    let host: Vec<(&str, &str)> = s.host.iter().map(|h| ("host", h.as_str())).collect();
+                    let result = http_request(addr, &path, &host).await;
                     if let Some(expect) = &s.expect {
                         s.check(expect, start, &result);
                         return;

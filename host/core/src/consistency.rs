@@ -72,13 +72,13 @@ fn kind(type_url: &str) -> &'static str {
 
 /// What one resource names: `(field, type, name)` triples, or why it does not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct References(Result<Vec<(String, &'static str, String)>, String>, Vec<String>);
+pub struct References(Result<Vec<(String, &'static str, String)>, String>, Vec<String>, bool);
 
 impl References {
     /// A RouteConfiguration's references, from its routes' clusters (field, name), as
     /// [`of`](Self::of) would find them decoding the whole ([`crate::pieces`]).
     pub fn of_route_clusters(clusters: Vec<(String, String)>) -> References {
-        References(Ok(clusters.into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()), Vec::new())
+        References(Ok(clusters.into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()), Vec::new(), false)
     }
 
     /// The names of `type_url` this resource refers to (none if it does not decode).
@@ -97,6 +97,12 @@ impl References {
             .map(|(_, _, n)| n.as_str())
     }
 
+    /// Whether a listener routes some requests by scope (scoped RDS): its routing scopes are
+    /// whatever scoped route configurations the node holds, named by none of its fields.
+    pub fn routes_by_scope(&self) -> bool {
+        self.2
+    }
+
     /// The socket addresses a listener binds (`ip:port/protocol`): none for another resource,
     /// or a listener that binds no port.
     pub fn binds(&self) -> &[String] {
@@ -107,9 +113,11 @@ impl References {
     pub fn of(r: &Resource) -> References {
         let body = r.body().clone();
         let mut binds = Vec::new();
+        let mut by_scope = false;
         let refs = match r.type_url().as_ref() {
             LISTENER => Listener::decode(body).map(|l| {
                 binds = listener_binds(&l);
+                by_scope = routes_by_scope(&l);
                 listener_refs(&l)
                     .into_iter()
                     .map(|(field, rf)| match rf {
@@ -138,8 +146,19 @@ impl References {
             }),
             _ => Ok(Vec::new()),
         };
-        References(refs.map_err(|e| e.to_string()), binds)
+        References(refs.map_err(|e| e.to_string()), binds, by_scope)
     }
+}
+
+/// Whether a filter chain of `l` has an HTTP connection manager that routes by scope.
+fn routes_by_scope(l: &Listener) -> bool {
+    l.filter_chains.iter().chain(&l.default_filter_chain).flat_map(|c| &c.filters).any(|f| match &f.config_type {
+        Some(filter::ConfigType::TypedConfig(any)) if any.type_url == HCM => {
+            HttpConnectionManager::decode(any.value.as_slice())
+                .is_ok_and(|h| matches!(h.route_specifier, Some(RouteSpecifier::ScopedRoutes(_))))
+        }
+        _ => false,
+    })
 }
 
 /// The socket addresses `l` binds: its address and additional addresses, unless it binds no

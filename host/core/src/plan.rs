@@ -140,6 +140,9 @@ pub struct Node<'a> {
     pub together: bool,
     /// Whether every listener and route response sent has been answered.
     pub settled: bool,
+    /// Whether a listener that routes by scope, changed or removed, is still draining at the
+    /// node: the routing scopes it used stay (see [`plan_lean`]).
+    pub scopes_draining: bool,
 }
 
 /// The clusters the listeners and route configurations of `held` name.
@@ -205,6 +208,21 @@ pub(crate) fn plan_lean(
         }
         None => routes,
     };
+    // Routing scopes the target drops stay while the node holds a listener that routes by
+    // scope which the target changes or drops, or drains one: scoped RDS is full state, and
+    // Envoy would take them from under that listener before its replacement is warm, or while
+    // its connections drain (the port's requests would find no route meanwhile).
+    let scopes =
+        h(SCOPED_ROUTE).filter(|_| node.scopes_draining || leaving_scoped(h(LISTENER), ts(LISTENER))).and_then(|hs| {
+            let dropped: Vec<Arc<Resource>> = ts(SCOPED_ROUTE)
+                .changes_since(hs)
+                .filter_map(|c| match c {
+                    Change::Removed(r) => Some(r.clone()),
+                    _ => None,
+                })
+                .collect();
+            (!dropped.is_empty()).then(|| ts(SCOPED_ROUTE).patch(&[], &dropped))
+        });
     let (listeners, listener_wait) = gate(t(LISTENER), h(LISTENER), |l| {
         if !l.references().names(CLUSTER).all(usable) {
             return Some(Step::Clusters);
@@ -274,7 +292,7 @@ pub(crate) fn plan_lean(
         _ => &[],
     };
     let sets: Vec<(Arc<str>, Arc<TypeSet>)> =
-        [(CLUSTER, clusters), (ENDPOINT, endpoints), (ROUTE, routes), (LISTENER, listeners)]
+        [(CLUSTER, clusters), (ENDPOINT, endpoints), (ROUTE, routes), (SCOPED_ROUTE, scopes), (LISTENER, listeners)]
             .into_iter()
             .filter_map(|(ty, set)| Some((target.type_key(ty), Arc::new(set?))))
             .collect();
@@ -282,6 +300,14 @@ pub(crate) fn plan_lean(
         return (step, hold, None);
     }
     (step, hold, Some(target.with_sets(sets)))
+}
+
+/// Whether a listener `held` has that routes by scope is changed or dropped by `target`.
+fn leaving_scoped(held: Option<&Arc<TypeSet>>, target: &TypeSet) -> bool {
+    let Some(held) = held else { return false };
+    held.resources()
+        .filter(|l| l.references().routes_by_scope())
+        .any(|l| target.get(l.name()).is_none_or(|t| t.version() != l.version()))
 }
 
 /// The target's set of one type, with each resource new or changed to the node that `wait`

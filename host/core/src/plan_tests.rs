@@ -85,7 +85,18 @@ pub(crate) fn names(s: &Snapshot, ty: &str) -> Vec<String> {
 pub(crate) fn plan_for(target: &Snapshot, acked: &Snapshot, together: bool) -> Plan {
     let named = names_held(acked);
     let keep = |c: &str| named.contains(c);
-    plan(target, &Node { held: acked, maybe: acked, maybe_route: &|_| false, keep: &keep, together, settled: true })
+    plan(
+        target,
+        &Node {
+            held: acked,
+            maybe: acked,
+            maybe_route: &|_| false,
+            keep: &keep,
+            together,
+            settled: true,
+            scopes_draining: false,
+        },
+    )
 }
 
 /// [`plan_for`] on one stream.
@@ -263,6 +274,7 @@ fn a_readded_listener_never_activates_with_the_old_form_of_its_route() {
         keep: &|_| false,
         together: false,
         settled: false,
+        scopes_draining: false,
     };
     assert!(names(&plan(&target, &in_flight).offer, LISTENER).is_empty(), "r may arrive in its old form");
     let none = Node { maybe_route: &|_| false, ..in_flight };
@@ -296,6 +308,7 @@ fn clusters_still_in_use_stay_until_nothing_names_them() {
         keep: &|c| c == "a",
         together: true,
         settled: false,
+        scopes_draining: false,
     };
     let p = plan(&target, &in_use);
     assert_eq!(p.step, Step::Acks);
@@ -466,4 +479,73 @@ proptest! {
         let acked = ack(&old, &p, &ALL);
         prop_assert_eq!(ads(&new, &acked).step, Step::Converged);
     }
+}
+
+/// A listener on `port` routing by scope (scoped RDS over ADS).
+fn scoped_listener(name: &str, port: u16) -> Resource {
+    one(&format!(
+        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
+name: {name}
+address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
+filter_chains:
+- filters:
+  - name: hcm
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: in
+      scoped_routes:
+        name: s
+        scope_key_builder: {{fragments: [{{header_value_extractor: {{name: ":authority", index: 0}}}}]}}
+        rds_config_source: {{ads: {{}}}}
+        scoped_rds: {{scoped_rds_config_source: {{ads: {{}}}}}}
+      http_filters: [{{name: router, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}]
+"#
+    ))
+}
+
+fn scope(name: &str, routes: &str) -> Resource {
+    one(&format!(
+        "\"@type\": type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration\nname: {name}\n\
+         route_configuration_name: {routes}\nkey: {{fragments: [{{string_key: {name}}}]}}\n"
+    ))
+}
+
+/// Scoped RDS is full state: a scope missing from a response is gone at once. A scope the
+/// target drops under an unchanged listener goes; the scopes of a listener that the target
+/// changes to route otherwise (or drops) stay until the node holds the new listener and, with
+/// `scopes_draining`, until the old one drained: requests on its connections meanwhile still
+/// find their scope.
+#[test]
+fn scopes_stay_while_a_listener_leaves_them() {
+    let base = vec![route("r1", &["a"]), route("r2", &["a"]), cluster("a"), cla("a", 8080)];
+    let with = |mut rs: Vec<Resource>| {
+        rs.extend(base.iter().cloned());
+        snap(rs)
+    };
+    let held = with(vec![scoped_listener("l", 10000), scope("s1", "r1"), scope("s2", "r2")]);
+    assert!(held.resource(LISTENER, "l").unwrap().references().routes_by_scope());
+    // The listener stays scoped; s2 goes.
+    let target = with(vec![scoped_listener("l", 10000), scope("s1", "r1")]);
+    assert_eq!(names(&plan_for(&target, &held, true).offer, SCOPED_ROUTE), ["s1"]);
+    // The listener routes by one configuration now: both scopes stay while the node holds
+    // the scoped one, and go once it holds the new one.
+    let target = with(vec![listener("l", 10000, "r1")]);
+    assert_eq!(names(&plan_for(&target, &held, true).offer, SCOPED_ROUTE), ["s1", "s2"]);
+    let moved = with(vec![listener("l", 10000, "r1"), scope("s1", "r1"), scope("s2", "r2")]);
+    assert!(names(&plan_for(&target, &moved, true).offer, SCOPED_ROUTE).is_empty());
+    // ... unless the scoped listener still drains.
+    let keep = |_: &str| true;
+    let draining = Node {
+        held: &moved,
+        maybe: &moved,
+        maybe_route: &|_| false,
+        keep: &keep,
+        together: true,
+        settled: true,
+        scopes_draining: true,
+    };
+    assert_eq!(names(&plan(&target, &draining).offer, SCOPED_ROUTE), ["s1", "s2"]);
+    // What routes by scope names the route configurations of its scopes: the node asks for them.
+    let wanted = Wanted::of(&with(vec![scoped_listener("l", 10000), scope("s1", "r1")]));
+    assert_eq!(wanted.routes.into_iter().collect::<Vec<_>>(), ["r1"]);
 }

@@ -280,6 +280,9 @@ pub struct Rollout {
     /// Clusters a listener the node removed or changed named, kept until its connections
     /// have drained: name -> until when.
     draining: BTreeMap<Arc<str>, Instant>,
+    /// Until when a listener that routed by scope, changed or removed, drains: the routing
+    /// scopes the target dropped stay meanwhile.
+    scopes_draining: Option<Instant>,
     step: Step,
     step_since: Instant,
     /// When the target first differed from what the node had reached.
@@ -318,6 +321,7 @@ impl Rollout {
             stopped: false,
             last_analysis: None,
             draining: BTreeMap::new(),
+            scopes_draining: None,
             step: Step::Clusters,
             step_since: now,
             diverged_since: None,
@@ -710,6 +714,9 @@ impl Rollout {
                 },
                 Change::Added(_) => continue,
             };
+            if l.references().routes_by_scope() {
+                self.scopes_draining = Some(until);
+            }
             let mut names: Vec<Arc<str>> = l.references().names(CLUSTER).map(Arc::from).collect();
             if removed {
                 for r in l.references().names(ROUTE) {
@@ -770,7 +777,7 @@ impl Rollout {
     /// When [`tick`](Self::tick) should next be called: the end of the current step's grace,
     /// or the end of a draining listener's drain time.
     pub fn deadline(&self) -> Option<Instant> {
-        [self.grace_deadline(), self.draining.values().min().copied(), self.node_holds.deadline()]
+        [self.grace_deadline(), self.draining.values().min().copied(), self.scopes_draining, self.node_holds.deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -788,8 +795,9 @@ impl Rollout {
         let mut notes = Vec::new();
         // A held document due to be tried again: it is sent to the node alone.
         self.probe(now, &mut notes);
-        if self.draining.values().any(|until| *until <= now) {
+        if self.draining.values().chain(&self.scopes_draining).any(|until| *until <= now) {
             self.draining.retain(|_, until| *until > now);
+            self.scopes_draining = self.scopes_draining.filter(|until| *until > now);
             self.replan(now, &mut notes);
         }
         if self.grace_deadline().is_none_or(|d| d > now) {
@@ -844,6 +852,7 @@ impl Rollout {
         if self.offers_target_unhindered()
             && !self.any_in_flight()
             && self.draining.is_empty()
+            && self.scopes_draining.is_none()
             && CORE_TYPES.iter().all(|ty| {
                 let sum = |s: &Snapshot| s.get(ty).map_or(0, |set| set.sum());
                 sum(&self.acked) == sum(&self.target)
@@ -908,6 +917,7 @@ impl Rollout {
             && self.rejected.is_empty()
             && !self.stopped
             && self.draining.is_empty()
+            && self.scopes_draining.is_none()
             && CORE_TYPES.iter().all(|ty| subscribed(ty));
         alone.then(|| CORE_TYPES.map(|ty| self.acked.get(ty).map_or(0, |s| s.sum())))
     }
@@ -945,6 +955,7 @@ impl Rollout {
             keep: &keep,
             together: self.together(),
             settled: self.settled(),
+            scopes_draining: self.scopes_draining.is_some(),
         };
         plan_lean(&self.target, &self.wanted, &node)
     }
