@@ -517,7 +517,7 @@ fn scope(name: &str, routes: &str) -> Resource {
 /// find their scope.
 #[test]
 fn scopes_stay_while_a_listener_leaves_them() {
-    let base = vec![route("r1", &["a"]), route("r2", &["a"]), cluster("a"), cla("a", 8080)];
+    let base = [route("r1", &["a"]), route("r2", &["a"]), cluster("a"), cla("a", 8080)];
     let with = |mut rs: Vec<Resource>| {
         rs.extend(base.iter().cloned());
         snap(rs)
