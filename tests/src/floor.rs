@@ -203,6 +203,7 @@ fn name_of(type_url: &str, any: &Any) -> anyhow::Result<String> {
         CLUSTER => Cluster::decode(v)?.name,
         ENDPOINTS => ClusterLoadAssignment::decode(v)?.cluster_name,
         ROUTE => RouteConfiguration::decode(v)?.name,
+        SCOPE => envoy_types::pb::envoy::config::route::v3::ScopedRouteConfiguration::decode(v)?.name,
         other => bail!("capture: unexpected type {other}"),
     })
 }
@@ -229,6 +230,34 @@ fn route_names(listeners: &[Named]) -> anyhow::Result<Vec<String>> {
     names.sort();
     names.dedup();
     Ok(names)
+}
+
+/// Whether a listener's HTTP connection manager routes by scope.
+fn routes_by_scope(listeners: &[Named]) -> anyhow::Result<bool> {
+    for (_, any) in listeners {
+        for chain in Listener::decode(&any.value[..])?.filter_chains {
+            for filter in chain.filters {
+                if let Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(c)) =
+                    filter.config_type
+                    && c.type_url.ends_with("HttpConnectionManager")
+                    && let Some(RouteSpecifier::ScopedRoutes(_)) =
+                        HttpConnectionManager::decode(&c.value[..])?.route_specifier
+                {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The RouteConfigurations routing scopes name.
+fn scope_routes(scopes: &[Named]) -> anyhow::Result<Vec<String>> {
+    use envoy_types::pb::envoy::config::route::v3::ScopedRouteConfiguration;
+    scopes
+        .iter()
+        .map(|(_, any)| Ok(ScopedRouteConfiguration::decode(&any.value[..])?.route_configuration_name))
+        .collect()
 }
 
 /// The ClusterLoadAssignments the clusters take over EDS.
@@ -262,11 +291,23 @@ pub async fn capture(xds: SocketAddr, node_id: &str, node_cluster: &str) -> anyh
     };
     let mut got = Resources::new();
     let mut names: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for t in [LISTENER, CLUSTER] {
+    // Listeners, Clusters and (for listeners that route by scope) the routing scopes are asked
+    // for whole; the RouteConfigurations and ClusterLoadAssignments by the names they name.
+    for t in [LISTENER, CLUSTER, SCOPE] {
         tx.send(request(t, vec![], "", "")).await?;
         names.insert(t, vec![]);
     }
-    while got.len() < 4 {
+    let done = |got: &Resources, names: &BTreeMap<&str, Vec<String>>| -> anyhow::Result<bool> {
+        let Some(listeners) = got.get(LISTENER) else { return Ok(false) };
+        let scoped = routes_by_scope(listeners)?;
+        Ok([CLUSTER, ENDPOINTS, ROUTE].iter().all(|t| got.contains_key(*t))
+            && (!scoped || got.contains_key(SCOPE))
+            && names.get(ROUTE).is_some_and(|n| {
+                let have: Vec<String> = got[ROUTE].iter().map(|(name, _)| name.clone()).collect();
+                n.iter().all(|x| have.contains(x))
+            }))
+    };
+    while !done(&got, &names)? {
         let r = tokio::time::timeout(Duration::from_secs(60), responses.message())
             .await
             .context("capture: no response within 60 s")??
@@ -278,19 +319,24 @@ pub async fn capture(xds: SocketAddr, node_id: &str, node_cluster: &str) -> anyh
         let t = r.type_url.as_str();
         let asked = names.get(t).cloned().unwrap_or_default();
         tx.send(request(t, asked, &r.version_info, &r.nonce)).await?;
-        let next = match t {
-            LISTENER => Some((ROUTE, route_names(&resources)?)),
-            CLUSTER => Some((ENDPOINTS, endpoint_names(&resources)?)),
-            _ => None,
-        };
-        if let Some((t2, n)) = next
-            && !got.contains_key(t2)
-            && names.get(t2) != Some(&n)
-        {
-            names.insert(t2, n.clone());
-            tx.send(request(t2, n, "", "")).await?;
-        }
         got.insert(r.type_url.clone(), resources);
+        let mut wanted: Vec<(&str, Vec<String>)> = Vec::new();
+        if matches!(t, LISTENER | SCOPE) {
+            let mut n = route_names(got.get(LISTENER).map(Vec::as_slice).unwrap_or_default())?;
+            n.extend(scope_routes(got.get(SCOPE).map(Vec::as_slice).unwrap_or_default())?);
+            n.sort();
+            n.dedup();
+            wanted.push((ROUTE, n));
+        }
+        if t == CLUSTER {
+            wanted.push((ENDPOINTS, endpoint_names(&got[CLUSTER])?));
+        }
+        for (t2, n) in wanted {
+            if names.get(t2) != Some(&n) {
+                names.insert(t2, n.clone());
+                tx.send(request(t2, n, "", "")).await?;
+            }
+        }
     }
     Ok(got)
 }

@@ -14,7 +14,7 @@
 //! may carry its body in top-level fields other than `spec` (an EndpointSlice's `endpoints`, a
 //! Secret's `data`), which reach the plugin as written.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::decode::DecodeError;
@@ -287,10 +287,12 @@ fn name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Every intent document, by kind and then qualified name (`name` or `namespace/name`).
+/// Every intent document, by kind and then qualified name (`name` or `namespace/name`). The maps
+/// are persistent (shared structure): a clone costs nothing, and a generation takes the last
+/// one's set and changes only what its changed sources define.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IntentSet {
-    by_kind: BTreeMap<String, BTreeMap<String, Arc<IntentDocument>>>,
+    by_kind: imbl::OrdMap<String, imbl::OrdMap<String, Arc<IntentDocument>>>,
 }
 
 /// Two documents with one id.
@@ -400,7 +402,7 @@ impl IntentSet {
 
     /// Every document, by kind and then qualified name.
     pub fn documents(&self) -> impl Iterator<Item = &IntentDocument> + Clone {
-        self.by_kind.values().flat_map(|docs| docs.values().map(|d| d.as_ref()))
+        self.by_kind.iter().flat_map(|(_, docs)| docs.iter().map(|(_, d)| d.as_ref()))
     }
 
     /// Every document as the set holds it (shared), by kind and then qualified name.
@@ -409,7 +411,7 @@ impl IntentSet {
     }
 
     pub fn len(&self) -> usize {
-        self.by_kind.values().map(BTreeMap::len).sum()
+        self.by_kind.values().map(imbl::OrdMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {

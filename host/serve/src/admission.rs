@@ -201,31 +201,41 @@ pub struct UnlistedGroups {
     /// The `namespace/name` (or `name`) of every intent document of the last generation: a
     /// group named after a document is one the intent defines (a `per-gateway` Gateway's
     /// group), always served as its own whatever made-up groups used up the quota.
-    named: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
+    /// Each name with how many documents have it (kinds share names).
+    named: std::sync::RwLock<HashMap<Box<str>, u32>>,
 }
 
 impl UnlistedGroups {
-    /// The documents of the intent now, by qualified name (`namespace/name` or `name`). Kept as
-    /// it is when every name is already there and there are as many (a generation calls this with
-    /// every document: most change none).
-    pub fn set_named<'a>(&self, names: impl Iterator<Item = &'a str> + Clone) {
-        {
-            let named = self.named.read().unwrap();
-            let mut count = 0;
-            if names.clone().all(|n| {
-                count += 1;
-                named.contains(n)
-            }) && count == named.len()
-            {
-                return;
+    /// The documents of the intent now, by qualified name (`namespace/name` or `name`), one
+    /// name per document.
+    pub fn set_named<'a>(&self, names: impl Iterator<Item = &'a str>) {
+        let mut named: HashMap<Box<str>, u32> = HashMap::new();
+        for n in names {
+            *named.entry(n.into()).or_default() += 1;
+        }
+        *self.named.write().unwrap() = named;
+    }
+
+    /// The documents that came and went since the names were last set or changed, by
+    /// qualified name (a generation tells what changed, not every name).
+    pub fn change_named<'a>(&self, added: impl Iterator<Item = &'a str>, removed: impl Iterator<Item = &'a str>) {
+        let mut named = self.named.write().unwrap();
+        for n in added {
+            *named.entry(n.into()).or_default() += 1;
+        }
+        for n in removed {
+            if let Some(count) = named.get_mut(n) {
+                *count -= 1;
+                if *count == 0 {
+                    named.remove(n);
+                }
             }
         }
-        *self.named.write().unwrap() = names.map(Into::into).collect();
     }
 
     /// Whether an intent document is named `group` (see [`UnlistedGroups::set_named`]).
     pub fn is_named(&self, group: &str) -> bool {
-        self.named.read().unwrap().contains(group)
+        self.named.read().unwrap().contains_key(group)
     }
 
     /// Whether `group` may be served as its own: it was admitted within the window, or fewer
@@ -262,6 +272,12 @@ mod group_tests {
         assert!(g.admit("c", 2, t0 + UNLISTED_GROUP_WINDOW + Duration::from_secs(1)), "b's time is over");
         g.set_named(["infra/gw", "web"].into_iter());
         assert!(g.is_named("infra/gw") && g.is_named("web") && !g.is_named("gw") && !g.is_named("infra"));
+        // Two documents of one name (a Service and an HTTPRoute `web`): named until both go.
+        g.change_named(["web", "team/x"].into_iter(), std::iter::empty());
+        g.change_named(std::iter::empty(), ["web", "infra/gw"].into_iter());
+        assert!(g.is_named("web") && g.is_named("team/x") && !g.is_named("infra/gw"));
+        g.change_named(std::iter::empty(), ["web", "nothing"].into_iter());
+        assert!(!g.is_named("web"));
     }
 }
 

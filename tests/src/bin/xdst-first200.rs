@@ -28,9 +28,10 @@
 //!    xdst adds; Envoy's own time to apply each RouteConfiguration (its `update_duration`
 //!    histogram for RDS) is printed for both.
 //!
-//! `--hostnames H` spreads the routes over H hostnames (`h<i mod H>.bench`; the two routes the
-//! steady load and the in-place changes use keep none, so they match every host), so that the
-//! Gateway's one RouteConfiguration holds H virtual hosts.
+//! `--hostnames H` spreads the routes over H hostnames (`h<i mod H>.bench`, every request for
+//! a route carrying its host), so that the Gateway's port holds H virtual hosts: from the
+//! plugin's `routeScopesFrom` hostnames on (32 by default; `--scopes-from`) a RouteConfiguration
+//! per hostname over scoped RDS (design 021), below it one RouteConfiguration.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -80,6 +81,10 @@ struct Args {
     /// hostname), to measure what Envoy takes to apply one host's part.
     #[arg(long, requires = "floor")]
     floor_scoped: bool,
+    /// The gateway-api plugin's `routeScopesFrom`: from this many hostnames on a port a
+    /// RouteConfiguration per hostname (0: never; default: the plugin's, 32).
+    #[arg(long)]
+    scopes_from: Option<u32>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -102,9 +107,17 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// The hostname of route `i` of `hostnames` (routes 0 and 1 have none: every host).
+/// The hostname of route `i` of `hostnames` (none with one: every host).
 fn host_of(i: usize, hostnames: usize) -> Option<String> {
-    (hostnames > 1 && i > 1).then(|| format!("h{}.bench", i % hostnames))
+    (hostnames > 1).then(|| format!("h{}.bench", i % hostnames))
+}
+
+/// A steady load on `path` for `host` (none: the proxy's address), checked against `expect`.
+fn steady(proxy: SocketAddr, host: Option<&str>, path: &str, rate: u32, expect: std::sync::Arc<Expect>) -> Traffic {
+    match host {
+        Some(h) => Traffic::start_checked_host(proxy, h, path, rate, expect),
+        None => Traffic::start_checked(proxy, path, rate, expect),
+    }
 }
 
 /// What a poller saw: answers by status until the first 200, and the time to it.
@@ -210,7 +223,7 @@ impl Run<'_> {
     async fn additions(&self, write: Write<'_>) -> anyhow::Result<()> {
         let how = write.how();
         let expect = Expect::new(Allowed::answers(&[&upstream_of(0)]));
-        let load = Traffic::start_checked(self.proxy, "/r0", self.args.rate, expect);
+        let load = steady(self.proxy, host_of(0, self.args.hostnames).as_deref(), "/r0", self.args.rate, expect);
         let mut times = Vec::new();
         let mut waiting = BTreeMap::new();
         let mut misrouted = 0;
@@ -262,7 +275,9 @@ impl Run<'_> {
         let (a, b) = (1 % self.services, 2 % self.services);
         ensure!(upstream_of(a) != upstream_of(b), "the changed route's two backends share an upstream");
         let expect = Expect::new(Allowed::answers(&[&upstream_of(a)]));
-        let load = Traffic::start_checked(self.proxy, "/r1", self.args.rate, expect.clone());
+        let host = host_of(1, self.args.hostnames);
+        let headers: Vec<(&str, &str)> = host.iter().map(|h| ("host", h.as_str())).collect();
+        let load = steady(self.proxy, host.as_deref(), "/r1", self.args.rate, expect.clone());
         let mut current = a;
         let mut tag = None;
         let mut poller_failures = BTreeMap::new();
@@ -272,11 +287,11 @@ impl Run<'_> {
             tag = if k % 2 == 1 { Some(k) } else { tag };
             // Both are allowed from the write until the new backend is seen answering.
             expect.set(Allowed::answers(&[&upstream_of(current), &upstream_of(next)]));
-            put(self.admin, "r-1", &route("r-1", None, "/r1", next, tag)).await?;
+            put(self.admin, "r-1", &route("r-1", host.as_deref(), "/r1", next, tag)).await?;
             if next != current {
                 let deadline = Instant::now() + Duration::from_secs(30);
                 loop {
-                    match http_request(self.proxy, "/r1", &[]).await {
+                    match http_request(self.proxy, "/r1", &headers).await {
                         Ok(r) if r.status == 200 && r.body == upstream_of(next) => break,
                         Ok(r) if r.status == 200 => {}
                         Ok(r) => *poller_failures.entry(r.status.to_string()).or_default() += 1,
@@ -336,7 +351,10 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
         plugin_dir.path(),
         &plugins::gateway_api()?,
         "gateway-api.wasm",
-        Some("config: {address: 127.0.0.1}\n"),
+        Some(&match args.scopes_from {
+            Some(n) => format!("config: {{address: 127.0.0.1, routeScopesFrom: {n}}}\n"),
+            None => "config: {address: 127.0.0.1}\n".to_owned(),
+        }),
     )?;
     let token = plugin_dir.path().join("token");
     std::fs::write(&token, "bench")?;
@@ -350,7 +368,8 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
     };
     let envoy = Envoy::start(&Bootstrap::new(api, xdst.xds_addr, "first200")).await?;
     let proxy: SocketAddr = ([127, 0, 0, 1], port).into();
-    put(xdst.admin_addr, "r-1", &route("r-1", None, "/r1", 1 % services, None)).await?;
+    put(xdst.admin_addr, "r-1", &route("r-1", host_of(1, args.hostnames).as_deref(), "/r1", 1 % services, None))
+        .await?;
     served_all(&envoy, proxy, routes, args.hostnames).await?;
     println!(
         "== {routes} HTTPRoutes over {services} Services and {} hostnames attached; Envoy served all after {:.1} s; xdst \
@@ -383,7 +402,7 @@ async fn served_all(envoy: &Envoy, proxy: SocketAddr, routes: usize, hostnames: 
     first_200(proxy, host.as_deref(), &format!("/r{last}"), Instant::now(), Duration::from_secs(120))
         .await
         .with_context(|| format!("Envoy never served the last route\n{}", envoy.log_tail(20)))?;
-    first_200(proxy, None, "/r1", Instant::now(), Duration::from_secs(30)).await?;
+    first_200(proxy, host_of(1, hostnames).as_deref(), "/r1", Instant::now(), Duration::from_secs(30)).await?;
     Ok(())
 }
 

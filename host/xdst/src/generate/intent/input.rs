@@ -11,8 +11,48 @@ use super::error::GenerationError;
 use crate::generate::store::StoreProblem;
 
 /// Parsed intent files, by path, with the text they were parsed from: a file that did not
-/// change is not parsed again, and its documents stay the same allocations.
-pub type ParseCache = std::collections::HashMap<PathBuf, Parsed>;
+/// change is not parsed again, and its documents stay the same allocations. It also keeps the
+/// set the last read put together from them, which the next
+/// read changes where sources changed instead of putting every document together again; any
+/// change to the files through [`DerefMut`](std::ops::DerefMut) drops it.
+#[derive(Debug, Default, Clone)]
+pub struct ParseCache {
+    files: std::collections::HashMap<PathBuf, Parsed>,
+    last: Option<IntentSet>,
+    /// Whether the read that made this cache started from the last set.
+    from_last: bool,
+}
+
+impl ParseCache {
+    pub fn new() -> ParseCache {
+        ParseCache::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.files.clear();
+        self.last = None;
+    }
+}
+
+impl std::ops::Deref for ParseCache {
+    type Target = std::collections::HashMap<PathBuf, Parsed>;
+    fn deref(&self) -> &Self::Target {
+        &self.files
+    }
+}
+
+impl std::ops::DerefMut for ParseCache {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.last = None;
+        &mut self.files
+    }
+}
+
+impl<const N: usize> From<[(PathBuf, Parsed); N]> for ParseCache {
+    fn from(files: [(PathBuf, Parsed); N]) -> ParseCache {
+        ParseCache { files: files.into(), last: None, from_last: false }
+    }
+}
 
 /// One file's (or store key's) last parse.
 #[derive(Debug, Clone)]
@@ -262,6 +302,23 @@ fn assemble<'a>(
             }
         }
     }
+    // The last read's set, with what changed sources (and gone ones) defined taken out and what
+    // they define now put in: what putting every source together gives (unchanged sources
+    // first, then the changed ones; a source that does not read is an unchanged one at its last
+    // good parse). A changed source defining what another does falls back to putting every
+    // source together, which decides which to hold.
+    let quick = (mode != Mode::Strict)
+        .then_some(cache.last.as_ref())
+        .flatten()
+        .and_then(|last| changed_from(last, cache, &parsed));
+    if let Some(set) = quick {
+        for (path, _, parse, _) in &parsed {
+            fresh.files.insert(path.clone(), parse.clone());
+        }
+        fresh.last = Some(set.clone());
+        fresh.from_last = true;
+        return finish(set, fresh, held, cache, &parsed, counter);
+    }
     let mut set = IntentSet::default();
     for new in [false, true] {
         for (path, label, parse, _) in parsed.iter().filter(|p| p.3 == new) {
@@ -281,6 +338,43 @@ fn assemble<'a>(
         }
     }
     held.sort_by(|a, b| a.source.cmp(&b.source));
+    fresh.last = Some(set.clone());
+    finish(set, fresh, held, cache, &parsed, counter)
+}
+
+/// `last` (what `cache` put together) with the documents of the sources `parsed` anew or no
+/// longer has taken out, and those parsed anew put in; none when one of them defines a document
+/// another source already does (the whole assembly decides which to hold).
+fn changed_from(last: &IntentSet, cache: &ParseCache, parsed: &[(PathBuf, String, Parsed, bool)]) -> Option<IntentSet> {
+    let mut set = last.clone();
+    let now: std::collections::HashSet<&PathBuf> = parsed.iter().filter(|p| !p.3).map(|p| &p.0).collect();
+    for (path, was) in cache.iter().filter(|(path, _)| !now.contains(path)) {
+        for doc in &was.docs {
+            if set.by_id(doc.id()).is_some_and(|d| Arc::ptr_eq(d, doc)) {
+                set.remove_id(doc.id());
+            } else {
+                // Not what the last read put in: its set and cache disagree; put it all together.
+                tracing::debug!(path = %path.display(), "the last intent set does not hold a cached source");
+                return None;
+            }
+        }
+    }
+    for (_, _, parse, _) in parsed.iter().filter(|p| p.3) {
+        add_all(&mut set, &parse.docs).ok()?;
+    }
+    Some(set)
+}
+
+/// The end of [`assemble`]: the generation counter forgets what went.
+#[allow(clippy::type_complexity, reason = "assemble's own result")]
+fn finish(
+    set: IntentSet,
+    fresh: ParseCache,
+    held: Vec<HeldSource>,
+    cache: &ParseCache,
+    parsed: &[(PathBuf, String, Parsed, bool)],
+    counter: Option<&mut super::generation::Counter>,
+) -> Result<(IntentSet, ParseCache, Vec<HeldSource>), GenerationError> {
     // Only a source parsed again, or one gone, can have taken a document away.
     let changed = parsed.iter().any(|p| p.3) || fresh.len() != cache.len();
     if let Some(c) = counter.filter(|_| changed) {
@@ -455,7 +549,8 @@ mod tests {
 
     /// As if `secs` had passed since the last read: every file read then has settled.
     fn later(cache: &mut ParseCache, secs: i64) {
-        for p in cache.values_mut() {
+        // Stamps only: the set the cache keeps stays.
+        for p in cache.files.values_mut() {
             if let Some(s) = &mut p.stamp {
                 s.read_at.0 += secs;
             }
@@ -485,6 +580,57 @@ mod tests {
         assert_eq!(read(both(2, 1)), (Some(2), Some(1)));
         assert_eq!(read(service("y", 2)), (None, Some(2)));
         assert_eq!(read(both(1, 2)), (Some(1), Some(2)), "x made again starts afresh; y keeps its count");
+    }
+
+    /// Issue 50, item 4: a read that starts from the last read's set (taking out what changed
+    /// sources defined and putting in what they define now) gives what putting every source
+    /// together gives, held sources included, over random edits: files written with services
+    /// from a small pool (so two files sometimes define one), emptied, broken and removed.
+    #[test]
+    fn a_read_from_the_last_set_equals_one_from_every_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = ParseCache::new();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut quick, mut steps) = (0, 0);
+        for step in 0..400 {
+            let file = dir.path().join(format!("f{}.yaml", next(6)));
+            match next(20) {
+                0 => {
+                    let _ = std::fs::remove_file(&file);
+                }
+                1 => std::fs::write(&file, "kind: [unclosed").unwrap(),
+                2 => std::fs::write(&file, "").unwrap(),
+                _ => {
+                    let docs: Vec<String> =
+                        (0..1 + next(3)).map(|_| service(&format!("s{}", next(40)), step)).collect();
+                    std::fs::write(&file, docs.join("---\n")).unwrap();
+                }
+            }
+            later(&mut cache, 10);
+            let mut full = cache.clone();
+            full.last = None;
+            let a = read_intent_cached(dir.path(), &mut cache, 1 << 20, Mode::Holding, None).unwrap();
+            let b = read_intent_cached(dir.path(), &mut full, 1 << 20, Mode::Holding, None).unwrap();
+            assert_eq!(a.set, b.set, "step {step}");
+            assert_eq!(a.held, b.held, "step {step}");
+            let files = |c: &ParseCache| {
+                let mut v: Vec<(PathBuf, usize)> = c.iter().map(|(p, x)| (p.clone(), x.docs.len())).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(files(&cache), files(&full), "step {step}");
+            steps += 1;
+            assert!(!full.from_last);
+            quick += usize::from(cache.from_last);
+        }
+        eprintln!("{quick} of {steps} reads started from the last set");
+        assert!(quick * 4 > steps, "only {quick} of {steps} reads started from the last set");
     }
 
     #[test]

@@ -80,9 +80,8 @@ pub struct IntentSource {
     /// `--on-nack hold`: documents a node's rejection blames are held at what it accepted.
     hold_on_nack: bool,
     nacked: Mutex<nacked::Nacked>,
-    /// The documents the node-group admission was last told the names of, in the set's order:
-    /// a generation whose documents have the same ids tells it nothing new.
-    named: Mutex<Vec<Arc<xdst_core::intent::IntentDocument>>>,
+    /// The intent the node-group admission was last told the names of (see `tell_names`).
+    named: Mutex<Option<xdst_core::intent::IntentSet>>,
     /// `--store-namespace-keys`: intent API writes of namespaced documents go under their
     /// namespace's prefix.
     namespace_keys: bool,
@@ -318,18 +317,48 @@ impl IntentSource {
         })
     }
 
-    /// Tells the node-group admission the documents' names, unless they are those it was told
-    /// last: one walk comparing allocations (and ids only where they differ), where telling
-    /// hashes every name.
+    /// Tells the node-group admission the documents that came and went since it was last told:
+    /// one walk of the last set and this one together (both in id order), comparing
+    /// allocations, and ids only where they differ.
     fn tell_names(&self, plane: &Plane, intent: &xdst_core::intent::IntentSet) {
+        use std::cmp::Ordering;
         let mut named = locked(&self.named);
-        let now: Vec<&Arc<xdst_core::intent::IntentDocument>> = intent.shared().collect();
-        let same = named.len() == now.len()
-            && named.iter().zip(&now).all(|(was, is)| Arc::ptr_eq(was, is) || was.id() == is.id());
-        if !same {
-            plane.serving.unlisted_groups.set_named(intent.documents().map(|d| d.qualified_name()));
+        let admission = &plane.serving.unlisted_groups;
+        if named.is_none() {
+            admission.set_named(intent.documents().map(|d| d.qualified_name()));
+            *named = Some(intent.clone());
+            return;
         }
-        *named = now.into_iter().cloned().collect();
+        let was = named.take().expect("set above");
+        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        let (mut a, mut b) = (was.shared().peekable(), intent.shared().peekable());
+        // Every document is visited, but compared by pointer (the sets share their allocations).
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {
+                    a.next();
+                    b.next();
+                }
+                (Some(x), Some(y)) => {
+                    match (x.kind.as_str(), x.qualified_name()).cmp(&(y.kind.as_str(), y.qualified_name())) {
+                        Ordering::Equal => {
+                            a.next();
+                            b.next();
+                        }
+                        Ordering::Less => removed.push(a.next().expect("peeked").clone()),
+                        Ordering::Greater => added.push(b.next().expect("peeked").clone()),
+                    }
+                }
+                (Some(_), None) => removed.push(a.next().expect("peeked").clone()),
+                (None, Some(_)) => added.push(b.next().expect("peeked").clone()),
+            }
+        }
+        if !added.is_empty() || !removed.is_empty() {
+            admission
+                .change_named(added.iter().map(|d| d.qualified_name()), removed.iter().map(|d| d.qualified_name()));
+        }
+        *named = Some(intent.clone());
     }
 
     /// The directories to watch: the intent directory (files only) and the plugins'.
