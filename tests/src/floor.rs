@@ -319,7 +319,18 @@ pub async fn capture(xds: SocketAddr, node_id: &str, node_cluster: &str) -> anyh
         let t = r.type_url.as_str();
         let asked = names.get(t).cloned().unwrap_or_default();
         tx.send(request(t, asked, &r.version_info, &r.nonce)).await?;
-        got.insert(r.type_url.clone(), resources);
+        if matches!(t, ROUTE | ENDPOINTS) {
+            // SOTW-9: a response carries what changed; the rest is held as it was.
+            let held = got.entry(r.type_url.clone()).or_default();
+            for (name, any) in resources {
+                match held.iter_mut().find(|(n, _)| *n == name) {
+                    Some(slot) => slot.1 = any,
+                    None => held.push((name, any)),
+                }
+            }
+        } else {
+            got.insert(r.type_url.clone(), resources);
+        }
         let mut wanted: Vec<(&str, Vec<String>)> = Vec::new();
         if matches!(t, LISTENER | SCOPE) {
             let mut n = route_names(got.get(LISTENER).map(Vec::as_slice).unwrap_or_default())?;

@@ -267,13 +267,18 @@ impl SotwStream {
                 }
             } else {
                 // SOTW-9/10: what is subscribed and exists; names that do not exist yet are
-                // remembered and sent when they appear, without holding back the others.
+                // remembered and sent when they appear, without holding back the others. Only
+                // what the client does not hold as it is now goes out (SOTW-9: it keeps a
+                // requested resource a response leaves out), so a change to one of many route
+                // configurations is one resource on the wire and one for the client to apply;
+                // the version is that of everything it then holds.
                 let v: Vec<Arc<Resource>> = match (t.wildcard, set) {
                     (true, Some(set)) => set.resources().cloned().collect(),
                     _ => t.names.iter().filter_map(|n| set.and_then(|s| s.get(n)).cloned()).collect(),
                 };
-                let changed = v.iter().any(|r| t.sent.get(r.name()) != Some(r.version()));
-                if !changed || v.is_empty() {
+                let fresh: Vec<Arc<Resource>> =
+                    v.iter().filter(|r| t.sent.get(r.name()) != Some(r.version())).cloned().collect();
+                if fresh.is_empty() {
                     continue;
                 }
                 let version = version_of(&v, set);
@@ -281,7 +286,8 @@ impl SotwStream {
                     continue;
                 }
                 t.rejected = None;
-                (version, Resources::Some(v))
+                t.sent = v.iter().map(|r| (r.name().clone(), r.version().clone())).collect();
+                (version, Resources::Some(fresh))
             };
             // SOTW-5: an unchanged set is not sent again (this is also what keeps a NACKed
             // set from being re-sent until something changes). For RDS/EDS-like types the
@@ -297,9 +303,6 @@ impl SotwStream {
             }
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();
-            if !full_state {
-                t.sent = resources.iter().map(|r| (r.name().clone(), r.version().clone())).collect();
-            }
             t.version_sent = Some(version.clone());
             t.nonce_sent = Some(nonce.clone());
             out.push(SotwResponse { type_url: type_url.clone(), version, nonce, resources });

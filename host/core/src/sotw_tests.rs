@@ -111,7 +111,9 @@ fn sotw_4_stale_nonce_is_ignored() {
     let mut s = ads();
     let first = send(&mut s, req(ROUTE, &["r1"]), &base()).remove(0);
     let second = send(&mut s, ack(&first, &["r1", "r2"]), &base()).remove(0);
-    assert_eq!(names(&second), ["r1", "r2"]);
+    // SOTW-9: r1, which the client holds as it is, is left out; its version covers both.
+    assert_eq!(names(&second), ["r2"]);
+    assert_ne!(second.version, first.version);
     // A request still carrying the first nonce asks to drop r2: it is stale.
     let events = s.handle_request(&ack(&first, &["r1"]), SystemTime::now()).unwrap();
     assert!(matches!(events[0], Event::Stale { .. }));
@@ -204,7 +206,16 @@ fn sotw_9_rds_eds_send_requested_and_newly_requested_even_if_unchanged() {
     let out2 = send(&mut s, ack(&out[0], &["c2"]), &base());
     assert_eq!(names(&out2[0]), ["c2"]);
     let out3 = send(&mut s, ack(&out2[0], &["c1", "c2"]), &base());
-    assert_eq!(names(&out3[0]), ["c1", "c2"]);
+    assert_eq!(names(&out3[0]), ["c1"], "c2 is held as it is: only the newly requested c1 goes");
+    // A NACK: the next response carries everything subscribed again.
+    s.snapshot_changed();
+    let changed = Snapshot::from_resources([res(ENDPOINT, "c1", "9"), res(ENDPOINT, "c2", "1")]).unwrap();
+    let pushed = s.poll(&changed);
+    assert_eq!(names(&pushed[0]), ["c1"]);
+    assert!(send(&mut s, nack(&pushed[0], &["c1", "c2"], &out3[0].version), &changed).is_empty());
+    s.snapshot_changed();
+    let fixed = Snapshot::from_resources([res(ENDPOINT, "c1", "10"), res(ENDPOINT, "c2", "1")]).unwrap();
+    assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);
 }
 
 #[test]
@@ -216,7 +227,7 @@ fn sotw_10_names_that_do_not_exist_yet_are_sent_when_they_appear_without_blockin
     s.snapshot_changed();
     let with_later = snap(&[(ROUTE, "r1", "1"), (ROUTE, "later", "1")]);
     let out = s.poll(&with_later);
-    assert_eq!(names(&out[0]), ["later", "r1"]);
+    assert_eq!(names(&out[0]), ["later"], "r1, held as it is, is left out (SOTW-9)");
 }
 
 #[test]

@@ -418,6 +418,21 @@ async fn report_envoy(envoy: &Envoy, fed_by: &str) -> anyhow::Result<()> {
         .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
         .sum();
     println!("  updates Envoy rejected (the sum of its update_rejected counters): {rejected}");
+    let stats = envoy.stats().await?;
+    let updates = |scoped: bool| -> (u64, usize) {
+        let names: Vec<&str> = stats
+            .names()
+            .filter(|n| n.ends_with(".update_success") && n.contains(".scoped_rds.") == scoped)
+            .filter(|n| scoped || n.contains(".rds."))
+            .collect();
+        (names.iter().map(|n| stats.count(n)).sum(), names.len())
+    };
+    let ((routes, subscriptions), (scopes, _)) = (updates(false), updates(true));
+    println!(
+        "  updates Envoy applied: listeners {}, route configurations {routes} (over {subscriptions} subscriptions), \
+         scope sets {scopes}",
+        stats.count("listener_manager.lds.update_success"),
+    );
     tokio::time::sleep(Duration::from_secs(6)).await;
     let durations = envoy.admin_get("/stats?filter=rds.*update_duration").await?;
     let lines: Vec<&str> = durations.lines().filter(|l| l.contains("P50") && !l.contains("P50(nan,nan)")).collect();
