@@ -125,8 +125,9 @@ async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> any
     xdst_core::files::write_atomic(&intent.path().join("a.yaml"), counted("a", 9011))?;
     last_call(xdst.admin_addr, "changes call: 1 document(s), 0 removed").await?;
     envoy_clusters(&envoy, &["a:9011", "b:9002", "c:9003"]).await?;
-    // The third changes call is checked by a full call of the same documents: c's cluster
-    // goes, and it is counted.
+    // The third changes call is checked by a full call of the same documents, on a thread of
+    // its own (off the generation's path): it finds c's cluster, counts it, and wakes a
+    // generation whose call is full, so c's cluster goes.
     xdst_core::files::write_atomic(&intent.path().join("a.yaml"), counted("a", 9021))?;
     last_call(xdst.admin_addr, "full call: 2 documents").await?;
     envoy_clusters(&envoy, &["a:9021", "b:9002"]).await?;

@@ -17,8 +17,8 @@
 //! (issue 50, item 4).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use imbl::OrdMap;
 use xdst_core::intent::IntentDocument;
@@ -42,6 +42,11 @@ const MAX_GROUPS: usize = 8;
 pub struct States(BTreeMap<String, State>);
 
 impl States {
+    /// The state kept for `group`, if there is one.
+    pub fn get(&self, group: &str) -> Option<&State> {
+        self.0.get(group)
+    }
+
     /// The state kept for `group` (a new one, if none is; past [`MAX_GROUPS`] another group's
     /// is dropped to make room).
     pub fn of(&mut self, group: &str) -> &mut State {
@@ -74,6 +79,71 @@ pub struct State<K = Kept> {
     /// The documents the instance has seen, as the pipeline's delta calls gave them (none
     /// after a call with every document).
     seen: Option<Docs>,
+    /// A periodic check running off the generation's path ([`Check`]): what it found, once
+    /// done (true: the next call is a full one).
+    check: Option<Arc<Mutex<Option<bool>>>>,
+}
+
+/// A periodic check of an incremental plugin to run off the generation's path
+/// ([`State::translate_delta`] hands it over in [`Delta::check`]): a full call, in a fresh
+/// instance, of every document as of the changes call just merged, compared with the output the
+/// changes calls had built then. A difference is logged naming the plugin and the first
+/// differing resource or status, and counted ([`MISMATCHES`]); it, or a full call that fails,
+/// makes the state's next call a full one, whose output is then served.
+pub struct Check {
+    plugin: String,
+    node_group: String,
+    config: String,
+    docs: Docs,
+    resources: BTreeMap<(String, String), (wit::XdsResource, Vec<String>)>,
+    statuses: BTreeMap<String, String>,
+    found: Arc<Mutex<Option<bool>>>,
+}
+
+impl Check {
+    /// Runs the check with `call` (a full call in a fresh instance: `call(&mut None, request,
+    /// None)`); returns whether the state must be replaced (a difference, or a failure).
+    pub fn run<K>(
+        self,
+        call: impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
+    ) -> bool {
+        let request = TranslateRequest {
+            node_group: self.node_group.clone(),
+            documents: self.docs.values().map(|d| wit_document(d)).collect(),
+            resources: Vec::new(),
+            config: self.config.clone(),
+        };
+        let plugin = self.plugin.as_str();
+        let found = match call(&mut None, &request, None) {
+            Ok(t) => {
+                let mut full: State<K> = State::default();
+                full.merge(t, true);
+                let built = State::<K> { resources: self.resources, statuses: self.statuses, ..State::default() };
+                let difference = built.differs_from(&full);
+                if let Some(difference) = &difference {
+                    MISMATCHES.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        plugin,
+                        difference,
+                        "an incremental plugin's changes calls built other output than a full call: serving the full \
+                         call's (this is a bug in the plugin's incremental translation)"
+                    );
+                }
+                difference.is_some()
+            }
+            Err(e) => {
+                tracing::warn!(plugin, error = %e, "the periodic full call of an incremental plugin failed: its next call is full");
+                true
+            }
+        };
+        *self.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(found);
+        found
+    }
+
+    /// Where its outcome goes (to mark it done from outside when it cannot run).
+    pub fn outcome(&self) -> Arc<Mutex<Option<bool>>> {
+        self.found.clone()
+    }
 }
 
 /// Every document of a plugin's kinds, by id, as the pipeline holds them.
@@ -96,6 +166,8 @@ pub struct DeltaCall<'a> {
 pub struct Delta {
     pub full: bool,
     pub translated: Translated,
+    /// A periodic check now due, for the caller to run off the generation's path.
+    pub check: Option<Check>,
 }
 
 /// A document as the contract carries it.
@@ -121,6 +193,7 @@ impl<K> Default for State<K> {
             diagnostics: Vec::new(),
             since_full: 0,
             seen: None,
+            check: None,
         }
     }
 }
@@ -261,6 +334,12 @@ impl<K> State<K> {
     /// exactly `call.since`, a full call with every document otherwise (and every
     /// `full_every` calls, comparing its output with what the changes calls built). Returns
     /// only what changed, unless the call was full.
+    /// Whether a periodic check run off the generation's path found this state's output must be
+    /// replaced: its next call, even with nothing changed, is a full one.
+    pub fn correction_due(&self) -> bool {
+        self.check.as_ref().is_some_and(|c| *c.lock().unwrap_or_else(std::sync::PoisonError::into_inner) == Some(true))
+    }
+
     pub fn translate_delta(
         &mut self,
         plugin: &str,
@@ -272,6 +351,15 @@ impl<K> State<K> {
             Option<Vec<String>>,
         ) -> Result<Translated, crate::PluginError>,
     ) -> Result<Delta, crate::PluginError> {
+        // A check that ran in the background and found a difference (or failed): this call is
+        // a full one, and its output is served.
+        let done = self.check.as_ref().and_then(|c| c.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
+        if let Some(found) = done {
+            self.check = None;
+            if found {
+                *self = State::default();
+            }
+        }
         let seen_since = match (&self.seen, call.since) {
             (Some(seen), Some(since)) => seen.ptr_eq(since),
             _ => false,
@@ -292,13 +380,13 @@ impl<K> State<K> {
                     return Err(e);
                 }
             }
-            return Ok(Delta { full: true, translated: self.output() });
+            return Ok(Delta { full: true, translated: self.output(), check: None });
         }
         self.seen = Some(call.docs.clone());
         if call.changed.is_empty() && call.removed.is_empty() {
             let diagnostics = self.diagnostics.clone();
             let response = wit::TranslateResponse { resources: Vec::new(), diagnostics };
-            return Ok(Delta { full: false, translated: Translated::of(response) });
+            return Ok(Delta { full: false, translated: Translated::of(response), check: None });
         }
         let sent = TranslateRequest {
             node_group: call.node_group.to_owned(),
@@ -309,10 +397,23 @@ impl<K> State<K> {
         let removed: Vec<String> = call.removed.iter().map(|id| id.to_string()).collect();
         let delta = self.changes_call(&sent, &removed, &call_plugin)?;
         self.merge(delta.clone(), false);
-        if self.since_full >= full_every.max(1) && self.check(plugin, &every(), &call_plugin, Some(call.docs.clone())) {
-            return Ok(Delta { full: true, translated: self.output() });
+        // The periodic check goes to the caller, to run off the generation's path; one at a time.
+        let mut check = None;
+        if self.since_full >= full_every.max(1) && self.check.is_none() {
+            self.since_full = 0;
+            let found = Arc::new(Mutex::new(None));
+            self.check = Some(found.clone());
+            check = Some(Check {
+                plugin: plugin.to_owned(),
+                node_group: call.node_group.to_owned(),
+                config: call.config.to_owned(),
+                docs: call.docs.clone(),
+                resources: self.resources.clone(),
+                statuses: self.statuses.clone(),
+                found,
+            });
         }
-        Ok(Delta { full: false, translated: delta })
+        Ok(Delta { full: false, translated: delta, check })
     }
 
     /// Takes in what a call returned: everything (`full`), or the resources new or changed,
@@ -498,6 +599,61 @@ mod tests {
         );
     }
 
+    /// The periodic check of [`State::translate_delta`] runs where its caller puts it (a thread
+    /// of its own in `serve`, off the generation's path): due after `full_every` changes calls,
+    /// it compares a full call in a fresh instance with what the changes calls built. With a
+    /// plugin that forgets removals it finds the difference and counts it, and the state's next
+    /// call is full, serving what a full call returns; an honest plugin's check finds nothing,
+    /// and calls stay changes calls.
+    /// The tests that count [`MISMATCHES`] (a process-wide counter), one at a time.
+    static COUNTING: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn the_periodic_check_runs_apart_and_corrects_the_next_call() {
+        let _counting = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let docs = |names: &[&str]| -> Docs {
+            names
+                .iter()
+                .map(|n| {
+                    let d = xdst_core::intent::parse_file("t.yaml", &format!("kind: S\nmetadata: {{name: {n}}}\n"))
+                        .unwrap()
+                        .remove(0);
+                    (d.id().clone(), Arc::new(d))
+                })
+                .collect()
+        };
+        let (both, one) = (docs(&["a", "b"]), docs(&["a"]));
+        for stale in [true, false] {
+            let mut s: State<Native> = State::default();
+            let first =
+                DeltaCall { node_group: "", config: "null", docs: &both, since: None, changed: &[], removed: &[] };
+            assert!(s.translate_delta("p", 1, &first, native(stale)).unwrap().full);
+            let gone: Vec<Arc<str>> = vec!["S/b".into()];
+            let second = DeltaCall {
+                node_group: "",
+                config: "null",
+                docs: &one,
+                since: Some(&both),
+                changed: &[],
+                removed: &gone,
+            };
+            let delta = s.translate_delta("p", 1, &second, native(stale)).unwrap();
+            assert!(!delta.full, "a changes call");
+            let check = delta.check.expect("due after one changes call");
+            let before = MISMATCHES.load(Ordering::Relaxed);
+            // The check's own full call is the plugin's, in a fresh instance: right even when stale.
+            assert_eq!(check.run(native(stale)), stale);
+            assert_eq!(MISMATCHES.load(Ordering::Relaxed) - before, u64::from(stale));
+            let third =
+                DeltaCall { node_group: "", config: "null", docs: &one, since: Some(&one), changed: &[], removed: &[] };
+            let delta = s.translate_delta("p", 1, &third, native(stale)).unwrap();
+            assert_eq!(delta.full, stale, "stale: the next call is full; honest: nothing to do");
+            if stale {
+                assert_eq!(names(&delta.translated), ["a"], "b, which the stale plugin kept, is gone");
+            }
+        }
+    }
+
     /// What a test instance keeps: its documents, by id, with their ports.
     struct Native(BTreeMap<String, String>);
 
@@ -589,6 +745,7 @@ mod tests {
             every in 1u32..6,
             stale in proptest::bool::weighted(0.2),
         ) {
+            let _counting = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut intent: BTreeMap<u8, u8> = BTreeMap::new();
             let mut state: State<Native> = State::default();
             let mismatches = MISMATCHES.load(Ordering::Relaxed);

@@ -39,7 +39,7 @@ pub mod text_limits;
 pub use error::{Failure, Fault, PluginError, clip};
 pub use runtime::{
     Abi, CONTRACT, CONTRACTS, Capabilities, DROPPED_LOG_LINES, DocumentStatus, Kept, Limits, Plugin, Runtime,
-    RuntimeConfig, Translated, componentize_embedded, digest,
+    RuntimeConfig, Translated, Wake, componentize_embedded, digest,
 };
 pub use text_limits::TextLimits;
 

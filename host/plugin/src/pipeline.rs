@@ -61,6 +61,12 @@ pub trait Translate: Send + Sync {
     fn incremental(&self) -> bool {
         false
     }
+    /// Whether it must be called for `node_group` even when nothing changed: a periodic check
+    /// found its output must be replaced (an incremental plugin).
+    fn correction_due(&self, node_group: &str) -> bool {
+        let _ = node_group;
+        false
+    }
 }
 
 impl Translate for Plugin {
@@ -84,6 +90,9 @@ impl Translate for Plugin {
     }
     fn incremental(&self) -> bool {
         Plugin::incremental(self)
+    }
+    fn correction_due(&self, node_group: &str) -> bool {
+        Plugin::correction_due(self, node_group)
     }
 }
 
@@ -130,6 +139,9 @@ impl Translate for Renamed {
     }
     fn incremental(&self) -> bool {
         self.plugin.incremental()
+    }
+    fn correction_due(&self, node_group: &str) -> bool {
+        self.plugin.correction_due(node_group)
     }
 }
 
@@ -982,7 +994,8 @@ impl Pipeline {
                     }
                 }
                 removed.extend(olds.map(|(id, _)| id.clone()));
-                if changed.is_empty() && removed.is_empty() {
+                let group = if p.plugin.names_node_groups() { "" } else { self.node_group.as_str() };
+                if changed.is_empty() && removed.is_empty() && !p.plugin.correction_due(group) {
                     return Ok(None);
                 }
                 let mut inputs = prev.inputs.clone();

@@ -162,6 +162,20 @@ pub struct RuntimeConfig {
     /// An incremental plugin's calls between two full ones (`--full-translation-every`; design
     /// 020); 0 means the default.
     pub full_translation_every: u32,
+    /// Called when a periodic full check, run off the generation's path, found that an
+    /// incremental plugin's output must be replaced: the caller runs a generation, whose call
+    /// of that plugin is then a full one.
+    pub wake: Wake,
+}
+
+/// See [`RuntimeConfig::wake`].
+#[derive(Clone, Default)]
+pub struct Wake(pub Option<Arc<dyn Fn() + Send + Sync>>);
+
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Wake(set)" } else { "Wake(none)" })
+    }
 }
 
 /// Compiles and runs plugins. One per process; cheap to share.
@@ -359,6 +373,7 @@ impl Runtime {
                 0 => crate::incremental::DEFAULT_FULL_EVERY,
                 n => n,
             },
+            wake: self.config.wake.clone(),
         };
         let version = plugin.contract();
         let mut incremental = false;
@@ -587,6 +602,8 @@ pub struct Plugin {
     kept: std::sync::Mutex<crate::incremental::States>,
     /// Its calls between two full ones.
     full_every: u32,
+    /// Told when a check in the background found its output must be replaced.
+    wake: Wake,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -650,9 +667,66 @@ impl Plugin {
             return None;
         }
         let mut states = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some(states.of(call.node_group).translate_delta(&self.name, self.full_every, call, |kept, r, removed| {
-            self.translate_kept(kept, r, removed)
+        let result =
+            states.of(call.node_group).translate_delta(&self.name, self.full_every, call, |kept, r, removed| {
+                self.translate_kept(kept, r, removed)
+            });
+        drop(states);
+        Some(result.map(|mut delta| {
+            if let Some(check) = delta.check.take() {
+                self.check_in_background(check);
+            }
+            delta
         }))
+    }
+
+    /// Whether a periodic check found that the output kept for `node_group` must be replaced:
+    /// the pipeline then calls, even with nothing changed ([`crate::incremental::State::correction_due`]).
+    pub fn correction_due(&self, node_group: &str) -> bool {
+        self.incremental
+            && self
+                .kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(node_group)
+                .is_some_and(crate::incremental::State::correction_due)
+    }
+
+    /// Runs a periodic check ([`crate::incremental::Check`]) on a thread of its own, in a fresh
+    /// instance of a copy of this plugin (the same compiled code, limits and engine), so that
+    /// the generation that made it due publishes without waiting; when it finds the output must
+    /// be replaced, [`RuntimeConfig::wake`] is told, and the next call is a full one.
+    fn check_in_background(&self, check: crate::incremental::Check) {
+        let outcome = check.outcome();
+        let Code::Component4(pre) = &self.code else { return };
+        let checker = Plugin {
+            name: self.name.clone(),
+            digest: self.digest.clone(),
+            info: self.info.clone(),
+            code: Code::Component4(pre.clone()),
+            imports: self.imports.clone(),
+            _ticker: self._ticker.clone(),
+            engine: self.engine.clone(),
+            limits: self.limits,
+            fuel_enabled: self.fuel_enabled,
+            text: self.text,
+            incremental: true,
+            kept: Default::default(),
+            full_every: self.full_every,
+            wake: Wake::default(),
+        };
+        let wake = self.wake.clone();
+        let spawned = std::thread::Builder::new().name("xdst-full-check".into()).spawn(move || {
+            if check.run(|kept, r, removed| checker.translate_kept(kept, r, removed))
+                && let Some(wake) = &wake.0
+            {
+                wake();
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(plugin = %self.name, error = %e, "cannot start the periodic full check: the next call is full");
+            *outcome.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(true);
+        }
     }
 
     /// Translates under the plugin's limits, keeping the statuses a 0.2.0 plugin returns. An

@@ -239,6 +239,8 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         }
         (plugins, _) => (plugins, None),
     };
+    // Wakes the generation loop: a remote plugin fetched, a periodic check that found a difference.
+    let rescan = Arc::new(tokio::sync::Notify::new());
     let intent_source = match (input, plugins) {
         (Some(i), Some(p)) => {
             if config.resources.is_some() {
@@ -246,7 +248,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
                     "--resources cannot be combined with --intent/--store and plugins: serve one source".into(),
                 ));
             }
-            let runtime = plugin_runtime(config)?;
+            let runtime = plugin_runtime(config, &rescan)?;
             let source = intent::IntentSource::new(i, p, xdst_plugin::dir::DirLoader::new(runtime))
                 .with_max_store_documents(config.store.max_store_documents)
                 .with_max_file_size(config.max_file_size)
@@ -288,7 +290,7 @@ pub async fn start(settings: Settings) -> Result<Running, StartError> {
         metrics: generation_metrics,
         changes: Default::default(),
         debounce: config.debounce,
-        rescan: Arc::new(tokio::sync::Notify::new()),
+        rescan,
         reloads: Default::default(),
         max_file_bytes: config.max_file_size,
         read_saw: Default::default(),
@@ -541,8 +543,13 @@ fn beside_plugin_cache(config: &Settings, what: &str) -> Option<std::path::PathB
     Some(base.join(what).join(format!("{digest}.json")))
 }
 
-/// The plugin host, with the settings' cache, fuel and text bounds.
-fn plugin_runtime(config: &Settings) -> Result<xdst_plugin::Runtime, xdst_plugin::PluginError> {
+/// The plugin host, with the settings' cache, fuel and text bounds; a periodic check that finds
+/// an incremental plugin's output must be replaced wakes the generation loop (`rescan`).
+fn plugin_runtime(
+    config: &Settings,
+    rescan: &Arc<tokio::sync::Notify>,
+) -> Result<xdst_plugin::Runtime, xdst_plugin::PluginError> {
+    let rescan = rescan.clone();
     xdst_plugin::Runtime::new(xdst_plugin::RuntimeConfig {
         cache_dir: config.plugin_cache.clone(),
         fuel: config.fuel,
@@ -553,6 +560,7 @@ fn plugin_runtime(config: &Settings) -> Result<xdst_plugin::Runtime, xdst_plugin
             stdio_bytes: config.max_plugin_stdio,
         },
         full_translation_every: config.full_translation_every,
+        wake: xdst_plugin::Wake(Some(Arc::new(move || rescan.notify_one()))),
     })
 }
 

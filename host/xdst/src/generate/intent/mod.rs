@@ -424,15 +424,22 @@ impl IntentSource {
         let mut store_revision = None;
         let mut held_sources = Vec::new();
         let mut held_nacked = Vec::new();
+        // Where the generation's time went, for its log line: each phase's end, from `started`.
+        let phases = std::cell::RefCell::new(Vec::<(&str, f64)>::new());
+        let phase = |name: &'static str| phases.borrow_mut().push((name, started.elapsed().as_secs_f64() * 1e3));
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
             let Read { set: intent, held, .. } = self.read_current()?;
+            phase("read");
             held_sources = held;
             self.retry_refusals_about_changed(&intent);
+            phase("retry");
             self.tell_names(plane, &intent);
+            phase("names");
             store_revision = revision;
             documents = intent.len();
             let chosen = self.choose_plugins(plane)?;
+            phase("plugins");
             report_plugins = Some(chosen.iter().map(|c| plugin_report(&c.loaded)).collect::<Vec<_>>());
             let mut intent = Intents { all: intent, groups: BTreeMap::new() };
             if self.hold_on_nack {
@@ -453,7 +460,9 @@ impl IntentSource {
             let candidates: Vec<usize> =
                 chosen.iter().enumerate().filter(|(_, c)| c.candidate).map(|(i, _)| i).collect();
             let check = !candidates.is_empty();
+            phase("holds");
             let first = self.attempt(plane, &groups, &chosen, &intent, &mut calls, Holding::SERVE, check);
+            phase("translate");
             let named = |name: &str| candidates.iter().copied().find(|&i| chosen[i].loaded.name == name);
             // A plugin is refused for what is its own fault (issue 48, point 6): an error it is
             // blamed for, new or not; a failure nobody is blamed for when it is the one plugin
@@ -473,6 +482,7 @@ impl IntentSource {
             let Some(i) = suspect else {
                 let attempt = first?;
                 let out = self.publish(plane, attempt, &intent)?;
+                phase("publish");
                 self.accept(&chosen);
                 return Ok(out);
             };
@@ -623,6 +633,7 @@ impl IntentSource {
                     store_revision,
                     changed_groups = ?report.changed_groups,
                     elapsed_ms = elapsed_ms as u64,
+                    phases_ms = %phases.borrow().iter().map(|(p, ms)| format!("{p}={ms:.1}")).collect::<Vec<_>>().join(" "),
                     "intent translated and published"
                 );
                 Ok(())
