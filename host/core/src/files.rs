@@ -56,6 +56,73 @@ pub fn read_text(path: &Path, max: usize) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// What identifies one version of a file without reading it: its size, device, inode,
+/// modification and change times, and when it was looked at (`read_at`, just before reading).
+///
+/// A later stamp equal to this one shows the same version only if that version had been still
+/// for a while when it was read ([`Stamp::vouches`]): a file rewritten twice within one tick of
+/// the file system's clock keeps its times (and maybe its size). Linux stamps files with a
+/// coarse clock (a tick of 1-10 ms) on file systems with nanosecond times, so there a version
+/// still for [`Stamp::SETTLED_FINE`] is settled; where times are whole seconds (FAT, some
+/// network file systems: both nanosecond parts zero) it takes [`Stamp::SETTLED_COARSE`]. The
+/// change time (`ctime`) is set by the kernel on every write, rename or `touch`, and no tool
+/// that restores modification times (`cp -p`, `rsync -t`, `tar`) can set it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    /// When it was taken, in seconds and nanoseconds since the epoch.
+    pub read_at: (i64, i64),
+}
+
+impl Stamp {
+    /// How long a version must have been still, on a file system with nanosecond times.
+    pub const SETTLED_FINE: std::time::Duration = std::time::Duration::from_millis(50);
+    /// How long a version must have been still, on one with whole-second times.
+    pub const SETTLED_COARSE: std::time::Duration = std::time::Duration::from_secs(3);
+
+    pub fn of(meta: &std::fs::Metadata, read_at: std::time::SystemTime) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        let at = read_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Stamp {
+            len: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            read_at: (at.as_secs() as i64, i64::from(at.subsec_nanos())),
+        }
+    }
+
+    /// The stamp of `path` now (none when it cannot be read).
+    pub fn now(path: &Path) -> Option<Stamp> {
+        let read_at = std::time::SystemTime::now();
+        std::fs::metadata(path).ok().map(|m| Stamp::of(&m, read_at))
+    }
+
+    /// Whether `now` (a stamp taken now) shows the same version of the file this stamp was
+    /// taken of, and that version had settled when this stamp was taken.
+    pub fn vouches(&self, now: &Stamp) -> bool {
+        let fine = self.mtime.1 != 0 || self.ctime.1 != 0;
+        let settle = if fine { Self::SETTLED_FINE } else { Self::SETTLED_COARSE };
+        let nanos = |(s, n): (i64, i64)| i128::from(s) * 1_000_000_000 + i128::from(n);
+        let settled = |t: (i64, i64)| nanos(t) + settle.as_nanos() as i128 <= nanos(self.read_at);
+        (self.len, self.dev, self.ino, self.mtime, self.ctime) == (now.len, now.dev, now.ino, now.mtime, now.ctime)
+            && settled(self.mtime)
+            && settled(self.ctime)
+    }
+
+    /// This stamp as if it had been taken `by` later (tests: a file that has since settled).
+    pub fn later(mut self, by: std::time::Duration) -> Stamp {
+        let nanos = i128::from(self.read_at.0) * 1_000_000_000 + i128::from(self.read_at.1) + by.as_nanos() as i128;
+        self.read_at = ((nanos / 1_000_000_000) as i64, (nanos % 1_000_000_000) as i64);
+        self
+    }
+}
+
 /// Writes `bytes` to `path` atomically: into a temporary file in the same directory (created
 /// if missing), flushed to disk, then renamed over `path`.
 ///
@@ -84,6 +151,31 @@ pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stamp vouches for a version once it has been still for the settle time (on a file
+    /// system with nanosecond times, 50 ms), and not for a rewrite of the same size with its
+    /// modification time set back (the change time moved).
+    #[test]
+    fn a_stamp_vouches_for_a_settled_version_only() {
+        let dir = std::env::temp_dir().join(format!("xdst-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.yaml");
+        std::fs::write(&path, "one").unwrap();
+        let fresh = Stamp::now(&path).unwrap();
+        assert!(fresh.mtime.1 != 0 || fresh.ctime.1 != 0, "this test expects nanosecond times");
+        assert!(!fresh.vouches(&Stamp::now(&path).unwrap()), "just written: not yet");
+        let settled = fresh.later(Stamp::SETTLED_FINE);
+        assert!(settled.vouches(&Stamp::now(&path).unwrap()));
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, "two").unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+        assert!(!settled.vouches(&Stamp::now(&path).unwrap()), "the change time moved");
+        // Whole-second times: three seconds.
+        let coarse = Stamp { mtime: (fresh.mtime.0, 0), ctime: (fresh.ctime.0, 0), ..fresh };
+        assert!(!coarse.later(Stamp::SETTLED_FINE * 2).vouches(&coarse));
+        assert!(coarse.later(Stamp::SETTLED_COARSE + std::time::Duration::from_secs(1)).vouches(&coarse));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn replaces_the_file_and_leaves_nothing_behind() {

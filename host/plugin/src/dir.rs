@@ -69,50 +69,11 @@ static KEYS: std::sync::LazyLock<Mutex<HashMap<PathBuf, KnownKey>>> = std::sync:
 const MAX_KEYS: usize = 1024;
 
 struct KnownKey {
-    stamp: CodeStamp,
-    /// When the file was read for it.
-    read_at: std::time::SystemTime,
+    /// The code file's stamp, taken just before it was read for the key.
+    stamp: xdst_core::files::Stamp,
     /// The settings, name and signature it was computed with.
     rest: Vec<u8>,
     key: String,
-}
-
-/// What identifies one version of a plugin's code file without reading it: size, inode,
-/// modification and change times. The change time is set by the kernel on every write, rename
-/// or `touch` and no tool can set it back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CodeStamp {
-    len: u64,
-    dev: u64,
-    ino: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl CodeStamp {
-    /// How long a file must have been still before it was read for its stamp to vouch for it:
-    /// a file rewritten twice within one tick of a coarse file-system clock keeps its times.
-    const SETTLED: Duration = Duration::from_secs(3);
-
-    fn of(meta: &std::fs::Metadata) -> CodeStamp {
-        use std::os::unix::fs::MetadataExt;
-        CodeStamp {
-            len: meta.len(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-
-    /// Whether `now` is the version this stamp was read from, settled when it was read at `read_at`.
-    fn vouches(&self, now: &CodeStamp, read_at: std::time::SystemTime) -> bool {
-        let settled = |(secs, _): (i64, i64)| {
-            let then = std::time::UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
-            then + Self::SETTLED < read_at
-        };
-        self == now && settled(self.mtime) && settled(self.ctime)
-    }
 }
 
 /// A plugin to load: its code and the operator's settings for it.
@@ -197,7 +158,7 @@ impl Entry {
     /// A digest of everything that makes this plugin what it is: the code and the settings.
     ///
     /// A generation asks this of every plugin. The code (megabytes) is read and hashed again only
-    /// when its file's stamp moved or has not settled ([`CodeStamp`]); the settings, name and
+    /// when its file's stamp moved or has not settled ([`xdst_core::files::Stamp`]); the settings, name and
     /// signature (small) are read every time.
     pub fn key(&self) -> Result<String, DirError> {
         let mut rest = Vec::new();
@@ -212,11 +173,10 @@ impl Entry {
             rest.extend(s.key.as_bytes());
             rest.extend(s.signature.as_ref().map(Vec::as_slice).unwrap_or(b"-"));
         }
-        let read_at = std::time::SystemTime::now();
-        let stamp = std::fs::metadata(&self.wasm).ok().map(|m| CodeStamp::of(&m));
+        let stamp = xdst_core::files::Stamp::now(&self.wasm);
         let keys = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let (Some(now), Some(known)) = (stamp, keys.get(&self.wasm))
-            && known.stamp.vouches(&now, known.read_at)
+            && known.stamp.vouches(&now)
             && known.rest == rest
         {
             return Ok(known.key.clone());
@@ -230,7 +190,7 @@ impl Entry {
             if keys.len() >= MAX_KEYS {
                 keys.clear();
             }
-            keys.insert(self.wasm.clone(), KnownKey { stamp, read_at, rest, key: key.clone() });
+            keys.insert(self.wasm.clone(), KnownKey { stamp, rest, key: key.clone() });
         }
         Ok(key)
     }
@@ -517,7 +477,7 @@ mod tests {
         let settle = |key: &str| {
             let mut keys = KEYS.lock().unwrap();
             let known = keys.get_mut(&wasm).unwrap();
-            known.read_at = std::time::SystemTime::now() + Duration::from_secs(10);
+            known.stamp = known.stamp.later(Duration::from_secs(10));
             known.key = key.to_owned();
         };
         settle("remembered");

@@ -74,52 +74,7 @@ impl Parsed {
     }
 }
 
-/// What identifies one version of a file without reading it: its size, inode, modification
-/// and change times, and when xdst read it.
-///
-/// A file whose stamp is the same as at the last read is taken as unchanged without opening it,
-/// but only if it had last changed at least [`Stamp::SETTLED`] before that read: a file
-/// rewritten twice within one tick of a coarse file-system clock keeps its times, and is read
-/// again until it has been still for that long. The change time (`ctime`) is set by the
-/// kernel on every write, rename or `touch`, and cannot be set back by a tool that restores
-/// modification times (`cp -p`, `rsync -t`, `tar`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
-    len: u64,
-    dev: u64,
-    ino: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-    /// When the read began, in seconds and nanoseconds since the epoch.
-    read_at: (i64, i64),
-}
-
-impl Stamp {
-    /// How long a file must have been still before the read for its stamp to vouch for it.
-    const SETTLED: i64 = 3;
-
-    fn of(meta: &std::fs::Metadata, read_at: std::time::SystemTime) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
-        let at = read_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Stamp {
-            len: meta.len(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            read_at: (at.as_secs() as i64, i64::from(at.subsec_nanos())),
-        }
-    }
-
-    /// Whether `now` (a stamp taken now) shows the same version of the file this stamp was
-    /// read from, and that version had settled when it was read.
-    fn vouches(&self, now: &Stamp) -> bool {
-        let settled = |t: (i64, i64)| t.0.saturating_add(Self::SETTLED) < self.read_at.0;
-        (self.len, self.dev, self.ino, self.mtime, self.ctime) == (now.len, now.dev, now.ino, now.mtime, now.ctime)
-            && settled(self.mtime)
-            && settled(self.ctime)
-    }
-}
+use xdst_core::files::Stamp;
 
 /// Every cached file is read again next time, whatever its stamp says: an edit through a
 /// shared `mmap` moves neither its modification nor its change time (issue 49, item 5), so
@@ -552,7 +507,7 @@ mod tests {
         // Stamps only: the set the cache keeps stays.
         for p in cache.files.values_mut() {
             if let Some(s) = &mut p.stamp {
-                s.read_at.0 += secs;
+                *s = s.later(std::time::Duration::from_secs(secs as u64));
             }
         }
     }
