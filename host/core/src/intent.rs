@@ -293,6 +293,9 @@ fn name_problem(name: &str) -> Option<&'static str> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IntentSet {
     by_kind: imbl::OrdMap<String, imbl::OrdMap<String, Arc<IntentDocument>>>,
+    /// How many documents there are of each (kind, group): what a claim check walks instead
+    /// of every document.
+    claims: imbl::OrdMap<(String, Option<String>), usize>,
 }
 
 /// Two documents with one id.
@@ -361,8 +364,21 @@ impl IntentSet {
                 second: doc.origin.clone(),
             });
         }
+        let claim = (doc.kind.clone(), doc.group.clone());
         docs.insert(name.to_owned(), doc);
+        *self.claims.entry(claim).or_default() += 1;
         Ok(())
+    }
+
+    /// Counts `doc` out of [`claims`](Self::claims).
+    fn uncount(&mut self, doc: &IntentDocument) {
+        let claim = (doc.kind.clone(), doc.group.clone());
+        if let Some(n) = self.claims.get_mut(&claim) {
+            *n -= 1;
+            if *n == 0 {
+                self.claims.remove(&claim);
+            }
+        }
     }
 
     /// The documents a plugin's claim names (`Kind`, or `group/Kind`), ordered by qualified
@@ -386,12 +402,17 @@ impl IntentSet {
         if docs.is_empty() {
             self.by_kind.remove(kind);
         }
+        if let Some(d) = &doc {
+            self.uncount(d);
+        }
         doc
     }
 
     /// Puts `doc` in, in place of any document with its id.
     pub fn replace(&mut self, doc: Arc<IntentDocument>) {
+        self.remove_id(doc.id());
         let name = doc.qualified_name().to_owned();
+        *self.claims.entry((doc.kind.clone(), doc.group.clone())).or_default() += 1;
         self.by_kind.entry(doc.kind.clone()).or_default().insert(name, doc);
     }
 
@@ -437,17 +458,25 @@ impl IntentSet {
             if claimed.is_empty() { "none".to_owned() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") }
         };
         let mut out = Unclaimed::default();
-        // Each (group, kind) is looked up once, not each document's claim built: a generation
-        // asks this of every document, and documents of one kind come together.
-        let mut last: Option<((Option<&str>, &str), bool)> = None;
-        for doc in self.shared() {
-            let key = (doc.group.as_deref(), doc.kind.as_str());
-            let is_claimed = match last {
-                Some((k, c)) if k == key => c,
-                _ => claimed.contains(&doc.claim()),
-            };
-            last = Some((key, is_claimed));
-            if is_claimed {
+        // Each (kind, group) the set holds is looked up once; only the documents of one no
+        // plugin claims are walked (a generation asks this, and nearly every document is
+        // claimed).
+        let unclaimed: BTreeSet<(&str, Option<&str>)> = self
+            .claims
+            .keys()
+            .filter(|(kind, group)| {
+                let claim = match group {
+                    Some(g) => format!("{g}/{kind}"),
+                    None => kind.clone(),
+                };
+                !claimed.contains(&claim)
+            })
+            .map(|(kind, group)| (kind.as_str(), group.as_deref()))
+            .collect();
+        let kinds: BTreeSet<&str> = unclaimed.iter().map(|(kind, _)| *kind).collect();
+        let docs = kinds.into_iter().filter_map(|k| self.by_kind.get(k)).flat_map(|m| m.values());
+        for doc in docs {
+            if !unclaimed.contains(&(doc.kind.as_str(), doc.group.as_deref())) {
                 continue;
             }
             let claim = doc.claim();

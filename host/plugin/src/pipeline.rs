@@ -909,7 +909,11 @@ impl Pipeline {
         let mut kinds: Vec<&String> = info.kinds.iter().collect();
         kinds.sort();
         let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
-        docs.sort_by(|a, b| a.id().cmp(b.id()));
+        // The set holds each kind's documents by name and the kinds come sorted: nearly always
+        // in id order already, which one pass tells.
+        if !docs.is_sorted_by(|a, b| a.id() <= b.id()) {
+            docs.sort_by(|a, b| a.id().cmp(b.id()));
+        }
         let resources = current
             .types()
             .flat_map(|(_, set)| set.resources())
@@ -964,7 +968,11 @@ impl Pipeline {
         let mut kinds: Vec<&String> = info.kinds.iter().collect();
         kinds.sort();
         let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
-        docs.sort_by(|a, b| a.id().cmp(b.id()));
+        // The set holds each kind's documents by name and the kinds come sorted: nearly always
+        // in id order already, which one pass tells.
+        if !docs.is_sorted_by(|a, b| a.id() <= b.id()) {
+            docs.sort_by(|a, b| a.id().cmp(b.id()));
+        }
 
         // What changed since last time: both sides are ordered by id, walk them together.
         let mut changed: Vec<&Arc<IntentDocument>> = Vec::new();

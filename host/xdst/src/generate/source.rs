@@ -188,9 +188,7 @@ pub fn fingerprint(dir: &Path) -> Option<crate::generate::plane::Fingerprint> {
                     stack.push(path.clone());
                 }
                 out.push((path, 0, None, (0, 0)));
-            } else if is_resource_file(&path)
-                || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
-            {
+            } else if fingerprinted(&path) {
                 use std::os::unix::fs::MetadataExt;
                 out.push((path, meta.len(), meta.modified().ok(), (meta.ctime(), meta.ctime_nsec())));
             }
@@ -198,6 +196,12 @@ pub fn fingerprint(dir: &Path) -> Option<crate::generate::plane::Fingerprint> {
     }
     out.sort();
     Some(out)
+}
+
+/// Whether a file counts in a directory's fingerprint: intent and resources, plugins, their
+/// settings, signatures and keys.
+pub(crate) fn fingerprinted(path: &Path) -> bool {
+    is_resource_file(path) || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
 }
 
 /// However busy the directory, a change is applied at most this long after it was seen.

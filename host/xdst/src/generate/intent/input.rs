@@ -32,6 +32,11 @@ impl ParseCache {
         self.files.clear();
         self.last = None;
     }
+
+    /// The set the last read put together from these files, if it is still theirs.
+    pub fn last_set(&self) -> Option<&IntentSet> {
+        self.last.as_ref()
+    }
 }
 
 impl std::ops::Deref for ParseCache {
@@ -113,6 +118,9 @@ pub struct Read {
     /// Files (or store keys) read.
     pub files: usize,
     pub held: Vec<HeldSource>,
+    /// The intent directory as the read found it, before reading each file: the fingerprint
+    /// the watcher compares with (none for a store).
+    pub seen: Option<crate::generate::plane::Fingerprint>,
 }
 
 /// A file or store key that does not read (too large, not UTF-8, not YAML, a document that
@@ -134,13 +142,33 @@ pub fn read_intent_cached(
     mode: Mode,
     counter: Option<&mut super::generation::Counter>,
 ) -> Result<Read, GenerationError> {
+    // One walk lists the files to read, stats each (its stamp, taken before it is read), and
+    // makes the fingerprint the watcher compares with (`source::fingerprint`'s, entry for
+    // entry), so a generation walks the directory once.
     let mut files = Vec::new();
+    let mut seen: crate::generate::plane::Fingerprint = Vec::new();
+    let mut stats: std::collections::HashMap<PathBuf, (std::fs::Metadata, std::time::SystemTime)> =
+        std::collections::HashMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).map_err(|e| GenerationError::Dir(d.clone(), e))? {
             let entry = entry.map_err(|e| GenerationError::Dir(d.clone(), e))?;
             let path = entry.path();
-            if entry.file_name().to_string_lossy().starts_with('.') {
+            let dot = entry.file_name().to_string_lossy().starts_with('.');
+            let read_at = std::time::SystemTime::now();
+            // As `fingerprint` lists it (the entry itself, a link not followed).
+            if let Ok(meta) = entry.metadata() {
+                if meta.is_dir() {
+                    seen.push((path.clone(), 0, None, (0, 0)));
+                } else if crate::generate::source::fingerprinted(&path) {
+                    use std::os::unix::fs::MetadataExt;
+                    seen.push((path.clone(), meta.len(), meta.modified().ok(), (meta.ctime(), meta.ctime_nsec())));
+                }
+                if meta.is_file() {
+                    stats.insert(path.clone(), (meta, read_at));
+                }
+            }
+            if dot {
                 continue;
             }
             // The directory entry's type, without a `stat`; a link is followed.
@@ -155,12 +183,16 @@ pub fn read_intent_cached(
             }
         }
     }
+    seen.sort();
     files.sort();
     let bounded = mode == Mode::HoldingBounded;
     let sources = files.iter().map(|f| {
         let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
-        let read_at = std::time::SystemTime::now();
-        let stamp = std::fs::metadata(f).ok().map(|m| Stamp::of(&m, read_at));
+        // The walk's stat of a plain file; a link is followed now.
+        let stamp = match stats.remove(f) {
+            Some((meta, read_at)) => Some(Stamp::of(&meta, read_at)),
+            None => Stamp::now(f),
+        };
         // A file its stamp vouches for is not opened again.
         let cached = cache.get(f).filter(|p| p.stamp.zip(stamp).is_some_and(|(was, now)| was.vouches(&now)));
         let text = match cached {
@@ -181,7 +213,7 @@ pub fn read_intent_cached(
     };
     let (set, fresh, held) = assemble(sources, cache, mode, check, counter)?;
     *cache = fresh;
-    Ok(Read { set, files: count, held })
+    Ok(Read { set, files: count, held, seen: Some(seen) })
 }
 
 /// One file or store key to read.
@@ -482,7 +514,7 @@ pub fn read_mirror(
     if overlay.is_none() {
         *cache = fresh;
     }
-    Ok(Read { set, files: count, held })
+    Ok(Read { set, files: count, held, seen: None })
 }
 
 #[cfg(test)]
@@ -586,6 +618,28 @@ mod tests {
         }
         eprintln!("{quick} of {steps} reads started from the last set");
         assert!(quick * 4 > steps, "only {quick} of {steps} reads started from the last set");
+    }
+
+    /// The read's walk makes the fingerprint the watcher compares with, entry for entry: a
+    /// generation that read the directory as it is now is not followed by another.
+    #[test]
+    fn a_read_sees_the_directory_as_the_watcher_fingerprints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for sub in ["team-a", ".hidden", "team-a/deep"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        std::fs::write(d.join("a.yaml"), service("a", 1)).unwrap();
+        std::fs::write(d.join("team-a/b.yml"), service("b", 2)).unwrap();
+        std::fs::write(d.join("team-a/deep/c.json"), r#"{"kind": "Service", "metadata": {"name": "c"}}"#).unwrap();
+        std::fs::write(d.join(".hidden/d.yaml"), service("d", 4)).unwrap();
+        std::fs::write(d.join(".e.yaml"), service("e", 5)).unwrap();
+        std::fs::write(d.join("notes.txt"), "not intent").unwrap();
+        std::fs::write(d.join("p.wasm"), b"\0asm").unwrap();
+        std::os::unix::fs::symlink(d.join("a.yaml"), d.join("link.yaml")).unwrap();
+        let read = read_intent_cached(d, &mut ParseCache::new(), 1 << 20, Mode::Holding, None).unwrap();
+        assert_eq!(read.seen, crate::generate::source::fingerprint(d));
+        assert_eq!(read.files, 4, "a, b, c and the link; nothing hidden");
     }
 
     #[test]

@@ -312,7 +312,11 @@ impl IntentSource {
     /// without reading the intent again: a look through the parse cache. A source changed since
     /// is seen by the next generation (two sources defining one document: the new one is held).
     pub fn last_read_origin(&self, kind: &str, qualified_name: &str) -> Option<String> {
-        locked(&self.parsed).values().find_map(|p| {
+        let parsed = locked(&self.parsed);
+        if let Some(set) = parsed.last_set() {
+            return set.get(kind, qualified_name).map(|d| d.origin.clone());
+        }
+        parsed.values().find_map(|p| {
             p.docs().iter().find(|d| d.kind == kind && d.qualified_name() == qualified_name).map(|d| d.origin.clone())
         })
     }
@@ -414,7 +418,14 @@ impl IntentSource {
 
     fn generate_once(&self, plane: &Plane) -> Result<(), GenerationError> {
         // Before anything is read: a watcher that finds the directories so needs no generation.
-        plane.note_read(self.dirs().iter().map(|d| crate::generate::source::fingerprint(d)).collect());
+        // The intent directory's part is what its read saw, file by file before reading it
+        // (one walk, not two); the plugins' directories are looked at here.
+        let plugin_dirs: Vec<Option<crate::generate::plane::Fingerprint>> = self
+            .dirs()
+            .iter()
+            .skip(usize::from(self.intent_dir().is_some()))
+            .map(|d| crate::generate::source::fingerprint(d))
+            .collect();
         let started = Instant::now();
         let mut groups: Vec<String> = vec![String::new()];
         groups.extend(plane.serving.nodes.groups().into_iter().filter(|g| !g.is_empty()));
@@ -429,7 +440,10 @@ impl IntentSource {
         let phase = |name: &'static str| phases.borrow_mut().push((name, started.elapsed().as_secs_f64() * 1e3));
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
-            let Read { set: intent, held, .. } = self.read_current()?;
+            let Read { set: intent, held, seen, .. } = self.read_current()?;
+            if self.intent_dir().is_none() || seen.is_some() {
+                plane.note_read(seen.into_iter().map(Some).chain(plugin_dirs).collect());
+            }
             phase("read");
             held_sources = held;
             self.retry_refusals_about_changed(&intent);
