@@ -1,8 +1,9 @@
 //! Embeds what `xdst plugin new` and `xdst plugin build` need: each language's template
 //! (`guest-sdk/<lang>/template/`, with the SDK of `guest-sdk/<lang>/sdk/` as `sdk/`), its build
 //! recipe (`guest-sdk/<lang>/build.sh`) with the files the recipe reads beside itself
-//! (`guest-sdk/<lang>/bindings/`: C's generated bindings), and the WIT contract (`proto/wit`),
-//! so the binary works outside the repository.
+//! (`guest-sdk/<lang>/bindings/`: C's generated bindings), the incremental template where there
+//! is one (`guest-sdk/<lang>/template-incremental/`), and the WIT contracts (`proto/wit`), so
+//! the binary works outside the repository.
 
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,8 @@ fn main() {
     let sdk = root.join("guest-sdk");
     let mut code = String::from(
         "/// A template's files: (path in the template, contents).\npub type Files = &'static [(&'static str, &'static [u8])];\n\
-         /// (language, recipe, template, the recipe's own files)\npub static LANGUAGES: &[(&str, &str, Files, Files)] = &[\n",
+         /// (language, recipe, template, the recipe's own files, the incremental template: empty when the\n\
+         /// language has none)\npub static LANGUAGES: &[(&str, &str, Files, Files, Files)] = &[\n",
     );
     for lang in ["rust", "c", "js", "python", "assemblyscript", "go", "zig"] {
         let dir = sdk.join(lang);
@@ -61,7 +63,9 @@ fn main() {
         code.push_str(&format!("    ({lang:?}, include_str!({:?}), {template}, ", recipe.canonicalize().unwrap()));
         // Written beside the recipe when it runs.
         let beside = embed(&[(dir.join("bindings"), "bindings/")]);
-        code.push_str(&format!("{beside}),\n"));
+        // The incremental form (contract 0.4.0), where the language has one.
+        let incremental = embed(&[(dir.join("template-incremental"), "")]);
+        code.push_str(&format!("{beside}, {incremental}),\n"));
     }
     code.push_str("];\n");
     let wit = root.join("proto/wit/xdst-plugin-0.1.0/plugin.wit");
@@ -69,6 +73,12 @@ fn main() {
     code.push_str(&format!(
         "/// The WIT contract.\npub static WIT: &str = include_str!({:?});\n",
         wit.canonicalize().unwrap()
+    ));
+    let wit4 = root.join("proto/wit/xdst-plugin-0.4.0/plugin.wit");
+    println!("cargo:rerun-if-changed={}", wit4.display());
+    code.push_str(&format!(
+        "/// The WIT contract of incremental plugins (0.4.0).\npub static WIT_INCREMENTAL: &str = include_str!({:?});\n",
+        wit4.canonicalize().unwrap()
     ));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("languages.rs");
     std::fs::write(out, code).unwrap();

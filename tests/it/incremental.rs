@@ -137,3 +137,76 @@ async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> any
     xdst.kill().await?;
     Ok(())
 }
+
+/// Issue 50, must-show: `xdst plugin new --lang rust --incremental` makes a plugin of the
+/// incremental form that builds, passes its golden case, says so in `inspect`, and under
+/// `xdst serve` gets changes calls carrying only what changed (`last_generation.calls`: one
+/// document for an edit, one for a removal), with Envoy getting what a full call gives and the
+/// periodic full check (every second call here) finding nothing to correct.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let work = tempfile::Builder::new().prefix("xdst-new-incremental-").tempdir()?;
+    let run = |args: &[&str]| -> anyhow::Result<String> {
+        let o = std::process::Command::new(xdst_tests::server::binary()?)
+            .args(args)
+            .current_dir(work.path())
+            .env("RUST_LOG", "warn")
+            .output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        ensure!(o.status.success(), "xdst {args:?}: {text}");
+        Ok(text)
+    };
+    run(&["plugin", "new", "--lang", "rust", "--incremental", "--kind", "Counted", "team-inc"])?;
+    let lib = std::fs::read_to_string(work.path().join("team-inc/src/lib.rs"))?;
+    ensure!(lib.contains("incremental: true") && lib.contains("request.changes"), "not the incremental form: {lib}");
+    run(&["plugin", "build", "team-inc"])?;
+    let wasm = work.path().join("team-inc/build/team-inc.wasm");
+    let tested = run(&["plugin", "test", wasm.to_str().unwrap(), "--cases", "team-inc/cases"])?;
+    ensure!(tested.contains("1 passed, 0 failed"), "{tested}");
+    let info: serde_json::Value =
+        serde_json::from_str(&run(&["plugin", "inspect", wasm.to_str().unwrap(), "--json"])?)?;
+    ensure!(info["incremental"] == true && info["contract"].as_str().is_some_and(|c| c.contains("0.4.0")), "{info:#}");
+    // And one without --incremental is not.
+    run(&["plugin", "new", "--lang", "python", "--incremental", "team-py"])
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("python has no incremental template yet: `new --incremental` must say so"))?;
+
+    let intent = tempfile::tempdir()?;
+    let plugins = tempfile::tempdir()?;
+    xdst_tests::plugins::install(plugins.path(), &wasm, "team-inc.wasm", None)?;
+    let doc = |name: &str, port: u16| {
+        format!("kind: Counted\nmetadata: {{name: {name}}}\nspec: {{address: 127.0.0.1, port: {port}}}\n")
+    };
+    for (name, port) in [("a", 9001), ("b", 9002), ("c", 9003)] {
+        std::fs::write(intent.path().join(format!("{name}.yaml")), doc(name, port))?;
+    }
+    let args = ["--debounce", "20ms", "--full-translation-every", "2"];
+    let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "incremental-template")).await?;
+    envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
+    // What the plugin was given in the last generation: documents, per call.
+    let given = async || -> anyhow::Result<Vec<u64>> {
+        let status = admin_json(xdst.admin_addr, "/debug/plugins").await?;
+        Ok(status["last_generation"]["calls"]
+            .as_object()
+            .into_iter()
+            .flat_map(|groups| groups.values())
+            .flat_map(|calls| calls.as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["documents"].as_u64())
+            .collect())
+    };
+    xdst_core::files::write_atomic(&intent.path().join("b.yaml"), doc("b", 9012))?;
+    envoy_clusters(&envoy, &["a:9001", "b:9012", "c:9003"]).await?;
+    ensure!(given().await? == [1], "an edit of b: the call carried {:?} documents, not b alone", given().await?);
+    std::fs::remove_file(intent.path().join("c.yaml"))?;
+    envoy_clusters(&envoy, &["a:9001", "b:9012"]).await?;
+    ensure!(given().await? == [1], "c removed: the call carried {:?}, not c's id alone", given().await?);
+    xdst_core::files::write_atomic(&intent.path().join("a.yaml"), doc("a", 9011))?;
+    envoy_clusters(&envoy, &["a:9011", "b:9012"]).await?;
+    let mismatches = xdst_tests::operator::metric_sum(xdst.admin_addr, "xdst_incremental_mismatches_total").await?;
+    ensure!(mismatches == 0.0, "the template's changes calls differ from a full call: {mismatches}");
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
+}

@@ -140,6 +140,10 @@ enum PluginCommand {
         /// Where to create it [default: ./NAME].
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// The incremental form (contract 0.4.0): xdst keeps the plugin's instance and sends
+        /// only what changed; the template shows what to keep (rust).
+        #[arg(long)]
+        incremental: bool,
     },
     /// Build the plugin in DIR with its language's toolchain, installing the toolchain into
     /// $XDST_TOOLCHAINS (default ~/.cache/xdst/toolchains) if missing; then load the result to
@@ -232,6 +236,10 @@ Languages and what they produce:
   go              a core module (GOOS=wasip1, go build -buildmode=c-shared) speaking the
                   core-module ABI, with the empty WASI; ~4.5 MB
   zig             a core module (wasm32-freestanding, no WASI) speaking the core-module ABI
+
+Incremental plugins (contract 0.4.0, design 020): `xdst plugin new --lang rust --incremental
+team-routes` makes one whose instance xdst keeps between calls and sends only the documents
+that changed and the ids removed; its src/lib.rs says what to keep and when a call is full.
 The guides are guest-sdk/<lang>/README.md in the xdst repository.";
 
 const PUSH_HELP: &str = "\
@@ -437,8 +445,8 @@ fn store(cmd: StoreCommand) -> anyhow::Result<()> {
 fn plugin(cmd: PluginCommand) -> anyhow::Result<()> {
     use crate::cli::plugin_tool as tool;
     match cmd {
-        PluginCommand::New { lang, name, kind, dir } => {
-            let dir = tool::new(lang, &name, kind.as_deref(), dir.as_deref())?;
+        PluginCommand::New { lang, name, kind, dir, incremental } => {
+            let dir = tool::new(lang, &name, kind.as_deref(), dir.as_deref(), incremental)?;
             println!(
                 "created {} ({} plugin {name}); next:\n  xdst plugin build {}\n  xdst plugin test {}/build/{name}.wasm --cases {}/cases",
                 dir.display(),

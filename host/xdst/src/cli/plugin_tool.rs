@@ -54,10 +54,15 @@ impl Lang {
 
     /// (recipe, template, the recipe's own files)
     fn embedded(self) -> anyhow::Result<(&'static str, embedded::Files, embedded::Files)> {
+        self.all().map(|(recipe, template, beside, _)| (recipe, template, beside))
+    }
+
+    /// (recipe, template, the recipe's own files, the incremental template)
+    fn all(self) -> anyhow::Result<(&'static str, embedded::Files, embedded::Files, embedded::Files)> {
         embedded::LANGUAGES
             .iter()
-            .find(|(id, _, _, _)| *id == self.id())
-            .map(|(_, recipe, template, beside)| (*recipe, *template, *beside))
+            .find(|(id, _, _, _, _)| *id == self.id())
+            .map(|(_, recipe, template, beside, incremental)| (*recipe, *template, *beside, *incremental))
             .with_context(|| {
                 format!("this xdst was built without the {} template (guest-sdk/{}/)", self.id(), self.id())
             })
@@ -74,8 +79,15 @@ pub struct Manifest {
 
 pub const MANIFEST: &str = "xdst-plugin.yaml";
 
-/// Scaffolds plugin `name` in `dir` (default `./name`); returns the directory.
-pub fn new(lang: Lang, name: &str, kind: Option<&str>, dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// Scaffolds plugin `name` in `dir` (default `./name`), in its incremental form (contract 0.4.0)
+/// with `incremental`; returns the directory.
+pub fn new(
+    lang: Lang,
+    name: &str,
+    kind: Option<&str>,
+    dir: Option<&Path>,
+    incremental: bool,
+) -> anyhow::Result<PathBuf> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.ends_with('-');
@@ -93,7 +105,17 @@ pub fn new(lang: Lang, name: &str, kind: Option<&str>, dir: Option<&Path>) -> an
     if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("{} already exists and is not empty; pick another name or --dir", dir.display());
     }
-    let (_, files, _) = lang.embedded()?;
+    let (_, plain, _, incremental_files) = lang.all()?;
+    let files = match incremental {
+        false => plain,
+        true if incremental_files.is_empty() => bail!(
+            "there is no incremental template for {} yet (rust has one); a plugin in {} opts in as \
+             guest-sdk/README.md says: `incremental: true` in its plugin-info, and changes calls answered",
+            lang.id(),
+            lang.id()
+        ),
+        true => incremental_files,
+    };
     for (rel, contents) in files {
         let path = dir.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).with_context(|| format!("creating {}", path.display()))?;
@@ -112,7 +134,7 @@ pub fn new(lang: Lang, name: &str, kind: Option<&str>, dir: Option<&Path>) -> an
         // wit-bindgen reads the contract from the crate.
         let wit = dir.join("wit/plugin.wit");
         std::fs::create_dir_all(wit.parent().unwrap())?;
-        std::fs::write(&wit, embedded::WIT)?;
+        std::fs::write(&wit, if incremental { embedded::WIT_INCREMENTAL } else { embedded::WIT })?;
     }
     let manifest = format!(
         "# Written by `xdst plugin new`; `xdst plugin build` reads it.\n{}",
@@ -233,6 +255,8 @@ pub struct Inspection {
     pub kinds: Vec<String>,
     pub phase: String,
     pub granularity: String,
+    /// It takes changes calls (contract 0.4.0, design 020).
+    pub incremental: bool,
     pub imports: Vec<String>,
     pub size: usize,
     pub sha256: String,
@@ -330,6 +354,7 @@ pub fn inspect(file: &Path, cache_dir: Option<PathBuf>) -> anyhow::Result<Inspec
             xdst_plugin::wit::Granularity::PerDocument => "per-document".into(),
             xdst_plugin::wit::Granularity::WholeSet => "whole-set".into(),
         },
+        incremental: plugin.incremental(),
         imports: plugin.imports().to_vec(),
         size: bytes.len(),
         sha256: plugin.digest().trim_start_matches("sha256:").to_owned(),
@@ -351,6 +376,7 @@ impl std::fmt::Display for Inspection {
         writeln!(f, "kinds:       {}", self.kinds.join(", "))?;
         writeln!(f, "phase:       {}", self.phase)?;
         writeln!(f, "granularity: {}", self.granularity)?;
+        writeln!(f, "incremental: {}", if self.incremental { "yes (changes calls)" } else { "no" })?;
         writeln!(f, "imports:     {}", if self.imports.is_empty() { "none".into() } else { self.imports.join(", ") })?;
         writeln!(f, "size:        {size} ({} bytes)", self.size)?;
         writeln!(f, "sha256:      {}", self.sha256)
@@ -604,10 +630,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xdst-new-{}", std::process::id()));
         for bad in ["Team", "9lives", "a_b", "x-"] {
             assert!(
-                new(Lang::Rust, bad, None, Some(&dir)).unwrap_err().to_string().contains("lowercase letters"),
+                new(Lang::Rust, bad, None, Some(&dir), false).unwrap_err().to_string().contains("lowercase letters"),
                 "{bad}"
             );
         }
-        assert!(new(Lang::Rust, "ok", Some("lower"), Some(&dir)).unwrap_err().to_string().contains("PascalCase"));
+        assert!(
+            new(Lang::Rust, "ok", Some("lower"), Some(&dir), false).unwrap_err().to_string().contains("PascalCase")
+        );
     }
 }
