@@ -81,6 +81,10 @@ struct Args {
     /// hostname), to measure what Envoy takes to apply one host's part.
     #[arg(long, requires = "floor")]
     floor_scoped: bool,
+    /// Then this many EndpointSlice writes through the intent API, one after another (each
+    /// `PUT` answers once its generation is published): the rate and each write's time.
+    #[arg(long, default_value_t = 0)]
+    api_writes: usize,
     /// The gateway-api plugin's `routeScopesFrom`: from this many hostnames on a port a
     /// RouteConfiguration per hostname (0: never; default: the plugin's, 32).
     #[arg(long)]
@@ -191,6 +195,8 @@ struct Run<'a> {
     services: usize,
     proxy: SocketAddr,
     admin: SocketAddr,
+    /// Each upstream's port (Service `svc-<i>` is on upstream `i mod UPSTREAMS`).
+    upstream_ports: Vec<u16>,
 }
 
 /// How an addition reaches Envoy.
@@ -266,6 +272,46 @@ impl Run<'_> {
             load.sent,
             load.failed(),
             load.unexpected
+        );
+        Ok(())
+    }
+
+    /// `--api-writes` EndpointSlice writes through the intent API, back to back: ten slices of
+    /// API's own (`w-<i>`, each an extra slice of a Service whose first is in a file), each
+    /// write moving its second endpoint. Prints the rate and each write's time (its `PUT`
+    /// answers once the generation is published).
+    async fn writes(&self) -> anyhow::Result<()> {
+        let n = self.args.api_writes;
+        if n == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut times = Vec::with_capacity(n);
+        for k in 0..n {
+            let (slice, service) = (format!("w-{}", k % 10), format!("svc-{}", k % 10 % self.services));
+            let port = self.upstream_ports[k % 10 % self.services % UPSTREAMS];
+            let body = format!(
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {slice}, namespace: \
+                 {ns}, labels: {{kubernetes.io/service-name: {service}}}}}\naddressType: IPv4\nendpoints: \
+                 [{{addresses: [127.0.0.1]}}, {{addresses: [127.0.1.{}]}}]\nports: [{{name: http, port: {port}}}]\n",
+                k % 250,
+                ns = bench_intent::NS,
+            );
+            let t0 = Instant::now();
+            bench_intent::put(self.admin, "bench", "EndpointSlice", &slice, &body).await?;
+            times.push(t0.elapsed());
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let (p50, p99) = (percentile(&mut times, 50.0), percentile(&mut times, 99.0));
+        println!(
+            "  intent API writes: {n} EndpointSlices one after another in {secs:.1} s: {:.0} a second, each p50 \
+             {p50:.1} ms, p99 {p99:.1} ms",
+            n as f64 / secs
+        );
+        println!(
+            "RESULT {{\"routes\":{},\"phase\":\"api-writes\",\"n\":{n},\"per_second\":{:.1},\"p50_ms\":{p50:.1},\"p99_ms\":{p99:.1}}}",
+            self.routes,
+            n as f64 / secs
         );
         Ok(())
     }
@@ -378,12 +424,14 @@ async fn run(args: &Args, routes: usize, upstreams: &[Upstream]) -> anyhow::Resu
         started.elapsed().as_secs_f64(),
         xdst.rss()? as f64 / (1 << 20) as f64
     );
-    let r = Run { args, routes, services, proxy, admin: xdst.admin_addr };
+    let upstream_ports = upstreams.iter().map(|u| u.addr.port()).collect();
+    let r = Run { args, routes, services, proxy, admin: xdst.admin_addr, upstream_ports };
     r.additions(Write::Api).await?;
     if !args.api_only {
         r.additions(Write::File(intent.path())).await?;
     }
     r.changes().await?;
+    r.writes().await?;
     report_envoy(&envoy, "xdst").await?;
     let captured =
         if args.floor { Some(floor::capture(xdst.xds_addr, "floor-capture", "envoy-test").await?) } else { None };
