@@ -84,17 +84,9 @@ async fn a_team_s_file_past_the_plugin_s_memory_cap_holds_back_that_team_only() 
     xdst_tests::init_logging();
     let t = Teams::start().await?;
     // The gateway-api plugin with a memory cap of 16 MiB, which 4,000 routes in one file pass.
-    let settings = serde_json::json!({
-        "config": {"address": "127.0.0.1", "portOffset": i32::from(t.port) - 80},
-        "limits": {"memoryMiB": 16},
-    })
-    .to_string();
-    xdst_tests::plugins::install(
-        t.plugins.path(),
-        &xdst_tests::plugins::gateway_api()?,
-        "gateway-api.wasm",
-        Some(&settings),
-    )?;
+    let mut settings = t.settings();
+    settings["limits"] = serde_json::json!({"memoryMiB": 16});
+    t.install(&settings)?;
     t.write("infra.yaml", &gateway("infra", "gw"))?;
     t.write("team-b.yaml", &format!("{}---\n{}", team("team-b", &t.b), path_route("b0", "team-b", "/b0")))?;
     let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms"]).await?;

@@ -81,16 +81,9 @@ async fn scoped_ports(api: ApiType) -> anyhow::Result<()> {
     xdst_tests::init_logging();
     let t = Teams::start().await?;
     // The plugin scopes a port from two exact hostnames on (the default is 32).
-    let settings = serde_json::json!({"config": {
-        "address": "127.0.0.1", "portOffset": i32::from(t.port) - 80, "routeScopesFrom": 2,
-    }})
-    .to_string();
-    xdst_tests::plugins::install(
-        t.plugins.path(),
-        &xdst_tests::plugins::gateway_api()?,
-        "gateway-api.wasm",
-        Some(&settings),
-    )?;
+    let mut settings = t.settings();
+    settings["config"]["routeScopesFrom"] = serde_json::json!(2);
+    t.install(&settings)?;
     let echo = Echo::start("team-e", "echo-0").await?;
     t.write("infra.yaml", GATEWAY)?;
     t.write("team-a.yaml", &team("team-a", &t.a))?;

@@ -90,11 +90,21 @@ impl Teams {
         let port = crate::free_ports(2)?;
         let intent = tempfile::Builder::new().prefix("xdst-quarantine-intent-").tempdir()?;
         let plugins = tempfile::Builder::new().prefix("xdst-quarantine-plugins-").tempdir()?;
-        let settings =
-            serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(port) - 80}}).to_string();
+        let teams = Teams { a, b, port, intent, plugins };
+        teams.install(&teams.settings())?;
+        Ok(teams)
+    }
+
+    /// The gateway-api plugin's settings here: its Gateways on 127.0.0.1, port 80 at
+    /// [`Teams::port`]. A test adds its own and [`install`](Self::install)s them.
+    pub fn settings(&self) -> serde_json::Value {
+        serde_json::json!({"config": {"address": "127.0.0.1", "portOffset": i32::from(self.port) - 80}})
+    }
+
+    /// Installs the gateway-api plugin with `settings` (before xdst starts, or as a change).
+    pub fn install(&self, settings: &serde_json::Value) -> anyhow::Result<()> {
         let wasm = crate::plugins::gateway_api()?;
-        crate::plugins::install(plugins.path(), &wasm, "gateway-api.wasm", Some(&settings))?;
-        Ok(Teams { a, b, port, intent, plugins })
+        crate::plugins::install(self.plugins.path(), &wasm, "gateway-api.wasm", Some(&settings.to_string()))
     }
 
     /// Writes `text` to `file` of the intent directory (its directory made if need be).

@@ -193,13 +193,7 @@ pub(crate) fn plan_lean(
     // one anyway, so sending it would only make xdst believe the node let it go.
     let routes = match h(ROUTE) {
         Some(hr) => {
-            let dropped: Vec<Arc<Resource>> = ts(ROUTE)
-                .changes_since(hr)
-                .filter_map(|c| match c {
-                    Change::Removed(r) => Some(r.clone()),
-                    _ => None,
-                })
-                .collect();
+            let dropped = dropped(ts(ROUTE), hr);
             match (dropped.is_empty(), routes) {
                 (true, routes) => routes,
                 (false, Some(gated)) => Some(gated.patch(&[], &dropped)),
@@ -214,13 +208,7 @@ pub(crate) fn plan_lean(
     // its connections drain (the port's requests would find no route meanwhile).
     let scopes =
         h(SCOPED_ROUTE).filter(|_| node.scopes_draining || leaving_scoped(h(LISTENER), ts(LISTENER))).and_then(|hs| {
-            let dropped: Vec<Arc<Resource>> = ts(SCOPED_ROUTE)
-                .changes_since(hs)
-                .filter_map(|c| match c {
-                    Change::Removed(r) => Some(r.clone()),
-                    _ => None,
-                })
-                .collect();
+            let dropped = dropped(ts(SCOPED_ROUTE), hs);
             (!dropped.is_empty()).then(|| ts(SCOPED_ROUTE).patch(&[], &dropped))
         });
     let (listeners, listener_wait) = gate(t(LISTENER), h(LISTENER), |l| {
@@ -300,6 +288,17 @@ pub(crate) fn plan_lean(
         return (step, hold, None);
     }
     (step, hold, Some(target.with_sets(sets)))
+}
+
+/// What `held` has that `target` dropped, as `held` has it.
+fn dropped(target: &TypeSet, held: &TypeSet) -> Vec<Arc<Resource>> {
+    target
+        .changes_since(held)
+        .filter_map(|c| match c {
+            Change::Removed(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether a listener `held` has that routes by scope is changed or dropped by `target`.

@@ -37,6 +37,17 @@ pub const DEFAULT_FULL_EVERY: u32 = 100;
 /// full calls (design 020: held documents that differ by group are rare).
 const MAX_GROUPS: usize = 8;
 
+/// A periodic check found `difference`: counted and logged.
+fn mismatch(plugin: &str, difference: &str) {
+    MISMATCHES.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        plugin,
+        difference,
+        "an incremental plugin's changes calls built other output than a full call: serving the full call's (this \
+         is a bug in the plugin's incremental translation)"
+    );
+}
+
 /// What the host keeps of an incremental plugin, per node group it is called for.
 #[derive(Default)]
 pub struct States(BTreeMap<String, State>);
@@ -121,13 +132,7 @@ impl Check {
                 let built = State::<K> { resources: self.resources, statuses: self.statuses, ..State::default() };
                 let difference = built.differs_from(&full);
                 if let Some(difference) = &difference {
-                    MISMATCHES.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        plugin,
-                        difference,
-                        "an incremental plugin's changes calls built other output than a full call: serving the full \
-                         call's (this is a bug in the plugin's incremental translation)"
-                    );
+                    mismatch(plugin, difference);
                 }
                 difference.is_some()
             }
@@ -317,13 +322,7 @@ impl<K> State<K> {
         };
         let difference = self.differs_from(&full);
         if let Some(difference) = &difference {
-            MISMATCHES.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                plugin,
-                difference,
-                "an incremental plugin's changes calls built other output than a full call: serving the full call's \
-                 (this is a bug in the plugin's incremental translation)"
-            );
+            mismatch(plugin, difference);
         }
         *self = full;
         difference.is_some()
