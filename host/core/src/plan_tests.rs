@@ -56,6 +56,12 @@ pub(crate) fn listener(name: &str, port: u16, route: &str) -> Resource {
 
 /// A listener whose content varies with `tag` (its stat_prefix).
 pub(crate) fn listener_v(name: &str, port: u16, route: &str, tag: u32) -> Resource {
+    http_listener(name, port, tag, &format!("rds: {{route_config_name: {route}, config_source: {{ads: {{}}}}}}"))
+}
+
+/// A listener on `port` whose connection manager routes as `routing` (its YAML, indented to
+/// sit among the manager's fields) says.
+fn http_listener(name: &str, port: u16, tag: u32, routing: &str) -> Resource {
     one(&format!(
         r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
 name: {name}
@@ -66,7 +72,7 @@ filter_chains:
     typed_config:
       "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
       stat_prefix: in{tag}
-      rds: {{route_config_name: {route}, config_source: {{ads: {{}}}}}}
+      {routing}
       http_filters: [{{name: router, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}]
 "#
     ))
@@ -483,24 +489,13 @@ proptest! {
 
 /// A listener on `port` routing by scope (scoped RDS over ADS).
 fn scoped_listener(name: &str, port: u16) -> Resource {
-    one(&format!(
-        r#""@type": type.googleapis.com/envoy.config.listener.v3.Listener
-name: {name}
-address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
-filter_chains:
-- filters:
-  - name: hcm
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-      stat_prefix: in
-      scoped_routes:
-        name: s
-        scope_key_builder: {{fragments: [{{header_value_extractor: {{name: ":authority", index: 0}}}}]}}
-        rds_config_source: {{ads: {{}}}}
-        scoped_rds: {{scoped_rds_config_source: {{ads: {{}}}}}}
-      http_filters: [{{name: router, typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}]
-"#
-    ))
+    http_listener(
+        name,
+        port,
+        0,
+        "scoped_routes:\n        name: s\n        scope_key_builder: {fragments: [{header_value_extractor: {name: \":authority\", \
+         index: 0}}]}\n        rds_config_source: {ads: {}}\n        scoped_rds: {scoped_rds_config_source: {ads: {}}}",
+    )
 }
 
 fn scope(name: &str, routes: &str) -> Resource {
