@@ -14,7 +14,7 @@
 //! may carry its body in top-level fields other than `spec` (an EndpointSlice's `endpoints`, a
 //! Secret's `data`), which reach the plugin as written.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::decode::DecodeError;
@@ -345,6 +345,100 @@ fn split_claim(claim: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// The documents of some claims (`Kind` or `group/Kind`) as one set held them: what a caller
+/// keeps to learn from a later set what changed in them ([`IntentSet::changed_since`]). The
+/// maps are the set's own (persistent), so keeping them costs nothing and comparing them with
+/// a later set's visits only the parts that differ.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimsView {
+    /// Sorted and without repeats.
+    claims: Vec<String>,
+    /// Each claimed kind's documents (of every group), by qualified name.
+    maps: BTreeMap<String, imbl::OrdMap<String, Arc<IntentDocument>>>,
+}
+
+impl ClaimsView {
+    /// The claims it holds the documents of, sorted.
+    pub fn claims(&self) -> &[String] {
+        &self.claims
+    }
+}
+
+/// What differs between a [`ClaimsView`] and a set: the documents new or changed, and the ids
+/// of those gone, each in id order.
+#[derive(Debug, Default)]
+pub struct ClaimsChanges<'a> {
+    pub changed: Vec<&'a Arc<IntentDocument>>,
+    pub removed: Vec<Arc<str>>,
+}
+
+/// `claims` sorted, without repeats.
+pub fn sorted_claims(claims: &[String]) -> Vec<String> {
+    let set: BTreeSet<&String> = claims.iter().collect();
+    set.into_iter().cloned().collect()
+}
+
+impl IntentSet {
+    /// The documents of `claims`, as [`ClaimsView`] keeps them.
+    pub fn view(&self, claims: &[String]) -> ClaimsView {
+        let claims = sorted_claims(claims);
+        let kinds: BTreeSet<&str> = claims.iter().map(|c| split_claim(c).1).collect();
+        let maps = kinds.into_iter().filter_map(|k| Some((k.to_owned(), self.by_kind.get(k)?.clone()))).collect();
+        ClaimsView { claims, maps }
+    }
+
+    /// Every document of `claims`, in id order.
+    pub fn of_claims(&self, claims: &[String]) -> Vec<&Arc<IntentDocument>> {
+        let claims = sorted_claims(claims);
+        let mut docs: Vec<_> = claims.iter().flat_map(|c| self.of_kind(c)).collect();
+        // Each kind's documents come by name: in id order unless two claims share a kind or
+        // the claims' order is not their kinds' ('core/Service' before 'discovery.k8s.io/
+        // EndpointSlice'), which one pass tells.
+        if !docs.is_sorted_by(|a, b| a.id() <= b.id()) {
+            docs.sort_by(|a, b| a.id().cmp(b.id()));
+        }
+        docs
+    }
+
+    /// What changed in the documents of `view`'s claims since `view` was taken: a document
+    /// is changed when it is not the same allocation and its text differs. The work is in
+    /// what differs: an unchanged part of a kind's map is the same node in both and is not
+    /// visited.
+    pub fn changed_since<'a>(&'a self, view: &ClaimsView) -> ClaimsChanges<'a> {
+        let mut out = ClaimsChanges::default();
+        let mine = |d: &IntentDocument| view.claims.iter().any(|c| split_claim(c) == (d.group.as_deref(), &*d.kind));
+        let kinds: BTreeSet<&str> = view.claims.iter().map(|c| split_claim(c).1).collect();
+        let empty = imbl::OrdMap::new();
+        for kind in kinds {
+            let before = view.maps.get(kind).unwrap_or(&empty);
+            let Some(now) = self.by_kind.get(kind) else {
+                out.removed.extend(before.values().filter(|d| mine(d)).map(|d| d.id().clone()));
+                continue;
+            };
+            if before.ptr_eq(now) {
+                continue;
+            }
+            for item in before.diff(now) {
+                match item {
+                    imbl::ordmap::DiffItem::Add(_, d) if mine(d) => out.changed.push(d),
+                    imbl::ordmap::DiffItem::Remove(_, d) if mine(d) => out.removed.push(d.id().clone()),
+                    imbl::ordmap::DiffItem::Update { old: (_, old), new: (_, new) } => match (mine(old), mine(new)) {
+                        (true, true) if !(Arc::ptr_eq(old, new) || old.text == new.text) => out.changed.push(new),
+                        (true, false) => out.removed.push(old.id().clone()),
+                        (false, true) => out.changed.push(new),
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+        }
+        // Kinds come in name order and each kind's documents by name: id order already.
+        debug_assert!(out.changed.is_sorted_by(|a, b| a.id() < b.id()));
+        debug_assert!(out.removed.is_sorted());
+        out
+    }
+}
+
 impl IntentSet {
     pub fn add(&mut self, doc: IntentDocument) -> Result<(), DuplicateIntent> {
         self.add_shared(Arc::new(doc))
@@ -383,9 +477,10 @@ impl IntentSet {
 
     /// The documents a plugin's claim names (`Kind`, or `group/Kind`), ordered by qualified
     /// name.
-    pub fn of_kind<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a Arc<IntentDocument>> + 'a {
+    pub fn of_kind<'a>(&'a self, claim: &str) -> impl Iterator<Item = &'a Arc<IntentDocument>> + 'a {
         let (group, kind) = split_claim(claim);
-        self.by_kind.get(kind).into_iter().flat_map(|m| m.values()).filter(move |d| d.group.as_deref() == group)
+        let group = group.map(str::to_owned);
+        self.by_kind.get(kind).into_iter().flat_map(|m| m.values()).filter(move |d| d.group == group)
     }
 
     /// The document with this id (`Kind/name` or `Kind/namespace/name`).
@@ -714,5 +809,73 @@ spec: {}
         assert_eq!(parse_file("x.yaml", route).unwrap()[0].namespace.as_deref(), Some("team-a"));
         let own = "kind: GatewayClass\nmetadata: {name: g, namespace: team-a}\nspec: {}\n";
         assert_eq!(parse_file("x.yaml", own).unwrap()[0].namespace.as_deref(), Some("team-a"), "an xdst kind");
+    }
+
+    /// What `changed_since` tells equals comparing every document of the claims by id, over
+    /// random edits: documents added, changed, re-parsed unchanged (a new allocation), moved
+    /// to a group the claims do not name and back, removed, and kinds emptied.
+    #[test]
+    fn changes_since_a_view_are_those_of_comparing_every_document() {
+        use std::collections::BTreeMap;
+        let doc = |api: &str, kind: &str, name: u32, v: u32| {
+            let text = format!(
+                "apiVersion: {api}\nkind: {kind}\nmetadata: {{name: d{name}, namespace: n}}\nspec: {{v: {v}}}\n"
+            );
+            Arc::new(parse_file("f.yaml", &text).unwrap().remove(0))
+        };
+        let claims = vec!["a.io/A".to_owned(), "B".to_owned(), "b.io/B".to_owned()];
+        let apis = ["a.io/v1", "c.io/v1", "b.io/v1", ""];
+        let mine = |d: &IntentDocument| claims.contains(&d.claim());
+        let of_claims = |set: &IntentSet| -> BTreeMap<Arc<str>, Arc<str>> {
+            set.shared().filter(|d| mine(d)).map(|d| (d.id().clone(), d.text.clone())).collect()
+        };
+        let mut seed = 7u64;
+        let mut next = |n: u32| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % u64::from(n)) as u32
+        };
+        let mut set = IntentSet::default();
+        let (mut changes, mut removals) = (0, 0);
+        for step in 0..3000 {
+            let before = set.clone();
+            let view = set.view(&claims);
+            for _ in 0..=next(3) {
+                let (kind, name) = (["A", "B", "C"][next(3) as usize], next(40));
+                let api = apis[next(4) as usize];
+                let api = if api.is_empty() { None } else { Some(api) };
+                let id = format!("{kind}/n/d{name}");
+                match (next(4), set.by_id(&id).cloned()) {
+                    (0, Some(_)) => {
+                        set.remove_id(&id);
+                    }
+                    // Read again with the same text: a new allocation, no change.
+                    (1, Some(d)) => set.replace(Arc::new((*d).clone())),
+                    (_, _) => {
+                        let d = match api {
+                            Some(api) => doc(api, kind, name, next(3)),
+                            None => {
+                                let text = format!(
+                                    "kind: {kind}\nmetadata: {{name: d{name}, namespace: n}}\nspec: {{v: {}}}\n",
+                                    next(3)
+                                );
+                                Arc::new(parse_file("f.yaml", &text).unwrap().remove(0))
+                            }
+                        };
+                        set.replace(d);
+                    }
+                }
+            }
+            let (old, new) = (of_claims(&before), of_claims(&set));
+            let want_changed: Vec<&Arc<str>> =
+                new.iter().filter(|(id, t)| old.get(*id) != Some(*t)).map(|(id, _)| id).collect();
+            let want_removed: Vec<&Arc<str>> = old.keys().filter(|id| !new.contains_key(*id)).collect();
+            let got = set.changed_since(&view);
+            let got_changed: Vec<&Arc<str>> = got.changed.iter().map(|d| d.id()).collect();
+            assert_eq!(got_changed, want_changed, "step {step}: changed");
+            assert_eq!(got.removed.iter().collect::<Vec<_>>(), want_removed, "step {step}: removed");
+            changes += got.changed.len();
+            removals += got.removed.len();
+        }
+        assert!(changes > 500 && removals > 300, "the edits reach every case: {changes} changes, {removals} removals");
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 use xdst_core::decode::{Body, decode_body};
-use xdst_core::intent::{IntentDocument, IntentSet, UnclaimedKind};
+use xdst_core::intent::{ClaimsView, IntentDocument, IntentSet, UnclaimedKind};
 use xdst_core::pieces::{Pieces, decode_with_pieces};
 use xdst_core::resource::Resource;
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
@@ -183,6 +183,18 @@ pub struct PluginCall {
     pub seconds: f64,
 }
 
+/// Where the document with an id comes from (`file#index`), for a plugin error naming it.
+type Origins<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// [`Origins`] among `docs`.
+fn origins_in<'a>(docs: &'a [&'a Arc<IntentDocument>]) -> impl Fn(&str) -> Option<String> + 'a {
+    |id| docs.iter().find(|d| d.id().as_ref() == id).map(|d| d.origin.clone())
+}
+
+/// Document id -> its status (a JSON object), persistent: a generation takes its plugin's map
+/// as it is, without a copy of every document's.
+pub type Statuses = OrdMap<Arc<str>, Arc<str>>;
+
 /// What one generation produced.
 #[derive(Debug, Default)]
 pub struct Translation {
@@ -193,7 +205,7 @@ pub struct Translation {
     /// it took.
     pub calls: Vec<PluginCall>,
     /// Each document's status, as its plugin computed it (contract 0.2.0), by document id.
-    pub statuses: BTreeMap<Arc<str>, Arc<str>>,
+    pub statuses: Statuses,
     /// Documents held out of this generation because they failed, by id.
     pub held: BTreeMap<Arc<str>, Held>,
     /// Kubernetes objects no plugin is for ([`IntentSet::ignorable`]), kept out of the
@@ -395,6 +407,9 @@ struct PluginState {
     granularity: Option<Granularity>,
     /// `Kind/name` -> the document it was given (its last good version).
     inputs: OrdMap<Arc<str>, Arc<IntentDocument>>,
+    /// The documents of its kinds as the set it was given held them: what the next call's set
+    /// is compared with ([`IntentSet::changed_since`]).
+    view: ClaimsView,
     /// Per document (`per-document`), or everything under `""` (`whole-set`).
     outputs: OrdMap<Arc<str>, Arc<[Resource]>>,
     diagnostics: Arc<[wit::Diagnostic]>,
@@ -792,8 +807,12 @@ impl Pipeline {
         for &p in &plugins {
             let info = p.plugin.info();
             let prev = self.plugins.get(&info.name);
+            // (The kinds come with the digest; compared too, as the view of the set is by kind.)
             let reusable = prev.filter(|s| {
-                s.digest == p.plugin.digest() && s.config == p.config && s.granularity == Some(info.granularity)
+                s.digest == p.plugin.digest()
+                    && s.config == p.config
+                    && s.granularity == Some(info.granularity)
+                    && s.view.claims() == xdst_core::intent::sorted_claims(&info.kinds)
             });
             if reusable.is_none()
                 && let Some(old) = prev
@@ -806,10 +825,12 @@ impl Pipeline {
         }
 
         let mut diagnostics = Vec::new();
-        let mut statuses = BTreeMap::new();
+        let mut statuses = Statuses::new();
         for (name, state) in &next {
             diagnostics.extend(state.diagnostics.iter().map(|d| (name.clone(), d.clone())));
-            statuses.extend(state.statuses.iter().map(|(k, v)| (k.clone(), v.clone())));
+            // Plugins translate kinds of their own, so their statuses' ids never meet; the
+            // smaller map goes into the larger (one plugin: its map, shared).
+            statuses = statuses.union(state.statuses.clone());
         }
         let snapshot = match &self.snapshot {
             // Apply only what changed, so untouched resources stay the same `Arc`s.
@@ -867,12 +888,12 @@ impl Pipeline {
 
     /// Calls `p` for `node_group` with the documents `sent` (and, for a patch plugin,
     /// `resources`), counting the call. A plugin error that names a document gets that
-    /// document's origin (from `known`).
+    /// document's origin (`origin_of` its id).
     fn call(
         p: &Configured,
         node_group: &str,
         sent: &[&Arc<IntentDocument>],
-        known: &[&Arc<IntentDocument>],
+        origin_of: Origins<'_>,
         resources: Vec<wit::XdsResource>,
         calls: &mut Vec<PluginCall>,
     ) -> Result<Translated, PipelineError> {
@@ -889,9 +910,7 @@ impl Pipeline {
             documents: sent.len(),
             seconds: started.elapsed().as_secs_f64(),
         });
-        result.map_err(|error| {
-            plugin_error(error, |doc| known.iter().find(|d| d.id().as_ref() == doc).map(|d| d.origin.clone()))
-        })
+        result.map_err(|error| plugin_error(error, origin_of))
     }
 
     /// Runs one `patch` plugin over `current`: it gets every document of its kinds and every
@@ -906,14 +925,7 @@ impl Pipeline {
         calls: &mut Vec<PluginCall>,
     ) -> Result<(Vec<(Arc<str>, Arc<str>)>, Vec<Resource>, Vec<wit::Diagnostic>), PipelineError> {
         let info = p.plugin.info();
-        let mut kinds: Vec<&String> = info.kinds.iter().collect();
-        kinds.sort();
-        let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
-        // The set holds each kind's documents by name and the kinds come sorted: nearly always
-        // in id order already, which one pass tells.
-        if !docs.is_sorted_by(|a, b| a.id() <= b.id()) {
-            docs.sort_by(|a, b| a.id().cmp(b.id()));
-        }
+        let docs = intent.of_claims(&info.kinds);
         let resources = current
             .types()
             .flat_map(|(_, set)| set.resources())
@@ -928,7 +940,7 @@ impl Pipeline {
                 document: r.attribution().document,
             })
             .collect();
-        let response = Self::call(p, &self.node_group, &docs, &docs, resources, calls)?.response;
+        let response = Self::call(p, &self.node_group, &docs, &origins_in(&docs), resources, calls)?.response;
         let (mut remove, mut add) = (Vec::new(), Vec::new());
         for r in response.resources {
             let body = match &r.body {
@@ -965,43 +977,18 @@ impl Pipeline {
     ) -> Result<Option<PluginState>, PipelineError> {
         let info = p.plugin.info();
         let per_document = info.granularity == Granularity::PerDocument;
-        let mut kinds: Vec<&String> = info.kinds.iter().collect();
-        kinds.sort();
-        let mut docs: Vec<_> = kinds.into_iter().flat_map(|k| intent.of_kind(k)).collect();
-        // The set holds each kind's documents by name and the kinds come sorted: nearly always
-        // in id order already, which one pass tells.
-        if !docs.is_sorted_by(|a, b| a.id() <= b.id()) {
-            docs.sort_by(|a, b| a.id().cmp(b.id()));
-        }
+        // Every document of its kinds, gathered only where a call needs them all.
+        let every = || intent.of_claims(&info.kinds);
+        let view = intent.view(&info.kinds);
 
-        // What changed since last time: both sides are ordered by id, walk them together.
-        let mut changed: Vec<&Arc<IntentDocument>> = Vec::new();
-        let mut removed: Vec<Arc<str>> = Vec::new();
+        // What changed since last time: what differs between the set the last call saw and this
+        // one, visiting only the parts of the set that changed.
+        let mut changed: Vec<&Arc<IntentDocument>>;
+        let removed: Vec<Arc<str>>;
         let mut inputs = match prev {
             Some(prev) => {
-                let mut olds = prev.inputs.iter().peekable();
-                for d in &docs {
-                    loop {
-                        match olds.peek() {
-                            Some((oid, _)) if oid.as_ref() < d.id().as_ref() => {
-                                removed.push((*oid).clone());
-                                olds.next();
-                            }
-                            Some((oid, old)) if *oid == d.id() => {
-                                if !(Arc::ptr_eq(old, d) || old.text == d.text) {
-                                    changed.push(d);
-                                }
-                                olds.next();
-                                break;
-                            }
-                            _ => {
-                                changed.push(d);
-                                break;
-                            }
-                        }
-                    }
-                }
-                removed.extend(olds.map(|(id, _)| id.clone()));
+                let diff = intent.changed_since(&prev.view);
+                (changed, removed) = (diff.changed, diff.removed);
                 let group = if p.plugin.names_node_groups() { "" } else { self.node_group.as_str() };
                 if changed.is_empty() && removed.is_empty() && !p.plugin.correction_due(group) {
                     return Ok(None);
@@ -1016,17 +1003,18 @@ impl Pipeline {
                 inputs
             }
             None => {
-                changed = docs.clone();
-                docs.iter().map(|d| (d.id().clone(), Arc::clone(d))).collect()
+                changed = every();
+                removed = Vec::new();
+                changed.iter().map(|d| (d.id().clone(), Arc::clone(d))).collect()
             }
         };
         if !per_document && p.plugin.incremental() {
             // An incremental plugin is told what changed (`pipeline_delta.rs`).
-            return self.run_delta(p, inputs, prev, &changed, &removed, &docs, calls, changes, memo).map(Some);
+            return self.run_delta(p, inputs, view, prev, &changed, &removed, &every, calls, changes, memo).map(Some);
         }
         if !per_document {
             // A whole-set plugin gets every document again (`inputs` already holds them all).
-            changed = docs.clone();
+            changed = every();
         }
 
         // Outputs that go: of removed documents, of changed ones, or (whole-set) all of them.
@@ -1070,6 +1058,7 @@ impl Pipeline {
             _ => Arc::default(),
         };
         let state = |outputs, diagnostics: Vec<wit::Diagnostic>, inputs, statuses, named_groups, decoded| PluginState {
+            view: view.clone(),
             digest: p.plugin.digest().to_owned(),
             config: p.config.clone(),
             granularity: Some(info.granularity),
@@ -1085,20 +1074,22 @@ impl Pipeline {
         }
 
         let known = prev.map(|p| &*p.decoded);
+        let given = inputs.clone();
+        let origin_of = move |id: &str| given.get(id).map(|d| d.origin.clone());
         // A failure that names no document is blamed on one namespace's changes, if it can be.
         let blaming = |group: &str, calls: &mut Vec<PluginCall>, e| {
-            Self::whose_changes(p, group, &changed, &docs, prev, per_document, calls, e)
+            Self::whose_changes(p, group, &changed, &every(), prev, per_document, calls, e)
         };
         let decoded = match p.plugin.names_node_groups() {
             false => Arc::new(
-                Self::call_decoded(p, &self.node_group, &changed, &docs, known, calls)
+                Self::call_decoded(p, &self.node_group, &changed, &origin_of, known, calls)
                     .map_err(|e| blaming(&self.node_group, calls, e))?,
             ),
             true => match memo.find(p, &changed) {
                 Some(shared) => shared?,
                 None => {
                     let inputs = (!per_document).then(|| inputs.clone());
-                    let result = Self::call_decoded(p, "", &changed, &docs, known, calls)
+                    let result = Self::call_decoded(p, "", &changed, &origin_of, known, calls)
                         .map_err(|e| blaming("", calls, e))
                         .map(|d| Arc::new(Decoded { inputs, ..d }));
                     memo.keep(p, &changed, result.clone());
@@ -1131,20 +1122,20 @@ impl Pipeline {
     }
 
     /// Calls translate plugin `p` for `node_group` with the documents `changed` (every one
-    /// of its kinds is in `docs`), and checks and decodes what it returned, taking what its
+    /// of its kinds is in the set; `origin_of` finds one by id), and checks and decodes what it returned, taking what its
     /// last call returned byte for byte from `known` (`whole-set`).
     fn call_decoded(
         p: &Configured,
         node_group: &str,
         changed: &[&Arc<IntentDocument>],
-        docs: &[&Arc<IntentDocument>],
+        origin_of: Origins<'_>,
         known: Option<&Decodes>,
         calls: &mut Vec<PluginCall>,
     ) -> Result<Decoded, PipelineError> {
         let info = p.plugin.info();
         let per_document = info.granularity == Granularity::PerDocument;
         let changed_ids: BTreeSet<&str> = changed.iter().map(|d| d.id().as_ref()).collect();
-        let translated = Self::call(p, node_group, changed, docs, vec![], calls)?;
+        let translated = Self::call(p, node_group, changed, origin_of, vec![], calls)?;
         let mut statuses = Vec::with_capacity(translated.statuses.len());
         for s in &translated.statuses {
             let given = changed_ids.contains(s.document.as_str());

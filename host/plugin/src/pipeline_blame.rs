@@ -74,16 +74,15 @@ impl Pipeline {
             n if n > MAX_TRIES => None,
             _ => by_namespace.into_iter().find(|(_, group)| {
                 let left_out = |d: &&Arc<IntentDocument>| group.iter().any(|g| Arc::ptr_eq(g, d));
-                let (sent, known): (Vec<Arc<IntentDocument>>, Vec<&Arc<IntentDocument>>) = if per_document {
-                    (changed.iter().filter(|d| !left_out(d)).map(|d| Arc::clone(d)).collect(), docs.to_vec())
+                let sent: Vec<Arc<IntentDocument>> = if per_document {
+                    changed.iter().filter(|d| !left_out(d)).map(|d| Arc::clone(d)).collect()
                 } else {
                     // Every document as the call had it, this namespace's changes as they were.
-                    let sent = docs.iter().filter_map(|d| if left_out(d) { was(d) } else { Some(Arc::clone(d)) });
-                    (sent.collect(), docs.to_vec())
+                    docs.iter().filter_map(|d| if left_out(d) { was(d) } else { Some(Arc::clone(d)) }).collect()
                 };
                 // Called even with nothing to send: a plugin that fails on nothing is at fault.
                 let sent: Vec<&Arc<IntentDocument>> = sent.iter().collect();
-                Self::call(p, node_group, &sent, &known, vec![], calls).is_ok()
+                Self::call(p, node_group, &sent, &super::origins_in(docs), vec![], calls).is_ok()
             }),
         };
         match culprit {

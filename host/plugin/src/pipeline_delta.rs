@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 use xdst_core::decode::{Body, decode_body};
-use xdst_core::intent::IntentDocument;
+use xdst_core::intent::{ClaimsView, IntentDocument};
 use xdst_core::types::ROUTE;
 
 use super::{
@@ -102,17 +102,19 @@ impl DeltaMemo {
 }
 
 impl Pipeline {
-    /// Runs incremental plugin `p`: `inputs` are its documents now, `changed` and `removed`
-    /// what differs from `prev`'s. `docs` is every document (for blame).
+    /// Runs incremental plugin `p`: `inputs` are its documents now (`view` as the set holds
+    /// them), `changed` and `removed` what differs from `prev`'s. `every` gathers every
+    /// document (for blame).
     #[allow(clippy::too_many_arguments, reason = "run_plugin's state, for its incremental path")]
-    pub(super) fn run_delta(
+    pub(super) fn run_delta<'a>(
         &self,
         p: &Configured,
         inputs: OrdMap<Arc<str>, Arc<IntentDocument>>,
+        view: ClaimsView,
         prev: Option<&PluginState>,
         changed: &[&Arc<IntentDocument>],
         removed: &[Arc<str>],
-        docs: &[&Arc<IntentDocument>],
+        every: &dyn Fn() -> Vec<&'a Arc<IntentDocument>>,
         calls: &mut Vec<PluginCall>,
         changes: &mut Changes,
         memo: &super::CallMemo,
@@ -140,7 +142,10 @@ impl Pipeline {
             }
         };
         // A failure is blamed as a whole call's would be: on one namespace's changes, if it can be.
-        let made = made.map_err(|e| Self::whose_changes(p, node_group, docs, docs, prev, false, calls, e))?;
+        let made = made.map_err(|e| {
+            let docs = every();
+            Self::whose_changes(p, node_group, &docs, &docs, prev, false, calls, e)
+        })?;
 
         let mut outputs = match (made.full, prev) {
             (false, Some(prev)) => prev.outputs.clone(),
@@ -191,6 +196,7 @@ impl Pipeline {
             _ => Arc::new(made.named.clone()),
         };
         Ok(PluginState {
+            view,
             digest: p.plugin.digest().to_owned(),
             config: p.config.clone(),
             granularity: Some(info.granularity),

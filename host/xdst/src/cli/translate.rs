@@ -130,10 +130,7 @@ pub fn render_yaml(snapshot: &Snapshot) -> String {
 
 /// Each document's status as its plugin computed it, by document id: one JSON object, or
 /// one YAML document per status (`{document, status}`).
-pub fn render_statuses(
-    statuses: &std::collections::BTreeMap<std::sync::Arc<str>, std::sync::Arc<str>>,
-    json: bool,
-) -> String {
+pub fn render_statuses(statuses: &xdst_plugin::pipeline::Statuses, json: bool) -> String {
     let parsed = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
     if json {
         let all: serde_json::Map<String, Value> = statuses.iter().map(|(id, s)| (id.to_string(), parsed(s))).collect();

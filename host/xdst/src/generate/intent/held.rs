@@ -73,7 +73,7 @@ pub fn translation_holds(held: &BTreeMap<Arc<str>, Held>) -> impl Iterator<Item 
 /// status's `parents` (where Gateway API routes keep their conditions). What the plugin
 /// computed for the version translated in its place, if any, stays beside it.
 pub fn mark_statuses<'a>(
-    statuses: &mut BTreeMap<Arc<str>, Arc<str>>,
+    statuses: &mut super::Statuses,
     held: impl IntoIterator<Item = (&'a str, &'a str, &'static str)>,
 ) {
     for (id, error, reason) in held {

@@ -96,7 +96,7 @@ pub struct IntentSource {
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
-pub type Statuses = BTreeMap<Arc<str>, Arc<str>>;
+pub type Statuses = xdst_plugin::pipeline::Statuses;
 
 /// Where the plugins are listed.
 #[allow(clippy::large_enum_variant, reason = "one per server, never moved in a hot path")]
