@@ -400,6 +400,35 @@ impl IntentSet {
         docs
     }
 
+    /// The documents here that `before` does not have (by id), and those it has that are not
+    /// here: visiting only the parts of the two sets that differ (a set taken from the other
+    /// and changed shares the rest).
+    pub fn came_and_went<'a>(
+        &'a self,
+        before: &'a IntentSet,
+    ) -> (Vec<&'a Arc<IntentDocument>>, Vec<&'a Arc<IntentDocument>>) {
+        let (mut came, mut went) = (Vec::new(), Vec::new());
+        if self.by_kind.ptr_eq(&before.by_kind) {
+            return (came, went);
+        }
+        for item in before.by_kind.diff(&self.by_kind) {
+            match item {
+                imbl::ordmap::DiffItem::Add(_, docs) => came.extend(docs.values()),
+                imbl::ordmap::DiffItem::Remove(_, docs) => went.extend(docs.values()),
+                imbl::ordmap::DiffItem::Update { old: (_, old), new: (_, new) } => {
+                    for d in old.diff(new) {
+                        match d {
+                            imbl::ordmap::DiffItem::Add(_, d) => came.push(d),
+                            imbl::ordmap::DiffItem::Remove(_, d) => went.push(d),
+                            imbl::ordmap::DiffItem::Update { .. } => {}
+                        }
+                    }
+                }
+            }
+        }
+        (came, went)
+    }
+
     /// What changed in the documents of `view`'s claims since `view` was taken: a document
     /// is changed when it is not the same allocation and its text differs. The work is in
     /// what differs: an unchanged part of a kind's map is the same node in both and is not
@@ -813,7 +842,8 @@ spec: {}
 
     /// What `changed_since` tells equals comparing every document of the claims by id, over
     /// random edits: documents added, changed, re-parsed unchanged (a new allocation), moved
-    /// to a group the claims do not name and back, removed, and kinds emptied.
+    /// to a group the claims do not name and back, removed, and kinds emptied. `came_and_went`
+    /// likewise, over every kind.
     #[test]
     fn changes_since_a_view_are_those_of_comparing_every_document() {
         use std::collections::BTreeMap;
@@ -875,6 +905,14 @@ spec: {}
             assert_eq!(got.removed.iter().collect::<Vec<_>>(), want_removed, "step {step}: removed");
             changes += got.changed.len();
             removals += got.removed.len();
+            // Every kind: the ids that came and went.
+            let ids = |s: &IntentSet| s.shared().map(|d| d.id().clone()).collect::<BTreeSet<_>>();
+            let (was, is) = (ids(&before), ids(&set));
+            let (came, went) = set.came_and_went(&before);
+            let came: BTreeSet<Arc<str>> = came.iter().map(|d| d.id().clone()).collect();
+            let went: BTreeSet<Arc<str>> = went.iter().map(|d| d.id().clone()).collect();
+            assert_eq!(came, is.difference(&was).cloned().collect(), "step {step}: came");
+            assert_eq!(went, was.difference(&is).cloned().collect(), "step {step}: went");
         }
         assert!(changes > 500 && removals > 300, "the edits reach every case: {changes} changes, {removals} removals");
     }

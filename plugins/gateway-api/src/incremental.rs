@@ -21,7 +21,7 @@ use xdst_guest::{
 use crate::backends::{self, Backend};
 use crate::config::Config;
 use crate::gateway::{self, Frame};
-use crate::status::Statuses;
+use crate::status::{Problems, Statuses};
 use crate::world::{Key, RouteKey, World};
 use crate::{Translation, diagnostics};
 
@@ -56,6 +56,9 @@ struct Kept {
     statuses: Statuses,
     frame: Frame,
     said: BTreeMap<Backend, Vec<Diagnostic>>,
+    /// The documents' conditions that are not true, as diagnostics (kept per document: a call
+    /// says again only those of the documents whose status it made again).
+    problems: Problems,
     /// Every resource as last returned, by (type URL, name).
     held: BTreeMap<(String, String), XdsResource>,
     /// Every status as last returned, by document.
@@ -112,7 +115,8 @@ impl Kept {
         let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
         let t = Translation::of(&world, &config, generations);
         let mut out = t.out;
-        out.diagnostics = diagnostics(&t.said, &t.statuses);
+        let problems = t.statuses.problems();
+        out.diagnostics = diagnostics(&t.said, &problems);
         let status_text: BTreeMap<String, String> = t.statuses.to_strings().into_iter().collect();
         out.statuses =
             status_text.iter().map(|(d, s)| DocumentStatus { document: d.clone(), status: s.clone() }).collect();
@@ -124,6 +128,7 @@ impl Kept {
             statuses: t.statuses,
             frame: t.frame,
             said: t.said,
+            problems,
             held,
             status_text,
         };
@@ -178,6 +183,7 @@ impl Kept {
             // The host drops a removed document's status with it.
             self.status_text.remove(id);
             made.statuses.remove(id);
+            self.problems_again(id);
         }
         Ok((self.answer(made), if fast { Call::Patched } else { Call::Rebuilt }))
     }
@@ -399,6 +405,14 @@ impl Kept {
         made
     }
 
+    /// Document `id`'s problems as its status is now (none once it is gone).
+    fn problems_again(&mut self, id: &str) {
+        for rank in 0..4 {
+            self.problems.remove(&(rank, id.to_owned()));
+        }
+        self.problems.extend(self.statuses.problems_of(id));
+    }
+
     /// What to answer: the resources that differ from what was returned, the keys of those
     /// gone, and the statuses that changed (empty: the document has none now).
     fn answer(&mut self, made: Made) -> TranslateResponse {
@@ -420,6 +434,7 @@ impl Kept {
         }
         let mut statuses = Vec::new();
         for id in made.statuses {
+            self.problems_again(&id);
             let now = self.statuses.string_of(&id);
             if self.status_text.get(&id) != now.as_ref() {
                 statuses.push(DocumentStatus { document: id.clone(), status: now.clone().unwrap_or_default() });
@@ -429,7 +444,7 @@ impl Kept {
                 };
             }
         }
-        TranslateResponse { resources, removed, diagnostics: diagnostics(&self.said, &self.statuses), statuses }
+        TranslateResponse { resources, removed, diagnostics: diagnostics(&self.said, &self.problems), statuses }
     }
 }
 

@@ -107,7 +107,7 @@ fn translate_with_statuses(request: &TranslateRequest) -> Result<(TranslateRespo
     let generations = request.documents.iter().filter_map(|d| Some((d.id(), d.generation()?))).collect();
     let t = Translation::of(&world, &config, generations);
     let mut out = t.out;
-    out.diagnostics = diagnostics(&t.said, &t.statuses);
+    out.diagnostics = diagnostics(&t.said, &t.statuses.problems());
     Ok((out, t.statuses))
 }
 
@@ -141,11 +141,16 @@ impl Translation {
 /// naming its document.
 pub(crate) fn diagnostics(
     said: &std::collections::BTreeMap<backends::Backend, Vec<Diagnostic>>,
-    statuses: &status::Statuses,
+    problems: &status::Problems,
 ) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = said.values().flatten().cloned().collect();
-    for (id, message) in statuses.problems() {
-        out.push(Diagnostic { severity: Severity::Warning, message, document: Some(id), field: None });
+    for (id, message) in problems.values().flatten() {
+        out.push(Diagnostic {
+            severity: Severity::Warning,
+            message: message.clone(),
+            document: Some(id.clone()),
+            field: None,
+        });
     }
     out
 }

@@ -164,6 +164,13 @@ pub struct GatewayStatus {
 }
 
 /// Every document's status, by id.
+/// Where a document's problems come among all of them: routes, policies, Gateways, ListenerSets
+/// (0 to 3), then by id.
+pub type ProblemKey = (u8, String);
+
+/// Every document's problems ([`Statuses::problems`]), in the order diagnostics list them.
+pub type Problems = BTreeMap<ProblemKey, Vec<(String, String)>>;
+
 #[derive(Debug, Default)]
 pub struct Statuses {
     pub routes: BTreeMap<String, Vec<ParentStatus>>,
@@ -275,31 +282,48 @@ impl Statuses {
         Some(StatusShown::Class(ClassShown { conditions: conditions(list, g) }))
     }
 
-    /// Every condition that is `False`, with the document it is on, for diagnostics.
-    pub fn problems(&self) -> Vec<(String, String)> {
+    /// Each document's conditions that are not true, by [`ProblemKey`], as diagnostics say them
+    /// (`(document, message)`): the routes' and policies' per parent, then the Gateways' and
+    /// ListenerSets' and their listeners'.
+    pub fn problems(&self) -> Problems {
+        let ids =
+            self.routes.keys().chain(self.policies.keys()).chain(self.gateways.keys()).chain(self.listener_sets.keys());
+        ids.filter_map(|id| self.problems_of(id)).collect()
+    }
+
+    /// [`problems`](Self::problems) of one document; none when all its conditions are true.
+    pub fn problems_of(&self, id: &str) -> Option<(ProblemKey, Vec<(String, String)>)> {
         let mut out = Vec::new();
-        for (id, parents) in self.routes.iter().chain(&self.policies) {
-            for p in parents {
-                for c in p.conditions.iter().filter(|c| !c.ok) {
-                    let parent = p.parent_ref["name"].as_str().unwrap_or("?");
-                    out.push((id.clone(), format!("parent {parent}: {} False ({}): {}", c.kind, c.reason, c.message)));
-                }
+        let (rank, parents) = match (self.routes.get(id), self.policies.get(id)) {
+            (Some(p), _) => (0, Some(p)),
+            (None, Some(p)) => (1, Some(p)),
+            (None, None) => (2, None),
+        };
+        for p in parents.into_iter().flatten() {
+            for c in p.conditions.iter().filter(|c| !c.ok) {
+                let parent = p.parent_ref["name"].as_str().unwrap_or("?");
+                out.push((id.to_owned(), format!("parent {parent}: {} False ({}): {}", c.kind, c.reason, c.message)));
             }
         }
-        for (id, gateway) in self.gateways.iter().chain(&self.listener_sets) {
+        let (rank, gateway) = match (self.gateways.get(id), self.listener_sets.get(id)) {
+            (Some(g), _) => (2, Some(g)),
+            (None, Some(g)) => (3, Some(g)),
+            (None, None) => (rank, None),
+        };
+        if let Some(gateway) = gateway {
             for c in gateway.conditions.iter().filter(|c| !c.ok) {
-                out.push((id.clone(), format!("{} False ({}): {}", c.kind, c.reason, c.message)));
+                out.push((id.to_owned(), format!("{} False ({}): {}", c.kind, c.reason, c.message)));
             }
             for l in &gateway.listeners {
                 for c in l.conditions.iter().filter(|c| !c.ok) {
                     out.push((
-                        id.clone(),
+                        id.to_owned(),
                         format!("listener {}: {} False ({}): {}", l.name, c.kind, c.reason, c.message),
                     ));
                 }
             }
         }
-        out
+        (!out.is_empty()).then(|| ((rank, id.to_owned()), out))
     }
 }
 

@@ -63,7 +63,8 @@ impl<const N: usize> From<[(PathBuf, Parsed); N]> for ParseCache {
 #[derive(Debug, Clone)]
 pub struct Parsed {
     text: Arc<str>,
-    docs: Vec<Arc<IntentDocument>>,
+    /// Shared: the cache a read makes carries each unchanged file's documents over as they are.
+    docs: Arc<[Arc<IntentDocument>]>,
     /// What the file system said of the file when it was read, if that can vouch for it
     /// next time ([`Stamp::vouches`]); none for a store key or a source held out.
     stamp: Option<Stamp>,
@@ -275,7 +276,7 @@ fn assemble<'a>(
                 })
                 .collect::<Vec<_>>();
             check(&source.label, &docs)?;
-            Ok((Parsed { text, docs, stamp, created: created.clone() }, true))
+            Ok((Parsed { text, docs: docs.into(), stamp, created: created.clone() }, true))
         });
         match result {
             Ok((parse, new)) => parsed.push((source.path, source.label, parse, new)),
@@ -336,7 +337,7 @@ fn changed_from(last: &IntentSet, cache: &ParseCache, parsed: &[(PathBuf, String
     let mut set = last.clone();
     let now: std::collections::HashSet<&PathBuf> = parsed.iter().filter(|p| !p.3).map(|p| &p.0).collect();
     for (path, was) in cache.iter().filter(|(path, _)| !now.contains(path)) {
-        for doc in &was.docs {
+        for doc in was.docs.iter() {
             if set.by_id(doc.id()).is_some_and(|d| Arc::ptr_eq(d, doc)) {
                 set.remove_id(doc.id());
             } else {

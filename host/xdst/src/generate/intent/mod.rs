@@ -322,45 +322,18 @@ impl IntentSource {
     }
 
     /// Tells the node-group admission the documents that came and went since it was last told:
-    /// one walk of the last set and this one together (both in id order), comparing
-    /// allocations, and ids only where they differ.
+    /// what differs between the last set and this one (the parts they share are not visited).
     fn tell_names(&self, plane: &Plane, intent: &xdst_core::intent::IntentSet) {
-        use std::cmp::Ordering;
         let mut named = locked(&self.named);
         let admission = &plane.serving.unlisted_groups;
-        if named.is_none() {
+        let Some(was) = named.take() else {
             admission.set_named(intent.documents().map(|d| d.qualified_name()));
             *named = Some(intent.clone());
             return;
-        }
-        let was = named.take().expect("set above");
-        let (mut added, mut removed) = (Vec::new(), Vec::new());
-        let (mut a, mut b) = (was.shared().peekable(), intent.shared().peekable());
-        // Every document is visited, but compared by pointer (the sets share their allocations).
-        loop {
-            match (a.peek(), b.peek()) {
-                (None, None) => break,
-                (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {
-                    a.next();
-                    b.next();
-                }
-                (Some(x), Some(y)) => {
-                    match (x.kind.as_str(), x.qualified_name()).cmp(&(y.kind.as_str(), y.qualified_name())) {
-                        Ordering::Equal => {
-                            a.next();
-                            b.next();
-                        }
-                        Ordering::Less => removed.push(a.next().expect("peeked").clone()),
-                        Ordering::Greater => added.push(b.next().expect("peeked").clone()),
-                    }
-                }
-                (Some(_), None) => removed.push(a.next().expect("peeked").clone()),
-                (None, Some(_)) => added.push(b.next().expect("peeked").clone()),
-            }
-        }
-        if !added.is_empty() || !removed.is_empty() {
-            admission
-                .change_named(added.iter().map(|d| d.qualified_name()), removed.iter().map(|d| d.qualified_name()));
+        };
+        let (came, went) = intent.came_and_went(&was);
+        if !came.is_empty() || !went.is_empty() {
+            admission.change_named(came.iter().map(|d| d.qualified_name()), went.iter().map(|d| d.qualified_name()));
         }
         *named = Some(intent.clone());
     }
@@ -560,6 +533,8 @@ impl IntentSource {
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         plane.metrics.generation_seconds.observe(started.elapsed().as_secs_f64());
         let refused = self.refusal_reports();
+        // Of the generation's time, the plugin calls' (for its log line).
+        let plugin_seconds: f64 = calls.values().flatten().map(|c| c.seconds).sum();
         let mut st = locked(&self.status);
         if let Some(p) = report_plugins {
             st.plugins = p;
@@ -647,6 +622,7 @@ impl IntentSource {
                     store_revision,
                     changed_groups = ?report.changed_groups,
                     elapsed_ms = elapsed_ms as u64,
+                    plugin_ms = format!("{:.1}", (plugin_seconds * 1e3).abs()),
                     phases_ms = %phases.borrow().iter().map(|(p, ms)| format!("{p}={ms:.1}")).collect::<Vec<_>>().join(" "),
                     "intent translated and published"
                 );
