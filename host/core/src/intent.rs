@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use crate::decode::DecodeError;
 
-/// One intent document.
-#[derive(Debug, Clone, PartialEq)]
+/// One intent document. `Eq`, so that two `Arc`s of one document compare by pointer first.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentDocument {
     pub kind: String,
     /// `metadata.name`.
@@ -401,32 +401,53 @@ impl IntentSet {
     }
 
     /// The documents here that `before` does not have (by id), and those it has that are not
-    /// here: visiting only the parts of the two sets that differ (a set taken from the other
-    /// and changed shares the rest).
+    /// here ([`differences`](Self::differences)).
     pub fn came_and_went<'a>(
         &'a self,
         before: &'a IntentSet,
     ) -> (Vec<&'a Arc<IntentDocument>>, Vec<&'a Arc<IntentDocument>>) {
         let (mut came, mut went) = (Vec::new(), Vec::new());
-        if self.by_kind.ptr_eq(&before.by_kind) {
-            return (came, went);
-        }
-        for item in before.by_kind.diff(&self.by_kind) {
-            match item {
-                imbl::ordmap::DiffItem::Add(_, docs) => came.extend(docs.values()),
-                imbl::ordmap::DiffItem::Remove(_, docs) => went.extend(docs.values()),
-                imbl::ordmap::DiffItem::Update { old: (_, old), new: (_, new) } => {
-                    for d in old.diff(new) {
-                        match d {
-                            imbl::ordmap::DiffItem::Add(_, d) => came.push(d),
-                            imbl::ordmap::DiffItem::Remove(_, d) => went.push(d),
-                            imbl::ordmap::DiffItem::Update { .. } => {}
-                        }
-                    }
-                }
+        for (was, is) in self.differences(before) {
+            match (was, is) {
+                (None, Some(d)) => came.push(d),
+                (Some(d), None) => went.push(d),
+                _ => {}
             }
         }
         (came, went)
+    }
+
+    /// Every document that differs here from `before` (added, taken out, or not equal), as
+    /// (before, here), in id order: visiting only the parts of the two sets that differ (a set
+    /// taken from the other and changed shares the rest).
+    #[allow(clippy::type_complexity, reason = "pairs of the same document")]
+    pub fn differences<'a>(
+        &'a self,
+        before: &'a IntentSet,
+    ) -> Vec<(Option<&'a Arc<IntentDocument>>, Option<&'a Arc<IntentDocument>>)> {
+        let mut out = Vec::new();
+        if self.by_kind.ptr_eq(&before.by_kind) {
+            return out;
+        }
+        let kinds: BTreeSet<&String> = self.by_kind.keys().chain(before.by_kind.keys()).collect();
+        for kind in kinds {
+            match (before.by_kind.get(kind), self.by_kind.get(kind)) {
+                (Some(old), Some(new)) if old.ptr_eq(new) => {}
+                (Some(old), Some(new)) => {
+                    for d in old.diff(new) {
+                        out.push(match d {
+                            imbl::ordmap::DiffItem::Add(_, d) => (None, Some(d)),
+                            imbl::ordmap::DiffItem::Remove(_, d) => (Some(d), None),
+                            imbl::ordmap::DiffItem::Update { old: (_, old), new: (_, new) } => (Some(old), Some(new)),
+                        });
+                    }
+                }
+                (Some(old), None) => out.extend(old.values().map(|d| (Some(d), None))),
+                (None, Some(new)) => out.extend(new.values().map(|d| (None, Some(d)))),
+                (None, None) => {}
+            }
+        }
+        out
     }
 
     /// What changed in the documents of `view`'s claims since `view` was taken: a document

@@ -110,8 +110,8 @@ struct History {
     /// Document id -> (from which generation, its version then, or `None` once gone), oldest
     /// first.
     docs: HashMap<Arc<str>, Vec<Version>>,
-    /// The documents of the last generation, in the set's order.
-    last: Vec<Arc<IntentDocument>>,
+    /// The documents of the last generation.
+    last: IntentSet,
 }
 
 /// From which generation on, a document read so (`None`: it was gone).
@@ -119,11 +119,6 @@ type Version = (u64, Option<Arc<IntentDocument>>);
 
 /// What a group's holds put in place of documents: (id, the version translated or nothing).
 pub type GroupHeld = BTreeMap<String, Vec<(Arc<str>, Option<Arc<IntentDocument>>)>>;
-
-/// Where a document is in an [`IntentSet`]'s order.
-fn order_key(d: &IntentDocument) -> (&str, &str) {
-    (d.kind.as_str(), d.qualified_name())
-}
 
 impl History {
     /// Records a generation; the ids of the documents that changed (added, changed or gone)
@@ -139,36 +134,21 @@ impl History {
         self.seq += 1;
         let seq = self.seq;
         let mut changed = Vec::new();
-        // Most documents are as they were: the same allocation (the parse cache keeps it).
-        // Both lists are in the set's order (kind, then qualified name), so one walk over both
-        // finds what was added, changed or taken out; names are compared only where the
-        // allocations differ.
-        let now: Vec<&Arc<IntentDocument>> = intent.shared().collect();
-        let (mut i, mut j) = (0, 0);
-        while i < now.len() || j < self.last.len() {
-            let order = match (now.get(i), self.last.get(j)) {
-                (Some(n), Some(l)) if Arc::ptr_eq(n, l) => {
-                    (i, j) = (i + 1, j + 1);
-                    continue;
-                }
-                (Some(n), Some(l)) => order_key(n).cmp(&order_key(l)),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, _) => std::cmp::Ordering::Greater,
-            };
-            match order {
-                std::cmp::Ordering::Greater => {
+        // Most documents are as they were: the set shares them with the last one, and only
+        // the parts that differ are visited.
+        for (was, is) in intent.differences(&self.last) {
+            match is {
+                None => {
                     // Taken out.
-                    let gone = &self.last[j];
+                    let gone = was.expect("a difference has a side");
                     let versions = self.docs.entry(gone.id().clone()).or_default();
                     if matches!(versions.last(), Some((_, Some(_)))) {
                         versions.push((seq, None));
                         changed.push(gone.id().clone());
                     }
-                    j += 1;
                 }
-                ord => {
-                    // Added (Less) or the same document, perhaps changed (Equal).
-                    let doc = now[i];
+                Some(doc) => {
+                    // Added, or the same document, perhaps changed.
                     let versions = self.docs.entry(doc.id().clone()).or_default();
                     match versions.last() {
                         Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
@@ -177,12 +157,10 @@ impl History {
                             changed.push(doc.id().clone());
                         }
                     }
-                    i += 1;
-                    j += usize::from(ord == std::cmp::Ordering::Equal);
                 }
             }
         }
-        self.last = now.into_iter().cloned().collect();
+        self.last = intent.clone();
         self.generations.push_back(Generation { seq, at, default, groups, held });
         while self.generations.len() > KEPT {
             self.generations.pop_front();
