@@ -288,10 +288,11 @@ fn run(plugin: Arc<dyn Translate>, work: Workload, runs: usize, changes: usize) 
     // Prepare the changed intents first: parsing is not what is measured. The documents that
     // did not change are the same `Arc`s, as the server's parse cache keeps them for files that
     // did not change (one document per file, or the intent API).
-    let mut variants = Vec::new();
+    // Each is the one before with one more change, as a server's generations are.
+    let mut variants: Vec<IntentSet> = Vec::new();
     for k in 0..changes {
         let changed = work.changed(((k * 7919) % n, 9000 + k as u16))?;
-        let mut variant = base.clone();
+        let mut variant = variants.last().unwrap_or(&base).clone();
         variant.remove_id(changed.id());
         variant.add_shared(changed)?;
         variants.push(variant);
