@@ -375,6 +375,8 @@ fn apply(
             }
         }
     }
+    // The read looks at the file now, not when its event arrives.
+    source.note_written(&path);
     // The write answers for its own document: held out (it does not read, or its translation
     // fails), it is refused; another document held out is that document's problem.
     let id = format!("{kind}/{name}");
@@ -403,6 +405,7 @@ fn apply(
             if let Err(u) = undone {
                 tracing::error!(file = %path.display(), error = %u, "could not undo a refused intent write");
             }
+            source.note_written(&path);
             if matches!(e, crate::generate::intent::GenerationError::Held { .. }) {
                 // The refused document was served held; it serves as it was again.
                 let _ = source.generate(&generating.plane);

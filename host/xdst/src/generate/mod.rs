@@ -8,6 +8,8 @@
 //!   [`store::plugins`]).
 //! - The store: [`store`] (etcd: the intent mirror and its watch, writes, the fleet view).
 //! - [`reload`]: the one reload, for `POST /reload` and SIGHUP.
+//! - [`watcher`]: the watched directories, each change looked at path by path in the
+//!   [`tree`] of what they hold.
 //!
 //! It publishes into the serving plane's cache ([`plane::Plane::serving`]) and reads only
 //! which node groups are connected from it.
@@ -20,6 +22,8 @@ pub mod plugins;
 pub mod reload;
 pub mod source;
 pub mod store;
+pub mod tree;
+pub mod watcher;
 
 use std::sync::{Arc, OnceLock};
 

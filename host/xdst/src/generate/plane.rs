@@ -8,6 +8,8 @@ use std::time::Duration;
 use xdst_core::changes::Ledger;
 use xdst_serve::Serving;
 
+use crate::generate::tree::{Changes, Tree, subtree};
+
 use crate::generate::metrics::GenerationMetrics;
 
 pub struct Plane {
@@ -26,19 +28,15 @@ pub struct Plane {
     pub reloads: AtomicU64,
     /// The largest resources, intent or configuration file read (`--max-file-size`).
     pub max_file_bytes: usize,
-    /// What the watched directories looked like (`generate::source::fingerprint`) when
+    /// What the watched directories looked like (`generate::tree::fingerprint`) when
     /// the last generation began reading them: a watcher that finds them so needs no generation
     /// of its own (the intent API's write generates at once, and its file's event would
     /// otherwise translate the same intent again).
     pub read_saw: std::sync::Mutex<Option<Fingerprints>>,
 }
 
-/// Each watched directory's fingerprint (`None`: gone).
-pub type Fingerprints = Vec<Option<Fingerprint>>;
-
-/// A directory tree's files that matter, each with its size, modification and change times
-/// (`generate::source::fingerprint` takes one).
-pub type Fingerprint = Vec<(std::path::PathBuf, u64, Option<std::time::SystemTime>, (i64, i64))>;
+/// Each watched directory's tree (`None`: gone).
+pub type Fingerprints = Vec<Option<Tree>>;
 
 impl Plane {
     /// Notes that a generation begins reading the watched directories, which look like `saw`.
@@ -46,8 +44,16 @@ impl Plane {
         *self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(saw);
     }
 
-    /// Whether the last generation began reading the directories as they are `now`.
-    pub fn read_as(&self, now: &Fingerprints) -> bool {
-        self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() == Some(now)
+    /// Whether the last generation began reading the directories as they are `now`, at the
+    /// paths `changed` names (each with what is under it), or everywhere.
+    pub fn read_as(&self, now: &Fingerprints, changed: &Changes) -> bool {
+        let saw = self.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(saw) = saw.as_ref() else { return false };
+        let Changes::Paths(paths) = changed else { return saw == now };
+        saw.len() == now.len()
+            && saw.iter().zip(now).all(|(saw, now)| match (saw, now) {
+                (Some(saw), Some(now)) => paths.iter().all(|p| subtree(saw, p).eq(subtree(now, p))),
+                (saw, now) => saw.is_none() && now.is_none(),
+            })
     }
 }

@@ -14,10 +14,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use notify::Watcher;
 use serde::Serialize;
-use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 use xdst_core::cache::Publication;
 use xdst_core::decode::{DecodeError, decode_file};
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
@@ -172,57 +170,6 @@ pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), Lo
     }
 }
 
-/// A cheap fingerprint of a directory tree: names, sizes, modification and change times of the
-/// files that matter (resources, intent, plugins, their settings, signatures and keys). `None`
-/// if it is gone. The change time is the kernel's: a tool that sets a modification time back
-/// (`touch -d`, `cp -p`) cannot set it back, so a same-size rewrite always shows.
-pub fn fingerprint(dir: &Path) -> Option<crate::generate::plane::Fingerprint> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).ok()?.flatten() {
-            let path = entry.path();
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                if !entry.file_name().to_string_lossy().starts_with('.') {
-                    stack.push(path.clone());
-                }
-                out.push((path, 0, None, (0, 0)));
-            } else if fingerprinted(&path) {
-                use std::os::unix::fs::MetadataExt;
-                out.push((path, meta.len(), meta.modified().ok(), (meta.ctime(), meta.ctime_nsec())));
-            }
-        }
-    }
-    out.sort();
-    Some(out)
-}
-
-/// Whether a file counts in a directory's fingerprint: intent and resources, plugins, their
-/// settings, signatures and keys.
-pub(crate) fn fingerprinted(path: &Path) -> bool {
-    is_resource_file(path) || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
-}
-
-/// However busy the directory, a change is applied at most this long after it was seen.
-const MAX_DEBOUNCE: Duration = Duration::from_secs(1);
-
-/// After a first event: waits until `quiet` passes without another one, or until `max`
-/// after the first, merging the burst into one reload. False if the channel closed.
-async fn debounce(rx: &mut mpsc::UnboundedReceiver<()>, quiet: Duration, max: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + max;
-    loop {
-        let wait = quiet.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-        tokio::select! {
-            more = rx.recv() => if more.is_none() { return false },
-            _ = tokio::time::sleep(wait) => return true,
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return true;
-        }
-    }
-}
-
 /// Watches the directory and reloads after each burst of changes. Also rescans every
 /// `resync` interval, which recovers from lost watches (a directory deleted and created
 /// again, filesystems without inotify).
@@ -236,11 +183,12 @@ pub async fn watch(plane: Arc<Plane>, status: Arc<SourceStatus>, dir: PathBuf, r
         }
     };
     let rescan = plane.rescan.clone();
-    watch_dirs(
+    crate::generate::watcher::watch_dirs(
         plane,
         vec![dir],
         resync,
         Some(rescan),
+        None,
         std::sync::Arc::new(move || {
             let _ = reload(&c, &s, &d);
         }),
@@ -249,148 +197,9 @@ pub async fn watch(plane: Arc<Plane>, status: Arc<SourceStatus>, dir: PathBuf, r
     .await
 }
 
-/// Watches directories and calls `reload` (on a blocking thread) after each burst of changes
-/// to any of them, on every `resync` tick that finds a change, and whenever `wake` fires.
-/// While a directory is missing, `missing` is told once and nothing reloads.
-pub async fn watch_dirs(
-    plane: Arc<Plane>,
-    dirs: Vec<PathBuf>,
-    resync: Duration,
-    wake: Option<std::sync::Arc<tokio::sync::Notify>>,
-    reload: std::sync::Arc<dyn Fn() + Send + Sync>,
-    missing: impl Fn(&Path),
-) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-    let make_watcher = || -> Option<notify::RecommendedWatcher> {
-        let tx = tx.clone();
-        let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            // Opening a file or the directory (as our own rescan does) is not a change;
-            // counting it would rescan forever.
-            if ev.is_ok_and(|ev| !matches!(ev.kind, notify::EventKind::Access(_))) {
-                let _ = tx.send(());
-            }
-        })
-        .ok()?;
-        for dir in &dirs {
-            w.watch(dir, notify::RecursiveMode::Recursive).ok()?;
-        }
-        Some(w)
-    };
-    let fingerprints = || dirs.iter().map(|d| fingerprint(d)).collect::<Vec<_>>();
-    let mut watcher = make_watcher();
-    if watcher.is_none() {
-        warn!(dirs = ?dirs, "cannot watch the directories; rescanning every {resync:?}");
-    }
-    let mut last = fingerprints();
-    let mut missing_reported = false;
-    let mut tick = tokio::time::interval(resync);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shutdown = plane.serving.shutdown.clone();
-    let never = tokio::sync::Notify::new();
-    loop {
-        let mut woken = false;
-        tokio::select! {
-            ev = rx.recv() => {
-                if ev.is_none() || !debounce(&mut rx, plane.debounce, MAX_DEBOUNCE).await {
-                    return;
-                }
-            }
-            _ = tick.tick() => {}
-            _ = wake.as_deref().unwrap_or(&never).notified() => woken = true,
-            _ = shutdown.changed() => return,
-        }
-        let now = fingerprints();
-        if now == last && !woken {
-            continue;
-        }
-        // The last generation began reading the directories as they are now (the intent API's
-        // write generates at once): no second generation of the same intent.
-        if !woken && plane.read_as(&now) {
-            last = now;
-            continue;
-        }
-        if let Some(i) = now.iter().position(Option::is_none) {
-            if !missing_reported {
-                error!(dir = %dirs[i].display(), "directory disappeared; the last good set keeps serving");
-                missing(&dirs[i]);
-                missing_reported = true;
-            }
-            watcher = None;
-        } else {
-            if missing_reported || watcher.is_none() {
-                info!(dirs = ?dirs, "watching again");
-                watcher = make_watcher();
-                missing_reported = false;
-            }
-            let reload = reload.clone();
-            // Decoding and translating is CPU work: keep it off the async workers.
-            let _ = tokio::task::spawn_blocking(move || reload()).await;
-        }
-        last = now;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_is_merged_until_a_quiet_window() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let start = Instant::now();
-        tokio::spawn(async move {
-            for _ in 0..3 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                tx.send(()).unwrap();
-            }
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        });
-        assert!(debounce(&mut rx, Duration::from_millis(10), MAX_DEBOUNCE).await);
-        // Events at 5, 10 and 15 ms; quiet from 15 ms to 25 ms.
-        assert_eq!(start.elapsed(), Duration::from_millis(25));
-        assert!(rx.try_recv().is_err(), "the burst was consumed");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_never_ending_burst_still_applies_within_the_maximum() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let start = Instant::now();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                if tx.send(()).is_err() {
-                    return;
-                }
-            }
-        });
-        assert!(debounce(&mut rx, Duration::from_millis(10), Duration::from_secs(1)).await);
-        assert_eq!(start.elapsed(), Duration::from_secs(1));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_closed_channel_stops_the_watcher() {
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        drop(tx);
-        assert!(!debounce(&mut rx, Duration::from_millis(10), MAX_DEBOUNCE).await);
-    }
-
-    /// A hostile edit that keeps a file's size and sets its modification time back still changes
-    /// the fingerprint (its change time moves): a watcher that skips a generation because the
-    /// last one read the directory as it is now cannot be fooled into skipping it.
-    #[test]
-    fn a_same_size_rewrite_with_its_time_set_back_changes_the_fingerprint() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("a.yaml");
-        std::fs::write(&f, "kind: A\n").unwrap();
-        let modified = std::fs::metadata(&f).unwrap().modified().unwrap();
-        let before = fingerprint(dir.path()).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        std::fs::write(&f, "kind: B\n").unwrap();
-        std::fs::File::options().write(true).open(&f).unwrap().set_modified(modified).unwrap();
-        assert_eq!(std::fs::metadata(&f).unwrap().modified().unwrap(), modified, "the time was set back");
-        assert_ne!(fingerprint(dir.path()).unwrap(), before);
-    }
 
     #[test]
     fn resource_files_and_the_rest() {

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use xdst_core::intent::{DuplicateIntent, IntentDocument, IntentSet, parse_file};
 
+use crate::generate::tree::{Changes, Tree, hidden, refresh};
+
 use super::error::GenerationError;
 use crate::generate::store::StoreProblem;
 
@@ -21,6 +23,10 @@ pub struct ParseCache {
     last: Option<IntentSet>,
     /// Whether the read that made this cache started from the last set.
     from_last: bool,
+    /// The intent directory as the last read listed it (none for a store).
+    listing: Option<Listing>,
+    /// What the last read held out: a read that looks only at what changed needs none.
+    held: Vec<HeldSource>,
 }
 
 impl ParseCache {
@@ -31,6 +37,8 @@ impl ParseCache {
     pub fn clear(&mut self) {
         self.files.clear();
         self.last = None;
+        self.listing = None;
+        self.held.clear();
     }
 
     /// The set the last read put together from these files, if it is still theirs.
@@ -55,7 +63,7 @@ impl std::ops::DerefMut for ParseCache {
 
 impl<const N: usize> From<[(PathBuf, Parsed); N]> for ParseCache {
     fn from(files: [(PathBuf, Parsed); N]) -> ParseCache {
-        ParseCache { files: files.into(), last: None, from_last: false }
+        ParseCache { files: files.into(), ..ParseCache::default() }
     }
 }
 
@@ -95,8 +103,8 @@ pub fn forget_stamps(cache: &mut ParseCache) {
 /// `--max-file-size`. Labels are paths relative to `dir`. Any file that does not read fails
 /// the whole read (what `xdst translate` wants).
 pub fn read_intent(dir: &Path) -> Result<(IntentSet, usize), GenerationError> {
-    let read =
-        read_intent_cached(dir, &mut ParseCache::new(), xdst_core::files::DEFAULT_MAX_TEXT_BYTES, Mode::Strict, None)?;
+    let max = xdst_core::files::DEFAULT_MAX_TEXT_BYTES;
+    let read = read_intent_cached(dir, &mut ParseCache::new(), max, Mode::Strict, None, Changes::Everything)?;
     Ok((read.set, read.files))
 }
 
@@ -121,7 +129,7 @@ pub struct Read {
     pub held: Vec<HeldSource>,
     /// The intent directory as the read found it, before reading each file: the fingerprint
     /// the watcher compares with (none for a store).
-    pub seen: Option<crate::generate::plane::Fingerprint>,
+    pub seen: Option<Tree>,
 }
 
 /// A file or store key that does not read (too large, not UTF-8, not YAML, a document that
@@ -136,18 +144,143 @@ pub struct HeldSource {
 }
 
 /// [`read_intent`], reusing (and refreshing) `cache`, each file at most `max_file_bytes`.
+/// `changes`: what the watcher saw change since the last read. Only those paths are looked at
+/// (a `stat` each, and a read of those that changed) when the cache holds the last read's
+/// listing; otherwise, or for [`Changes::Everything`], the whole directory is walked and every
+/// file's stamp taken.
 pub fn read_intent_cached(
+    dir: &Path,
+    cache: &mut ParseCache,
+    max_file_bytes: usize,
+    mode: Mode,
+    mut counter: Option<&mut super::generation::Counter>,
+    changes: Changes,
+) -> Result<Read, GenerationError> {
+    if let Changes::Paths(paths) = &changes
+        && let Some(read) = read_changed(dir, cache, paths, max_file_bytes, mode, counter.as_deref_mut())?
+    {
+        return Ok(read);
+    }
+    read_walked(dir, cache, max_file_bytes, mode, counter)
+}
+
+/// The intent directory as the last read listed it.
+#[derive(Debug, Clone)]
+struct Listing {
+    /// What the watcher compares with ([`crate::generate::tree::fingerprint`]'s, entry for entry).
+    tree: Tree,
+    /// Intent files in it.
+    files: usize,
+    /// A symbolic link is in it: what a link points to changes without an event in the
+    /// directory, so every read walks and stats everything.
+    links: bool,
+}
+
+/// Whether a file under `dir` is read as intent: an intent file's name, and no hidden name on
+/// the way (a hidden directory is not entered).
+fn readable(dir: &Path, path: &Path) -> bool {
+    crate::generate::source::is_resource_file(path)
+        && path.strip_prefix(dir).is_ok_and(|rel| !rel.components().any(|c| hidden(c.as_os_str())))
+}
+
+/// The read that looks only at `paths` (what the watcher saw change): each one's entry in the
+/// last listing refreshed, the intent files that changed read and parsed, and the last set
+/// changed where they changed it. `None` when this read must walk instead: no listing, a link
+/// in it, a path it cannot place.
+fn read_changed(
+    dir: &Path,
+    cache: &mut ParseCache,
+    paths: &std::collections::BTreeSet<PathBuf>,
+    max_file_bytes: usize,
+    mode: Mode,
+    mut counter: Option<&mut super::generation::Counter>,
+) -> Result<Option<Read>, GenerationError> {
+    let Some(mut listing) = cache.listing.clone().filter(|l| !l.links) else { return Ok(None) };
+    let mut changed = std::collections::BTreeSet::new();
+    for path in paths.iter().filter(|p| p.starts_with(dir)) {
+        match refresh(&mut listing.tree, dir, path) {
+            Some(r) if !r.links => changed.extend(r.changed.into_iter().filter(|p| readable(dir, p))),
+            _ => return Ok(None),
+        }
+    }
+    let was = cache.listing.as_ref().map(|l| &l.tree);
+    for path in &changed {
+        let before = was.is_some_and(|t| t.contains_key(path));
+        match (before, listing.tree.contains_key(path)) {
+            (false, true) => listing.files += 1,
+            (true, false) => listing.files -= 1,
+            _ => {}
+        }
+    }
+    let bounded = mode == Mode::HoldingBounded;
+    let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
+        true => namespace_bound(label, docs),
+        false => Ok(()),
+    };
+    let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) =
+        changed.iter().cloned().partition(|p| listing.tree.contains_key(p));
+    let fresh_stamp = |f: &Path| Stamp::now(f);
+    if mode != Mode::Strict && cache.held.is_empty() {
+        let sources = present.iter().map(|f| source(dir, f, fresh_stamp(f), cache, max_file_bytes, bounded)).collect();
+        if let Some(set) = assemble_changed(sources, &gone, cache, check, counter.as_deref_mut())? {
+            let seen = Some(listing.tree.clone());
+            let files = listing.files;
+            cache.listing = Some(listing);
+            return Ok(Some(Read { set, files, held: Vec::new(), seen }));
+        }
+    }
+    // Put every listed source together (a source held now or before decides with all of them);
+    // the ones the watcher saw no change to keep their stamps, and are not opened again.
+    let files: Vec<PathBuf> = listing.tree.keys().filter(|p| readable(dir, p)).cloned().collect();
+    let sources = files.iter().map(|f| {
+        let kept = cache.get(f).and_then(|p| p.stamp).filter(|_| !changed.contains(f));
+        source(dir, f, kept.or_else(|| fresh_stamp(f)), cache, max_file_bytes, bounded)
+    });
+    let (set, mut fresh, held) = assemble(sources, cache, mode, check, counter)?;
+    let seen = Some(listing.tree.clone());
+    fresh.held = held.clone();
+    fresh.listing = Some(listing);
+    *cache = fresh;
+    Ok(Some(Read { set, files: files.len(), held, seen }))
+}
+
+/// One file to read: its cached text when `stamp` (taken now, before it is read) vouches for
+/// it, else what it holds now.
+fn source<'a>(
+    dir: &Path,
+    f: &Path,
+    stamp: Option<Stamp>,
+    cache: &ParseCache,
+    max_file_bytes: usize,
+    bounded: bool,
+) -> Source<'a> {
+    let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
+    // A file its stamp vouches for is not opened again.
+    let cached = cache.get(f).filter(|p| p.stamp.zip(stamp).is_some_and(|(was, now)| was.vouches(&now)));
+    let text = match cached {
+        Some(p) => Ok(Text::Unchanged(p.text.clone())),
+        None => xdst_core::files::read_text(f, max_file_bytes)
+            .map(|t| Text::Read(std::borrow::Cow::Owned(t)))
+            .map_err(|e| GenerationError::Read(f.to_owned(), e)),
+    };
+    // A file that changed while it was read is stamped by what was read first: it is read
+    // again next time, as its times differ.
+    let platform = !(bounded && namespace_dir(&label).is_some());
+    Source { path: f.to_owned(), label, text, stamp, platform, created: None }
+}
+
+/// The read that walks the whole directory: lists the files to read, stats each (its stamp,
+/// taken before it is read), and makes the listing the watcher compares with, in one walk.
+fn read_walked(
     dir: &Path,
     cache: &mut ParseCache,
     max_file_bytes: usize,
     mode: Mode,
     counter: Option<&mut super::generation::Counter>,
 ) -> Result<Read, GenerationError> {
-    // One walk lists the files to read, stats each (its stamp, taken before it is read), and
-    // makes the fingerprint the watcher compares with (`source::fingerprint`'s, entry for
-    // entry), so a generation walks the directory once.
     let mut files = Vec::new();
-    let mut seen: crate::generate::plane::Fingerprint = Vec::new();
+    let mut seen = Tree::new();
+    let mut links = false;
     let mut stats: std::collections::HashMap<PathBuf, (std::fs::Metadata, std::time::SystemTime)> =
         std::collections::HashMap::new();
     let mut stack = vec![dir.to_owned()];
@@ -155,15 +288,15 @@ pub fn read_intent_cached(
         for entry in std::fs::read_dir(&d).map_err(|e| GenerationError::Dir(d.clone(), e))? {
             let entry = entry.map_err(|e| GenerationError::Dir(d.clone(), e))?;
             let path = entry.path();
-            let dot = entry.file_name().to_string_lossy().starts_with('.');
+            let dot = hidden(&entry.file_name());
             let read_at = std::time::SystemTime::now();
-            // As `fingerprint` lists it (the entry itself, a link not followed).
+            // As `tree::fingerprint` lists it (the entry itself, a link not followed).
             if let Ok(meta) = entry.metadata() {
+                links |= meta.file_type().is_symlink();
                 if meta.is_dir() {
-                    seen.push((path.clone(), 0, None, (0, 0)));
-                } else if crate::generate::source::fingerprinted(&path) {
-                    use std::os::unix::fs::MetadataExt;
-                    seen.push((path.clone(), meta.len(), meta.modified().ok(), (meta.ctime(), meta.ctime_nsec())));
+                    seen.insert(path.clone(), crate::generate::tree::DIR);
+                } else if crate::generate::tree::fingerprinted(&path) {
+                    seen.insert(path.clone(), crate::generate::tree::mark(&meta));
                 }
                 if meta.is_file() {
                     stats.insert(path.clone(), (meta, read_at));
@@ -184,35 +317,24 @@ pub fn read_intent_cached(
             }
         }
     }
-    seen.sort();
     files.sort();
     let bounded = mode == Mode::HoldingBounded;
     let sources = files.iter().map(|f| {
-        let label = f.strip_prefix(dir).unwrap_or(f).to_string_lossy().into_owned();
         // The walk's stat of a plain file; a link is followed now.
         let stamp = match stats.remove(f) {
             Some((meta, read_at)) => Some(Stamp::of(&meta, read_at)),
             None => Stamp::now(f),
         };
-        // A file its stamp vouches for is not opened again.
-        let cached = cache.get(f).filter(|p| p.stamp.zip(stamp).is_some_and(|(was, now)| was.vouches(&now)));
-        let text = match cached {
-            Some(p) => Ok(Text::Unchanged(p.text.clone())),
-            None => xdst_core::files::read_text(f, max_file_bytes)
-                .map(|t| Text::Read(std::borrow::Cow::Owned(t)))
-                .map_err(|e| GenerationError::Read(f.clone(), e)),
-        };
-        // A file that changed while it was read is stamped by what was read first: it is read
-        // again next time, as its times differ.
-        let platform = !(bounded && namespace_dir(&label).is_some());
-        Source { path: f.clone(), label, text, stamp, platform, created: None }
+        source(dir, f, stamp, cache, max_file_bytes, bounded)
     });
     let count = files.len();
     let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
         true => namespace_bound(label, docs),
         false => Ok(()),
     };
-    let (set, fresh, held) = assemble(sources, cache, mode, check, counter)?;
+    let (set, mut fresh, held) = assemble(sources, cache, mode, check, counter)?;
+    fresh.held = held.clone();
+    fresh.listing = Some(Listing { tree: seen.clone(), files: count, links });
     *cache = fresh;
     Ok(Read { set, files: count, held, seen: Some(seen) })
 }
@@ -253,31 +375,9 @@ fn assemble<'a>(
     let mut fresh = ParseCache::new();
     // (path, label, its parse, whether it is new since the last read)
     let mut parsed = Vec::new();
-    for source in sources {
+    for mut source in sources {
         let last = cache.get(&source.path);
-        let (stamp, platform, created) = (source.stamp, source.platform, source.created);
-        let result = source.text.and_then(|text| {
-            let text = match (text, last) {
-                (Text::Unchanged(_), Some(last)) if last.created == created => return Ok((last.clone(), false)),
-                (Text::Read(text), Some(last)) if *last.text == *text && last.created == created => {
-                    return Ok((Parsed { stamp, ..last.clone() }, false));
-                }
-                (Text::Unchanged(text), _) => text,
-                (Text::Read(text), _) => Arc::<str>::from(text),
-            };
-            let docs = parse_file(&source.label, &text)?
-                .into_iter()
-                .map(|mut d| {
-                    // A document without a generation gets the one xdst keeps for it.
-                    if let Some(c) = counter.as_deref_mut() {
-                        c.stamp(&mut d, platform, created.as_deref());
-                    }
-                    Arc::new(d)
-                })
-                .collect::<Vec<_>>();
-            check(&source.label, &docs)?;
-            Ok((Parsed { text, docs: docs.into(), stamp, created: created.clone() }, true))
-        });
+        let result = parse_source(&mut source, last, &check, counter.as_deref_mut());
         match result {
             Ok((parse, new)) => parsed.push((source.path, source.label, parse, new)),
             Err(e) if mode == Mode::Strict => return Err(e),
@@ -328,6 +428,95 @@ fn assemble<'a>(
     held.sort_by(|a, b| a.source.cmp(&b.source));
     fresh.last = Some(set.clone());
     finish(set, fresh, held, cache, &parsed, counter)
+}
+
+/// A source's parse: its last one when its text is the same (with the stamp it has now), else
+/// its text parsed (each document stamped with its generation) and checked; and whether it is
+/// new since the last read.
+fn parse_source(
+    source: &mut Source<'_>,
+    last: Option<&Parsed>,
+    check: &impl Fn(&str, &[Arc<IntentDocument>]) -> Result<(), GenerationError>,
+    counter: Option<&mut super::generation::Counter>,
+) -> Result<(Parsed, bool), GenerationError> {
+    let (stamp, platform, created) = (source.stamp, source.platform, source.created.clone());
+    let text = std::mem::replace(&mut source.text, Ok(Text::Unchanged(Arc::from(""))))?;
+    let text = match (text, last) {
+        (Text::Unchanged(_), Some(last)) if last.created == created => return Ok((last.clone(), false)),
+        (Text::Read(text), Some(last)) if *last.text == *text && last.created == created => {
+            return Ok((Parsed { stamp, ..last.clone() }, false));
+        }
+        (Text::Unchanged(text), _) => text,
+        (Text::Read(text), _) => Arc::<str>::from(text),
+    };
+    let mut counter = counter;
+    let docs = parse_file(&source.label, &text)?
+        .into_iter()
+        .map(|mut d| {
+            // A document without a generation gets the one xdst keeps for it.
+            if let Some(c) = counter.as_deref_mut() {
+                c.stamp(&mut d, platform, created.as_deref());
+            }
+            Arc::new(d)
+        })
+        .collect::<Vec<_>>();
+    check(&source.label, &docs)?;
+    Ok((Parsed { text, docs: docs.into(), stamp, created }, true))
+}
+
+/// [`assemble`] for a read that knows which sources changed: `sources` (read again) and `gone`;
+/// every other cached source is as it was. The last set with the documents of the sources
+/// changed or gone taken out and what they define now put in; the cache updated in place.
+/// `None` (the cache untouched) when that alone cannot decide: no last set, a source that does
+/// not read or defines what another one does (putting every source together decides which
+/// to hold).
+fn assemble_changed(
+    sources: Vec<Source<'_>>,
+    gone: &[PathBuf],
+    cache: &mut ParseCache,
+    check: impl Fn(&str, &[Arc<IntentDocument>]) -> Result<(), GenerationError>,
+    mut counter: Option<&mut super::generation::Counter>,
+) -> Result<Option<IntentSet>, GenerationError> {
+    let Some(mut set) = cache.last.clone() else { return Ok(None) };
+    let mut parsed = Vec::new();
+    for mut source in sources {
+        let last = cache.get(&source.path);
+        match parse_source(&mut source, last, &check, counter.as_deref_mut()) {
+            Ok((parse, new)) => parsed.push((source.path, parse, new)),
+            Err(_) => return Ok(None),
+        }
+    }
+    let out: Vec<&PathBuf> = gone.iter().chain(parsed.iter().filter(|p| p.2).map(|p| &p.0)).collect();
+    let mut went = Vec::new();
+    for was in out.iter().filter_map(|path| cache.get(*path)) {
+        for doc in was.docs.iter() {
+            if !set.by_id(doc.id()).is_some_and(|d| Arc::ptr_eq(d, doc)) {
+                // Not what the last read put in: its set and cache disagree; put it all together.
+                return Ok(None);
+            }
+            set.remove_id(doc.id());
+            went.push(doc.id().clone());
+        }
+    }
+    for (_, parse, _) in parsed.iter().filter(|p| p.2) {
+        if add_all(&mut set, &parse.docs).is_err() {
+            return Ok(None);
+        }
+    }
+    let reparsed = parsed.iter().any(|p| p.2);
+    for path in gone {
+        cache.files.remove(path);
+    }
+    for (path, parse, _) in parsed {
+        cache.files.insert(path, parse);
+    }
+    cache.last = Some(set.clone());
+    cache.from_last = true;
+    // Only the documents of a source parsed again or gone can have gone.
+    if let Some(c) = counter.filter(|_| reparsed || !gone.is_empty()) {
+        c.forget(went.iter().map(|id| id.as_ref()).filter(|id| set.by_id(id).is_none()));
+    }
+    Ok(Some(set))
 }
 
 /// `last` (what `cache` put together) with the documents of the sources `parsed` anew or no
@@ -527,7 +716,7 @@ mod tests {
     }
 
     fn read(dir: &Path, cache: &mut ParseCache) -> IntentSet {
-        read_intent_cached(dir, cache, 1 << 20, Mode::Holding, None).unwrap().set
+        read_intent_cached(dir, cache, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap().set
     }
 
     fn port_of(set: &IntentSet, name: &str) -> String {
@@ -556,8 +745,16 @@ mod tests {
         let mut counter = super::super::generation::Counter::default();
         let mut read = |text: String| {
             std::fs::write(&a, text).unwrap();
-            let set =
-                read_intent_cached(dir.path(), &mut cache, 1 << 20, Mode::Holding, Some(&mut counter)).unwrap().set;
+            let set = read_intent_cached(
+                dir.path(),
+                &mut cache,
+                1 << 20,
+                Mode::Holding,
+                Some(&mut counter),
+                Changes::Everything,
+            )
+            .unwrap()
+            .set;
             let generation = |name: &str| {
                 set.documents().find(|d| d.name == name).map(|d| d.json["metadata"]["generation"].as_i64().unwrap())
             };
@@ -603,8 +800,10 @@ mod tests {
             later(&mut cache, 10);
             let mut full = cache.clone();
             full.last = None;
-            let a = read_intent_cached(dir.path(), &mut cache, 1 << 20, Mode::Holding, None).unwrap();
-            let b = read_intent_cached(dir.path(), &mut full, 1 << 20, Mode::Holding, None).unwrap();
+            let a =
+                read_intent_cached(dir.path(), &mut cache, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
+            let b =
+                read_intent_cached(dir.path(), &mut full, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
             assert_eq!(a.set, b.set, "step {step}");
             assert_eq!(a.held, b.held, "step {step}");
             let files = |c: &ParseCache| {
@@ -619,6 +818,104 @@ mod tests {
         }
         eprintln!("{quick} of {steps} reads started from the last set");
         assert!(quick * 4 > steps, "only {quick} of {steps} reads started from the last set");
+    }
+
+    /// Issue 50, item 4: a read told which paths changed (what the watcher saw) gives what a
+    /// read that walks every file gives, over random edits: files written (sometimes defining
+    /// what another file does, sometimes broken), removed, moved; directories made with files
+    /// already in them (only the directory named), removed with their files, renamed; hidden
+    /// directories; files that are not intent. Each read is told the paths of one to three steps,
+    /// and compared with a read of the same history that walks everything.
+    #[test]
+    fn a_read_told_what_changed_equals_one_that_walks_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut cache = ParseCache::new();
+        read_intent_cached(root, &mut cache, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut told, mut changed_reads) = (std::collections::BTreeSet::new(), 0);
+        for step in 0..600u64 {
+            let sub = ["", "a", "b/deep", ".hidden"][next(4) as usize];
+            let file = root.join(sub).join(format!("f{}.{}", next(5), ["yaml", "yml", "txt"][next(3) as usize]));
+            // Mostly names of their own; now and then one another file may define too.
+            let docs = |next: &mut dyn FnMut(u64) -> u64| -> String {
+                let name = |next: &mut dyn FnMut(u64) -> u64, i| match next(40) {
+                    0 => format!("shared{}", next(4)),
+                    _ => format!("s{step}-{}-{i}", next(1 << 30)),
+                };
+                (0..1 + next(3)).map(|i| service(&name(next, i), step as u16)).collect::<Vec<_>>().join("---\n")
+            };
+            match next(64) {
+                16..=23 => {
+                    let _ = std::fs::remove_file(&file);
+                    told.insert(file);
+                }
+                1 => {
+                    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                    std::fs::write(&file, "kind: [unclosed").unwrap();
+                    told.insert(file);
+                }
+                2..=5 => {
+                    // A directory made with files in it: only the directory is named.
+                    let made = root.join(format!("made{}", next(3)));
+                    if !made.exists() {
+                        std::fs::create_dir_all(made.join("x")).unwrap();
+                        std::fs::write(made.join("x/g.yaml"), docs(&mut next)).unwrap();
+                        std::fs::write(made.join("h.yaml"), docs(&mut next)).unwrap();
+                        told.insert(made);
+                    }
+                }
+                6 | 7 => {
+                    let gone = root.join(["a", "b", "made0", "made1"][next(4) as usize]);
+                    let _ = std::fs::remove_dir_all(&gone);
+                    told.insert(gone);
+                }
+                8..=11 => {
+                    let (from, to) = (root.join(format!("made{}", next(3))), root.join(format!("moved{}", next(2))));
+                    if from.exists() && !to.exists() {
+                        std::fs::rename(&from, &to).unwrap();
+                        told.extend([from, to]);
+                    }
+                }
+                12..=15 => {
+                    let to = root.join(format!("renamed{}.yaml", next(3)));
+                    if file.exists() && !to.exists() {
+                        std::fs::rename(&file, &to).unwrap();
+                        told.extend([file, to]);
+                    }
+                }
+                _ => {
+                    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                    std::fs::write(&file, docs(&mut next)).unwrap();
+                    told.insert(file);
+                }
+            }
+            if next(3) != 0 {
+                continue;
+            }
+            later(&mut cache, 10);
+            // The same history (which of two sources of one document came first decides which
+            // is held), read by a walk of everything.
+            let mut walked = cache.clone();
+            (walked.last, walked.listing) = (None, None);
+            let changes = Changes::Paths(std::mem::take(&mut told));
+            let none_held = cache.held.is_empty();
+            let a = read_intent_cached(root, &mut cache, 1 << 20, Mode::Holding, None, changes).unwrap();
+            let b = read_intent_cached(root, &mut walked, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
+            assert_eq!(a.set, b.set, "step {step}");
+            assert_eq!(a.held, b.held, "step {step}");
+            assert_eq!(a.files, b.files, "step {step}");
+            assert_eq!(a.seen, b.seen, "step {step}: the listing the watcher compares with");
+            changed_reads += usize::from(none_held && cache.from_last);
+        }
+        eprintln!("{changed_reads} reads");
+        assert!(changed_reads > 40, "only {changed_reads} reads changed the last set in place");
     }
 
     /// The read's walk makes the fingerprint the watcher compares with, entry for entry: a
@@ -638,8 +935,9 @@ mod tests {
         std::fs::write(d.join("notes.txt"), "not intent").unwrap();
         std::fs::write(d.join("p.wasm"), b"\0asm").unwrap();
         std::os::unix::fs::symlink(d.join("a.yaml"), d.join("link.yaml")).unwrap();
-        let read = read_intent_cached(d, &mut ParseCache::new(), 1 << 20, Mode::Holding, None).unwrap();
-        assert_eq!(read.seen, crate::generate::source::fingerprint(d));
+        let read =
+            read_intent_cached(d, &mut ParseCache::new(), 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
+        assert_eq!(read.seen, crate::generate::tree::fingerprint(d));
         assert_eq!(read.files, 4, "a, b, c and the link; nothing hidden");
     }
 
@@ -664,7 +962,8 @@ mod tests {
         let mut fake = cache[&a].clone();
         fake.docs = cache[&b].docs.clone();
         let mut faked = ParseCache::from([(a.clone(), fake)]);
-        let set = read_intent_cached(dir.path(), &mut faked, 1 << 20, Mode::Holding, None).unwrap();
+        let set =
+            read_intent_cached(dir.path(), &mut faked, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
         assert_eq!(set.held.len(), 1, "b defined twice: the cached parse of a was used, not the file");
 
         // Rewritten in place with the same size and its old modification time put back

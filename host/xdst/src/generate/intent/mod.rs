@@ -93,6 +93,9 @@ pub struct IntentSource {
     full_reread: std::time::Duration,
     /// When every file was last read whatever its stamp said (`None`: the next read does).
     read_in_full: Mutex<Option<Instant>>,
+    /// The intent files the watcher saw change since the last read (everything while no watcher
+    /// is watching): a read looks only at those.
+    dirty: Arc<crate::generate::tree::Dirty>,
 }
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
@@ -172,7 +175,19 @@ impl IntentSource {
             served: Mutex::new(served::Served::default()),
             full_reread: std::time::Duration::from_secs(60),
             read_in_full: Mutex::new(None),
+            dirty: Arc::default(),
         }
+    }
+
+    /// Where the watcher tells the intent files it sees change.
+    pub fn dirty(&self) -> &Arc<crate::generate::tree::Dirty> {
+        &self.dirty
+    }
+
+    /// `path` (an intent file, in the intent directory's form) was just written or removed by
+    /// xdst itself (the intent API): the next read looks at it without waiting for its event.
+    pub fn note_written(&self, path: &Path) {
+        self.dirty.note(crate::generate::tree::Changes::Paths([path.to_owned()].into()));
     }
 
     /// `--full-reread`: every intent file is read again at least this often, whatever its
@@ -292,15 +307,18 @@ impl IntentSource {
         let counter = Some(&mut *locked(&self.generations));
         match &self.input {
             IntentInput::Dir(d) => {
+                // Under the parse cache's lock: what changed is taken by the read that applies it.
+                let mut changes = self.dirty.take();
                 let mut full = locked(&self.read_in_full);
                 let due = full.is_none_or(|t| !self.full_reread.is_zero() && t.elapsed() >= self.full_reread);
                 if due {
                     input::forget_stamps(parsed);
+                    changes = crate::generate::tree::Changes::Everything;
                     *full = Some(Instant::now());
                 }
                 drop(full);
                 let mode = if self.namespace_dirs { Mode::HoldingBounded } else { Mode::Holding };
-                read_intent_cached(d, parsed, self.max_file_bytes, mode, counter)
+                read_intent_cached(d, parsed, self.max_file_bytes, mode, counter, changes)
             }
             IntentInput::Store(m) => {
                 read_mirror(m, None, self.max_store_documents, self.max_file_bytes, parsed, Mode::Holding, counter)
@@ -393,11 +411,11 @@ impl IntentSource {
         // Before anything is read: a watcher that finds the directories so needs no generation.
         // The intent directory's part is what its read saw, file by file before reading it
         // (one walk, not two); the plugins' directories are looked at here.
-        let plugin_dirs: Vec<Option<crate::generate::plane::Fingerprint>> = self
+        let plugin_dirs: Vec<Option<crate::generate::tree::Tree>> = self
             .dirs()
             .iter()
             .skip(usize::from(self.intent_dir().is_some()))
-            .map(|d| crate::generate::source::fingerprint(d))
+            .map(|d| crate::generate::tree::fingerprint(d))
             .collect();
         let started = Instant::now();
         let mut groups: Vec<String> = vec![String::new()];

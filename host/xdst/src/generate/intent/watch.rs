@@ -52,11 +52,12 @@ pub async fn watch(
         });
     }
     let s2 = source.clone();
-    crate::generate::source::watch_dirs(
+    crate::generate::watcher::watch_dirs(
         plane,
         source.dirs(),
         resync,
         Some(wake),
+        Some(source.dirty().clone()),
         // The generation thread does the work; this only asks for it.
         request,
         move |d| s2.note_missing(d),
