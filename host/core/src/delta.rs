@@ -41,7 +41,7 @@ struct TypeState {
     /// [`Resource::entry_hash`]: comparing and summing them needs no string, and touches no
     /// reference count shared with every other stream), or `None` when it was told the name
     /// does not exist. Names absent here are unknown to the client.
-    known: SmallMap<Arc<str>, Option<u128>>,
+    known: Known,
     /// The type set `known` was last synced to, since the subscription last changed: an
     /// unchanged type is skipped without walking it (same sum), and a changed one is walked
     /// over the names that changed since ([`TypeSet::changed_names`]), not every name.
@@ -64,6 +64,78 @@ struct TypeState {
     sent_digest: Option<u128>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
+}
+
+/// What a client holds of one type (see `TypeState::known`), with the sum of its entries kept
+/// as they change: the version of what it holds is that sum, so a response costs the names it
+/// changes, not a walk of every name the stream holds.
+#[derive(Debug, Default)]
+struct Known {
+    entries: SmallMap<Arc<str>, Option<u128>>,
+    sum: u128,
+}
+
+impl Known {
+    fn count(&mut self, entry: &Option<u128>, added: bool) {
+        if let Some(h) = entry {
+            self.sum = if added { self.sum.wrapping_add(*h) } else { self.sum.wrapping_sub(*h) };
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Option<u128>> {
+        self.entries.get(name)
+    }
+
+    fn insert(&mut self, name: Arc<str>, entry: Option<u128>) -> Option<Option<u128>> {
+        self.count(&entry, true);
+        let was = self.entries.insert(name, entry);
+        if let Some(was) = &was {
+            self.count(was, false);
+        }
+        was
+    }
+
+    /// Changes the entry of a name it holds (no key cloned: the names are shared by every
+    /// stream of the group); what it was.
+    fn replace(&mut self, name: &str, entry: Option<u128>) -> Option<Option<u128>> {
+        let was = std::mem::replace(self.entries.get_mut(name)?, entry);
+        self.count(&was, false);
+        self.count(&entry, true);
+        Some(was)
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Option<u128>> {
+        let was = self.entries.remove(name);
+        if let Some(was) = &was {
+            self.count(was, false);
+        }
+        was
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Arc<str>, &Option<u128>) -> bool) {
+        let mut sum = self.sum;
+        self.entries.retain(|name, entry| {
+            let kept = keep(name, entry);
+            if let (false, Some(h)) = (kept, entry) {
+                sum = sum.wrapping_sub(*h);
+            }
+            kept
+        });
+        self.sum = sum;
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.entries.keys()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The sum of the entries it holds (a name known not to exist counts nothing).
+    fn sum(&self) -> u128 {
+        self.sum
+    }
 }
 
 /// One Delta stream's state.
@@ -275,9 +347,9 @@ impl DeltaStream {
             let mut prior = Vec::new();
             for (name, want) in &desired {
                 let now = want.map(|r| r.entry_hash());
-                let before = match t.known.get_mut(name.as_ref()) {
+                let before = match t.known.get(name.as_ref()) {
                     Some(have) if *have == now => continue,
-                    Some(have) => Some(std::mem::replace(have, now)),
+                    Some(_) => t.known.replace(name, now),
                     None => {
                         t.known.insert((*name).clone(), now);
                         None
@@ -327,10 +399,7 @@ impl DeltaStream {
             let system_version = |t: &TypeState| -> Arc<str> {
                 match (only_wildcard, set) {
                     (true, Some(s)) => s.version().clone(),
-                    _ => crate::snapshot::sum_version(
-                        t.known.values().flatten().fold(0u128, |sum, h| sum.wrapping_add(*h)),
-                    )
-                    .into(),
+                    _ => crate::snapshot::sum_version(t.known.sum()).into(),
                 }
             };
             let answer_empty = std::mem::take(&mut t.answer_empty);

@@ -350,11 +350,17 @@ fn referenced(set: Option<&Arc<TypeSet>>, ty: &str) -> BTreeSet<String> {
 
 /// Whether `have` holds every resource of `want` (only those in `only`, if given) at the same
 /// version.
+/// What differs between the two is looked at, not every resource: what a node acknowledged is
+/// usually the target patched, and the parts they share are skipped.
 fn holds_all(have: Option<&Arc<TypeSet>>, want: Option<&Arc<TypeSet>>, only: Option<&BTreeSet<String>>) -> bool {
     let Some(want) = want else { return true };
-    want.resources()
-        .filter(|r| only.is_none_or(|o| o.contains(r.name().as_ref())))
-        .all(|r| have.and_then(|h| h.get(r.name())).is_some_and(|h| h.version() == r.version()))
+    let wanted = |name: &str| only.is_none_or(|o| o.contains(name));
+    let Some(have) = have else { return !want.resources().any(|r| wanted(r.name())) };
+    if Arc::ptr_eq(have, want) || (have.len() == want.len() && have.sum() == want.sum()) {
+        return true;
+    }
+    // A name that differs and that `want` has: `have` lacks it or holds another version.
+    want.changed_names(have).into_iter().all(|n| want.get(n).is_none() || !wanted(n))
 }
 
 /// Whether two sets hold the same resources at the same versions.

@@ -215,15 +215,36 @@ pub struct Snapshot {
     derived: Derived,
 }
 
-/// Values computed from a snapshot on first use and shared by its clones made after that. Not
-/// part of the snapshot's identity: equal snapshots are equal whatever has been computed.
-/// Made on first use: the snapshots nodes acknowledged (one per node) never need them.
+/// Values computed from a snapshot on first use and shared by all its clones (those made before
+/// too: the pipeline keeps a clone of what it publishes, and the next snapshot is made from
+/// that clone, carrying what still holds). Not part of the snapshot's identity: equal
+/// snapshots are equal whatever has been computed. The values are made on first use: the
+/// snapshots nodes acknowledged (one per node) never need them.
 #[derive(Clone, Default)]
-struct Derived(std::sync::OnceLock<Arc<DerivedValues>>);
+struct Derived(Arc<std::sync::OnceLock<Arc<DerivedValues>>>);
 
 impl Derived {
     fn values(&self) -> &DerivedValues {
         self.0.get_or_init(Default::default)
+    }
+
+    /// What a snapshot of `now`'s sets, made from one of `was`'s with these values, keeps of
+    /// them: the names its nodes ask for, when the listeners, clusters and scoped routes they
+    /// are read from are the same sets (an endpoint or route change costs no walk of every
+    /// cluster and listener). Nothing else: a plan and holds are the target's own.
+    fn carried(&self, was: &SmallMap<Arc<str>, Arc<TypeSet>>, now: &SmallMap<Arc<str>, Arc<TypeSet>>) -> Derived {
+        use crate::types::{CLUSTER, LISTENER, SCOPED_ROUTE};
+        let Some(wanted) = self.0.get().and_then(|v| v.wanted.get()) else { return Derived::default() };
+        let same = [LISTENER, CLUSTER, SCOPED_ROUTE].iter().all(|t| match (was.get(*t), now.get(*t)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        });
+        if !same {
+            return Derived::default();
+        }
+        let values = DerivedValues::default();
+        let _ = values.wanted.set(wanted.clone());
+        Derived(Arc::new(std::sync::OnceLock::from(Arc::new(values))))
     }
 }
 
@@ -340,7 +361,8 @@ impl Snapshot {
                 types.insert(t, Arc::new(TypeSet::with_sum(map, sum)));
             }
         }
-        Ok(Snapshot { types, derived: Derived::default() })
+        let derived = self.derived.carried(&self.types, &types);
+        Ok(Snapshot { types, derived })
     }
 
     /// This snapshot with the set of `type_url` replaced by `set` (kept even when empty: an
@@ -355,7 +377,8 @@ impl Snapshot {
         for (t, set) in sets {
             types.insert(t, set);
         }
-        Snapshot { types, derived: Derived::default() }
+        let derived = self.derived.carried(&self.types, &types);
+        Snapshot { types, derived }
     }
 
     /// The shared key of `type_url` if this snapshot has that type, else a new one: saves an
@@ -371,7 +394,8 @@ impl Snapshot {
     pub fn without(&self, type_url: &str) -> Snapshot {
         let mut types = self.types.clone();
         types.remove(type_url);
-        Snapshot { types, derived: Derived::default() }
+        let derived = self.derived.carried(&self.types, &types);
+        Snapshot { types, derived }
     }
 
     /// The EDS names this snapshot's clusters wait for and the route configurations its
@@ -428,6 +452,30 @@ impl SnapshotBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names nodes ask for are carried to a snapshot made from one that computed them only
+    /// while the sets they are read from are the same; whatever the change, they are what
+    /// computing them afresh gives.
+    #[test]
+    fn what_nodes_ask_for_is_carried_only_while_its_sources_stay() {
+        use crate::plan::tests::{cla, cluster};
+        use crate::types::CLUSTER;
+        let first = Snapshot::from_resources([cluster("a"), cla("a", 1)]).unwrap();
+        // A clone made before they were computed shares them (what the pipeline keeps).
+        let kept = first.clone();
+        let wanted = first.wanted();
+        assert!(Arc::ptr_eq(&kept.wanted(), &wanted));
+        let endpoints = first.apply([(Arc::from(crate::types::ENDPOINT), Arc::from("a"))], [cla("a", 2)]).unwrap();
+        assert!(Arc::ptr_eq(&endpoints.wanted(), &wanted), "an endpoint change keeps them");
+        assert_eq!(endpoints.wanted().endpoints, crate::plan::Wanted::of(&endpoints).endpoints);
+        let clusters = endpoints.apply([], [cluster("b")]).unwrap();
+        assert!(!Arc::ptr_eq(&clusters.wanted(), &wanted), "a cluster change computes them again");
+        assert_eq!(clusters.wanted().endpoints, ["a", "b"].map(String::from).into());
+        let without = clusters.without(CLUSTER);
+        assert!(without.wanted().endpoints.is_empty());
+        let fresh = Snapshot::from_resources([cla("a", 1)]).unwrap();
+        assert!(fresh.with_sets([]).wanted().endpoints.is_empty());
+    }
     use crate::types::CLUSTER;
 
     #[test]
