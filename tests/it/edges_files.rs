@@ -9,6 +9,12 @@
 //!   page still dirty moves neither the file's modification nor its change time, so a file
 //!   whose stamp vouched for it was never read again. Now every file is read again on
 //!   `--full-reread` (here 2 s), and on `POST /reload`.
+//! - [`a_directory_moved_in_whole_is_read_and_moved_out_is_gone`] (issue 50, item 4): the read
+//!   looks only at the paths the watcher's events name. A directory moved in with its files
+//!   has one event, for the directory: its files are read all the same (the directory is
+//!   walked), and moved out again, its routes go. A link placed in the directory (what it
+//!   points to changes with no event here) makes every read walk everything: an edit to its
+//!   target is served.
 
 use std::io::{BufRead as _, Write as _};
 use std::time::{Duration, Instant};
@@ -143,4 +149,44 @@ async fn an_edit_through_a_shared_mmap_is_read() -> anyhow::Result<()> {
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_moved_in_whole_is_read_and_moved_out_is_gone() -> anyhow::Result<()> {
+    // No full reread and no rescan on a timer: only the watcher's paths can bring the routes in.
+    let (t, xdst, envoy) = scene(&["--full-reread", "0s", "--resync", "60m"]).await?;
+    let beside = tempfile::Builder::new().prefix("xdst-beside-").tempdir_in(t.intent.path().parent().unwrap())?;
+    let made = beside.path().join("team-b-more");
+    std::fs::create_dir_all(made.join("deep"))?;
+    std::fs::write(made.join("deep/b8.yaml"), path_route("b8", "team-b", "/b8"))?;
+    std::fs::write(made.join("b9.yaml"), path_route("b9", "team-b", "/b9"))?;
+    // One rename: the event names the directory only.
+    let moved = t.intent.path().join("team-b-more");
+    std::fs::rename(&made, &moved)?;
+    serves(t.gateway(), "/b8", "b").await?;
+    serves(t.gateway(), "/b9", "b").await?;
+    // Moved out again: both routes go.
+    std::fs::rename(&moved, &made)?;
+    until("the moved-out routes gone", xdst_tests::teams::WAIT, async || {
+        let gone = |r: std::io::Result<(u16, String)>| matches!(r, Ok((404, _)));
+        let (b8, b9) = (http_get(t.gateway(), "/b8").await, http_get(t.gateway(), "/b9").await);
+        Ok(Seen::holds(gone(b8) && gone(b9), "still answered"))
+    })
+    .await?;
+    // A link to a file outside: an edit to its target has no event here, and is served all the
+    // same, as every read walks while a link is in the directory.
+    let target = beside.path().join("linked.yaml");
+    std::fs::write(&target, path_route("b10", "team-b", "/b10"))?;
+    std::os::unix::fs::symlink(&target, t.intent.path().join("team-b-linked.yaml"))?;
+    serves(t.gateway(), "/b10", "b").await?;
+    std::fs::write(
+        &target,
+        format!("{}---\n{}", path_route("b10", "team-b", "/b10"), path_route("b11", "team-b", "/b11")),
+    )?;
+    // Something else changes (its event starts a generation), and the link's new route is in it.
+    t.write("team-b-b12.yaml", &path_route("b12", "team-b", "/b12"))?;
+    serves(t.gateway(), "/b12", "b").await?;
+    serves(t.gateway(), "/b11", "b").await?;
+    envoy.kill().await?;
+    xdst.kill().await
 }
