@@ -21,6 +21,7 @@ use xdst_core::decode::{DecodeError, decode_file};
 use xdst_core::snapshot::{DuplicateResource, Snapshot};
 
 use crate::generate::plane::Plane;
+use crate::generate::tree::is_resource_file;
 use xdst_serve::metrics::{by_type, label};
 
 /// Why a load failed.
@@ -60,16 +61,6 @@ impl SourceStatus {
     pub fn get(&self) -> StatusInner {
         self.inner.lock().unwrap().clone()
     }
-}
-
-pub(crate) fn is_resource_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    if name.starts_with('.') || name.ends_with('~') {
-        return false;
-    }
-    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
 /// A node group's name and its subdirectory.
@@ -195,19 +186,4 @@ pub async fn watch(plane: Arc<Plane>, status: Arc<SourceStatus>, dir: PathBuf, r
         missing,
     )
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resource_files_and_the_rest() {
-        for ok in ["a.yaml", "b.yml", "c.json"] {
-            assert!(is_resource_file(Path::new(ok)), "{ok}");
-        }
-        for skip in [".a.yaml.swp", ".hidden.yaml", "a.yaml~", "notes.txt", "a.yaml.tmp"] {
-            assert!(!is_resource_file(Path::new(skip)), "{skip}");
-        }
-    }
 }

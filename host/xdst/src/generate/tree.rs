@@ -17,11 +17,22 @@ pub type Tree = imbl::OrdMap<PathBuf, Mark>;
 /// A directory's mark: it is there.
 pub const DIR: Mark = (0, None, (0, 0));
 
+/// Whether a file is read as resources or intent: `*.yaml`, `*.yml` or `*.json`, not hidden,
+/// not an editor's backup.
+pub fn is_resource_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    if name.starts_with('.') || name.ends_with('~') {
+        return false;
+    }
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
 /// Whether a file counts in a directory's tree: intent and resources, plugins, their settings,
 /// signatures and keys.
 pub fn fingerprinted(path: &Path) -> bool {
-    crate::generate::source::is_resource_file(path)
-        || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
+    is_resource_file(path) || path.extension().is_some_and(|e| e == "wasm" || e == "sig" || e == "pem" || e == "pub")
 }
 
 /// The mark of a file of `meta` (its own, a link not followed). The change time is the
@@ -296,5 +307,15 @@ mod tests {
         dirty.watching(false);
         dirty.note(Changes::none());
         assert_eq!(dirty.take(), Changes::Everything, "no watcher: every read walks");
+    }
+
+    #[test]
+    fn resource_files_and_the_rest() {
+        for ok in ["a.yaml", "b.yml", "c.json"] {
+            assert!(is_resource_file(Path::new(ok)), "{ok}");
+        }
+        for skip in [".a.yaml.swp", ".hidden.yaml", "a.yaml~", "notes.txt", "a.yaml.tmp"] {
+            assert!(!is_resource_file(Path::new(skip)), "{skip}");
+        }
     }
 }

@@ -179,7 +179,7 @@ struct Listing {
 /// Whether a file under `dir` is read as intent: an intent file's name, and no hidden name on
 /// the way (a hidden directory is not entered).
 fn readable(dir: &Path, path: &Path) -> bool {
-    crate::generate::source::is_resource_file(path)
+    crate::generate::tree::is_resource_file(path)
         && path.strip_prefix(dir).is_ok_and(|rel| !rel.components().any(|c| hidden(c.as_os_str())))
 }
 
@@ -312,7 +312,7 @@ fn read_walked(
             };
             if is_dir {
                 stack.push(path);
-            } else if crate::generate::source::is_resource_file(&path) {
+            } else if crate::generate::tree::is_resource_file(&path) {
                 files.push(path);
             }
         }
