@@ -64,7 +64,8 @@ async fn start(
     std::fs::write(intent.path().join("a.yaml"), counted("a", 9001))?;
     std::fs::write(intent.path().join("b.yaml"), counted("b", 9002))?;
     std::fs::write(intent.path().join("c.yaml"), counted("c", 9003))?;
-    let args = ["--debounce", "20ms", "--full-translation-every", every];
+    // The periodic full call after every `every` changes calls, whenever they come.
+    let args = ["--debounce", "20ms", "--full-translation-every", every, "--full-translation-spacing", "0s"];
     let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "incremental")).await?;
     Ok((intent, plugins, xdst, envoy))
@@ -181,7 +182,7 @@ async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::R
     for (name, port) in [("a", 9001), ("b", 9002), ("c", 9003)] {
         std::fs::write(intent.path().join(format!("{name}.yaml")), doc(name, port))?;
     }
-    let args = ["--debounce", "20ms", "--full-translation-every", "2"];
+    let args = ["--debounce", "20ms", "--full-translation-every", "2", "--full-translation-spacing", "0s"];
     let xdst = Process::start_intent(intent.path(), plugins.path(), &args).await?;
     let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "incremental-template")).await?;
     envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;

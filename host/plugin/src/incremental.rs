@@ -33,6 +33,39 @@ pub static MISMATCHES: AtomicU64 = AtomicU64::new(0);
 /// How many calls may go by between two full calls of an incremental plugin, by default.
 pub const DEFAULT_FULL_EVERY: u32 = 100;
 
+/// How long after one periodic full call the next may come, by default: however fast changes
+/// come, the check (a translation of everything) costs one of them a minute.
+pub const DEFAULT_FULL_SPACING: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// When an incremental plugin gets its periodic full call (design 020): after `calls` changes
+/// calls, and no sooner than `spacing` after the last one began (0: no floor). Kept per plugin,
+/// whatever its node groups.
+#[derive(Debug)]
+pub struct FullChecks {
+    pub calls: u32,
+    pub spacing: std::time::Duration,
+    last: Mutex<Option<std::time::Instant>>,
+}
+
+impl FullChecks {
+    pub fn new(calls: u32, spacing: std::time::Duration) -> FullChecks {
+        FullChecks { calls: calls.max(1), spacing, last: Mutex::new(None) }
+    }
+
+    /// Whether a check is due after `since_full` changes calls; if so, it begins now.
+    fn begin(&self, since_full: u32) -> bool {
+        if since_full < self.calls {
+            return false;
+        }
+        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|t| t.elapsed() < self.spacing) {
+            return false;
+        }
+        *last = Some(std::time::Instant::now());
+        true
+    }
+}
+
 /// How many node groups' instances of one plugin are kept at most; a group past them gets
 /// full calls (design 020: held documents that differ by group are rare).
 const MAX_GROUPS: usize = 8;
@@ -214,7 +247,7 @@ impl<K> State<K> {
     pub fn translate(
         &mut self,
         plugin: &str,
-        full_every: u32,
+        checks: &FullChecks,
         request: &TranslateRequest,
         call: impl Fn(&mut Option<K>, &TranslateRequest, Option<Vec<String>>) -> Result<Translated, crate::PluginError>,
     ) -> Result<Translated, crate::PluginError> {
@@ -247,7 +280,7 @@ impl<K> State<K> {
             self.inputs.insert(id(&d), d);
         }
         self.merge(translated, false);
-        if self.since_full >= full_every.max(1) {
+        if checks.begin(self.since_full) {
             self.check(plugin, request, &call, None);
         }
         Ok(self.output())
@@ -342,7 +375,7 @@ impl<K> State<K> {
     pub fn translate_delta(
         &mut self,
         plugin: &str,
-        full_every: u32,
+        checks: &FullChecks,
         call: &DeltaCall<'_>,
         call_plugin: impl Fn(
             &mut Option<K>,
@@ -398,7 +431,7 @@ impl<K> State<K> {
         self.merge(delta.clone(), false);
         // The periodic check goes to the caller, to run off the generation's path; one at a time.
         let mut check = None;
-        if self.since_full >= full_every.max(1) && self.check.is_none() {
+        if self.check.is_none() && checks.begin(self.since_full) {
             self.since_full = 0;
             let found = Arc::new(Mutex::new(None));
             self.check = Some(found.clone());
@@ -547,17 +580,18 @@ mod tests {
             native(false)(kept, r, removed)
         };
         let mut s: State<Native> = State::default();
-        let out = s.translate("p", 2, &request(vec![doc("a", "1"), doc("b", "1")]), call).unwrap();
+        let every_2 = FullChecks::new(2, std::time::Duration::ZERO);
+        let out = s.translate("p", &every_2, &request(vec![doc("a", "1"), doc("b", "1")]), call).unwrap();
         assert_eq!(names(&out), ["a", "b"]);
-        let out = s.translate("p", 2, &request(vec![doc("a", "2")]), call).unwrap();
+        let out = s.translate("p", &every_2, &request(vec![doc("a", "2")]), call).unwrap();
         assert_eq!(names(&out), ["a"]);
-        s.translate("p", 2, &request(vec![doc("a", "2")]), call).unwrap();
-        let out = s.translate("p", 2, &request(vec![doc("a", "3")]), call).unwrap();
+        s.translate("p", &every_2, &request(vec![doc("a", "2")]), call).unwrap();
+        let out = s.translate("p", &every_2, &request(vec![doc("a", "3")]), call).unwrap();
         assert_eq!(names(&out), ["a"]);
-        let out = s.translate("p", 2, &request(vec![doc("a", "4")]), call).unwrap();
+        let out = s.translate("p", &every_2, &request(vec![doc("a", "4")]), call).unwrap();
         assert_eq!(names(&out), ["a"]);
         let other = TranslateRequest { config: "{}".into(), ..request(vec![doc("a", "4")]) };
-        s.translate("p", 2, &other, call).unwrap();
+        s.translate("p", &every_2, &other, call).unwrap();
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             *sent.borrow(),
@@ -604,6 +638,21 @@ mod tests {
     /// plugin that forgets removals it finds the difference and counts it, and the state's next
     /// call is full, serving what a full call returns; an honest plugin's check finds nothing,
     /// and calls stay changes calls.
+    /// However fast changes calls come, a check waits for the spacing after the last one: a
+    /// team churning its documents cannot make the plugin translate everything on every other
+    /// change for everyone.
+    #[test]
+    fn checks_wait_for_their_spacing() {
+        let checks = FullChecks::new(2, std::time::Duration::from_millis(200));
+        assert!(!checks.begin(1), "not after one call");
+        assert!(checks.begin(2), "the first after two");
+        assert!(!checks.begin(50), "however many calls, not before the spacing");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        assert!(checks.begin(2), "due again after it");
+        let no_floor = FullChecks::new(1, std::time::Duration::ZERO);
+        assert!(no_floor.begin(1) && no_floor.begin(1));
+    }
+
     /// The tests that count [`MISMATCHES`] (a process-wide counter), one at a time.
     static COUNTING: Mutex<()> = Mutex::new(());
 
@@ -623,10 +672,11 @@ mod tests {
         };
         let (both, one) = (docs(&["a", "b"]), docs(&["a"]));
         for stale in [true, false] {
+            let every_1 = FullChecks::new(1, std::time::Duration::ZERO);
             let mut s: State<Native> = State::default();
             let first =
                 DeltaCall { node_group: "", config: "null", docs: &both, since: None, changed: &[], removed: &[] };
-            assert!(s.translate_delta("p", 1, &first, native(stale)).unwrap().full);
+            assert!(s.translate_delta("p", &every_1, &first, native(stale)).unwrap().full);
             let gone: Vec<Arc<str>> = vec!["S/b".into()];
             let second = DeltaCall {
                 node_group: "",
@@ -636,7 +686,7 @@ mod tests {
                 changed: &[],
                 removed: &gone,
             };
-            let delta = s.translate_delta("p", 1, &second, native(stale)).unwrap();
+            let delta = s.translate_delta("p", &every_1, &second, native(stale)).unwrap();
             assert!(!delta.full, "a changes call");
             let check = delta.check.expect("due after one changes call");
             let before = MISMATCHES.load(Ordering::Relaxed);
@@ -645,7 +695,7 @@ mod tests {
             assert_eq!(MISMATCHES.load(Ordering::Relaxed) - before, u64::from(stale));
             let third =
                 DeltaCall { node_group: "", config: "null", docs: &one, since: Some(&one), changed: &[], removed: &[] };
-            let delta = s.translate_delta("p", 1, &third, native(stale)).unwrap();
+            let delta = s.translate_delta("p", &every_1, &third, native(stale)).unwrap();
             assert_eq!(delta.full, stale, "stale: the next call is full; honest: nothing to do");
             if stale {
                 assert_eq!(names(&delta.translated), ["a"], "b, which the stale plugin kept, is gone");
@@ -748,6 +798,7 @@ mod tests {
             let mut intent: BTreeMap<u8, u8> = BTreeMap::new();
             let mut state: State<Native> = State::default();
             let mismatches = MISMATCHES.load(Ordering::Relaxed);
+            let every = FullChecks::new(every, std::time::Duration::ZERO);
             for (step, e) in edits.iter().enumerate() {
                 match e {
                     Edit::Put(n, p) => { intent.insert(*n, *p); }
@@ -759,9 +810,9 @@ mod tests {
                     intent.iter().map(|(n, p)| doc(&format!("d{n}"), &p.to_string())).collect();
                 docs.sort_by_key(|d| (order[step] as usize * 7919 + d.name.len() * 31 + d.json.len()) % 97);
                 let request = request(docs);
-                let got = state.translate("p", every, &request, native(stale));
+                let got = state.translate("p", &every, &request, native(stale));
                 let mut fresh: State<Native> = State::default();
-                let full = fresh.translate("p", every, &request, native(false));
+                let full = fresh.translate("p", &every, &request, native(false));
                 match (got, full) {
                     (Ok(_), Ok(_)) => {
                         if !stale || state.since_full == 0 {

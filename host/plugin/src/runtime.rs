@@ -162,6 +162,8 @@ pub struct RuntimeConfig {
     /// An incremental plugin's calls between two full ones (`--full-translation-every`; design
     /// 020); 0 means the default.
     pub full_translation_every: u32,
+    /// The least time between two of them (`--full-translation-spacing`; 0: no floor).
+    pub full_translation_spacing: Duration,
     /// Called when a periodic full check, run off the generation's path, found that an
     /// incremental plugin's output must be replaced: the caller runs a generation, whose call
     /// of that plugin is then a full one.
@@ -369,10 +371,13 @@ impl Runtime {
             text: self.config.text,
             incremental: false,
             kept: Default::default(),
-            full_every: match self.config.full_translation_every {
-                0 => crate::incremental::DEFAULT_FULL_EVERY,
-                n => n,
-            },
+            full_every: Arc::new(crate::incremental::FullChecks::new(
+                match self.config.full_translation_every {
+                    0 => crate::incremental::DEFAULT_FULL_EVERY,
+                    n => n,
+                },
+                self.config.full_translation_spacing,
+            )),
             wake: self.config.wake.clone(),
         };
         let version = plugin.contract();
@@ -600,8 +605,8 @@ pub struct Plugin {
     /// (one, `""`, for a plugin called once per generation: every 0.3.0 and later translate
     /// plugin unless a group holds documents of its own).
     kept: std::sync::Mutex<crate::incremental::States>,
-    /// Its calls between two full ones.
-    full_every: u32,
+    /// When it gets a full call to check its output (shared with the plugin's checkers).
+    full_every: Arc<crate::incremental::FullChecks>,
     /// Told when a check in the background found its output must be replaced.
     wake: Wake,
 }
@@ -668,7 +673,7 @@ impl Plugin {
         }
         let mut states = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let result =
-            states.of(call.node_group).translate_delta(&self.name, self.full_every, call, |kept, r, removed| {
+            states.of(call.node_group).translate_delta(&self.name, &self.full_every, call, |kept, r, removed| {
                 self.translate_kept(kept, r, removed)
             });
         drop(states);
@@ -712,7 +717,7 @@ impl Plugin {
             text: self.text,
             incremental: true,
             kept: Default::default(),
-            full_every: self.full_every,
+            full_every: self.full_every.clone(),
             wake: Wake::default(),
         };
         let wake = self.wake.clone();
@@ -737,7 +742,7 @@ impl Plugin {
             let mut states = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             return states.of(&request.node_group).translate(
                 &self.name,
-                self.full_every,
+                &self.full_every,
                 request,
                 |kept, r, removed| self.translate_kept(kept, r, removed),
             );

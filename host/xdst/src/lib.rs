@@ -560,6 +560,7 @@ fn plugin_runtime(
             stdio_bytes: config.max_plugin_stdio,
         },
         full_translation_every: config.full_translation_every,
+        full_translation_spacing: config.full_translation_spacing,
         wake: xdst_plugin::Wake(Some(Arc::new(move || rescan.notify_one()))),
     })
 }

@@ -231,6 +231,12 @@ settings! {
     /// xdst_incremental_mismatches_total, and the full output served).
     #[arg(long, value_name = "N", default_value_t = xdst_plugin::incremental::DEFAULT_FULL_EVERY, value_parser = clap::value_parser!(u32).range(1..))]
     flag full_translation_every: u32,
+    /// The least time between two of those full calls of one plugin, however fast changes
+    /// come: the check translates everything, so its cost is bounded in time, not in changes
+    /// (0s: no floor; a stale cache is then served for N changes calls at most).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::units::parse_duration)]
+    #[serde(deserialize_with = "crate::units::duration")]
+    flag full_translation_spacing: Duration,
     /// Log lines kept from one plugin call; the rest are dropped and counted.
     #[arg(long, value_name = "N", default_value_t = 100)]
     flag max_plugin_log_lines: usize,
