@@ -724,6 +724,16 @@ mod tests {
         doc.json["spec"]["port"].to_string()
     }
 
+    /// A small deterministic random source: `next(n)` is in `0..n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
     /// As if `secs` had passed since the last read: every file read then has settled.
     fn later(cache: &mut ParseCache, secs: i64) {
         // Stamps only: the set the cache keeps stays.
@@ -775,13 +785,7 @@ mod tests {
     fn a_read_from_the_last_set_equals_one_from_every_source() {
         let dir = tempfile::tempdir().unwrap();
         let mut cache = ParseCache::new();
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut quick, mut steps) = (0, 0);
         for step in 0..400 {
             let file = dir.path().join(format!("f{}.yaml", next(6)));
@@ -832,13 +836,7 @@ mod tests {
         let root = dir.path();
         let mut cache = ParseCache::new();
         read_intent_cached(root, &mut cache, 1 << 20, Mode::Holding, None, Changes::Everything).unwrap();
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let (mut told, mut changed_reads) = (std::collections::BTreeSet::new(), 0);
         for step in 0..600u64 {
             let sub = ["", "a", "b/deep", ".hidden"][next(4) as usize];
