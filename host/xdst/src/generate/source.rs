@@ -121,6 +121,9 @@ pub fn load(dir: &Path, max_file_bytes: usize) -> Result<(Publication, usize), L
 /// Loads and publishes once; on failure the previous set keeps serving.
 pub fn reload(plane: &Plane, status: &SourceStatus, dir: &Path) -> Result<(), LoadError> {
     let started = Instant::now();
+    // What the directory looks like as this load begins: where the watcher starts from, so a
+    // change made after this and before the watcher's first look is still a change to it.
+    plane.note_read(vec![crate::generate::tree::fingerprint(dir)]);
     let result = load(dir, plane.max_file_bytes).and_then(|(p, files)| {
         let resources = p.default.len();
         let counts: Vec<(String, usize)> = p.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();

@@ -78,9 +78,16 @@ fn bring_up_to_date(trees: &mut Fingerprints, dirs: &[PathBuf], changes: &Change
         }
     };
     let mut changed = false;
+    for (dir, tree) in dirs.iter().zip(trees.iter_mut()) {
+        // A directory removed whole: its files' events may come before (or without) its own.
+        if tree.is_some() && paths.iter().any(|p| p.starts_with(dir)) && !dir.is_dir() {
+            *tree = None;
+            changed = true;
+        }
+    }
     for path in paths {
         for (dir, tree) in dirs.iter().zip(trees.iter_mut()) {
-            if !path.starts_with(dir) {
+            if !path.starts_with(dir) || tree.is_none() {
                 continue;
             }
             match tree.as_mut().and_then(|t| refresh(t, dir, path)) {
@@ -147,7 +154,14 @@ pub async fn watch_dirs(
             .await
             .unwrap_or_default()
     };
-    let mut last = walk(dirs.clone()).await;
+    // Where to start from: what the last read saw as it began (a change since is a change to
+    // it, whether its event comes after the watch or it came before and only the tick sees it),
+    // or, when nothing was read yet, the directories now.
+    let saw = plane.read_saw.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let mut last = match saw.filter(|s| s.len() == dirs.len()) {
+        Some(saw) => saw,
+        None => walk(dirs.clone()).await,
+    };
     let mut missing_reported = false;
     let mut tick = tokio::time::interval(resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -182,7 +196,8 @@ pub async fn watch_dirs(
         }
         // The last generation began reading the directories as they are now (the intent API's
         // write generates at once): no second generation of the same intent.
-        if !woken && plane.read_as(&last, &burst) {
+        // (A directory gone is reported whatever the last read saw.)
+        if !woken && last.iter().all(Option::is_some) && plane.read_as(&last, &burst) {
             continue;
         }
         if let Some(d) = dirty.as_ref().filter(|_| burst == Changes::Everything) {
@@ -301,5 +316,9 @@ mod tests {
         assert_ne!(trees, before);
         assert_eq!(trees, vec![fingerprint(dir.path())], "as a walk finds it");
         assert!(!bring_up_to_date(&mut trees, &dirs, &Changes::Everything), "a walk finds nothing more");
+        // Removed whole, and only its file's event seen: the directory is gone all the same.
+        std::fs::remove_dir_all(dir.path()).unwrap();
+        assert!(bring_up_to_date(&mut trees, &dirs, &Changes::Paths([f].into())));
+        assert_eq!(trees, vec![None]);
     }
 }
