@@ -213,15 +213,11 @@ fn read_changed(
         }
     }
     let bounded = mode == Mode::HoldingBounded;
-    let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
-        true => namespace_bound(label, docs),
-        false => Ok(()),
-    };
+    let check = bound_check(bounded);
     let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) =
         changed.iter().cloned().partition(|p| listing.tree.contains_key(p));
-    let fresh_stamp = |f: &Path| Stamp::now(f);
     if mode != Mode::Strict && cache.held.is_empty() {
-        let sources = present.iter().map(|f| source(dir, f, fresh_stamp(f), cache, max_file_bytes, bounded)).collect();
+        let sources = present.iter().map(|f| source(dir, f, Stamp::now(f), cache, max_file_bytes, bounded)).collect();
         if let Some(set) = assemble_changed(sources, &gone, cache, check, counter.as_deref_mut())? {
             let seen = Some(listing.tree.clone());
             let files = listing.files;
@@ -234,7 +230,7 @@ fn read_changed(
     let files: Vec<PathBuf> = listing.tree.keys().filter(|p| readable(dir, p)).cloned().collect();
     let sources = files.iter().map(|f| {
         let kept = cache.get(f).and_then(|p| p.stamp).filter(|_| !changed.contains(f));
-        source(dir, f, kept.or_else(|| fresh_stamp(f)), cache, max_file_bytes, bounded)
+        source(dir, f, kept.or_else(|| Stamp::now(f)), cache, max_file_bytes, bounded)
     });
     let (set, mut fresh, held) = assemble(sources, cache, mode, check, counter)?;
     let seen = Some(listing.tree.clone());
@@ -328,10 +324,7 @@ fn read_walked(
         source(dir, f, stamp, cache, max_file_bytes, bounded)
     });
     let count = files.len();
-    let check = |label: &str, docs: &[Arc<IntentDocument>]| match bounded {
-        true => namespace_bound(label, docs),
-        false => Ok(()),
-    };
+    let check = bound_check(bounded);
     let (set, mut fresh, held) = assemble(sources, cache, mode, check, counter)?;
     fresh.held = held.clone();
     fresh.listing = Some(Listing { tree: seen.clone(), files: count, links });
@@ -477,7 +470,7 @@ fn assemble_changed(
     check: impl Fn(&str, &[Arc<IntentDocument>]) -> Result<(), GenerationError>,
     mut counter: Option<&mut super::generation::Counter>,
 ) -> Result<Option<IntentSet>, GenerationError> {
-    let Some(mut set) = cache.last.clone() else { return Ok(None) };
+    let Some(last) = cache.last.as_ref() else { return Ok(None) };
     let mut parsed = Vec::new();
     for mut source in sources {
         let last = cache.get(&source.path);
@@ -486,23 +479,12 @@ fn assemble_changed(
             Err(_) => return Ok(None),
         }
     }
-    let out: Vec<&PathBuf> = gone.iter().chain(parsed.iter().filter(|p| p.2).map(|p| &p.0)).collect();
-    let mut went = Vec::new();
-    for was in out.iter().filter_map(|path| cache.get(*path)) {
-        for doc in was.docs.iter() {
-            if !set.by_id(doc.id()).is_some_and(|d| Arc::ptr_eq(d, doc)) {
-                // Not what the last read put in: its set and cache disagree; put it all together.
-                return Ok(None);
-            }
-            set.remove_id(doc.id());
-            went.push(doc.id().clone());
-        }
-    }
-    for (_, parse, _) in parsed.iter().filter(|p| p.2) {
-        if add_all(&mut set, &parse.docs).is_err() {
-            return Ok(None);
-        }
-    }
+    let out: Vec<(&PathBuf, &Parsed)> =
+        gone.iter().chain(parsed.iter().filter(|p| p.2).map(|p| &p.0)).filter_map(|p| cache.get_key_value(p)).collect();
+    let Some(set) = swapped(last, out.iter().copied(), parsed.iter().filter(|p| p.2).map(|p| &p.1)) else {
+        return Ok(None);
+    };
+    let went: Vec<Arc<str>> = out.iter().flat_map(|(_, was)| was.docs.iter().map(|d| d.id().clone())).collect();
     let reparsed = parsed.iter().any(|p| p.2);
     for path in gone {
         cache.files.remove(path);
@@ -523,9 +505,21 @@ fn assemble_changed(
 /// longer has taken out, and those parsed anew put in; none when one of them defines a document
 /// another source already does (the whole assembly decides which to hold).
 fn changed_from(last: &IntentSet, cache: &ParseCache, parsed: &[(PathBuf, String, Parsed, bool)]) -> Option<IntentSet> {
-    let mut set = last.clone();
     let now: std::collections::HashSet<&PathBuf> = parsed.iter().filter(|p| !p.3).map(|p| &p.0).collect();
-    for (path, was) in cache.iter().filter(|(path, _)| !now.contains(path)) {
+    let out = cache.iter().filter(|(path, _)| !now.contains(path));
+    swapped(last, out, parsed.iter().filter(|p| p.3).map(|p| &p.2))
+}
+
+/// `last` with the documents of the sources `out` (as the last read parsed them) taken out and
+/// those of `into` put in; none when `last` does not hold one of `out`'s documents as parsed
+/// (its set and cache disagree) or one of `into`'s defines what another source does.
+fn swapped<'a>(
+    last: &IntentSet,
+    out: impl Iterator<Item = (&'a PathBuf, &'a Parsed)>,
+    into: impl Iterator<Item = &'a Parsed>,
+) -> Option<IntentSet> {
+    let mut set = last.clone();
+    for (path, was) in out {
         for doc in was.docs.iter() {
             if set.by_id(doc.id()).is_some_and(|d| Arc::ptr_eq(d, doc)) {
                 set.remove_id(doc.id());
@@ -536,7 +530,7 @@ fn changed_from(last: &IntentSet, cache: &ParseCache, parsed: &[(PathBuf, String
             }
         }
     }
-    for (_, _, parse, _) in parsed.iter().filter(|p| p.3) {
+    for parse in into {
         add_all(&mut set, &parse.docs).ok()?;
     }
     Some(set)
@@ -576,6 +570,15 @@ fn finish(
 
 /// The directory the intent API writes its documents to, checked by token instead.
 const API_DIR: &str = "_api";
+
+/// What is asked of each source's documents: with `--namespace-dirs` (`bounded`),
+/// [`namespace_bound`]; else nothing.
+fn bound_check(bounded: bool) -> impl Fn(&str, &[Arc<IntentDocument>]) -> Result<(), GenerationError> + Copy {
+    move |label, docs| match bounded {
+        true => namespace_bound(label, docs),
+        false => Ok(()),
+    }
+}
 
 /// `--namespace-dirs`: a file under `<namespace>/` of the intent directory holds documents of
 /// that namespace only; a file directly in the intent directory (the platform's), or under
