@@ -301,14 +301,25 @@ impl IntentSource {
 
     /// The intent as it is now (on disk, or in the store mirror), through the same parse cache
     /// generations use (only files that changed are parsed again). A file or key that does not
-    /// read is held at its last good parse ([`Read::held`]).
+    /// read is held at its last good parse ([`Read::held`]). The directory is walked: a file
+    /// written a moment ago is in it even before the watcher has its event.
     pub fn read_current(&self) -> Result<Read, GenerationError> {
+        self.read(false)
+    }
+
+    /// [`read_current`](Self::read_current), or for a generation (`changed_only`), a read that
+    /// looks only at the paths the watcher saw change (a file whose event is still on its way is
+    /// read by the generation that event asks for).
+    fn read(&self, changed_only: bool) -> Result<Read, GenerationError> {
         let parsed = &mut locked(&self.parsed);
         let counter = Some(&mut *locked(&self.generations));
         match &self.input {
             IntentInput::Dir(d) => {
                 // Under the parse cache's lock: what changed is taken by the read that applies it.
-                let mut changes = self.dirty.take();
+                let mut changes = match changed_only {
+                    true => self.dirty.take(),
+                    false => crate::generate::tree::Changes::Everything,
+                };
                 let mut full = locked(&self.read_in_full);
                 let due = full.is_none_or(|t| !self.full_reread.is_zero() && t.elapsed() >= self.full_reread);
                 if due {
@@ -431,7 +442,7 @@ impl IntentSource {
         let phase = |name: &'static str| phases.borrow_mut().push((name, started.elapsed().as_secs_f64() * 1e3));
         let result = (|| -> Result<_, GenerationError> {
             let revision = self.mirror().map(|m| m.revision());
-            let Read { set: intent, held, seen, .. } = self.read_current()?;
+            let Read { set: intent, held, seen, .. } = self.read(true)?;
             if self.intent_dir().is_none() || seen.is_some() {
                 plane.note_read(seen.into_iter().map(Some).chain(plugin_dirs).collect());
             }
