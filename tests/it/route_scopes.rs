@@ -12,7 +12,10 @@
 //! - a new hostname gets its scope and serves; a port that drops below the threshold goes back
 //!   to one RouteConfiguration and returns to scopes, with 300 requests a second to a hostname of
 //!   it through every change and none failing or misrouted;
-//! - Envoy rejects nothing (no LDS, RDS or scoped-RDS update rejected).
+//! - Envoy rejects nothing (no LDS, RDS or scoped-RDS update rejected);
+//! - a hostile team cannot change the form of a port whose Gateway is pinned to routing by
+//!   host (`xdst.dev/route-by-host: "true"`): its routes without an exact hostname are not
+//!   accepted (the status says why) and Envoy's Listener is never touched.
 
 use std::net::SocketAddr;
 
@@ -20,7 +23,7 @@ use anyhow::{Context as _, ensure};
 use xdst_tests::echo::Echo;
 use xdst_tests::envoy::{ApiType, Bootstrap, Envoy, Stats};
 use xdst_tests::server::Process;
-use xdst_tests::teams::{Teams, WAIT, team};
+use xdst_tests::teams::{Teams, WAIT, admin_json, team};
 use xdst_tests::traffic::{Allowed, Expect, Traffic};
 use xdst_tests::upstream::http_request;
 use xdst_tests::wait::{Seen, until};
@@ -192,4 +195,82 @@ async fn scoped_ports_over_sotw() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoped_ports_over_delta() -> anyhow::Result<()> {
     scoped_ports(ApiType::Delta).await
+}
+
+/// The Gateway of [`GATEWAY`], port 80 only, pinned to routing by host.
+const PINNED: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: infra, \
+annotations: {xdst.dev/route-by-host: 'true'}}\nspec:\n  gatewayClassName: xdst\n  listeners:\n  - {name: http, port: 80, \
+protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}\n";
+
+/// Design 021, "Hostile teams": with the platform's default threshold (32 hostnames), a
+/// Gateway pinned to routing by host is scoped from its first hostname, and team-b's routes
+/// with no hostname or a wildcard one (each would otherwise turn the port into one
+/// RouteConfiguration and renew every connection on it) are not accepted, with a status naming
+/// the annotation; Envoy gets no Listener update at all, through team-b's exact route that
+/// follows (the positive signal) and after the last route is gone; team-a's hostname answers
+/// under 300 requests a second throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_cannot_change_the_form_of_a_port_pinned_to_hosts() -> anyhow::Result<()> {
+    xdst_tests::init_logging();
+    let t = Teams::start().await?;
+    t.install(&t.settings())?;
+    t.write("infra.yaml", PINNED)?;
+    t.write("team-a.yaml", &team("team-a", &t.a))?;
+    t.write("team-b.yaml", &team("team-b", &t.b))?;
+    t.write("a80.yaml", &host_route("a80", "team-a", "http", "a.example", "/", "team-a"))?;
+    let xdst = Process::start_intent(t.intent.path(), t.plugins.path(), &["--debounce", "20ms"]).await?;
+    let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, "edge-1")).await?;
+    let p80 = t.listener(80);
+    answers(p80, "a.example", "/", 200, "a").await?;
+    let before = envoy.stats().await?;
+    ensure!(before.names().any(|k| k.contains("scoped_rds")), "port 80 is not scoped:\n{}", before.xds_related());
+    let traffic = Traffic::start_checked_host(p80, "a.example", "/", 300, Expect::new(Allowed::answers(&["a"])));
+
+    // Team-b's route for every host, and one for a wildcard.
+    let any_host = host_route("any", "team-b", "http", "x", "/", "team-b").replace("  hostnames: [x]\n", "");
+    t.write("any.yaml", &any_host)?;
+    t.write("star.yaml", &host_route("star", "team-b", "http", "'*.example'", "/", "team-b"))?;
+    for (route, why) in [("any", "names no hostname"), ("star", "\"*.example\", a wildcard")] {
+        until(format!("HTTPRoute team-b/{route} not accepted, saying why"), WAIT, async || {
+            let doc = admin_json(xdst.admin_addr, &format!("/intent/HTTPRoute/team-b/{route}")).await?;
+            let accepted = &doc["status"]["parents"][0]["conditions"][0];
+            let message = accepted["message"].as_str().unwrap_or_default();
+            Ok(Seen::holds(
+                accepted["status"] == "False"
+                    && accepted["reason"] == "UnsupportedValue"
+                    && message.contains("xdst.dev/route-by-host")
+                    && message.contains(why),
+                doc["status"].to_string(),
+            ))
+        })
+        .await?;
+    }
+    // A later change of team-b's, exact, is served: everything before it has been worked out.
+    t.write("b80.yaml", &host_route("b80", "team-b", "http", "b.example", "/", "team-b"))?;
+    answers(p80, "b.example", "/", 200, "b").await?;
+    ensure!(get(p80, "other.example", "/", &[]).await?.0 == 404, "a host with no exact route answered");
+    let report = traffic.stop().await;
+    ensure!(report.failed() == 0 && report.unexpected == 0, "a.example through team-b's routes: {report:?}");
+    ensure!(report.ok > report.sent / 2, "too few answers to tell: {report:?}");
+
+    // Every route gone: no host answers, and the port still has its form.
+    for file in ["a80.yaml", "b80.yaml", "any.yaml", "star.yaml"] {
+        t.remove(file)?;
+    }
+    answers(p80, "a.example", "/", 404, "").await?;
+    answers(p80, "b.example", "/", 404, "").await?;
+    let after = envoy.stats().await?;
+    for stat in ["listener_manager.lds.update_success", "listener_manager.listener_modified"] {
+        ensure!(
+            after.count(stat) == before.count(stat),
+            "{stat} went from {} to {}: the port changed form\n{}",
+            before.count(stat),
+            after.count(stat),
+            after.xds_related()
+        );
+    }
+    nothing_rejected(&after)?;
+    envoy.kill().await?;
+    xdst.kill().await?;
+    Ok(())
 }

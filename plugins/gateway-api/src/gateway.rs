@@ -124,6 +124,8 @@ pub struct HttpPort {
     pub vhosts: BTreeMap<(String, String), crate::vhosts::Vhost>,
     /// Whether requests are routed by host over scoped RDS ([`crate::vhosts::scoped`]).
     pub scoped: bool,
+    /// Whether the Gateway pins the port to routing by host ([`crate::model::ROUTE_BY_HOST`]).
+    pub by_host: bool,
 }
 
 impl HttpPort {
@@ -581,6 +583,7 @@ pub fn translate(world: &World, config: &Config, out: &mut TranslateResponse, st
                 domains: BTreeMap::new(),
                 vhosts: BTreeMap::new(),
                 scoped: false,
+                by_host: !https && gateway.metadata.routes_by_host(),
             };
             // Every listener's own hostname is a virtual host, so a request for it never falls
             // through to a less specific listener, even with no route attached.
@@ -739,10 +742,21 @@ fn attach(
             "no listener of the Gateway allows routes from this namespace",
         );
     }
+    // A Gateway that routes by exact host takes on its plain HTTP listeners only routes whose
+    // hostnames there are exact: one that is not would change the port's form for everyone.
+    let by_host = expanded.original.metadata.routes_by_host();
     let mut any = false;
+    let mut not_exact = None;
     for (i, l) in allowed {
         let hostnames = hostnames::effective(l.hostname.as_deref(), &route.spec.hostnames);
         if hostnames.is_empty() {
+            continue;
+        }
+        if by_host
+            && l.protocol == "HTTP"
+            && let Some(h) = hostnames.iter().find(|h| h.contains('*'))
+        {
+            not_exact.get_or_insert_with(|| (origins[i].name.clone(), h.clone()));
             continue;
         }
         any = true;
@@ -750,9 +764,27 @@ fn attach(
     }
     if any {
         Condition::yes("Accepted", "Accepted")
+    } else if let Some((listener, host)) = not_exact {
+        Condition::no("Accepted", "UnsupportedValue", not_exact_message(gkey, &listener, &host))
     } else {
         Condition::no("Accepted", "NoMatchingListenerHostname", "no listener hostname intersects the route's hostnames")
     }
+}
+
+/// Why a route is not accepted on a listener of a Gateway that routes by exact host.
+fn not_exact_message(gateway: &Key, listener: &str, host: &str) -> String {
+    let what = if host == "*" {
+        "the route names no hostname there, so it would match every host".to_owned()
+    } else {
+        format!("the route's hostname there is {host:?}, a wildcard")
+    };
+    format!(
+        "listener {listener:?} of Gateway {}/{} routes by exact host (annotation {}: \"true\"): {what}; \
+         give the route exact hostnames",
+        gateway.0,
+        gateway.1,
+        crate::model::ROUTE_BY_HOST
+    )
 }
 
 /// A Gateway's static addresses (`spec.addresses` with a value): the IP addresses it asks to

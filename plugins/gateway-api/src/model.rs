@@ -9,6 +9,12 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// The Gateway annotation that keeps its plain HTTP ports routing by exact host over scoped
+/// RDS whatever routes come and go (design 021, "Hostile teams"): a route that would need a
+/// wildcard virtual host there is not accepted on such a listener, instead of changing the
+/// port's form, and so its Listener, for everyone on it.
+pub const ROUTE_BY_HOST: &str = "xdst.dev/route-by-host";
+
 /// `metadata`, the parts a translation reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,6 +32,12 @@ impl Metadata {
     /// namespace directory or a namespace's store prefix), not the platform's.
     pub fn written_by_team(&self) -> bool {
         self.annotations.get("xdst.dev/written-by").is_some_and(|v| v == "team")
+    }
+
+    /// Whether a Gateway's owner pinned its plain HTTP ports to routing by exact host
+    /// ([`ROUTE_BY_HOST`]`: "true"`).
+    pub fn routes_by_host(&self) -> bool {
+        self.annotations.get(ROUTE_BY_HOST).is_some_and(|v| v == "true")
     }
 }
 

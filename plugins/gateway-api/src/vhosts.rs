@@ -272,15 +272,13 @@ pub fn route_configuration(port: &HttpPort, config: &str, only: Option<usize>) -
 
 /// Whether `port` routes each request by its host over scoped RDS (design 021): plain HTTP
 /// (an HTTPS listener's chain answers 421 for the hosts of others, which a scope cannot say),
-/// at least `from` hostnames (`from` > 0), and every hostname exact but those whose virtual
-/// host has no routes (a request for a host without a scope gets 404, as it gets from an empty
-/// virtual host).
+/// pinned by its Gateway ([`HttpPort::by_host`]) or with at least `from` hostnames (`from` >
+/// 0), and every hostname exact but those whose virtual host has no routes (a request for a
+/// host without a scope gets 404, as it gets from an empty virtual host).
 pub fn scoped(port: &HttpPort, from: u32) -> bool {
     let exact = |d: &str| !d.contains('*');
-    from > 0
-        && !port.https
-        && port.domains.keys().filter(|d| exact(d)).count() >= from as usize
-        && port.vhosts.iter().all(|((_, d), v)| exact(d) || (v.routes.is_empty() && !v.misdirected))
+    let enough = port.by_host || (from > 0 && port.domains.keys().filter(|d| exact(d)).count() >= from as usize);
+    enough && !port.https && port.vhosts.iter().all(|((_, d), v)| exact(d) || (v.routes.is_empty() && !v.misdirected))
 }
 
 /// The name of the RouteConfiguration, and of the routing scope, of `domain` on a scoped port.
@@ -355,6 +353,7 @@ mod tests {
             domains: BTreeMap::new(),
             vhosts: BTreeMap::new(),
             scoped: false,
+            by_host: false,
         };
         for h in &hosts {
             port.domains.insert(h.name.clone(), 1);

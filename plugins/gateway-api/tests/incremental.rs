@@ -90,6 +90,10 @@ fn document(slot: usize, v: u32) -> IntentDocument {
                     {"name": "same", "port": 80, "protocol": "HTTP", "allowedRoutes": all},
                 ]),
             };
+            // Pinned to routing by host or not: routes without exact hostnames come and go.
+            if (v / 10) % 2 == 1 {
+                body["metadata"]["annotations"] = json!({"xdst.dev/route-by-host": "true"});
+            }
             body["spec"] = json!({
                 "gatewayClassName": "xdst",
                 "listeners": listeners,

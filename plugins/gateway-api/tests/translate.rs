@@ -259,3 +259,63 @@ spec:
     assert_eq!(all.len(), expect.len());
     assert!(all.iter().all(|(_, groups)| groups.is_empty()), "{all:?}");
 }
+
+/// Design 021, "Hostile teams": a Gateway annotated `xdst.dev/route-by-host: "true"` routes its
+/// plain HTTP port by exact host however few hostnames it has, and a route that would need a
+/// wildcard virtual host there (no hostname, or a wildcard one) is not accepted, with a status
+/// that says why, instead of changing the port's form (and so its Listener) for everyone.
+#[test]
+fn a_gateway_that_routes_by_host_keeps_its_form_whatever_a_team_adds() {
+    let pinned = CASE.replace(
+        "kind: Gateway\nmetadata: {name: gw, namespace: infra}",
+        "kind: Gateway\nmetadata: {name: gw, namespace: infra, annotations: {xdst.dev/route-by-host: \"true\"}}",
+    );
+    let exact = pinned.replace("  parentRefs: [{name: gw}]", "  parentRefs: [{name: gw}]\n  hostnames: [a.example]");
+    let listener = |out: &xdst_guest::TranslateResponse| {
+        let l = out.resources.iter().find(|r| r.type_url.ends_with("listener.v3.Listener")).unwrap();
+        format!("{:?}", l.body)
+    };
+    let names = |out: &xdst_guest::TranslateResponse| -> Vec<String> {
+        out.resources.iter().map(|r| format!("{} {}", r.type_url.rsplit('.').next().unwrap(), r.name)).collect()
+    };
+
+    // One exact hostname is enough (the platform's threshold is 32): the port is scoped.
+    let (out, statuses) = run(&exact, "");
+    let scoped = names(&out);
+    assert!(scoped.contains(&"ScopedRouteConfiguration infra/gw/80/a.example".to_owned()), "{scoped:?}");
+    assert!(scoped.contains(&"RouteConfiguration infra/gw/80/a.example".to_owned()), "{scoped:?}");
+    assert!(!scoped.contains(&"RouteConfiguration infra/gw/80".to_owned()), "{scoped:?}");
+    assert_eq!(common::conditions(&statuses["HTTPRoute/infra/r"]["parents"][0]["conditions"])[0].2, "Accepted");
+    let form = listener(&out);
+
+    // A team adds a route with no hostname, and one with a wildcard: neither is accepted, the
+    // Listener is byte for byte the same, and the exact route still serves.
+    let hostile = format!(
+        "{exact}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: any, namespace: infra}}\n\
+         spec:\n  parentRefs: [{{name: gw}}]\n  rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]\n\
+         ---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: star, namespace: infra}}\n\
+         spec:\n  parentRefs: [{{name: gw}}]\n  hostnames: ['*.example']\n  rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]\n"
+    );
+    let (out, statuses) = run(&hostile, "");
+    assert_eq!(listener(&out), form, "the port changed form");
+    assert_eq!(names(&out), scoped);
+    for (route, why) in [("any", "names no hostname"), ("star", "\"*.example\", a wildcard")] {
+        let parent = &statuses[&format!("HTTPRoute/infra/{route}")]["parents"][0]["conditions"][0];
+        assert_eq!((parent["status"].as_str(), parent["reason"].as_str()), (Some("False"), Some("UnsupportedValue")));
+        let message = parent["message"].as_str().unwrap();
+        assert!(message.contains("xdst.dev/route-by-host") && message.contains(why), "{message}");
+    }
+    assert_eq!(statuses["Gateway/infra/gw"]["listeners"][0]["attachedRoutes"], 1);
+
+    // With the last exact route gone, the port keeps its form (no scope: every host 404s).
+    let (out, _) = run(&pinned.replace("  parentRefs: [{name: gw}]", "  parentRefs: [{name: nobody}]"), "");
+    assert_eq!(listener(&out), form, "the port changed form with no route");
+    assert!(!names(&out).iter().any(|n| n.starts_with("RouteConfiguration")), "{:?}", names(&out));
+
+    // Without the annotation the same routes are accepted and the port is one configuration.
+    let (out, statuses) =
+        run(&hostile.replace(", annotations: {xdst.dev/route-by-host: \"true\"}", ""), r#"{"routeScopesFrom": 1}"#);
+    assert!(names(&out).contains(&"RouteConfiguration infra/gw/80".to_owned()), "{:?}", names(&out));
+    assert_ne!(listener(&out), form);
+    assert_eq!(common::conditions(&statuses["HTTPRoute/infra/any"]["parents"][0]["conditions"])[0].2, "Accepted");
+}
