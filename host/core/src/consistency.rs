@@ -70,43 +70,118 @@ fn kind(type_url: &str) -> &'static str {
     }
 }
 
+/// A route of a RouteConfiguration put together from its routes ([`crate::pieces`]): its
+/// place (virtual host, route) and the clusters it names (field within the route, name),
+/// shared with the route's piece.
+pub type RouteRefs = (u32, u32, Arc<[(String, String)]>);
+
 /// What one resource names: `(field, type, name)` triples, or why it does not decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct References(Result<Vec<(String, &'static str, String)>, String>, Vec<String>, bool);
+#[derive(Debug, Clone)]
+pub struct References {
+    refs: Result<Vec<(String, &'static str, String)>, String>,
+    /// A RouteConfiguration put together from its routes: each route's references; the whole
+    /// field is written out only for an error.
+    routes: Vec<RouteRefs>,
+    binds: Vec<String>,
+    by_scope: bool,
+}
+
+/// Where a reference sits in its resource.
+#[derive(Debug, Clone, Copy)]
+pub enum At<'a> {
+    /// A field path from the resource's top.
+    Field(&'a str),
+    /// A field of the route at (virtual host, route) of a RouteConfiguration.
+    Route(u32, u32, &'a str),
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Field(field) => f.write_str(field),
+            At::Route(host, route, field) => write!(f, "virtual_hosts[{host}].routes[{route}].{field}"),
+        }
+    }
+}
+
+/// Two lists of what resources name are equal when they name the same things from the same
+/// fields, however each was worked out.
+impl PartialEq for References {
+    fn eq(&self, other: &Self) -> bool {
+        let listed = |r: &References| -> Result<Vec<(String, &'static str, String)>, String> {
+            r.refs.clone()?;
+            Ok(r.all().map(|(at, t, n)| (at.to_string(), t, n.to_owned())).collect())
+        };
+        (self.binds == other.binds) && (self.by_scope == other.by_scope) && listed(self) == listed(other)
+    }
+}
+
+impl Eq for References {}
 
 impl References {
-    /// A RouteConfiguration's references, from its routes' clusters (field, name), as
+    /// A RouteConfiguration's references, from its routes' clusters: each route's place
+    /// (virtual host, route) and what it names (field within the route, name), as
     /// [`of`](Self::of) would find them decoding the whole ([`crate::pieces`]).
-    pub fn of_route_clusters(clusters: Vec<(String, String)>) -> References {
-        References(Ok(clusters.into_iter().map(|(field, n)| (field, CLUSTER, n)).collect()), Vec::new(), false)
+    pub fn of_routes(routes: Vec<RouteRefs>) -> References {
+        References { refs: Ok(Vec::new()), routes, binds: Vec::new(), by_scope: false }
+    }
+
+    /// Every reference: where it sits, the type it names and the name (none if the resource
+    /// does not decode).
+    pub fn all(&self) -> impl Iterator<Item = (At<'_>, &'static str, &str)> {
+        self.all_but_shared(None)
+    }
+
+    /// [`all`](Self::all), less the routes whose piece `before` (what the same resource was)
+    /// shares: the bytes of such a route did not change ([`crate::pieces`]), nor what it names.
+    pub fn all_but_shared<'a>(
+        &'a self,
+        before: Option<&References>,
+    ) -> impl Iterator<Item = (At<'a>, &'static str, &'a str)> {
+        let shared = before.map(|b| self.shared_routes(b)).unwrap_or_default();
+        let routes = self.routes.iter().enumerate().filter(move |(k, _)| !shared.get(*k).copied().unwrap_or(false));
+        let routes = routes.flat_map(|(_, (host, route, clusters))| {
+            clusters.iter().map(move |(field, n)| (At::Route(*host, *route, field), CLUSTER, n.as_str()))
+        });
+        self.refs.iter().flatten().map(|(field, t, n)| (At::Field(field), *t, n.as_str())).chain(routes)
+    }
+
+    /// For each of this configuration's routes, whether `before` holds its very piece: lined
+    /// up in order, else found among the pieces of `before` not lined up.
+    fn shared_routes(&self, before: &References) -> Vec<bool> {
+        let (new, old) = (&self.routes, &before.routes);
+        let (lined, left) = crate::pieces::line_up(new.len(), old.len(), |i, j| Arc::ptr_eq(&new[i].2, &old[j].2));
+        let left: std::collections::HashSet<*const (String, String)> =
+            left.into_iter().map(|j| old[j].2.as_ptr()).collect();
+        lined.iter().zip(new).map(|(j, (_, _, c))| j.is_some() || left.contains(&c.as_ptr())).collect()
     }
 
     /// The names of `type_url` this resource refers to (none if it does not decode).
     pub fn names(&self, type_url: &str) -> impl Iterator<Item = &str> {
-        self.0.iter().flatten().filter(move |(_, t, _)| *t == type_url).map(|(_, _, n)| n.as_str())
+        self.all().filter(move |(_, t, _)| *t == type_url).map(|(_, _, n)| n)
     }
 
     /// [`names`](Self::names), less those only an `api_listener` names: Envoy ignores a
     /// listener's `api_listener` when it comes over LDS (only proxyless gRPC clients use one,
     /// and they ask for what it names by name), so an Envoy never asks for them.
     pub fn names_envoy_follows(&self, type_url: &str) -> impl Iterator<Item = &str> {
-        self.0
-            .iter()
-            .flatten()
-            .filter(move |(field, t, _)| *t == type_url && !field.starts_with(API_LISTENER_FIELD))
-            .map(|(_, _, n)| n.as_str())
+        self.all()
+            .filter(move |(at, t, _)| {
+                *t == type_url && !matches!(at, At::Field(field) if field.starts_with(API_LISTENER_FIELD))
+            })
+            .map(|(_, _, n)| n)
     }
 
     /// Whether a listener routes some requests by scope (scoped RDS): its routing scopes are
     /// whatever scoped route configurations the node holds, named by none of its fields.
     pub fn routes_by_scope(&self) -> bool {
-        self.2
+        self.by_scope
     }
 
     /// The socket addresses a listener binds (`ip:port/protocol`): none for another resource,
     /// or a listener that binds no port.
     pub fn binds(&self) -> &[String] {
-        &self.1
+        &self.binds
     }
 
     /// Decodes `r` and collects the names it refers to.
@@ -146,7 +221,7 @@ impl References {
             }),
             _ => Ok(Vec::new()),
         };
-        References(refs.map_err(|e| e.to_string()), binds, by_scope)
+        References { refs: refs.map_err(|e| e.to_string()), routes: Vec::new(), binds, by_scope }
     }
 }
 
@@ -210,7 +285,7 @@ pub fn duplicate_bind<'a>(
 /// reference dangling), in which case everything is.
 pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
     use crate::snapshot::Change;
-    let mut changed: Vec<&Arc<Resource>> = Vec::new();
+    let mut changed: Vec<(&Arc<Resource>, Option<&Arc<Resource>>)> = Vec::new();
     for (t, _) in previous.types() {
         if snapshot.get(t).is_none() {
             return check(snapshot);
@@ -218,7 +293,7 @@ pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<C
     }
     for (t, new) in snapshot.types() {
         let Some(old) = previous.get(t) else {
-            changed.extend(new.resources());
+            changed.extend(new.resources().map(|r| (r, None)));
             continue;
         };
         if Arc::ptr_eq(new, old) {
@@ -226,20 +301,21 @@ pub fn check_since(snapshot: &Snapshot, previous: &Snapshot) -> Result<(), Vec<C
         }
         for c in new.changes_since(old) {
             match c {
-                Change::Added(r) | Change::Updated(r) => changed.push(r),
+                Change::Added(r) => changed.push((r, None)),
+                Change::Updated(r) => changed.push((r, old.get(r.name()))),
                 // A removal can leave any reference dangling.
                 Change::Removed(_) => return check(snapshot),
             }
         }
     }
-    check_resources(snapshot, changed.into_iter().filter(|r| refers(r.type_url())))
+    check_resources(snapshot, changed.into_iter().filter(|(r, _)| refers(r.type_url())))
 }
 
 /// Checks every reference in `snapshot`; returns all dangling ones (empty when consistent).
 /// Each resource is decoded once in its life (see [`Resource::references`]), so checking a
 /// large set again after a small change costs lookups, not decoding.
 pub fn check(snapshot: &Snapshot) -> Result<(), Vec<ConsistencyError>> {
-    let all = snapshot.types().filter(|(t, _)| refers(t)).flat_map(|(_, set)| set.resources());
+    let all = snapshot.types().filter(|(t, _)| refers(t)).flat_map(|(_, set)| set.resources().map(|r| (r, None)));
     check_resources(snapshot, all)
 }
 
@@ -250,13 +326,16 @@ fn refers(type_url: &str) -> bool {
     REFERRING.contains(&type_url)
 }
 
+/// Checks each resource's references; with the resource's version in a set that passed
+/// (`before`, nothing removed since), the routes it shares with that version are not
+/// looked at again: what they name was there and still is.
 fn check_resources<'a>(
     snapshot: &Snapshot,
-    resources: impl IntoIterator<Item = &'a Arc<Resource>>,
+    resources: impl IntoIterator<Item = (&'a Arc<Resource>, Option<&'a Arc<Resource>>)>,
 ) -> Result<(), Vec<ConsistencyError>> {
     let mut errors = Vec::new();
     let mut undecodable = Vec::new();
-    for r in resources {
+    for (r, before) in resources {
         let from_type = match r.type_url().as_ref() {
             LISTENER => LISTENER,
             ROUTE => ROUTE,
@@ -265,16 +344,17 @@ fn check_resources<'a>(
         };
         let type_url = r.type_url();
         {
-            match &r.references().0 {
-                Ok(refs) => {
-                    for (field, missing_type, missing) in refs {
+            match &r.references().refs {
+                Ok(_) => {
+                    let before = before.map(|b| b.references());
+                    for (at, missing_type, missing) in r.references().all_but_shared(before) {
                         if snapshot.resource(missing_type, missing).is_none() {
                             errors.push(ConsistencyError::Dangling(DanglingReference {
                                 from_type,
                                 from: r.name().to_string(),
-                                field: field.clone(),
+                                field: at.to_string(),
                                 missing_type,
-                                missing: missing.clone(),
+                                missing: missing.to_owned(),
                             }));
                         }
                     }

@@ -469,9 +469,9 @@ fn decode_route(
     body: Body<'_>,
     next: &mut std::collections::HashMap<Arc<str>, Arc<Pieces>>,
 ) -> Result<Resource, (Option<String>, String)> {
-    let mut used = Pieces::new();
+    let mut used = Pieces::default();
     let before = known.get(r.name.as_str()).map(|p| &**p);
-    let resource = decode_with_pieces(ROUTE, &r.name, body, before.unwrap_or(&Pieces::new()), &mut used);
+    let resource = decode_with_pieces(ROUTE, &r.name, body, before.unwrap_or(&Pieces::default()), &mut used);
     next.insert(Arc::from(r.name.as_str()), Arc::new(used));
     resource
 }
