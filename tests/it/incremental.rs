@@ -139,13 +139,12 @@ async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> any
     Ok(())
 }
 
-/// Issue 50, must-show: `xdst plugin new --lang rust --incremental` makes a plugin of the
+/// Issue 50, must-show: `xdst plugin new --lang LANG --incremental` makes a plugin of the
 /// incremental form that builds, passes its golden case, says so in `inspect`, and under
 /// `xdst serve` gets changes calls carrying only what changed (`last_generation.calls`: one
 /// document for an edit, one for a removal), with Envoy getting what a full call gives and the
 /// periodic full check (every second call here) finding nothing to correct.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::Result<()> {
+async fn template_s_incremental_form_takes_changes_calls(lang: &str, entry: &str) -> anyhow::Result<()> {
     xdst_tests::init_logging();
     let work = tempfile::Builder::new().prefix("xdst-new-incremental-").tempdir()?;
     let run = |args: &[&str]| -> anyhow::Result<String> {
@@ -158,9 +157,10 @@ async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::R
         ensure!(o.status.success(), "xdst {args:?}: {text}");
         Ok(text)
     };
-    run(&["plugin", "new", "--lang", "rust", "--incremental", "--kind", "Counted", "team-inc"])?;
-    let lib = std::fs::read_to_string(work.path().join("team-inc/src/lib.rs"))?;
-    ensure!(lib.contains("incremental: true") && lib.contains("request.changes"), "not the incremental form: {lib}");
+    run(&["plugin", "new", "--lang", lang, "--incremental", "--kind", "Counted", "team-inc"])?;
+    let code = std::fs::read_to_string(work.path().join("team-inc").join(entry))?;
+    let says = ["incremental: true", "incremental=True"].iter().any(|s| code.contains(s));
+    ensure!(says && code.contains("request.changes"), "not the incremental form: {code}");
     run(&["plugin", "build", "team-inc"])?;
     let wasm = work.path().join("team-inc/build/team-inc.wasm");
     let tested = run(&["plugin", "test", wasm.to_str().unwrap(), "--cases", "team-inc/cases"])?;
@@ -168,10 +168,11 @@ async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::R
     let info: serde_json::Value =
         serde_json::from_str(&run(&["plugin", "inspect", wasm.to_str().unwrap(), "--json"])?)?;
     ensure!(info["incremental"] == true && info["contract"].as_str().is_some_and(|c| c.contains("0.4.0")), "{info:#}");
-    // And one without --incremental is not.
-    run(&["plugin", "new", "--lang", "python", "--incremental", "team-py"])
+    // A language whose toolchain speaks the core-module ABI has no incremental form, and says so.
+    let refused = run(&["plugin", "new", "--lang", "zig", "--incremental", "team-zig"])
         .err()
-        .ok_or_else(|| anyhow::anyhow!("python has no incremental template yet: `new --incremental` must say so"))?;
+        .ok_or_else(|| anyhow::anyhow!("zig has no incremental template: `new --incremental` must say so"))?;
+    ensure!(refused.to_string().contains("core-module ABI"), "{refused}");
 
     let intent = tempfile::tempdir()?;
     let plugins = tempfile::tempdir()?;
@@ -210,4 +211,19 @@ async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::R
     envoy.kill().await?;
     xdst.kill().await?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_template_s_incremental_form_takes_changes_calls() -> anyhow::Result<()> {
+    template_s_incremental_form_takes_changes_calls("rust", "src/lib.rs").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_js_template_s_incremental_form_takes_changes_calls() -> anyhow::Result<()> {
+    template_s_incremental_form_takes_changes_calls("js", "src/index.js").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_template_s_incremental_form_takes_changes_calls() -> anyhow::Result<()> {
+    template_s_incremental_form_takes_changes_calls("python", "app.py").await
 }

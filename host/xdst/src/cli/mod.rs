@@ -141,7 +141,7 @@ enum PluginCommand {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
         /// The incremental form (contract 0.4.0): xdst keeps the plugin's instance and sends
-        /// only what changed; the template shows what to keep (rust).
+        /// only what changed; the template shows what to keep (rust, js, python).
         #[arg(long)]
         incremental: bool,
     },
@@ -238,8 +238,10 @@ Languages and what they produce:
   zig             a core module (wasm32-freestanding, no WASI) speaking the core-module ABI
 
 Incremental plugins (contract 0.4.0, design 020): `xdst plugin new --lang rust --incremental
-team-routes` makes one whose instance xdst keeps between calls and sends only the documents
-that changed and the ids removed; its src/lib.rs says what to keep and when a call is full.
+team-routes` (or `--lang js`, `--lang python`) makes one whose instance xdst keeps between
+calls and sends only the documents that changed and the ids removed; its src/lib.rs
+(src/index.js, app.py) says what to keep and when a call is full. The other languages build against the core-module ABI or 0.1.0,
+whose calls are all full.
 The guides are guest-sdk/<lang>/README.md in the xdst repository.";
 
 const PUSH_HELP: &str = "\

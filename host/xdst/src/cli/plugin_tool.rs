@@ -106,15 +106,19 @@ pub fn new(
         bail!("{} already exists and is not empty; pick another name or --dir", dir.display());
     }
     let (_, plain, _, incremental_files) = lang.all()?;
-    let files = match incremental {
-        false => plain,
+    // The incremental form is the template with the files of `template-incremental` over it.
+    let files: Vec<(&str, &[u8])> = match incremental {
+        false => plain.to_vec(),
         true if incremental_files.is_empty() => bail!(
-            "there is no incremental template for {} yet (rust has one); a plugin in {} opts in as \
-             guest-sdk/README.md says: `incremental: true` in its plugin-info, and changes calls answered",
+            "there is no incremental template for {} (rust, js and python have one): its toolchain builds against the \
+             core-module ABI, which has no changes call; a plugin in {} is called in full, as guest-sdk/README.md says",
             lang.id(),
             lang.id()
         ),
-        true => incremental_files,
+        true => {
+            let over = |rel: &str| incremental_files.iter().any(|(r, _)| *r == rel);
+            plain.iter().filter(|(rel, _)| !over(rel)).chain(incremental_files).copied().collect()
+        }
     };
     for (rel, contents) in files {
         let path = dir.join(rel);
@@ -130,8 +134,9 @@ pub fn new(
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         }
     }
-    if lang == Lang::Rust {
-        // wit-bindgen reads the contract from the crate.
+    if lang == Lang::Rust || incremental {
+        // The contract the plugin builds against: wit-bindgen reads it from the crate, and
+        // `build` hands it to the other recipes (the embedded 0.1.0 without one).
         let wit = dir.join("wit/plugin.wit");
         std::fs::create_dir_all(wit.parent().unwrap())?;
         std::fs::write(&wit, if incremental { embedded::WIT_INCREMENTAL } else { embedded::WIT })?;
@@ -184,9 +189,17 @@ pub fn build(dir: &Path, out: Option<&Path>, cache_dir: Option<PathBuf>) -> anyh
         std::fs::create_dir_all(path.parent().unwrap())?;
         std::fs::write(&path, contents)?;
     }
-    let wit = work.join("wit");
-    std::fs::create_dir_all(&wit)?;
-    std::fs::write(wit.join("plugin.wit"), embedded::WIT)?;
+    // The plugin's own contract (`wit/plugin.wit`, which `new` writes for the incremental
+    // form), else 0.1.0.
+    let own = std::path::absolute(dir.join("wit"))?;
+    let wit = if own.join("plugin.wit").is_file() {
+        own
+    } else {
+        let wit = work.join("wit");
+        std::fs::create_dir_all(&wit)?;
+        std::fs::write(wit.join("plugin.wit"), embedded::WIT)?;
+        wit
+    };
     let toolchains = toolchains_dir();
     eprintln!(
         "==> building {} ({}) with guest-sdk/{}/build.sh; toolchains in {}",
