@@ -175,9 +175,18 @@ pub(crate) fn plan_lean(
     let ts = |ty: &str| t(ty).map_or(&empty, |s| s.as_ref());
 
     // A cluster is usable when the node holds it and the endpoints it waits for. What the
-    // target lacks cannot be waited for: a dangling name does not hold anything back.
+    // target lacks cannot be waited for: a dangling name does not hold anything back. With
+    // every cluster and every endpoint of the target held (at any version: the sets' shared
+    // parts are skipped), every cluster is usable, and a route configuration of thousands of
+    // routes changed in one place is not walked name by name.
+    let all_held = |ty: &str| match (t(ty), h(ty)) {
+        (None, _) => true,
+        (Some(want), Some(have)) => !want.changes_since(have).any(|c| matches!(c, Change::Added(_))),
+        (Some(want), None) => want.is_empty(),
+    };
+    let settled = all_held(CLUSTER) && all_held(ENDPOINT);
     let usable = |c: &str| -> bool {
-        if target.resource(CLUSTER, c).is_none() {
+        if settled || target.resource(CLUSTER, c).is_none() {
             return true;
         }
         let Some(hc) = held.resource(CLUSTER, c) else { return false };
@@ -185,7 +194,7 @@ pub(crate) fn plan_lean(
             .names(ENDPOINT)
             .all(|e| held.resource(ENDPOINT, e).is_some() || target.resource(ENDPOINT, e).is_none())
     };
-    let route_ready = |r: &Resource| r.references().names(CLUSTER).all(usable);
+    let route_ready = |r: &Resource| settled || r.references().names(CLUSTER).all(usable);
 
     let (routes, route_wait) = gate(t(ROUTE), h(ROUTE), |r| (!route_ready(r)).then_some(Step::Clusters));
     // Route configurations the target dropped that the node still asks for (a listener it
@@ -212,7 +221,7 @@ pub(crate) fn plan_lean(
             (!dropped.is_empty()).then(|| ts(SCOPED_ROUTE).patch(&[], &dropped))
         });
     let (listeners, listener_wait) = gate(t(LISTENER), h(LISTENER), |l| {
-        if !l.references().names(CLUSTER).all(usable) {
+        if !settled && !l.references().names(CLUSTER).all(usable) {
             return Some(Step::Clusters);
         }
         l.references()
