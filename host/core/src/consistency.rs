@@ -25,6 +25,7 @@ use prost::Message;
 
 use std::sync::Arc;
 
+use crate::pieces::Piece;
 use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, SCOPED_ROUTE, SECRET, short_name};
@@ -70,18 +71,16 @@ fn kind(type_url: &str) -> &'static str {
     }
 }
 
-/// A route of a RouteConfiguration put together from its routes ([`crate::pieces`]): its
-/// place (virtual host, route) and the clusters it names (field within the route, name),
-/// shared with the route's piece.
-pub type RouteRefs = (u32, u32, Arc<[(String, String)]>);
-
 /// What one resource names: `(field, type, name)` triples, or why it does not decode.
 #[derive(Debug, Clone)]
 pub struct References {
     refs: Result<Vec<(String, &'static str, String)>, String>,
-    /// A RouteConfiguration put together from its routes: each route's references; the whole
-    /// field is written out only for an error.
-    routes: Vec<RouteRefs>,
+    /// A RouteConfiguration put together from its routes ([`crate::pieces`]): how many routes
+    /// each virtual host has, and each route's piece in order (what it names, field within the
+    /// route and cluster), shared with the pieces the next version is matched against; the
+    /// whole field is written out only for an error.
+    hosts: Vec<u32>,
+    routes: Arc<[Piece]>,
     binds: Vec<String>,
     by_scope: bool,
 }
@@ -119,11 +118,11 @@ impl PartialEq for References {
 impl Eq for References {}
 
 impl References {
-    /// A RouteConfiguration's references, from its routes' clusters: each route's place
-    /// (virtual host, route) and what it names (field within the route, name), as
-    /// [`of`](Self::of) would find them decoding the whole ([`crate::pieces`]).
-    pub fn of_routes(routes: Vec<RouteRefs>) -> References {
-        References { refs: Ok(Vec::new()), routes, binds: Vec::new(), by_scope: false }
+    /// A RouteConfiguration's references, from its routes' pieces (`hosts`: how many routes
+    /// each virtual host has), as [`of`](Self::of) would find them decoding the whole
+    /// ([`crate::pieces`]).
+    pub fn of_routes(hosts: Vec<u32>, routes: Arc<[Piece]>) -> References {
+        References { refs: Ok(Vec::new()), hosts, routes, binds: Vec::new(), by_scope: false }
     }
 
     /// Every reference: where it sits, the type it names and the name (none if the resource
@@ -139,10 +138,14 @@ impl References {
         before: Option<&References>,
     ) -> impl Iterator<Item = (At<'a>, &'static str, &'a str)> {
         let shared = before.map(|b| self.shared_routes(b)).unwrap_or_default();
-        let routes = self.routes.iter().enumerate().filter(move |(k, _)| !shared.get(*k).copied().unwrap_or(false));
-        let routes = routes.flat_map(|(_, (host, route, clusters))| {
-            clusters.iter().map(move |(field, n)| (At::Route(*host, *route, field), CLUSTER, n.as_str()))
-        });
+        // Each route's place: (virtual host, route within it).
+        let places = self.hosts.iter().zip(0u32..).flat_map(|(&n, host)| (0..n).map(move |route| (host, route)));
+        let routes = self.routes.iter().zip(places).enumerate();
+        let routes = routes.filter(move |(k, _)| !shared.get(*k).copied().unwrap_or(false)).flat_map(
+            |(_, (piece, (host, route)))| {
+                piece.clusters().iter().map(move |(field, n)| (At::Route(host, route, field), CLUSTER, n.as_str()))
+            },
+        );
         self.refs.iter().flatten().map(|(field, t, n)| (At::Field(field), *t, n.as_str())).chain(routes)
     }
 
@@ -150,10 +153,12 @@ impl References {
     /// up in order, else found among the pieces of `before` not lined up.
     fn shared_routes(&self, before: &References) -> Vec<bool> {
         let (new, old) = (&self.routes, &before.routes);
-        let (lined, left) = crate::pieces::line_up(new.len(), old.len(), |i, j| Arc::ptr_eq(&new[i].2, &old[j].2));
-        let left: std::collections::HashSet<*const (String, String)> =
-            left.into_iter().map(|j| old[j].2.as_ptr()).collect();
-        lined.iter().zip(new).map(|(j, (_, _, c))| j.is_some() || left.contains(&c.as_ptr())).collect()
+        if Arc::ptr_eq(new, old) {
+            return vec![true; new.len()];
+        }
+        let (lined, left) = crate::pieces::line_up(new.len(), old.len(), |i, j| new[i].same(&old[j]));
+        let left: std::collections::HashSet<*const ()> = left.into_iter().map(|j| old[j].id()).collect();
+        lined.iter().zip(new.iter()).map(|(j, piece)| j.is_some() || left.contains(&piece.id())).collect()
     }
 
     /// The names of `type_url` this resource refers to (none if it does not decode).
@@ -221,7 +226,7 @@ impl References {
             }),
             _ => Ok(Vec::new()),
         };
-        References { refs: refs.map_err(|e| e.to_string()), routes: Vec::new(), binds, by_scope }
+        References { refs: refs.map_err(|e| e.to_string()), hosts: Vec::new(), routes: Arc::from([]), binds, by_scope }
     }
 }
 

@@ -33,28 +33,51 @@ use crate::types::ROUTE;
 #[derive(Debug, Clone, Default)]
 pub struct Pieces {
     bytes: Bytes,
-    routes: Vec<(Range<usize>, Piece)>,
+    places: Vec<Range<usize>>,
+    /// Each route's piece, in order: shared with the configuration's references.
+    pieces: Arc<[Piece]>,
 }
 
 impl Pieces {
     /// How many routes it holds.
     pub fn len(&self) -> usize {
-        self.routes.len()
+        self.pieces.len()
     }
 
     /// Whether it holds no route.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.pieces.is_empty()
     }
 }
 
 /// One route, checked: its canonical bytes and the clusters it names (field within the
 /// route, cluster), so the configuration's references are the routes' put together instead of
-/// the whole configuration decoded again (issue 50, item 4).
+/// the whole configuration decoded again (issue 50, item 4). One allocation, so that taking
+/// thousands of them into the next version of a configuration touches one count each.
 #[derive(Debug, Clone)]
-pub struct Piece {
+pub struct Piece(Arc<PieceData>);
+
+#[derive(Debug)]
+struct PieceData {
     canonical: Bytes,
-    clusters: Arc<[(String, String)]>,
+    clusters: Vec<(String, String)>,
+}
+
+impl Piece {
+    /// The clusters the route names: (field within the route, cluster).
+    pub fn clusters(&self) -> &[(String, String)] {
+        &self.0.clusters
+    }
+
+    /// Whether `other` is this very piece (the route's bytes did not change in between).
+    pub fn same(&self, other: &Piece) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// What tells this piece from every other alive: where it is.
+    pub fn id(&self) -> *const () {
+        Arc::as_ptr(&self.0).cast()
+    }
 }
 
 /// How deep a route sits in a RouteConfiguration: configuration, virtual host, route.
@@ -167,18 +190,18 @@ pub(crate) fn line_up(n: usize, m: usize, same: impl Fn(usize, usize) -> bool) -
 /// route moved far, or written twice), else decoded and checked on its own; `None` if one
 /// fails.
 fn match_routes(bytes: &[u8], new: &[Range<usize>], known: &Pieces) -> Option<Vec<Piece>> {
-    let old = &known.routes;
-    let (lined, left) = line_up(new.len(), old.len(), |i, j| bytes[new[i].clone()] == known.bytes[old[j].0.clone()]);
+    let (places, old) = (&known.places, &known.pieces);
+    let (lined, left) = line_up(new.len(), old.len(), |i, j| bytes[new[i].clone()] == known.bytes[places[j].clone()]);
     let mut by_bytes: HashMap<&[u8], Piece> = HashMap::new();
     if lined.iter().any(Option::is_none) {
-        by_bytes.extend(left.into_iter().map(|j| (&known.bytes[old[j].0.clone()], old[j].1.clone())));
+        by_bytes.extend(left.into_iter().map(|j| (&known.bytes[places[j].clone()], old[j].clone())));
     }
     lined
         .into_iter()
         .zip(new)
         .map(|(j, r)| {
             if let Some(j) = j {
-                return Some(old[j].1.clone());
+                return Some(old[j].clone());
             }
             let route = &bytes[r.clone()];
             if let Some(p) = by_bytes.get(route) {
@@ -235,17 +258,17 @@ fn route_configuration(name: &str, bytes: &[u8], known: &Pieces, used: &mut Piec
         let (these, others) = rest.split_at(*counts.next()?);
         rest = others;
         let mut host =
-            Vec::with_capacity(field.payload.len() + these.iter().map(|r| r.canonical.len() + 4).sum::<usize>());
+            Vec::with_capacity(field.payload.len() + these.iter().map(|r| r.0.canonical.len() + 4).sum::<usize>());
         let mut put = false;
         for f in fields(field.payload)? {
             if f.number > ROUTES && !put {
-                these.iter().for_each(|r| put_message(ROUTES, &r.canonical, &mut host));
+                these.iter().for_each(|r| put_message(ROUTES, &r.0.canonical, &mut host));
                 put = true;
             }
             host.extend_from_slice(f.raw);
         }
         if !put {
-            these.iter().for_each(|r| put_message(ROUTES, &r.canonical, &mut host));
+            these.iter().for_each(|r| put_message(ROUTES, &r.0.canonical, &mut host));
         }
         put_message(VIRTUAL_HOSTS, &host, &mut whole);
     }
@@ -254,21 +277,12 @@ fn route_configuration(name: &str, bytes: &[u8], known: &Pieces, used: &mut Piec
     }
     // What it names: each route's clusters, at the route's place (written out only for an
     // error: a configuration of thousands of routes is put together on every change to one).
-    let mut clusters = Vec::new();
-    let mut rest = &pieces[..];
-    for (i, &count) in (0u32..).zip(&hosts) {
-        let (these, others) = rest.split_at(count);
-        rest = others;
-        for (j, piece) in (0u32..).zip(these) {
-            if !piece.clusters.is_empty() {
-                clusters.push((i, j, piece.clusters.clone()));
-            }
-        }
-    }
+    let pieces: Arc<[Piece]> = pieces.into();
+    let hosts: Vec<u32> = hosts.into_iter().map(|n| n as u32).collect();
     let resource = Resource::new(ROUTE, name, &whole);
-    resource.set_references(crate::consistency::References::of_routes(clusters));
+    resource.set_references(crate::consistency::References::of_routes(hosts, pieces.clone()));
     let bytes = Bytes::copy_from_slice(bytes);
-    *used = Pieces { bytes, routes: places.into_iter().zip(pieces).collect() };
+    *used = Pieces { bytes, places, pieces };
     Some(resource)
 }
 
@@ -283,7 +297,7 @@ fn route_alone(bytes: &[u8]) -> Option<Piece> {
     let canonical = crate::canonical::encode_nested(&msg, ROUTE_DEPTH).ok()?;
     crate::validate::check_nested(&msg, ROUTE_DEPTH).ok()?;
     let clusters = crate::consistency::clusters_of_route(&canonical)?;
-    Some(Piece { canonical: Bytes::from(canonical), clusters: clusters.into() })
+    Some(Piece(Arc::new(PieceData { canonical: Bytes::from(canonical), clusters })))
 }
 
 #[cfg(test)]
@@ -365,7 +379,8 @@ mod tests {
         // A known piece is taken as it is: poison one to see it used, whether it is found by
         // its place (the same configuration) or by its bytes (the other route changed first).
         let mut known = used.clone();
-        known.routes[1].1 = Piece { canonical: Bytes::from_static(b"\x0a\x01x"), clusters: Arc::from([]) };
+        let poisoned = Piece(Arc::new(PieceData { canonical: Bytes::from_static(b"\x0a\x01x"), clusters: vec![] }));
+        known.pieces = Arc::from([known.pieces[0].clone(), poisoned]);
         let mut next = Pieces::default();
         let r = decode_with_pieces(ROUTE, "rc", Body::Proto(&bytes), &known, &mut next).unwrap();
         assert!(r.body().windows(3).any(|w| w == b"\x0a\x01x"));
