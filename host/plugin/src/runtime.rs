@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -17,10 +16,10 @@ use crate::stdio::CappedPipe;
 use crate::wit::{self, PluginInfo, TranslateRequest, TranslateResponse};
 use crate::{wit2, wit3, wit4};
 
+mod ticker;
 mod waits;
 
-/// How often the engine's epoch advances; deadlines are rounded up to it.
-const TICK: Duration = Duration::from_millis(5);
+use ticker::{TICK, Ticker};
 /// Log lines a plugin may write per call, and bytes per line.
 /// Plugin log lines dropped over the per-call limit, since start.
 pub static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -187,15 +186,7 @@ pub struct Runtime {
     config: RuntimeConfig,
     linker: Arc<Linker<CallState>>,
     core_linker: Arc<wasmtime::Linker<CallState>>,
-    _ticker: Arc<Ticker>,
-}
-
-struct Ticker(Arc<AtomicBool>);
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
+    ticker: Arc<Ticker>,
 }
 
 impl Runtime {
@@ -208,20 +199,7 @@ impl Runtime {
         let mut c = Config::new();
         c.wasm_component_model(true).epoch_interruption(true).consume_fuel(config.fuel);
         let engine = Engine::new(&c).map_err(host)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        {
-            let engine = engine.clone();
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("xdst-plugin-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(TICK);
-                        engine.increment_epoch();
-                    }
-                })
-                .map_err(|e| host(e.into()))?;
-        }
+        let ticker = Ticker::start(engine.clone()).map_err(|e| host(e.into()))?;
         let mut linker = Linker::new(&engine);
         wit::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
         wit2::xdst::plugin::log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
@@ -237,7 +215,7 @@ impl Runtime {
             config,
             linker: Arc::new(linker),
             core_linker: Arc::new(core_linker),
-            _ticker: Arc::new(Ticker(stop)),
+            ticker: Arc::new(ticker),
         })
     }
 
@@ -364,7 +342,7 @@ impl Runtime {
             },
             code,
             imports,
-            _ticker: self._ticker.clone(),
+            ticker: self.ticker.clone(),
             engine: self.engine.clone(),
             limits,
             fuel_enabled: self.config.fuel,
@@ -592,8 +570,8 @@ pub struct Plugin {
     info: PluginInfo,
     code: Code,
     imports: Vec<String>,
-    /// Keeps the epoch ticking (deadlines) while the plugin lives, even if its runtime is gone.
-    _ticker: Arc<Ticker>,
+    /// Advances the epoch (deadlines) while the plugin runs, even if its runtime is gone.
+    ticker: Arc<Ticker>,
     engine: Engine,
     limits: Limits,
     fuel_enabled: bool,
@@ -710,7 +688,7 @@ impl Plugin {
             info: self.info.clone(),
             code: Code::Component4(pre.clone()),
             imports: self.imports.clone(),
-            _ticker: self._ticker.clone(),
+            ticker: self.ticker.clone(),
             engine: self.engine.clone(),
             limits: self.limits,
             fuel_enabled: self.fuel_enabled,
@@ -836,6 +814,7 @@ impl Plugin {
         request: &TranslateRequest,
         removed: Option<Vec<String>>,
     ) -> Result<Translated, PluginError> {
+        let _running = self.ticker.running();
         let previous = kept.take();
         let Code::Component4(pre) = &self.code else {
             return Err(self.error(Failure::Host("a kept instance is for contract 0.4.0 plugins only".into())));
@@ -876,6 +855,7 @@ impl Plugin {
         component: impl FnOnce(&wasmtime::component::Instance, &mut Store<CallState>) -> Result<T, CallError>,
         core: impl FnOnce(&CorePre, &mut Store<CallState>) -> Result<T, CallError>,
     ) -> Result<T, PluginError> {
+        let _running = self.ticker.running();
         let mut store = self.fresh_store()?;
         let instance_pre = match &self.code {
             Code::Component(pre) => Ok(pre.instance_pre()),

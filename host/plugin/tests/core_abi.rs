@@ -91,6 +91,19 @@ fn an_infinite_loop_is_stopped_by_the_deadline() {
     assert_eq!(e.fault(), Fault::Guest);
 }
 
+/// A module that never finishes instantiating (a start function that loops) is stopped by the
+/// deadline when it is loaded: the epoch advances while any plugin code runs, instantiation
+/// included, and stands still otherwise (`runtime/ticker.rs`).
+#[test]
+fn a_start_function_that_loops_is_stopped_at_load() {
+    let bytes = module_with("(func $spin (loop (br 0))) (start $spin)", "(unreachable)", "");
+    let start = Instant::now();
+    let limits = Limits { deadline: Duration::from_millis(100), ..Limits::default() };
+    let e = runtime().load_any("spin.wasm", &bytes, limits).unwrap_err();
+    assert_eq!(e.failure, Failure::Deadline { limit_ms: 100 });
+    assert!(start.elapsed() < Duration::from_secs(2), "stopped in {:?}", start.elapsed());
+}
+
 /// A plugin outliving the runtime that loaded it (as `xdst translate` and the plugin tool do)
 /// still has its deadline enforced.
 #[test]
