@@ -116,8 +116,19 @@ async fn changes_calls(wasm: &std::path::Path) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_cache_is_found_by_the_periodic_full_call_and_corrected() -> anyhow::Result<()> {
-    let (intent, _plugins, xdst, envoy) =
-        start(&xdst_tests::plugins::incremental()?, "config: {stale: true}\n", "3").await?;
+    stale_cache(&xdst_tests::plugins::incremental()?).await
+}
+
+/// The same, with the plugin written in JavaScript: the check does not depend on the language.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_plugin_s_stale_cache_is_found_and_corrected() -> anyhow::Result<()> {
+    stale_cache(&xdst_tests::plugins::incremental_js()?).await
+}
+
+/// `wasm` (either test plugin) with `stale: true` forgets a removal; the periodic full call
+/// finds it.
+async fn stale_cache(wasm: &std::path::Path) -> anyhow::Result<()> {
+    let (intent, _plugins, xdst, envoy) = start(wasm, "config: {stale: true}\n", "3").await?;
     last_call(xdst.admin_addr, "full call: 3 documents").await?;
     envoy_clusters(&envoy, &["a:9001", "b:9002", "c:9003"]).await?;
     // The plugin forgets to remove c's cluster: its mistake is served, for now.
