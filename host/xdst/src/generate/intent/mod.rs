@@ -630,6 +630,9 @@ impl IntentSource {
                         diagnostics.len() - shown.len()
                     );
                 }
+                if calls.values().any(|c| !c.is_empty()) {
+                    st.last_calls = Some(calls.clone());
+                }
                 st.last_generation = Some(GenerationReport {
                     ok: true,
                     elapsed_ms,

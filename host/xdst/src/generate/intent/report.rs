@@ -28,6 +28,11 @@ pub struct Status {
     pub store: Option<crate::generate::store::mirror::StoreState>,
     pub last_error: Option<ErrorReport>,
     pub last_generation: Option<GenerationReport>,
+    /// The plugin calls of the last good generation that called any plugin, per node group:
+    /// a generation that finds nothing changed for any plugin (a second burst of events for
+    /// one write) calls none, and `last_generation` then shows none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_calls: Option<BTreeMap<String, Vec<xdst_plugin::pipeline::PluginCall>>>,
     /// Every plugin's calls since the server started: how many, and how long they took.
     pub timings: BTreeMap<String, PluginTiming>,
     /// Plugin files whose current contents were refused; the previous version of each (if it
