@@ -29,7 +29,7 @@ use crate::types::ROUTE;
 /// The routes of one RouteConfiguration as its plugin last wrote it: those bytes, and each
 /// route's place in them with its piece, in order (virtual host by virtual host). The next
 /// configuration's routes are matched against these by their bytes, compared exactly: lined
-/// up in order ([`line_up`]), the few left over by a map of the old ones not lined up.
+/// up in order (`line_up`), the few left over by a map of the old ones not lined up.
 #[derive(Debug, Clone, Default)]
 pub struct Pieces {
     bytes: Bytes,
