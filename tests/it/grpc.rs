@@ -178,8 +178,17 @@ async fn delta_subscription_changes_are_honoured_with_a_stale_nonce() {
     stale.response_nonce = first.nonce.clone();
     stale.node = None;
     s.send(stale).await;
+    // Design 022: the second response is not answered yet, so its type gets nothing more; a
+    // probe of another type, answered at once, shows it.
+    s.send(delta_probe_req(CLUSTER)).await;
+    let probe = s
+        .expect_nothing_before("the second response awaits its answer", "a probe's answer", is_delta_probe_answer)
+        .await;
+    s.send(delta_ack(&probe)).await;
+    s.send(delta_ack(&second)).await;
     let third = s.recv().await;
     assert_eq!(third.removed_resources, ["missing"], "DELTA-4: a subscribed name that does not exist is reported");
+    s.send(delta_ack(&third)).await;
     // backend was unsubscribed: its change is not sent, more's is.
     // Whether or not the two edits make one generation, a push of backend would come first
     // or with more's.
@@ -652,22 +661,34 @@ async fn a_resources_directory_that_disappears_keeps_serving_and_recovers() {
     server.shutdown().await;
 }
 
+/// Design 022: a client that does not answer gets no second response of the type (what
+/// changes meanwhile is merged), delays nobody else, and gets the latest state once it answers.
 #[tokio::test]
 async fn a_client_that_never_acks_blocks_nobody() {
     let dir = basic_dir(10000, 8080);
     let server = start_in_process(Some(dir.path())).await.unwrap();
     let mut silent = sotw_ads(server.xds_addr).await;
     silent.send(sotw_req(CLUSTER, &[])).await;
-    let _never_acked = silent.recv().await;
+    let never_acked = silent.recv().await;
     let mut polite = delta_ads(server.xds_addr).await;
     polite.send(delta_req(CLUSTER, &[], &[])).await;
     let first = polite.recv().await;
     polite.send(delta_ack(&first)).await;
 
     write(dir.path(), "more.yaml", &fixtures::cluster("more", 8081));
-    assert_eq!(delta_names(&polite.recv().await), ["more"]);
-    // The silent client still gets the newer state (it may have just been slow).
-    assert_eq!(sotw_names(&silent.recv().await), ["backend", "more"]);
+    let more = polite.recv().await;
+    assert_eq!(delta_names(&more), ["more"]);
+    polite.send(delta_ack(&more)).await;
+    write(dir.path(), "most.yaml", &fixtures::cluster("most", 8082));
+    assert_eq!(delta_names(&polite.recv().await), ["most"]);
+    // The silent client was sent neither change (a probe of another type, answered at once,
+    // shows it)...
+    silent.send(probe_req()).await;
+    let probe = silent.expect_nothing_before("no answer, no second response", PROBE, is_probe_answer).await;
+    silent.send(sotw_ack(&probe, &["backend"])).await;
+    // ...and, once it answers, gets the latest state in one response, never the one between.
+    silent.send(sotw_ack(&never_acked, &[])).await;
+    assert_eq!(sotw_names(&silent.recv().await), ["backend", "more", "most"]);
     server.shutdown().await;
 }
 

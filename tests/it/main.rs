@@ -27,6 +27,7 @@ mod edges_secrets;
 mod edges_time;
 mod envoy;
 mod envoy_plugins;
+mod flow_control;
 mod gateway_api;
 mod gateway_api_backend_tls;
 mod gateway_api_l4;

@@ -14,7 +14,8 @@ use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
-    self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
+    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope,
+    TypeStatus,
 };
 use crate::types;
 
@@ -64,6 +65,8 @@ struct TypeState {
     sent_digest: Option<u128>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
+    /// One response in flight at a time (design 022).
+    flow: FlowControl,
 }
 
 /// What a client holds of one type (see `TypeState::known`), with the sum of its entries kept
@@ -180,6 +183,8 @@ impl DeltaStream {
         // DELTA-1: the nonce pairs an ACK or NACK with a response.
         if !req.response_nonce.is_empty() {
             if t.nonce_sent.as_deref() == Some(req.response_nonce.as_str()) {
+                // The answer to the response out: the type may be sent again (design 022).
+                t.flow.answered();
                 if let Some(status) = &req.error_detail {
                     let nack = Nack {
                         version_kept: t.version_acked.clone().unwrap_or_default(),
@@ -275,11 +280,21 @@ impl DeltaStream {
         Ok(events)
     }
 
-    /// Marks every subscribed type for evaluation after the snapshot changed.
-    pub fn snapshot_changed(&mut self) {
+    /// Marks every subscribed type for evaluation after the snapshot changed (at `now`); how
+    /// many of them await the answer to a response, and will have the change merged into the
+    /// next (design 022).
+    pub fn snapshot_changed(&mut self, now: SystemTime) -> usize {
+        let mut merged = 0;
         for t in self.types.values_mut() {
             t.pending = true;
+            merged += usize::from(t.flow.changed(now));
         }
+        merged
+    }
+
+    /// Flow control over the stream's types (design 022).
+    pub fn flow(&self) -> stream::Flow {
+        stream::Flow::of(self.types.values().map(|t| &t.flow))
     }
 
     /// The responses owed now, given what the node's group is served.
@@ -297,10 +312,13 @@ impl DeltaStream {
         }
         // Dependencies first (ORDER-2): see types::send_rank.
         for (type_url, t) in types::in_send_order(self.types.iter_mut()) {
-            if !t.pending || hold.contains(&type_url.as_ref()) {
+            // A type awaiting the answer to its last response stays pending: what changes
+            // meanwhile goes out, merged, once the answer comes (design 022).
+            if !t.pending || t.flow.awaiting() || hold.contains(&type_url.as_ref()) {
                 continue;
             }
             t.pending = false;
+            t.flow.worked_out();
             let set = snapshot.get(type_url.as_ref());
             let only_wildcard = t.wildcard && t.explicit.is_empty();
             if let Some((was, now)) = t.synced.as_ref().zip(set)
@@ -418,6 +436,7 @@ impl DeltaStream {
             self.next_nonce += 1;
             let nonce: Arc<str> = self.next_nonce.to_string().into();
             t.nonce_sent = Some(nonce.clone());
+            t.flow.sent();
             t.version_sent = Some(system_version.clone());
             out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed });
         }
@@ -457,6 +476,9 @@ impl DeltaStream {
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
                 version_acked: t.version_acked.clone(),
                 last_nack: t.last_nack.as_deref().cloned(),
+                awaiting_answer: t.flow.awaiting(),
+                merged: t.flow.merged(),
+                owed_since: t.flow.owed_since(),
             })
             .collect()
     }

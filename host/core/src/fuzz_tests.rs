@@ -158,8 +158,8 @@ fn drive(steps: &[Step]) -> Result<(), TestCaseError> {
                     .filter(|(t, n, _)| seen.insert((*t, n.clone())))
                     .map(|(t, n, c)| res(types[*t], n, &c.to_string()));
                 snap = Snapshot::from_resources(rs).unwrap();
-                sotw.snapshot_changed();
-                delta.snapshot_changed();
+                sotw.snapshot_changed(SystemTime::now());
+                delta.snapshot_changed(SystemTime::now());
             }
             Step::AnswerLast { nack } => {
                 if let Some((type_url, version, nonce)) = last_sotw.take() {

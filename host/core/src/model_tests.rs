@@ -2,6 +2,11 @@
 //! snapshot changes and subscription changes, applying every response the way Envoy does
 //! and ACKing it. After each step, once the server has nothing more to say, the client must
 //! hold exactly what its subscription entitles it to (SOTW-5/7/8/9/10, DELTA-2/4/5/7).
+//!
+//! On a step marked late the client applies what comes but answers nothing until the next
+//! step that is not: meanwhile a type with a response out gets no other (design 022), and
+//! what changed is merged into the response after the answer, so the client still ends
+//! holding exactly what it is entitled to.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
@@ -58,7 +63,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn delta_client_converges_to_its_subscription(ops in prop::collection::vec(op(), 1..25)) {
+    fn delta_client_converges_to_its_subscription(ops in prop::collection::vec((op(), any::<bool>()), 1..25)) {
         let mut s = DeltaStream::new(Scope::Aggregated);
         let mut snap = Snapshot::default();
         // Per type: wildcard, explicit names, what the client holds.
@@ -66,10 +71,12 @@ proptest! {
         let mut explicit: [BTreeSet<String>; 2] = Default::default();
         let mut held: [BTreeMap<String, String>; 2] = Default::default();
         let mut started = [false; 2];
-        for op in ops {
+        let mut unanswered: [Option<String>; 2] = Default::default();
+        for (op, late) in ops.into_iter().map(|(op, late)| (Some(op), late)).chain([(None, false)]) {
             match op {
-                Op::Snapshot(sets) => { snap = snapshot(&sets); s.snapshot_changed(); }
-                Op::Subscribe(t, names) => {
+                None => {}
+                Some(Op::Snapshot(sets)) => { snap = snapshot(&sets); s.snapshot_changed(SystemTime::now()); }
+                Some(Op::Subscribe(t, names)) => {
                     let mut req = DeltaDiscoveryRequest { type_url: TYPES[t].into(), node: node(), ..Default::default() };
                     req.resource_names_subscribe = names.iter().map(|n| n.to_string()).collect();
                     if !started[t] && names.is_empty() && types::is_full_state(TYPES[t]) { wildcard[t] = true; }
@@ -77,7 +84,7 @@ proptest! {
                     for n in &names { if *n == "*" { wildcard[t] = true } else { explicit[t].insert(n.to_string()); } }
                     s.handle_request(&req, SystemTime::now()).unwrap();
                 }
-                Op::Unsubscribe(t, names) => {
+                Some(Op::Unsubscribe(t, names)) => {
                     if !started[t] { continue; }
                     let mut req = DeltaDiscoveryRequest { type_url: TYPES[t].into(), node: node(), ..Default::default() };
                     req.resource_names_unsubscribe = names.iter().map(|n| n.to_string()).collect();
@@ -94,6 +101,13 @@ proptest! {
                     s.handle_request(&req, SystemTime::now()).unwrap();
                 }
             }
+            if !late {
+                for (t, nonce) in unanswered.iter_mut().enumerate() {
+                    let Some(nonce) = nonce.take() else { continue };
+                    let ack = DeltaDiscoveryRequest { type_url: TYPES[t].into(), response_nonce: nonce, ..Default::default() };
+                    s.handle_request(&ack, SystemTime::now()).unwrap();
+                }
+            }
             // Quiesce: apply and ACK until the server has nothing more to send.
             for _ in 0..10 {
                 let out = s.poll(&snap);
@@ -103,11 +117,19 @@ proptest! {
                     let names: Vec<_> = r.resources.iter().map(|x| x.name().to_string()).collect();
                     let uniq: BTreeSet<_> = names.iter().collect();
                     prop_assert_eq!(uniq.len(), names.len(), "a response names a resource twice");
+                    prop_assert!(unanswered[t].is_none(), "a second response of a type before the first was answered");
                     for x in &r.resources { held[t].insert(x.name().to_string(), x.version().to_string()); }
                     for n in &r.removed { held[t].remove(n.as_ref()); }
+                    if late {
+                        unanswered[t] = Some(r.nonce.to_string());
+                        continue;
+                    }
                     let ack = DeltaDiscoveryRequest { type_url: r.type_url.to_string(), response_nonce: r.nonce.to_string(), ..Default::default() };
                     s.handle_request(&ack, SystemTime::now()).unwrap();
                 }
+            }
+            if late {
+                continue;
             }
             prop_assert!(s.poll(&snap).is_empty(), "the server keeps sending");
             for t in 0..2 {
@@ -117,17 +139,20 @@ proptest! {
     }
 
     #[test]
-    fn sotw_client_converges_to_its_subscription(ops in prop::collection::vec(op(), 1..25)) {
+    fn sotw_client_converges_to_its_subscription(ops in prop::collection::vec((op(), any::<bool>()), 1..25)) {
         let mut s = SotwStream::new(Scope::Aggregated);
         let mut snap = Snapshot::default();
         let mut subs: [Option<Vec<String>>; 2] = Default::default();
         let mut named_ever = [false; 2];
         let mut held: [BTreeMap<String, String>; 2] = Default::default();
         let mut last: [Option<(String, String)>; 2] = Default::default(); // (version, nonce)
-        for op in ops {
+        // The types with a response the client has not answered.
+        let mut unanswered = [false; 2];
+        for (op, late) in ops.into_iter().map(|(op, late)| (Some(op), late)).chain([(None, false)]) {
             match op {
-                Op::Snapshot(sets) => { snap = snapshot(&sets); s.snapshot_changed(); }
-                Op::Subscribe(t, names) | Op::Unsubscribe(t, names) => {
+                None => {}
+                Some(Op::Snapshot(sets)) => { snap = snapshot(&sets); s.snapshot_changed(SystemTime::now()); }
+                Some(Op::Subscribe(t, names) | Op::Unsubscribe(t, names)) => {
                     // SotW has no unsubscribe: every request states the whole subscription.
                     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
                     if names.iter().any(|n| n != "*") { named_ever[t] = true; }
@@ -145,7 +170,22 @@ proptest! {
                         held[t].retain(|k, _| names.contains(k));
                     }
                     subs[t] = Some(names);
+                    // It carries the latest nonce: an answer to the response out (SOTW-3).
+                    unanswered[t] = false;
                     s.handle_request(&req, SystemTime::now()).unwrap();
+                }
+            }
+            if !late {
+                for t in 0..2 {
+                    let (Some((version_info, response_nonce)), true) = (last[t].clone(), std::mem::take(&mut unanswered[t])) else { continue };
+                    let ack = DiscoveryRequest {
+                        type_url: TYPES[t].into(),
+                        resource_names: subs[t].clone().unwrap(),
+                        version_info,
+                        response_nonce,
+                        ..Default::default()
+                    };
+                    s.handle_request(&ack, SystemTime::now()).unwrap();
                 }
             }
             for _ in 0..10 {
@@ -160,7 +200,12 @@ proptest! {
                     } else {
                         held[t].extend(got); // SOTW-9: merged
                     }
+                    prop_assert!(!unanswered[t], "a second response of a type before the first was answered");
                     last[t] = Some((r.version.to_string(), r.nonce.to_string()));
+                    if late {
+                        unanswered[t] = true;
+                        continue;
+                    }
                     let ack = DiscoveryRequest {
                         type_url: TYPES[t].into(),
                         resource_names: subs[t].clone().unwrap(),
@@ -170,6 +215,9 @@ proptest! {
                     };
                     s.handle_request(&ack, SystemTime::now()).unwrap();
                 }
+            }
+            if late {
+                continue;
             }
             prop_assert!(s.poll(&snap).is_empty(), "the server keeps sending");
             for t in 0..2 {
@@ -234,7 +282,7 @@ mod arbitrary {
                     ..Default::default()
                 };
                 if s.handle_request(&req, SystemTime::now()).is_err() { continue; }
-                if change { s.snapshot_changed(); }
+                if change { s.snapshot_changed(SystemTime::now()); }
                 for r in s.poll(&snap) {
                     prop_assert!(nonces.insert(r.nonce.to_string()), "nonce reused");
                     let mut seen = BTreeSet::new();
@@ -262,7 +310,7 @@ mod arbitrary {
                     ..Default::default()
                 };
                 if s.handle_request(&req, SystemTime::now()).is_err() { continue; }
-                s.snapshot_changed();
+                s.snapshot_changed(SystemTime::now());
                 for r in s.poll(&snap) {
                     prop_assert!(nonces.insert(r.nonce.to_string()), "nonce reused");
                     let mut seen = BTreeSet::new();

@@ -28,7 +28,8 @@ use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
-    self, Event, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope, TypeStatus,
+    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope,
+    TypeStatus,
 };
 use crate::types;
 
@@ -93,6 +94,8 @@ struct TypeState {
     last_nack: Option<Box<Nack>>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
+    /// One response in flight at a time (design 022).
+    flow: FlowControl,
 }
 
 /// One SotW stream's state.
@@ -135,6 +138,8 @@ impl SotwStream {
                 events.push(Event::Stale { type_url, nonce: req.response_nonce.clone() });
                 return Ok(events);
             }
+            // The answer to the response out: the type may be sent again (design 022).
+            t.flow.answered();
             // SOTW-3: error_detail marks a NACK; version_info stays at the last accepted.
             if let Some(status) = &req.error_detail {
                 let nack = Nack {
@@ -226,11 +231,21 @@ impl SotwStream {
         Ok(events)
     }
 
-    /// Marks every subscribed type for evaluation after the snapshot changed.
-    pub fn snapshot_changed(&mut self) {
+    /// Marks every subscribed type for evaluation after the snapshot changed (at `now`); how
+    /// many of them await the answer to a response, and will have the change merged into the
+    /// next (design 022).
+    pub fn snapshot_changed(&mut self, now: SystemTime) -> usize {
+        let mut merged = 0;
         for t in self.types.values_mut() {
             t.pending = true;
+            merged += usize::from(t.flow.changed(now));
         }
+        merged
+    }
+
+    /// Flow control over the stream's types (design 022).
+    pub fn flow(&self) -> stream::Flow {
+        stream::Flow::of(self.types.values().map(|t| &t.flow))
     }
 
     /// The responses owed now, given what the node's group is served.
@@ -248,10 +263,13 @@ impl SotwStream {
         }
         // Dependencies first (ORDER-2): see types::send_rank.
         for (type_url, t) in types::in_send_order(self.types.iter_mut()) {
-            if !t.pending || hold.contains(&type_url.as_ref()) {
+            // A type awaiting the answer to its last response stays pending: what changes
+            // meanwhile goes out, merged, once the answer comes (design 022).
+            if !t.pending || t.flow.awaiting() || hold.contains(&type_url.as_ref()) {
                 continue;
             }
             t.pending = false;
+            t.flow.worked_out();
             let force = std::mem::take(&mut t.force);
             let set = snapshot.get(type_url);
             let full_state = types::is_full_state(type_url);
@@ -305,6 +323,7 @@ impl SotwStream {
             let nonce: Arc<str> = self.next_nonce.to_string().into();
             t.version_sent = Some(version.clone());
             t.nonce_sent = Some(nonce.clone());
+            t.flow.sent();
             out.push(SotwResponse { type_url: type_url.clone(), version, nonce, resources });
         }
         out
@@ -344,6 +363,9 @@ impl SotwStream {
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
                 version_acked: t.version_acked.clone(),
                 last_nack: t.last_nack.as_deref().cloned(),
+                awaiting_answer: t.flow.awaiting(),
+                merged: t.flow.merged(),
+                owed_since: t.flow.owed_since(),
             })
             .collect()
     }

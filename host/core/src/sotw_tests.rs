@@ -82,7 +82,7 @@ fn sotw_3_ack_and_nack_are_told_apart_by_error_detail() {
     assert!(matches!(&events[0], Event::Ack { version, .. } if *version == *out[0].version));
 
     let next = snap(&[(LISTENER, "l1", "2")]);
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let out2 = s.poll(&next);
     let events = s.handle_request(&nack(&out2[0], &[], &out[0].version), SystemTime::now()).unwrap();
     assert!(matches!(&events[0], Event::Nack { message, .. } if message == "bad listener"));
@@ -95,13 +95,14 @@ fn sotw_3_ack_and_nack_are_told_apart_by_error_detail() {
 fn sotw_3_5_nack_is_not_answered_by_resending_the_same_bytes() {
     let mut s = ads();
     let out = send(&mut s, req(CLUSTER, &[]), &base());
+    send(&mut s, ack(&out[0], &[]), &base());
     let bad = snap(&[(CLUSTER, "c1", "bad")]);
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let pushed = s.poll(&bad);
     assert_eq!(pushed.len(), 1);
     assert!(send(&mut s, nack(&pushed[0], &[], &out[0].version), &bad).is_empty());
     // Something else changes: the client gets the new state.
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let fixed = snap(&[(CLUSTER, "c1", "good")]);
     assert_eq!(s.poll(&fixed).len(), 1);
 }
@@ -126,12 +127,12 @@ fn sotw_5_unchanged_state_is_not_resent() {
     let mut s = ads();
     let out = send(&mut s, req(CLUSTER, &[]), &base());
     assert!(send(&mut s, ack(&out[0], &[]), &base()).is_empty());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     assert!(s.poll(&base()).is_empty(), "same snapshot again");
     // A change elsewhere (a listener) does not resend clusters.
     let mut items = vec![(LISTENER, "l1", "changed")];
     items.extend([(CLUSTER, "c1", "1"), (CLUSTER, "c2", "1")]);
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     assert!(s.poll(&snap(&items)).is_empty());
 }
 
@@ -171,10 +172,11 @@ fn sotw_8_lds_and_cds_carry_full_state_including_deletions() {
     let mut s = ads();
     let out = send(&mut s, req(CLUSTER, &[]), &base());
     send(&mut s, ack(&out[0], &[]), &base());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let out = s.poll(&snap(&[(CLUSTER, "c2", "1")]));
     assert_eq!(names(&out[0]), ["c2"]);
-    s.snapshot_changed();
+    s.handle_request(&ack(&out[0], &[]), SystemTime::now()).unwrap();
+    s.snapshot_changed(SystemTime::now());
     let out = s.poll(&Snapshot::default());
     assert_eq!(out.len(), 1, "an empty response deletes every cluster");
     assert!(out[0].resources.is_empty());
@@ -191,7 +193,7 @@ fn sotw_9_rds_eds_send_requested_and_newly_requested_even_if_unchanged() {
     let out = send(&mut s, req(ENDPOINT, &["c1"]), &base());
     assert_eq!(names(&out[0]), ["c1"]);
     // A change to a resource nobody asked for sends nothing.
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let mut other = base();
     other = Snapshot::from_resources(
         other
@@ -207,13 +209,14 @@ fn sotw_9_rds_eds_send_requested_and_newly_requested_even_if_unchanged() {
     assert_eq!(names(&out2[0]), ["c2"]);
     let out3 = send(&mut s, ack(&out2[0], &["c1", "c2"]), &base());
     assert_eq!(names(&out3[0]), ["c1"], "c2 is held as it is: only the newly requested c1 goes");
+    send(&mut s, ack(&out3[0], &["c1", "c2"]), &base());
     // A NACK: the next response carries everything subscribed again.
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let changed = Snapshot::from_resources([res(ENDPOINT, "c1", "9"), res(ENDPOINT, "c2", "1")]).unwrap();
     let pushed = s.poll(&changed);
     assert_eq!(names(&pushed[0]), ["c1"]);
     assert!(send(&mut s, nack(&pushed[0], &["c1", "c2"], &out3[0].version), &changed).is_empty());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let fixed = Snapshot::from_resources([res(ENDPOINT, "c1", "10"), res(ENDPOINT, "c2", "1")]).unwrap();
     assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);
 }
@@ -224,7 +227,7 @@ fn sotw_10_names_that_do_not_exist_yet_are_sent_when_they_appear_without_blockin
     let out = send(&mut s, req(ROUTE, &["r1", "later"]), &base());
     assert_eq!(names(&out[0]), ["r1"], "r1 is not held back for `later`");
     send(&mut s, ack(&out[0], &["r1", "later"]), &base());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let with_later = snap(&[(ROUTE, "r1", "1"), (ROUTE, "later", "1")]);
     let out = s.poll(&with_later);
     assert_eq!(names(&out[0]), ["later"], "r1, held as it is, is left out (SOTW-9)");
@@ -251,7 +254,7 @@ fn sotw_12_reconnect_with_current_version_skips_wildcard_resend_only() {
     assert!(send(&mut s, r, &snapshot).is_empty(), "wildcard CDS already current");
     assert_eq!(s.status()[0].version_acked.as_deref(), Some(&**snapshot.get(CLUSTER).unwrap().version()));
     // A later change is still pushed.
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     assert_eq!(s.poll(&snap(&[(CLUSTER, "c1", "1")])).len(), 1);
     // An old version gets the current state.
     let mut s = ads();
@@ -286,7 +289,7 @@ fn unknown_type_url_is_remembered_and_served_when_present() {
     let mut s = ads();
     let secret = crate::types::SECRET;
     assert!(send(&mut s, req(secret, &["cert"]), &base()).is_empty());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let out = s.poll(&snap(&[(secret, "cert", "pem")]));
     assert_eq!(names(&out[0]), ["cert"]);
 }
@@ -308,16 +311,18 @@ fn after_a_nack_a_change_resends_what_the_client_did_not_apply() {
     let mut s = ads();
     let out = send(&mut s, req(ENDPOINT, &["c1", "c2"]), &base());
     send(&mut s, ack(&out[0], &["c1", "c2"]), &base());
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let next = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "2")]);
     let pushed = s.poll(&next);
     assert!(
         send(&mut s, nack(&pushed[0], &["c1", "c2"], &out[0].version), &next).is_empty(),
         "not the same list again"
     );
-    s.snapshot_changed();
+    s.snapshot_changed(SystemTime::now());
     let fixed = snap(&[(ENDPOINT, "c1", "2"), (ENDPOINT, "c2", "3")]);
-    assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"], "c1 is sent again with the fix");
+    let sent = s.poll(&fixed);
+    assert_eq!(names(&sent[0]), ["c1", "c2"], "c1 is sent again with the fix");
+    send(&mut s, ack(&sent[0], &["c1", "c2"]), &fixed);
     // And resync sends everything subscribed, even unchanged.
     s.resync();
     assert_eq!(names(&s.poll(&fixed)[0]), ["c1", "c2"]);

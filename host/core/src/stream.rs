@@ -74,6 +74,100 @@ fn serialize_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S
     s.serialize_f64((secs * 1000.0).round() / 1000.0)
 }
 
+/// Flow control of one type on one stream (design 022): once a response of the type is out,
+/// no other goes until the client answers that one (SOTW-3, DELTA-1); what changes meanwhile
+/// is merged into the response after the answer, which the machines work out from the latest
+/// state. So a stream holds at most one response per type however fast things change, and a
+/// client that never answers stops getting that type and costs nothing more.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FlowControl {
+    /// A response is out and its answer has not come.
+    awaiting: bool,
+    /// Changes that came while a response awaited its answer (each merged into the next).
+    merged: u32,
+    /// When the oldest change not yet worked out came, while a response awaited its answer.
+    owed_since: Option<SystemTime>,
+}
+
+impl FlowControl {
+    /// A response of the type went out.
+    pub fn sent(&mut self) {
+        self.awaiting = true;
+    }
+
+    /// The client answered the response out (ACK or NACK): the next may go.
+    pub fn answered(&mut self) {
+        self.awaiting = false;
+    }
+
+    pub fn awaiting(&self) -> bool {
+        self.awaiting
+    }
+
+    /// The state the type is served changed: merged into the next response if one awaits its
+    /// answer (then true).
+    pub fn changed(&mut self, now: SystemTime) -> bool {
+        if self.awaiting {
+            self.merged = self.merged.saturating_add(1);
+            self.owed_since.get_or_insert(now);
+        }
+        self.awaiting
+    }
+
+    /// The type was worked out against the latest state: nothing is owed any more.
+    pub fn worked_out(&mut self) {
+        self.owed_since = None;
+    }
+
+    pub fn merged(&self) -> u32 {
+        self.merged
+    }
+
+    pub fn owed_since(&self) -> Option<SystemTime> {
+        self.owed_since
+    }
+}
+
+fn serialize_opt_time<S: serde::Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => serialize_time(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Flow control over a stream's types (design 022), for `/debug/nodes`, the status page and
+/// `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Flow {
+    /// Responses out whose answer has not come (at most one per type).
+    pub in_flight: u32,
+    /// Changes merged into a later response while one awaited its answer, since the stream
+    /// opened.
+    pub merged: u64,
+    /// When the oldest change the stream is owed came.
+    #[serde(serialize_with = "serialize_opt_time")]
+    pub owed_since: Option<SystemTime>,
+}
+
+impl Flow {
+    pub fn of<'a>(types: impl IntoIterator<Item = &'a FlowControl>) -> Flow {
+        types.into_iter().fold(Flow::default(), |mut f, t| {
+            f.add(&Flow { in_flight: u32::from(t.awaiting), merged: u64::from(t.merged), owed_since: t.owed_since });
+            f
+        })
+    }
+
+    /// Adds `other` in: the counts summed, the older of the two owed changes.
+    pub fn add(&mut self, other: &Flow) {
+        self.in_flight += other.in_flight;
+        self.merged += other.merged;
+        self.owed_since = match (self.owed_since, other.owed_since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
 /// One type's state on one stream, as `/debug/nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TypeStatus {
@@ -84,6 +178,14 @@ pub struct TypeStatus {
     pub nonce_sent: Option<String>,
     pub version_acked: Option<String>,
     pub last_nack: Option<Nack>,
+    /// A response of the type is out and its answer has not come (design 022).
+    pub awaiting_answer: bool,
+    /// Changes merged into a later response while one awaited its answer.
+    pub merged: u32,
+    /// When the oldest change the stream has not been sent came (while a response awaited
+    /// its answer).
+    #[serde(serialize_with = "serialize_opt_time")]
+    pub owed_since: Option<SystemTime>,
 }
 
 /// The identity a stream learnt from its first request. Only these fields are kept:

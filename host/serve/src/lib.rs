@@ -88,6 +88,23 @@ impl Serving {
         self.metrics.refusals.get_or_create(&metrics::label("reason", reason)).inc();
         self.refusal_log.allow(client)
     }
+
+    /// `/metrics`: the registry, with the flow-control gauges worked out from every stream
+    /// now (design 022: one lock per stream, taken only on a scrape).
+    pub fn render_metrics(&self) -> String {
+        let mut total = xdst_core::stream::Flow::default();
+        let mut owed = 0;
+        for g in self.nodes.flow_by_group().values() {
+            total.add(&g.flow);
+            owed += g.owed;
+        }
+        let oldest = total.owed_since.and_then(|t| t.elapsed().ok()).map_or(0.0, |d| d.as_secs_f64());
+        let m = &self.metrics;
+        m.responses_in_flight.set(i64::from(total.in_flight));
+        m.streams_owed.set(owed as i64);
+        m.oldest_owed_change_seconds.set(oldest);
+        m.render()
+    }
 }
 
 /// Every route of the xDS port listening on `listening`: the gRPC services, REST fetch, and

@@ -9,7 +9,7 @@ use xdst_core::delta::{DeltaResponse, DeltaStream};
 use xdst_core::rollout::Update;
 use xdst_core::snapshot::Snapshot;
 use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
-use xdst_core::stream::{Event, NodeInfo, ProtocolError, Scope, TypeStatus};
+use xdst_core::stream::{Event, Flow, NodeInfo, ProtocolError, Scope, TypeStatus};
 
 use crate::codec::Outgoing;
 
@@ -21,7 +21,8 @@ pub trait Machine: Send + 'static {
     fn new(scope: Scope) -> Self;
     fn request_node(req: &Self::Request) -> Option<&Node>;
     fn handle(&mut self, req: &Self::Request, now: SystemTime) -> Result<Vec<Event>, ProtocolError>;
-    fn snapshot_changed(&mut self);
+    /// The snapshot changed; how many of its types await an answer, so have it merged.
+    fn snapshot_changed(&mut self, now: SystemTime) -> usize;
     /// What to send now, given the node's offer; nothing for the types in `hold`.
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<Self::Response>;
     /// Forget what was sent: the next poll sends every subscribed type in full.
@@ -32,6 +33,7 @@ pub trait Machine: Send + 'static {
     fn request_error(req: &Self::Request) -> Option<&str>;
     fn node(&self) -> Option<&NodeInfo>;
     fn status(&self) -> Vec<TypeStatus>;
+    fn flow(&self) -> Flow;
 }
 
 /// What a response says about itself, for metrics.
@@ -93,8 +95,8 @@ impl Machine for SotwStream {
     fn handle(&mut self, req: &DiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
         self.handle_request(req, now)
     }
-    fn snapshot_changed(&mut self) {
-        SotwStream::snapshot_changed(self)
+    fn snapshot_changed(&mut self, now: SystemTime) -> usize {
+        SotwStream::snapshot_changed(self, now)
     }
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
         SotwStream::poll_held(self, snapshot, hold)
@@ -110,6 +112,9 @@ impl Machine for SotwStream {
     }
     fn status(&self) -> Vec<TypeStatus> {
         SotwStream::status(self)
+    }
+    fn flow(&self) -> Flow {
+        SotwStream::flow(self)
     }
 }
 
@@ -130,8 +135,8 @@ impl Machine for DeltaStream {
     fn handle(&mut self, req: &DeltaDiscoveryRequest, now: SystemTime) -> Result<Vec<Event>, ProtocolError> {
         self.handle_request(req, now)
     }
-    fn snapshot_changed(&mut self) {
-        DeltaStream::snapshot_changed(self)
+    fn snapshot_changed(&mut self, now: SystemTime) -> usize {
+        DeltaStream::snapshot_changed(self, now)
     }
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
         DeltaStream::poll_held(self, snapshot, hold)
@@ -147,5 +152,8 @@ impl Machine for DeltaStream {
     }
     fn status(&self) -> Vec<TypeStatus> {
         DeltaStream::status(self)
+    }
+    fn flow(&self) -> Flow {
+        DeltaStream::flow(self)
     }
 }

@@ -93,6 +93,14 @@ pub struct Metrics {
     pub plan_grace_expired: Family<Labels1, Counter>,
     /// Rejections analysed at the node that made them, by outcome (design 016, part 3a).
     pub nack_analyses: Family<Labels1, Counter>,
+    /// Flow control (design 022): responses out awaiting their answer, set on each scrape.
+    pub responses_in_flight: Gauge,
+    /// Streams owed a change they are not sent until they answer, set on each scrape.
+    pub streams_owed: Gauge,
+    /// The age of the oldest change owed to any stream, set on each scrape.
+    pub oldest_owed_change_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Changes merged into a later response because one of the type awaited its answer.
+    pub changes_merged: Counter,
     /// Series of the per-response and per-ACK families, by type label, made on first use:
     /// those paths then skip the family's hashed, locked lookup.
     hot: HotSeries,
@@ -139,6 +147,30 @@ impl Metrics {
         let plan_nack_stops = Counter::default();
         let plan_grace_expired = Family::<Labels1, Counter>::default();
         let nack_analyses = Family::<Labels1, Counter>::default();
+        let responses_in_flight = Gauge::default();
+        let streams_owed = Gauge::default();
+        let oldest_owed_change_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        let changes_merged = Counter::default();
+        registry.register(
+            "responses_in_flight",
+            "Responses sent whose ACK or NACK has not come; at most one per type and stream (design 022)",
+            responses_in_flight.clone(),
+        );
+        registry.register(
+            "streams_owed",
+            "Streams owed a change they are sent once they answer the response they have",
+            streams_owed.clone(),
+        );
+        registry.register(
+            "oldest_owed_change_seconds",
+            "Age of the oldest change owed to any stream while it has not answered its last response",
+            oldest_owed_change_seconds.clone(),
+        );
+        registry.register(
+            "changes_merged",
+            "Changes merged into a stream's next response because it had not answered the last of the type",
+            changes_merged.clone(),
+        );
         registry.register(
             "nack_analyses",
             "Rejections analysed at the node that made them, by outcome: held (a document held back at that node), \
@@ -215,6 +247,10 @@ impl Metrics {
             plan_nack_stops,
             plan_grace_expired,
             nack_analyses,
+            responses_in_flight,
+            streams_owed,
+            oldest_owed_change_seconds,
+            changes_merged,
             before_render: Vec::new(),
             hot: HotSeries::default(),
         }

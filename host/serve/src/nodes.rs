@@ -7,12 +7,13 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 use xdst_core::rollout::RolloutStatus;
-use xdst_core::stream::{NodeInfo, TypeStatus};
+use xdst_core::stream::{Flow, NodeInfo, TypeStatus};
 
 /// Read access to a stream's state machine.
 pub trait StatusSource: Send + Sync {
     fn node(&self) -> Option<NodeInfo>;
     fn status(&self) -> Vec<TypeStatus>;
+    fn flow(&self) -> Flow;
 }
 
 impl<M: crate::machine::Machine> StatusSource for Mutex<M> {
@@ -21,6 +22,9 @@ impl<M: crate::machine::Machine> StatusSource for Mutex<M> {
     }
     fn status(&self) -> Vec<TypeStatus> {
         self.lock().unwrap().status()
+    }
+    fn flow(&self) -> Flow {
+        self.lock().unwrap().flow()
     }
 }
 
@@ -102,6 +106,21 @@ impl Registry {
         self.groups.lock().unwrap().keys().cloned().collect()
     }
 
+    /// Flow control per node group (design 022): its streams, the responses out awaiting an
+    /// answer, the changes merged meanwhile, and the oldest change owed.
+    pub fn flow_by_group(&self) -> BTreeMap<String, GroupFlow> {
+        let entries: Vec<Arc<StreamEntry>> = self.streams.lock().unwrap().values().cloned().collect();
+        let mut out: BTreeMap<String, GroupFlow> = BTreeMap::new();
+        for e in entries {
+            let f = e.source.flow();
+            let g = out.entry(e.group.clone()).or_default();
+            g.streams += 1;
+            g.owed += usize::from(f.owed_since.is_some());
+            g.flow.add(&f);
+        }
+        out
+    }
+
     /// What each connected node said of itself (id, cluster, user agent), by id.
     pub fn node_infos(&self) -> HashMap<String, NodeInfo> {
         let entries: Vec<Arc<StreamEntry>> = self.streams.lock().unwrap().values().cloned().collect();
@@ -144,6 +163,7 @@ impl Registry {
                 identity: e.identity.as_ref().map(|i| i.to_string()),
                 connected_at: e.connected_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
                 types: e.source.status(),
+                flow: e.source.flow(),
             });
         }
         let mut out: Vec<NodeReport> = nodes.into_values().collect();
@@ -152,6 +172,15 @@ impl Registry {
         }
         out
     }
+}
+
+/// Flow control over one node group's streams (design 022).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GroupFlow {
+    pub streams: usize,
+    /// Streams owed a change they have not been sent, awaiting an answer.
+    pub owed: usize,
+    pub flow: Flow,
 }
 
 #[derive(Serialize)]
@@ -178,4 +207,6 @@ pub struct StreamReport {
     /// Unix seconds.
     pub connected_at: u64,
     pub types: Vec<TypeStatus>,
+    /// Over its types: responses awaiting an answer, changes merged, the oldest owed.
+    pub flow: Flow,
 }

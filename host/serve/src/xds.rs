@@ -693,7 +693,8 @@ impl<M: Machine> Driver<M> {
             }
             *generation = g;
             *offer = next;
-            machine.snapshot_changed();
+            let merged = machine.snapshot_changed(SystemTime::now());
+            self.serving.metrics.changes_merged.inc_by(merged as u64);
         }
         let out = machine.poll(&offer.snapshot, offer.hold);
         if self.queue.is_empty() {

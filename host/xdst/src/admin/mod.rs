@@ -78,7 +78,7 @@ pub fn routes(generating: &Arc<Generating>, listening: std::net::SocketAddr) -> 
         .route(
             "/metrics",
             get(move || async move {
-                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], c1.serving().metrics.render())
+                ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], c1.serving().render_metrics())
             }),
         )
         .route(

@@ -93,6 +93,12 @@ struct GroupSummary {
     rejected: usize,
     /// The rest: on their way.
     pending: usize,
+    /// Flow control (design 022): responses out awaiting an answer, streams owed a change
+    /// they get once they answer, the oldest such change's age, and changes merged so far.
+    in_flight: u32,
+    streams_owed: usize,
+    oldest_owed_seconds: f64,
+    merged: u64,
 }
 
 #[derive(Serialize)]
@@ -148,6 +154,13 @@ fn summary(generating: &Arc<Generating>) -> Summary {
         } else {
             g.pending += 1;
         }
+    }
+    for (group, f) in generating.serving().nodes.flow_by_group() {
+        let g = groups.entry(group.clone()).or_insert_with(|| GroupSummary { group, ..Default::default() });
+        g.in_flight = f.flow.in_flight;
+        g.streams_owed = f.owed;
+        g.oldest_owed_seconds = f.flow.owed_since.and_then(|t| t.elapsed().ok()).map_or(0.0, |d| d.as_secs_f64());
+        g.merged = f.flow.merged;
     }
     nacks.sort_by(|a: &NackSummary, b| a.status.seconds_ago.total_cmp(&b.status.seconds_ago));
     let plugins = st
