@@ -332,3 +332,151 @@ async fn sotw_per_type_a_late_answer_gets_the_merged_latest_state() {
 async fn delta_per_type_a_late_answer_gets_the_merged_latest_state() {
     a_late_answer_gets_the_merged_latest_state(Api::Delta, false).await;
 }
+
+/// Clusters in the slow-reader test: with 100-character names, a CDS response is about
+/// 45 KiB, and with its load assignments the state is served to every stream at each change.
+const SLOW_CLUSTERS: usize = 300;
+/// Streams that stop reading (each on a connection of its own, a 64 KiB window never given
+/// back), streams that read but never answer, and streams that read and answer.
+const STOPPED: usize = 100;
+const SILENT: usize = 20;
+const POLITE: usize = 5;
+/// Edits of one cluster during the churn: each a new state for every stream.
+const EDITS: u32 = 100;
+/// What xdst's RSS may grow by over the churn, every stream there: the stopped streams' one
+/// response each (already counted in the baseline), the generations' garbage, the allocator's
+/// slack. Without flow control the silent streams alone would be handed `EDITS` responses each.
+const SLOW_READER_GROWTH: u64 = 32 << 20;
+
+fn churn_cluster(seconds: u32) -> String {
+    fixtures::cluster("churn", 8081).replace("connect_timeout: 1s", &format!("connect_timeout: {seconds}s"))
+}
+
+/// The churn cluster's timeout in a SotW clusters response (each edit sets it to its number).
+fn churn_edit(r: &envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse) -> Option<i64> {
+    r.resources
+        .iter()
+        .map(|a| Cluster::decode(a.value.as_slice()).unwrap())
+        .find(|c| c.name == "churn")
+        .map(|c| c.connect_timeout.unwrap().seconds)
+}
+
+/// Issue 51: 100 streams stop reading and 20 read but never answer, while one cluster is
+/// edited 100 times. xdst's RSS grows by less than [`SLOW_READER_GROWTH`] over the churn,
+/// nothing is reset (one response per type each fits the client's unread budget), the
+/// streams that answer stay current, the silent ones are sent nothing after their first
+/// response (a probe of another type, answered at once, shows it), and every slow stream,
+/// once it reads and answers, gets the latest state in one response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_that_stop_reading_hold_one_response_and_catch_up() -> anyhow::Result<()> {
+    use anyhow::ensure;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+    use xdst_tests::operator::metric_sum;
+    use xdst_tests::wait;
+
+    xdst_tests::init_logging();
+    let dir = tempfile::tempdir()?;
+    let docs: Vec<String> =
+        (0..SLOW_CLUSTERS).map(|i| fixtures::cluster(&format!("svc-{i:03}-{}", "x".repeat(100)), 9)).collect();
+    write(dir.path(), "many.yaml", &docs.join("---\n"));
+    write(dir.path(), "churn.yaml", &churn_cluster(1));
+    let xdst = xdst_tests::server::Process::start(dir.path(), "127.0.0.1:0", &[]).await?;
+    let (xds, admin) = (xdst.xds_addr, xdst.admin_addr);
+
+    let mut stopped = Vec::with_capacity(STOPPED);
+    for i in 0..STOPPED {
+        let req = DiscoveryRequest { node: node(&format!("stopped-{i}"), "test"), ..sotw_req(CLUSTER, &[]) };
+        stopped.push(RawStream::open(xds, 65_535, grpc_frame(&req)).await?);
+    }
+    let mut silent = Vec::with_capacity(SILENT);
+    for i in 0..SILENT {
+        let mut s = sotw_ads(xds).await;
+        s.send(DiscoveryRequest { node: node(&format!("silent-{i}"), "test"), ..sotw_req(CLUSTER, &[]) }).await;
+        let first = s.recv().await;
+        ensure!(churn_edit(&first) == Some(1), "the first state");
+        silent.push((s, first));
+    }
+    // Every stream has its first response (the stopped ones' part of it sent, the rest held).
+    wait::until_true("every stream's first response", WAIT, async || {
+        metric_sum(admin, "xdst_responses_total").await.unwrap_or(0.0) >= (STOPPED + SILENT) as f64
+    })
+    .await?;
+    let baseline = xdst.rss()?;
+
+    // The streams that answer follow the churn to its end.
+    let polite: Vec<_> = (0..POLITE)
+        .map(|i| {
+            tokio::spawn(async move {
+                let mut s = delta_ads(xds).await;
+                s.send(DeltaDiscoveryRequest {
+                    node: node(&format!("polite-{i}"), "test"),
+                    ..delta_req(CLUSTER, &[], &[])
+                })
+                .await;
+                let mut responses = 0;
+                loop {
+                    let r = s.recv().await;
+                    responses += 1;
+                    s.send(delta_ack(&r)).await;
+                    let edit = r.resources.iter().find(|x| x.name == "churn");
+                    let edit = edit.map(|x| Cluster::decode(x.resource.as_ref().unwrap().value.as_slice()).unwrap());
+                    if edit.is_some_and(|c| c.connect_timeout.unwrap().seconds == i64::from(EDITS)) {
+                        return responses;
+                    }
+                }
+            })
+        })
+        .collect();
+    for k in 2..=EDITS {
+        write(dir.path(), "churn.yaml", &churn_cluster(k));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for p in polite {
+        let responses = wait::within("a stream that answers to be current", WAIT, p).await??;
+        eprintln!("[flow] a stream that answers got {responses} responses over the churn");
+    }
+    let grown = xdst.rss()?.saturating_sub(baseline);
+    let (in_flight, owed, merged) = (
+        metric_sum(admin, "xdst_responses_in_flight").await?,
+        metric_sum(admin, "xdst_streams_owed").await?,
+        metric_sum(admin, "xdst_changes_merged_total").await?,
+    );
+    eprintln!(
+        "[flow] {STOPPED} streams stopped and {SILENT} silent over {EDITS} edits: RSS {} MiB, +{} KiB; \
+         {in_flight} responses in flight, {owed} streams owed, {merged} changes merged",
+        baseline >> 20,
+        grown >> 10
+    );
+    ensure!(grown < SLOW_READER_GROWTH, "xdst's RSS grew by {} KiB over the churn", grown >> 10);
+    ensure!(in_flight >= (STOPPED + SILENT) as f64, "{in_flight} responses in flight");
+    ensure!(owed >= (STOPPED + SILENT) as f64, "{owed} streams owed a change");
+    ensure!(metric_sum(admin, "xdst_refusals_total").await? == 0.0, "a stream was refused or reset");
+
+    // The silent streams were sent nothing more; once they answer, the latest state.
+    for (s, first) in &mut silent {
+        s.send(sotw_req(ENDPOINT_PROBE.0, &[ENDPOINT_PROBE.1])).await;
+        let probe = s
+            .expect_nothing_before("a silent stream gets no second response", "the probe's answer", |r| {
+                r.type_url == ENDPOINT_PROBE.0
+            })
+            .await;
+        s.send(sotw_ack(&probe, &[ENDPOINT_PROBE.1])).await;
+        s.send(sotw_ack(first, &[])).await;
+        let latest = s.recv().await;
+        ensure!(latest.type_url == CLUSTER && churn_edit(&latest) == Some(i64::from(EDITS)), "not the latest state");
+    }
+    // The stopped streams read again: their first response, then, once answered, the latest.
+    for s in &mut stopped {
+        let mut reader = s.reader().await?;
+        let first: DiscoveryResponse = reader.next().await?;
+        ensure!(churn_edit(&first) == Some(1), "a stopped stream's first response is the first state");
+        s.body.send(Ok(hyper::body::Frame::data(grpc_frame(&sotw_ack(&first, &[]))))).await?;
+        let latest: DiscoveryResponse = reader.next().await?;
+        ensure!(churn_edit(&latest) == Some(i64::from(EDITS)), "a stopped stream caught up with an old state");
+    }
+    Ok(())
+}
+
+/// A probe of another type than the one under test, answered at once: the endpoints of one
+/// of the test's clusters.
+const ENDPOINT_PROBE: (&str, &str) = (xdst_core::types::ENDPOINT, "churn");

@@ -291,4 +291,42 @@ impl RawStream {
     pub fn connection_closed(&self) -> bool {
         self.connection.is_finished()
     }
+
+    /// Starts reading the response (its window is given back as it is read).
+    pub async fn reader(&mut self) -> anyhow::Result<RawReader> {
+        let response = (&mut self.response).await??;
+        Ok(RawReader { body: response.into_body(), buf: bytes::BytesMut::new() })
+    }
+}
+
+/// The messages of a [`RawStream`]'s response, read once the test starts reading.
+pub struct RawReader {
+    body: hyper::body::Incoming,
+    buf: bytes::BytesMut,
+}
+
+impl RawReader {
+    /// The next gRPC message, decoded; fails after [`WAIT`] or when the body ends.
+    pub async fn next<M: prost::Message + Default>(&mut self) -> anyhow::Result<M> {
+        use bytes::Buf as _;
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes(self.buf[1..5].try_into().expect("4 bytes")) as usize;
+                if self.buf.len() >= 5 + len {
+                    self.buf.advance(5);
+                    return Ok(M::decode(self.buf.split_to(len).freeze())?);
+                }
+            }
+            let frame = crate::wait::within("a message", WAIT, http_body_util::BodyExt::frame(&mut self.body)).await?;
+            match frame {
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e)) => anyhow::bail!("the response body failed: {e}"),
+                None => anyhow::bail!("the response body ended"),
+            }
+        }
+    }
 }
