@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
+use crate::known::{InScope, Known};
 use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
@@ -67,78 +68,6 @@ struct TypeState {
     sub_changed: bool,
     /// One response in flight at a time (design 022).
     flow: FlowControl,
-}
-
-/// What a client holds of one type (see `TypeState::known`), with the sum of its entries kept
-/// as they change: the version of what it holds is that sum, so a response costs the names it
-/// changes, not a walk of every name the stream holds.
-#[derive(Debug, Default)]
-struct Known {
-    entries: SmallMap<Arc<str>, Option<u128>>,
-    sum: u128,
-}
-
-impl Known {
-    fn count(&mut self, entry: &Option<u128>, added: bool) {
-        if let Some(h) = entry {
-            self.sum = if added { self.sum.wrapping_add(*h) } else { self.sum.wrapping_sub(*h) };
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<&Option<u128>> {
-        self.entries.get(name)
-    }
-
-    fn insert(&mut self, name: Arc<str>, entry: Option<u128>) -> Option<Option<u128>> {
-        self.count(&entry, true);
-        let was = self.entries.insert(name, entry);
-        if let Some(was) = &was {
-            self.count(was, false);
-        }
-        was
-    }
-
-    /// Changes the entry of a name it holds (no key cloned: the names are shared by every
-    /// stream of the group); what it was.
-    fn replace(&mut self, name: &str, entry: Option<u128>) -> Option<Option<u128>> {
-        let was = std::mem::replace(self.entries.get_mut(name)?, entry);
-        self.count(&was, false);
-        self.count(&entry, true);
-        Some(was)
-    }
-
-    fn remove(&mut self, name: &str) -> Option<Option<u128>> {
-        let was = self.entries.remove(name);
-        if let Some(was) = &was {
-            self.count(was, false);
-        }
-        was
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&Arc<str>, &Option<u128>) -> bool) {
-        let mut sum = self.sum;
-        self.entries.retain(|name, entry| {
-            let kept = keep(name, entry);
-            if let (false, Some(h)) = (kept, entry) {
-                sum = sum.wrapping_sub(*h);
-            }
-            kept
-        });
-        self.sum = sum;
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.entries.keys()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The sum of the entries it holds (a name known not to exist counts nothing).
-    fn sum(&self) -> u128 {
-        self.sum
-    }
 }
 
 /// One Delta stream's state.
@@ -200,10 +129,7 @@ impl DeltaStream {
                     t.last_nack = Some(Box::new(nack));
                     // The client applied none of it: what it holds is what it held before.
                     for (name, before) in std::mem::take(&mut t.prior) {
-                        match before {
-                            Some(v) => t.known.insert(name, v),
-                            None => t.known.remove(&name),
-                        };
+                        t.known.set(&name, before, InScope { wildcard: t.wildcard, explicit: &t.explicit });
                     }
                     t.rejected = t.sent_digest.take();
                     t.synced = None;
@@ -229,7 +155,8 @@ impl DeltaStream {
         if first {
             // DELTA-3: what the client already holds (after a reconnect).
             for (name, version) in &req.initial_resource_versions {
-                t.known.insert(name.as_str().into(), Some(crate::snapshot::pair_hash(name, version)));
+                let held = Some(Some(crate::snapshot::pair_hash(name, version)));
+                t.known.set(&name.as_str().into(), held, InScope { wildcard: t.wildcard, explicit: &t.explicit });
             }
             if !req.initial_resource_versions.is_empty() {
                 let holds = req.initial_resource_versions.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
@@ -241,6 +168,10 @@ impl DeltaStream {
             }
         }
         let mut changed = first;
+        if !req.resource_names_subscribe.is_empty() || !req.resource_names_unsubscribe.is_empty() {
+            // What the base covers is about to change.
+            t.known.flatten(InScope { wildcard: t.wildcard, explicit: &t.explicit });
+        }
         for name in &req.resource_names_subscribe {
             changed = true;
             if name == "*" {
@@ -251,7 +182,7 @@ impl DeltaStream {
             // DELTA-5: every subscribed name is answered, even if the client seems current;
             // except, on the first request, what it declared in initial_resource_versions.
             if !(first && req.initial_resource_versions.contains_key(name.as_ref())) {
-                t.known.remove(&name);
+                t.known.set(&name, None, InScope { wildcard: t.wildcard, explicit: &t.explicit });
             }
             t.explicit.insert(name);
         }
@@ -267,7 +198,7 @@ impl DeltaStream {
             // DELTA-7: unknown names are harmless. With the wildcard still on, the client must
             // learn the resource's state again, so forget it and let the diff answer.
             t.explicit.remove(name.as_str());
-            t.known.remove(name.as_str());
+            t.known.set(&name.as_str().into(), None, InScope { wildcard: t.wildcard, explicit: &t.explicit });
         }
         if first {
             t.answer_empty = t.wildcard && req.initial_resource_versions.is_empty();
@@ -327,6 +258,7 @@ impl DeltaStream {
                 // The same content: keep the set now served, so one a rollout has let go of
                 // (a node's own gated set) is not kept alive by its streams.
                 if !Arc::ptr_eq(was, now) {
+                    t.known.same_content(was, now);
                     t.synced = Some(now.clone());
                 }
                 continue;
@@ -363,16 +295,14 @@ impl DeltaStream {
             let mut resources = Vec::new();
             let mut removed = Vec::new();
             let mut prior = Vec::new();
+            let scope = InScope { wildcard: t.wildcard, explicit: &t.explicit };
             for (name, want) in &desired {
                 let now = want.map(|r| r.entry_hash());
-                let before = match t.known.get(name.as_ref()) {
-                    Some(have) if *have == now => continue,
-                    Some(_) => t.known.replace(name, now),
-                    None => {
-                        t.known.insert((*name).clone(), now);
-                        None
-                    }
-                };
+                let before = t.known.get(name, scope);
+                if before == Some(now) {
+                    continue;
+                }
+                t.known.set(name, Some(now), scope);
                 match want {
                     Some(r) => resources.push((*r).clone()),
                     // A subscribed name that does not exist: say so (DELTA-4).
@@ -385,13 +315,13 @@ impl DeltaStream {
             let gone: Vec<Arc<str>> = match &since {
                 Some(names) => names
                     .iter()
-                    .filter(|n| !in_scope(n) && t.known.get(n.as_ref()).is_some())
+                    .filter(|n| !in_scope(n) && t.known.get(n, scope).is_some())
                     .map(|n| (*n).clone())
                     .collect(),
-                None => t.known.keys().filter(|n| !in_scope(n)).cloned().collect(),
+                None => t.known.names(scope).filter(|n| !in_scope(n)).cloned().collect(),
             };
             for name in gone {
-                let before = t.known.remove(&name);
+                let before = t.known.set(&name, None, scope);
                 if let Some(Some(_)) = &before {
                     removed.push(name.clone());
                 }
@@ -404,14 +334,13 @@ impl DeltaStream {
             if digest.is_some() && digest == t.rejected {
                 // Exactly what the client rejected: it keeps what it has until something changes.
                 for (name, before) in prior {
-                    match before {
-                        Some(v) => t.known.insert(name, v),
-                        None => t.known.remove(&name),
-                    };
+                    t.known.set(&name, before, scope);
                 }
                 continue;
             }
             t.synced = set.cloned();
+            // The client now holds the set as it is over its subscription: share it.
+            t.known.rebase(set);
 
             // What the client holds, as one version: its entries are hashed already.
             let system_version = |t: &TypeState| -> Arc<str> {
@@ -422,7 +351,7 @@ impl DeltaStream {
             };
             let answer_empty = std::mem::take(&mut t.answer_empty);
             if resources.is_empty() && removed.is_empty() && !answer_empty {
-                if t.version_acked.is_none() && t.nonce_sent.is_none() && !t.known.is_empty() {
+                if t.version_acked.is_none() && t.nonce_sent.is_none() && !t.known.is_empty(scope) {
                     // DELTA-3: a reconnecting client already held all of this; it is as good
                     // as acknowledged, and /debug/nodes should say so.
                     t.version_acked = Some(system_version(t).to_string());
@@ -447,7 +376,7 @@ impl DeltaStream {
     /// (a rollout that waits for an answer the stream would otherwise never prompt).
     pub fn resync(&mut self) {
         for t in self.types.values_mut() {
-            t.known.retain(|_, v| v.is_none());
+            t.known.forget_held();
             t.synced = None;
             t.rejected = None;
             t.pending = true;

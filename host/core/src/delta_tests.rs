@@ -259,39 +259,3 @@ fn order_2_responses_due_together_go_out_dependencies_first() {
     let order: Vec<&str> = out.iter().map(|r| r.type_url.as_ref()).collect();
     assert_eq!(order, [CLUSTER, ENDPOINT, ROUTE, LISTENER]);
 }
-
-/// The sum a stream keeps of what its client holds equals the sum walked over every entry,
-/// whatever the order of inserts, replacements, removals and retains (the version a Delta
-/// response carries for explicit subscriptions is that sum).
-#[test]
-fn the_kept_sum_of_what_a_client_holds_is_the_walked_one() {
-    let mut known = Known::default();
-    let mut seed: u64 = 0x51_7cc1_b727_220a;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
-    for step in 0..5_000 {
-        let name: Arc<str> = format!("n{}", next(50)).into();
-        let entry = (next(4) != 0).then(|| u128::from(next(u64::MAX)) << 40 | u128::from(next(1 << 20)));
-        match next(5) {
-            0 | 1 => {
-                known.insert(name, entry);
-            }
-            2 => {
-                known.replace(&name, entry);
-            }
-            3 => {
-                known.remove(&name);
-            }
-            _ => {
-                let cut = next(50);
-                known.retain(|n, _| n[1..].parse::<u64>().unwrap() % 7 != cut % 7);
-            }
-        }
-        let walked = known.entries.values().flatten().fold(0u128, |sum, h| sum.wrapping_add(*h));
-        assert_eq!(known.sum(), walked, "step {step}");
-    }
-}

@@ -40,6 +40,7 @@ pub mod files;
 pub mod flow_nesting;
 pub mod heap;
 pub mod intent;
+pub(crate) mod known;
 pub mod limits;
 pub mod node;
 pub mod node_holds;
