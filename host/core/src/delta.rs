@@ -29,6 +29,9 @@ pub struct DeltaResponse {
     pub nonce: Arc<str>,
     pub resources: Vec<Arc<Resource>>,
     pub removed: Vec<Arc<str>>,
+    /// The set this response was worked out from (not sent): what the client holds once it
+    /// applies it, when it subscribes to all of it.
+    pub served: Option<Arc<TypeSet>>,
 }
 
 /// A name's entry in `known` before a response (`None`: the client did not know the name).
@@ -367,7 +370,8 @@ impl DeltaStream {
             t.nonce_sent = Some(nonce.clone());
             t.flow.sent();
             t.version_sent = Some(system_version.clone());
-            out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed });
+            let served = set.cloned();
+            out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed, served });
         }
         out
     }

@@ -96,8 +96,10 @@ pub enum Update {
     /// it): the set is only built if it is not one the rollout already has, which it
     /// usually is (the target's).
     List { version: Arc<str>, resources: Vec<Arc<Resource>> },
-    /// Delta: the node adds or replaces `added` and drops `removed`.
-    Patch { removed: Vec<Arc<str>>, added: Vec<Arc<Resource>> },
+    /// Delta: the node adds or replaces `added` and drops `removed`. `served` is the set the
+    /// response was worked out from: what the node then holds, usually, and shared if so
+    /// rather than built again for each node.
+    Patch { removed: Vec<Arc<str>>, added: Vec<Arc<Resource>>, served: Option<Arc<TypeSet>> },
 }
 
 /// Something the server should count or log.
@@ -740,9 +742,13 @@ impl Rollout {
             Update::List { version, resources } => self
                 .known_set(type_url, |s| s.version() == version)
                 .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
-            Update::Patch { removed, added } => {
-                // Usually the target's set by now: share it rather than build a copy per node.
+            Update::Patch { removed, added, served } => {
+                // Usually the set the response was worked out from, or the target's by now:
+                // share it rather than build a copy per node.
                 let sum = held.patched_sum(removed, added);
+                if let Some(s) = served.as_ref().filter(|s| s.sum() == sum) {
+                    return s.clone();
+                }
                 return self
                     .known_set(type_url, |s| s.sum() == sum)
                     .unwrap_or_else(|| Arc::new(held.patch(removed, added)));
@@ -1043,7 +1049,7 @@ impl Rollout {
                 };
                 *would.version() == rejected
             }
-            Update::Patch { removed, added } => {
+            Update::Patch { removed, added, .. } => {
                 added.iter().all(|r| set.and_then(|s| s.get(r.name())).is_some_and(|o| o.version() == r.version()))
                     && removed.iter().all(|n| set.and_then(|s| s.get(n)).is_none())
             }
@@ -1255,7 +1261,7 @@ pub(crate) fn carries(u: &Update, name: &str) -> bool {
     match u {
         Update::Replace(set) => set.get(name).is_some(),
         Update::List { resources, .. } => resources.iter().any(|r| r.name().as_ref() == name),
-        Update::Patch { removed, added } => {
+        Update::Patch { removed, added, .. } => {
             removed.iter().any(|n| n.as_ref() == name) || added.iter().any(|r| r.name().as_ref() == name)
         }
     }

@@ -435,13 +435,13 @@ fn delta_patches_move_the_acknowledged_state() {
     let cds = ty(CLUSTER);
     r.subscribe(7, &cds, true, &[], now);
     let a = r.offer().snapshot.resource(CLUSTER, "a").unwrap().clone();
-    r.sent(7, &cds, "1".into(), Update::Patch { removed: vec![], added: vec![a.clone()] });
+    r.sent(7, &cds, "1".into(), Update::Patch { removed: vec![], added: vec![a.clone()], served: None });
     r.answered(7, &cds, "99", None, now);
     assert!(r.acked().get(CLUSTER).is_none(), "an unknown nonce changes nothing");
     r.answered(7, &cds, "1", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
-    r.sent(7, &cds, "2".into(), Update::Patch { removed: vec!["a".into()], added: vec![] });
-    r.sent(7, &cds, "3".into(), Update::Patch { removed: vec![], added: vec![a] });
+    r.sent(7, &cds, "2".into(), Update::Patch { removed: vec!["a".into()], added: vec![], served: None });
+    r.sent(7, &cds, "3".into(), Update::Patch { removed: vec![], added: vec![a], served: None });
     r.answered(7, &cds, "3", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
     assert_eq!(r.status(now).unanswered, 0, "answering 3 settles 2 too");

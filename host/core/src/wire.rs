@@ -106,6 +106,7 @@ mod tests {
             nonce: "3".into(),
             resources: vec![s.resource(CLUSTER, "c1").unwrap().clone()],
             removed: vec![Arc::from("gone")],
+            served: None,
         };
         let mut buf = Vec::new();
         encode_delta(&r, &mut buf);
