@@ -293,17 +293,20 @@ impl<Resp: Outgoing> Encoder for XdsEncoder<Resp> {
     }
 }
 
+/// INVALID_ARGUMENT for a request that does not decode as a `Req`.
+pub fn malformed<Req>(e: prost::DecodeError) -> Status {
+    Status::invalid_argument(format!(
+        "malformed {}: {e}",
+        std::any::type_name::<Req>().rsplit("::").next().unwrap_or("request")
+    ))
+}
+
 impl<Req: Message + Default> Decoder for XdsDecoder<Req> {
     type Item = Req;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Req>, Status> {
-        Req::decode(src).map(Some).map_err(|e| {
-            Status::invalid_argument(format!(
-                "malformed {}: {e}",
-                std::any::type_name::<Req>().rsplit("::").next().unwrap_or("request")
-            ))
-        })
+        Req::decode(src).map(Some).map_err(malformed::<Req>)
     }
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::new(BUFFER, YIELD)

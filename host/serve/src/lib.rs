@@ -1,8 +1,8 @@
 //! xdst's data plane: everything that speaks to xDS clients, and nothing about where the
 //! resources come from.
 //!
-//! - [`xds`], [`codec`], [`machine`]: ADS and the per-type services, SotW and Delta, over
-//!   gRPC; [`rest`]: REST fetch; [`csds`]: Client Status Discovery.
+//! - [`xds`], [`codec`], [`requests`], [`machine`]: ADS and the per-type services, SotW and
+//!   Delta, over gRPC; [`rest`]: REST fetch; [`csds`]: Client Status Discovery.
 //! - [`server`], [`tls`]: the transport (HTTP/2, idle connections) and TLS with certificate
 //!   reloading; [`places`]: connections and streams per client; [`unread`]: bytes queued for
 //!   a client that does not read; [`identity`]: who a client
@@ -28,6 +28,7 @@ pub mod memory;
 pub mod metrics;
 pub mod nodes;
 pub mod places;
+pub mod requests;
 pub mod rest;
 pub mod rollouts;
 pub mod server;

@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use futures::FutureExt;
 use futures::stream::BoxStream;
 use tokio::sync::watch;
-use tonic::{Status, Streaming};
+use tonic::Status;
 use tracing::{debug, info, warn};
 use xdst_core::delta::DeltaStream;
 use xdst_core::rollout::Offer;
@@ -100,12 +100,7 @@ fn stream_service<M: Machine>(
                 ));
                 return Ok(status.into_http());
             }
-            let requests = Streaming::new_request(
-                crate::codec::XdsDecoder::<M::Request>::default(),
-                req.into_body(),
-                None,
-                Some(serving.max_request_size),
-            );
+            let requests = crate::requests::Requests::new(req.into_body(), serving.max_request_size);
             let client = crate::places::client_key(identity.as_ref(), peer);
             let unread =
                 serving.unread.stream(&client, place.as_ref().map(|p| p.0.clone())).map(|s| (s, serving.clone()));
@@ -263,7 +258,7 @@ struct Driver<M: Machine> {
     label: &'static str,
     peer: Option<std::net::SocketAddr>,
     identity: Option<PeerIdentity>,
-    requests: Streaming<M::Request>,
+    requests: crate::requests::Requests<M::Request>,
     /// The stream's request rate.
     bucket: crate::admission::Bucket,
     /// What the node's group is served: the target of its rollout.
@@ -312,7 +307,7 @@ impl<M: Machine> Driver<M> {
         scope: Scope,
         label: &'static str,
         (peer, identity, place): (Option<std::net::SocketAddr>, Option<PeerIdentity>, Option<ConnectionPlace>),
-        requests: Streaming<M::Request>,
+        requests: crate::requests::Requests<M::Request>,
     ) -> Self {
         serving.metrics.streams.get_or_create(&by_api_service(M::API, label)).inc();
         let shutdown = serving.shutdown.clone();
