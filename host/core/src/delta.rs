@@ -11,8 +11,9 @@ use std::time::SystemTime;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::known::{InScope, Known};
+use crate::names::{self, Names};
 use crate::resource::Resource;
-use crate::small_map::{SmallMap, SmallSet};
+use crate::small_map::SmallMap;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
     self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope,
@@ -41,7 +42,8 @@ type PriorVersion = Option<Option<u128>>;
 struct TypeState {
     started: bool,
     wildcard: bool,
-    explicit: SmallSet<Arc<str>>,
+    /// Shared with the node's rollout and every stream asking for the same names.
+    explicit: Names,
     /// What the client holds: `Some(hash)` of the name and version it holds (as
     /// [`Resource::entry_hash`]: comparing and summing them needs no string, and touches no
     /// reference count shared with every other stream), or `None` when it was told the name
@@ -187,7 +189,7 @@ impl DeltaStream {
             if !(first && req.initial_resource_versions.contains_key(name.as_ref())) {
                 t.known.set(&name, None, InScope { wildcard: t.wildcard, explicit: &t.explicit });
             }
-            t.explicit.insert(name);
+            Arc::make_mut(&mut t.explicit).insert(name);
         }
         for name in &req.resource_names_unsubscribe {
             changed = true;
@@ -200,13 +202,14 @@ impl DeltaStream {
             }
             // DELTA-7: unknown names are harmless. With the wildcard still on, the client must
             // learn the resource's state again, so forget it and let the diff answer.
-            t.explicit.remove(name.as_str());
+            Arc::make_mut(&mut t.explicit).remove(name.as_str());
             t.known.set(&name.as_str().into(), None, InScope { wildcard: t.wildcard, explicit: &t.explicit });
         }
         if first {
             t.answer_empty = t.wildcard && req.initial_resource_versions.is_empty();
         }
         if changed {
+            t.explicit = names::intern(std::mem::replace(&mut t.explicit, names::empty()));
             t.synced = None;
             t.pending = true;
             t.sub_changed = true;
@@ -288,7 +291,7 @@ impl DeltaStream {
                         .flat_map(|s| s.resources())
                         .map(|r| (r.name().as_ref(), (r.name(), Some(r))))
                         .collect();
-                    for n in &t.explicit {
+                    for n in t.explicit.iter() {
                         all.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
                     }
                     all.into_values().collect()
@@ -389,11 +392,11 @@ impl DeltaStream {
 
     /// The subscriptions that changed since the last call: per type, whether it is a
     /// wildcard and the names it asks for.
-    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         self.types
             .iter_mut()
             .filter_map(|(t, s)| std::mem::take(&mut s.sub_changed).then_some((t, s)))
-            .map(|(t, s)| (t.clone(), s.wildcard, s.explicit.iter().cloned().collect()))
+            .map(|(t, s)| (t.clone(), s.wildcard, s.explicit.clone()))
             .collect()
     }
 

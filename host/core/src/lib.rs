@@ -42,6 +42,7 @@ pub mod heap;
 pub mod intent;
 pub(crate) mod known;
 pub mod limits;
+pub mod names;
 pub mod node;
 pub mod node_holds;
 pub mod pieces;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use crate::node_holds::{Analysis, HeldStatus, NodeHolds};
 use crate::plan::{Node, SharedPlan, Step, Wanted, names_held, plan_lean};
 use crate::resource::Resource;
-use crate::small_map::{SmallMap, SmallSet};
+use crate::small_map::SmallMap;
 use crate::snapshot::{Change, Snapshot, TypeSet};
 use crate::stream::Holds;
 use crate::types::{self, CLUSTER, CORE_TYPES, ENDPOINT, LISTENER, ROUTE};
@@ -264,7 +264,7 @@ pub struct Rollout {
     /// current as ACKs arrive.
     holds: bool,
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
-    pub(crate) subscriptions: SmallMap<StreamType, (bool, SmallSet<Arc<str>>)>,
+    pub(crate) subscriptions: SmallMap<StreamType, (bool, crate::names::Names)>,
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first.
     /// Answered queues stay (empty, with room for one) for the stream's next response: no
@@ -448,9 +448,20 @@ impl Rollout {
         names: &[Arc<str>],
         now: Instant,
     ) -> Vec<Note> {
+        self.subscribe_names(stream, type_url, wildcard, crate::names::of(names), now)
+    }
+
+    /// [`subscribe`](Self::subscribe) with the stream's own shared names.
+    pub fn subscribe_names(
+        &mut self,
+        stream: u64,
+        type_url: &Arc<str>,
+        wildcard: bool,
+        names: crate::names::Names,
+        now: Instant,
+    ) -> Vec<Note> {
         let mut notes = Vec::new();
-        let sub = (wildcard, names.iter().cloned().collect::<SmallSet<_>>());
-        self.subscriptions.insert((stream, type_url.clone()), sub);
+        self.subscriptions.insert((stream, type_url.clone()), (wildcard, names));
         self.by_name = self.any_by_name();
         self.forget_unsubscribed(type_url);
         self.replan(now, &mut notes);
@@ -468,7 +479,7 @@ impl Rollout {
 
     /// Drops from what the node holds of `type_url` the names none of its streams asks for.
     fn forget_unsubscribed(&mut self, type_url: &Arc<str>) {
-        let subs: Vec<&(bool, SmallSet<Arc<str>>)> =
+        let subs: Vec<&(bool, crate::names::Names)> =
             self.subscriptions.iter().filter(|((_, t), _)| t == type_url).map(|(_, s)| s).collect();
         if subs.is_empty() || subs.iter().any(|(wildcard, _)| *wildcard) {
             return;
@@ -1185,7 +1196,7 @@ impl Rollout {
         if self.subscriptions.is_empty() || !self.rejected.is_empty() {
             return false;
         }
-        let subs = |ty: &str| -> Vec<&(bool, SmallSet<Arc<str>>)> {
+        let subs = |ty: &str| -> Vec<&(bool, crate::names::Names)> {
             self.subscriptions.iter().filter(|((_, t), _)| t.as_ref() == ty).map(|(_, s)| s).collect()
         };
         let envoy = self.mode() != Mode::ByName;

@@ -24,6 +24,7 @@ use std::time::SystemTime;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
+use crate::names::{self, Names};
 use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
@@ -71,7 +72,8 @@ pub struct SotwResponse {
 #[derive(Debug, Default)]
 struct TypeState {
     wildcard: bool,
-    names: SmallSet<Arc<str>>,
+    /// Shared with the node's rollout and every stream asking for the same names.
+    names: Names,
     /// SOTW-7: once a stream names a resource, an empty list means "nothing".
     named_ever: bool,
     /// Evaluate this type on the next poll.
@@ -189,18 +191,12 @@ impl SotwStream {
 
         // SOTW-7: the subscription this request asks for. Most requests (every ACK) repeat
         // the names already subscribed: tell that without building a set.
-        let asked = &req.resource_names;
-        let same_names = !t.wildcard
-            && !asked.is_empty()
-            && asked.len() == t.names.len()
-            && asked.len() <= 16
-            && asked.iter().enumerate().all(|(i, n)| t.names.contains(n.as_str()) && !asked[..i].contains(n));
-        if same_names {
+        if !t.wildcard && same_names(&req.resource_names, &t.names) {
             t.pending = true;
             return Ok(events);
         }
         let mut wildcard = false;
-        let mut names = SmallSet::default();
+        let mut names: SmallSet<Arc<str>> = SmallSet::default();
         for n in &req.resource_names {
             if n == "*" {
                 wildcard = true;
@@ -214,14 +210,14 @@ impl SotwStream {
         if !names.is_empty() {
             t.named_ever = true;
         }
-        if wildcard != t.wildcard || names != t.names {
+        if wildcard != t.wildcard || names != *t.names {
             if full_state {
                 t.force = true;
             }
             // SOTW-9: a name subscribed again must be sent again even if unchanged.
             t.sent.retain(|n, _| names.contains(n));
             t.wildcard = wildcard;
-            t.names = names;
+            t.names = names::intern(Arc::new(names));
             t.sub_changed = true;
         }
         if !t.wildcard && t.names.is_empty() && t.version_sent.is_none() {
@@ -343,11 +339,11 @@ impl SotwStream {
 
     /// The subscriptions that changed since the last call: per type, whether it is a
     /// wildcard and the names it asks for.
-    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+    pub fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         self.types
             .iter_mut()
             .filter_map(|(t, s)| std::mem::take(&mut s.sub_changed).then_some((t, s)))
-            .map(|(t, s)| (t.clone(), s.wildcard, s.names.iter().cloned().collect()))
+            .map(|(t, s)| (t.clone(), s.wildcard, s.names.clone()))
             .collect()
     }
 
@@ -369,6 +365,20 @@ impl SotwStream {
             })
             .collect()
     }
+}
+
+/// Whether `asked` names exactly `held` (each once): most requests (every ACK) repeat the
+/// subscription, and this tells it without building a set or a string (an Envoy's endpoints
+/// subscription can be thousands of names, repeated in each ACK).
+fn same_names(asked: &[String], held: &SmallSet<Arc<str>>) -> bool {
+    if asked.is_empty() || asked.len() != held.len() {
+        return false;
+    }
+    let mut asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+    if !asked.is_sorted() {
+        asked.sort_unstable();
+    }
+    asked.iter().copied().eq(held.iter().map(|n| n.as_ref()))
 }
 
 /// The version of `v`, resources of `set` with distinct names: the set's own when `v` is

@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use xdst_core::delta::{DeltaResponse, DeltaStream};
+use xdst_core::names::Names;
 use xdst_core::rollout::Update;
 use xdst_core::snapshot::Snapshot;
 use xdst_core::sotw::{Resources, SotwResponse, SotwStream};
@@ -28,7 +29,7 @@ pub trait Machine: Send + 'static {
     /// Forget what was sent: the next poll sends every subscribed type in full.
     fn resync(&mut self);
     /// The subscriptions that changed since the last call: type, wildcard, names.
-    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)>;
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)>;
     /// A NACK's message, if the request carries one.
     fn request_error(req: &Self::Request) -> Option<&str>;
     fn node(&self) -> Option<&NodeInfo>;
@@ -101,7 +102,7 @@ impl Machine for SotwStream {
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
         SotwStream::poll_held(self, snapshot, hold)
     }
-    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         SotwStream::subscription_changes(self)
     }
     fn resync(&mut self) {
@@ -141,7 +142,7 @@ impl Machine for DeltaStream {
     fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
         DeltaStream::poll_held(self, snapshot, hold)
     }
-    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Vec<Arc<str>>)> {
+    fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         DeltaStream::subscription_changes(self)
     }
     fn resync(&mut self) {

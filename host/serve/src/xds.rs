@@ -621,7 +621,9 @@ impl<M: Machine> Driver<M> {
         if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
             let changes = self.machine.lock().unwrap().subscription_changes();
             for (type_url, wildcard, names) in changes {
-                rollout.update(&self.serving.metrics, |r, now| r.subscribe(stream, &type_url, wildcard, &names, now));
+                rollout.update(&self.serving.metrics, |r, now| {
+                    r.subscribe_names(stream, &type_url, wildcard, names.clone(), now)
+                });
             }
         }
         let m = &self.serving.metrics;
