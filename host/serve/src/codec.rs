@@ -187,8 +187,13 @@ pub fn frame(message: &impl Outgoing) -> Bytes {
     Bytes::from(frame_vec(message))
 }
 
+/// Bytes of responses framed since the server started: [`crate::memory`] hands freed memory
+/// back after a burst of them.
+pub static FRAMED_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn frame_vec(message: &impl Outgoing) -> Vec<u8> {
     let len = message.encoded_len();
+    FRAMED_BYTES.fetch_add(5 + len as u64, std::sync::atomic::Ordering::Relaxed);
     let mut buf = Vec::with_capacity(5 + len);
     buf.push(0);
     buf.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
