@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::Serving;
 
 /// How often the stream count is looked at.
-const EVERY: Duration = Duration::from_secs(2);
+const EVERY: Duration = Duration::from_secs(1);
 /// Streams closed since the last trim (from the peak in between) that make a trim worth it.
 const CLOSED_ENOUGH: usize = 256;
 /// Bytes of responses framed since the last trim that make one worth it: once the burst is
