@@ -1240,7 +1240,20 @@ async fn hold(args: &Args, progress: &Arc<Progress>, server: Option<&Proc>) -> a
     let mut churn_json = "null".to_owned();
     if let Some((churn, writer)) = churn {
         let written = writer.join().map_err(|_| anyhow::anyhow!("the churn writer panicked"))??;
+        // The last writes are still on their way: give them until every stream has every
+        // change, or 20 s, so that what is missing then was never delivered, not in flight.
+        let end = Instant::now();
+        let in_flight = churn.latencies(written).1;
+        while churn.latencies(written).1 > 0 && end.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let (lat, missing) = churn.latencies(written);
+        let after = sample(server)?;
+        println!(
+            "  drain     : {in_flight} changes not yet had by every stream when the churn ended; {missing} still not              {:.1} s later; server RSS then {:.1} MiB",
+            end.elapsed().as_secs_f64(),
+            after.0 as f64 / 1024.0
+        );
         let st = Stats::of(lat);
         println!(
             "  churn     : {written} endpoint changes ({}/s over {} services); every stream had {} of them: per change \
