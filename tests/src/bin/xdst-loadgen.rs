@@ -1248,11 +1248,16 @@ async fn hold(args: &Args, progress: &Arc<Progress>, server: Option<&Proc>) -> a
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let (lat, missing) = churn.latencies(written);
+        let drained = end.elapsed();
         let after = sample(server)?;
+        tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
+        let settled = sample(server)?;
         println!(
-            "  drain     : {in_flight} changes not yet had by every stream when the churn ended; {missing} still not              {:.1} s later; server RSS then {:.1} MiB",
-            end.elapsed().as_secs_f64(),
-            after.0 as f64 / 1024.0
+            "  drain     : {in_flight} changes not yet had by every stream when the churn ended; {missing} still not \
+             {:.1} s later; server RSS {:.1} MiB then, {:.1} MiB after --settle-ms more",
+            drained.as_secs_f64(),
+            after.0 as f64 / 1024.0,
+            settled.0 as f64 / 1024.0
         );
         let st = Stats::of(lat);
         println!(
