@@ -270,6 +270,11 @@ pub struct Rollout {
     /// Answered queues stay (empty, with room for one) for the stream's next response: no
     /// allocation per send.
     in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
+    /// (stream, type) -> the last response a grace expiry assumed held, until the node answers
+    /// it: its ACK then confirms it (otherwise, with one response per type in flight, a node
+    /// slower than the grace period would never again count as holding its target by its own
+    /// word).
+    assumed: SmallMap<StreamType, (Arc<str>, Update)>,
     /// (stream, type) -> the last response sent, if the node rejected it.
     pub(crate) rejected: BTreeMap<(u64, Arc<str>), Rejected>,
     /// The last rejection, kept after the plan moves on: (stream, type, what it carried that
@@ -318,6 +323,7 @@ impl Rollout {
             subscriptions: SmallMap::default(),
             by_name: false,
             in_flight: SmallMap::default(),
+            assumed: SmallMap::default(),
             rejected: BTreeMap::new(),
             last_rejection: None,
             stopped: false,
@@ -578,8 +584,21 @@ impl Rollout {
         let mut notes = Vec::new();
         let mut rehold = false;
         let key = (stream, type_url.clone());
+        if self.assumed.get(&key).is_some_and(|(n, _)| n.as_ref() == nonce) {
+            // The answer to a response a grace expiry assumed held: what the node holds
+            // moved then; only its own word about it is new.
+            let (_, update) = self.assumed.remove(&key).expect("just seen");
+            if nack.is_none() {
+                let was = self.confirmed.get(type_url).cloned().unwrap_or_default();
+                let mine = self.after(type_url, &was, &update);
+                self.confirmed = self.confirmed.with_set(type_url.clone(), mine);
+                self.check_holds();
+            }
+            return notes;
+        }
         let Some(q) = self.in_flight.get_mut(&key) else { return notes };
         let Some(i) = q.iter().position(|(n, _)| n.as_ref() == nonce) else { return notes };
+        self.assumed.remove(&key);
         let (_, update) = q.drain(..=i).next_back().expect("drained through i");
         let latest = q.is_empty();
         let acked = nack.is_none();
@@ -784,6 +803,7 @@ impl Rollout {
         // A stream that asked by name decided the node's mode only while it was open.
         self.by_name = self.any_by_name();
         self.in_flight.retain(|(s, _), _| *s != stream);
+        self.assumed.retain(|(s, _), _| *s != stream);
         self.rejected.retain(|(s, _), _| *s != stream);
         self.replan(now, &mut notes);
         self.holds = false;
@@ -828,8 +848,9 @@ impl Rollout {
             let keys: Vec<(u64, Arc<str>)> =
                 self.in_flight.keys().filter(|(_, t)| t.as_ref() == *ty).cloned().collect();
             for key in keys {
-                for (_, update) in self.in_flight.remove(&key).unwrap_or_default() {
-                    self.apply(&key.1, update, now, false);
+                for (nonce, update) in self.in_flight.remove(&key).unwrap_or_default() {
+                    self.apply(&key.1, update.clone(), now, false);
+                    self.assumed.insert(key.clone(), (nonce, update));
                 }
             }
         }

@@ -1026,6 +1026,32 @@ fn a_grace_expiry_is_not_an_acknowledgement() {
     assert!(c.r.holds_target());
 }
 
+/// Issue 51: with one response per type in flight (design 022) a node slower than the grace
+/// period gets no newer response to acknowledge; when it answers the responses the plan
+/// assumed it held, those late ACKs are its own word, and it holds its target without
+/// waiting for another change.
+#[test]
+fn a_late_answer_to_an_assumed_response_confirms_it() {
+    let mut c = Client::holding(before());
+    c.retarget(moved());
+    for _ in 0..4 {
+        c.push();
+        if let Some(d) = c.r.deadline() {
+            c.now = d;
+            c.r.tick(d);
+        }
+    }
+    assert_eq!(c.r.step(), Step::Converged, "the plan proceeded without the node");
+    assert!(!c.r.holds_target(), "grace expiries are not ACKs");
+    let late: Vec<&'static str> = c.unanswered.keys().copied().collect();
+    assert!(!late.is_empty(), "responses were assumed held");
+    for t in late {
+        c.ack(t);
+    }
+    assert!(c.r.holds_target(), "the late ACKs are the node's own word");
+    assert!(c.r.status(c.now).in_sync);
+}
+
 /// Issue 32, items 1 and 2: a node that has just connected, or whose first route
 /// configuration it rejected, holds nothing, even though its plan has nothing to wait for.
 #[test]
