@@ -22,7 +22,7 @@ const CLOSED_ENOUGH: usize = 256;
 /// Bytes of responses framed since the last trim that make one worth it: once the burst is
 /// over (a look with few framed since the last), or every [`BURST_EVERY`] while it lasts (a
 /// trim walks the heap: tens of milliseconds on a large one).
-const FRAMED_ENOUGH: u64 = 256 << 20;
+const FRAMED_ENOUGH: u64 = 32 << 20;
 const BURST_EVERY: Duration = Duration::from_secs(10);
 
 /// Runs until shutdown.
