@@ -89,6 +89,17 @@ impl Client {
         self.answer(t, None);
     }
 
+    /// Pushes and lets each step's grace period pass, answering nothing.
+    fn push_through_grace(&mut self) {
+        for _ in 0..4 {
+            self.push();
+            if let Some(d) = self.r.deadline() {
+                self.now = d;
+                self.r.tick(d);
+            }
+        }
+    }
+
     /// ACKs what is unanswered, then pushes and ACKs until nothing more is sent.
     fn settle(&mut self) {
         let unanswered: Vec<&'static str> = self.unanswered.keys().copied().collect();
@@ -1006,13 +1017,7 @@ fn a_grace_expiry_is_not_an_acknowledgement() {
     assert!(c.r.holds_target(), "converged by its own ACKs");
     c.retarget(moved());
     assert!(!c.r.holds_target(), "a new target is not held before it is acknowledged");
-    for _ in 0..4 {
-        c.push();
-        if let Some(d) = c.r.deadline() {
-            c.now = d;
-            c.r.tick(d);
-        }
-    }
+    c.push_through_grace();
     assert_eq!(c.r.step(), Step::Converged, "the plan proceeded without the node");
     assert!(!c.r.holds_target(), "grace expiries are not ACKs");
     let status = c.r.status(c.now);
@@ -1034,13 +1039,7 @@ fn a_grace_expiry_is_not_an_acknowledgement() {
 fn a_late_answer_to_an_assumed_response_confirms_it() {
     let mut c = Client::holding(before());
     c.retarget(moved());
-    for _ in 0..4 {
-        c.push();
-        if let Some(d) = c.r.deadline() {
-            c.now = d;
-            c.r.tick(d);
-        }
-    }
+    c.push_through_grace();
     assert_eq!(c.r.step(), Step::Converged, "the plan proceeded without the node");
     assert!(!c.r.holds_target(), "grace expiries are not ACKs");
     let late: Vec<&'static str> = c.unanswered.keys().copied().collect();
