@@ -1142,7 +1142,7 @@ impl Rollout {
                 self.step.awaits().iter().map(|t| short(t)).collect()
             },
             held: self.offer.hold.iter().map(|t| short(t)).collect(),
-            target_version: self.group_target.version(),
+            target_version: self.group_target.shared_version().to_string(),
             planned_version: (!Arc::ptr_eq(&self.target, &self.group_target)).then(|| self.target.version()),
             offer_version: self.offer.snapshot.version(),
             acked_version: (!self.confirmed.is_empty()).then(|| self.confirmed.version()),
@@ -1206,7 +1206,7 @@ impl Rollout {
         };
         if self.holds && !self.synced.as_ref().is_some_and(same) {
             self.synced = Some(Synced {
-                version: self.group_target.version().into(),
+                version: self.group_target.shared_version(),
                 target: self.group_target.clone(),
                 held_back: self.node_holds.reverted().cloned().collect(),
             });

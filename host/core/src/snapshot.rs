@@ -256,6 +256,8 @@ struct DerivedValues {
     plan: std::sync::OnceLock<crate::plan::SharedPlan>,
     /// What rejections of this target's resources decoded and composed, for every node.
     holds: crate::node_holds::Memo,
+    /// The snapshot's version, for a target every node of a group compares against.
+    version: std::sync::OnceLock<Arc<str>>,
 }
 
 impl PartialEq for Derived {
@@ -419,6 +421,13 @@ impl Snapshot {
     /// A version over every type, for logs.
     pub fn version(&self) -> String {
         set_version(self.types.iter().map(|(t, s)| (t.as_ref(), s.version().as_ref())))
+    }
+
+    /// [`version`](Self::version), worked out once for this snapshot and its clones: for a
+    /// group's target, which each of its nodes reads on every change (not for the snapshots
+    /// nodes acknowledged, one per node, which would each keep the memo).
+    pub fn shared_version(&self) -> Arc<str> {
+        self.derived.values().version.get_or_init(|| self.version().into()).clone()
     }
 }
 
