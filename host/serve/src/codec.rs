@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{BufMut, Bytes};
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use prost::Message;
 use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -72,6 +72,8 @@ struct Outbox<Resp> {
     /// Where a stream reset for not reading is counted.
     serving: Arc<crate::Serving>,
     pieces: Option<crate::unread::Pieces>,
+    /// How the stream ends, once what was framed with the last messages is handed out.
+    ending: Option<Status>,
     done: bool,
 }
 
@@ -85,7 +87,7 @@ impl<Resp: Outgoing> ResponseBody<Resp> {
         let body = match unread {
             None => Body::Whole(Some(messages)),
             Some((stream, serving)) => {
-                let outbox = Outbox { messages, stream, serving, pieces: None, done: false };
+                let outbox = Outbox { messages, stream, serving, pieces: None, ending: None, done: false };
                 Body::Budgeted(Some(Box::pin(futures::stream::unfold(outbox, Outbox::next))))
             }
         };
@@ -121,21 +123,38 @@ impl<Resp: Outgoing> Outbox<Resp> {
             let max = self.stream.max();
             return Some(self.reset(crate::unread::Reset { max }));
         }
+        if let Some(status) = self.ending.take() {
+            return Some(self.end(&status));
+        }
         let message = match self.messages.next().await {
             Some(Ok(message)) => message,
             Some(Err(status)) => return Some(self.end(&status)),
             None => return Some(self.end(&Status::ok(""))),
         };
-        let len = 5 + message.encoded_len();
+        // Responses already waiting go out with it, up to a piece: a change that touches every
+        // type is one write to the client, not one per type (and one wake-up of each side).
+        let mut len = 5 + message.encoded_len();
+        let mut messages = vec![message];
+        while len < crate::unread::PIECE && self.ending.is_none() {
+            match self.messages.next().now_or_never() {
+                Some(Some(Ok(m))) => {
+                    len += 5 + m.encoded_len();
+                    messages.push(m);
+                }
+                Some(Some(Err(status))) => self.ending = Some(status),
+                Some(None) => self.ending = Some(Status::ok("")),
+                None => break,
+            }
+        }
         let claimed = match self.stream.try_claim(len) {
-            Some(claim) => Ok((claim, message)),
-            None => wait_for_room(self.stream.clone(), self.serving.clone(), len, message).await,
+            Some(claim) => Ok((claim, messages)),
+            None => wait_for_room(self.stream.clone(), self.serving.clone(), len, messages).await,
         };
-        let (claim, message) = match claimed {
+        let (claim, messages) = match claimed {
             Ok(c) => c,
             Err(reset) => return Some(self.reset(reset)),
         };
-        let mut pieces = self.stream.pieces(frame_vec(&message), claim);
+        let mut pieces = self.stream.pieces(frame_all(&messages, len), claim);
         let first = pieces.next_piece().expect("a frame is at least its 5-byte header");
         self.pieces = Some(pieces);
         self.stream.set_parked(false);
@@ -165,7 +184,7 @@ impl<Resp: Outgoing> Outbox<Resp> {
 }
 
 /// A wait for room, and what it was for.
-type Room<Resp> = Pin<Box<dyn Future<Output = Result<(crate::unread::Claim, Resp), crate::unread::Reset>> + Send>>;
+type Room<Resp> = Pin<Box<dyn Future<Output = Result<(crate::unread::Claim, Vec<Resp>), crate::unread::Reset>> + Send>>;
 
 /// Waits for room for `message` under its client's budget ([`crate::unread::Stream::claim`]),
 /// boxed, with the message moved in: the stream's own future, which lives as long as the
@@ -174,7 +193,7 @@ fn wait_for_room<Resp: Outgoing>(
     stream: Arc<crate::unread::Stream>,
     serving: Arc<crate::Serving>,
     len: usize,
-    message: Resp,
+    message: Vec<Resp>,
 ) -> Room<Resp> {
     Box::pin(async move {
         let refused = |client: &str| serving.refused("unread_bytes", client);
@@ -192,12 +211,19 @@ pub fn frame(message: &impl Outgoing) -> Bytes {
 pub static FRAMED_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn frame_vec(message: &impl Outgoing) -> Vec<u8> {
-    let len = message.encoded_len();
-    FRAMED_BYTES.fetch_add(5 + len as u64, std::sync::atomic::Ordering::Relaxed);
-    let mut buf = Vec::with_capacity(5 + len);
-    buf.push(0);
-    buf.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
-    message.encode(&mut buf);
+    frame_all(std::slice::from_ref(message), 5 + message.encoded_len())
+}
+
+/// `messages` framed one after the other, `len` bytes in all.
+fn frame_all(messages: &[impl Outgoing], len: usize) -> Vec<u8> {
+    FRAMED_BYTES.fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+    let mut buf = Vec::with_capacity(len);
+    for message in messages {
+        buf.push(0);
+        buf.extend_from_slice(&u32::try_from(message.encoded_len()).unwrap_or(u32::MAX).to_be_bytes());
+        message.encode(&mut buf);
+    }
+    debug_assert_eq!(buf.len(), len);
     buf
 }
 
