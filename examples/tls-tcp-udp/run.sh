@@ -31,9 +31,11 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 openssl s_server -quiet -accept 127.0.0.1:8443 -cert "$work/backend.pem" -key "$work/backend.key" -www \
   >"$work/tls-backend.log" 2>&1 &
 pids+=($!)
-echo_py serve-tcp 9000 tcp-echo >"$work/tcp-echo.log" 2>&1 &
+# Started directly, not through echo_py: the pid kept on exit must be Python's own, not a
+# subshell's that leaves Python running.
+"$XDST_PYTHON" "$here/echo.py" serve-tcp 9000 tcp-echo >"$work/tcp-echo.log" 2>&1 &
 pids+=($!)
-echo_py serve-udp 9053 udp-echo >"$work/udp-echo.log" 2>&1 &
+"$XDST_PYTHON" "$here/echo.py" serve-udp 9053 udp-echo >"$work/udp-echo.log" 2>&1 &
 pids+=($!)
 
 say "starting xdst serve --intent $here/intent --plugins (gateway-api)"
