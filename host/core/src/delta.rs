@@ -59,20 +59,32 @@ struct TypeState {
     answer_empty: bool,
     nonce_sent: Option<Arc<str>>,
     version_sent: Option<Arc<str>>,
-    version_acked: Option<String>,
+    /// Shared with `version_sent`: an ACK allocates nothing.
+    version_acked: Option<Arc<str>>,
     /// Boxed: most types are never rejected, and this is per stream and type.
     last_nack: Option<Box<Nack>>,
     /// What `known` held, before the last response, for the names it changed: a NACK puts
     /// them back, since the client applied none of it.
     prior: Vec<(Arc<str>, PriorVersion)>,
     /// A digest of the response the client rejected: the same diff is not sent again.
-    rejected: Option<u128>,
+    rejected: Option<Digest>,
     /// The digest of the last response sent.
-    sent_digest: Option<u128>,
+    sent_digest: Option<Digest>,
     /// The subscription changed since [`subscription_changes`] last looked.
     sub_changed: bool,
     /// One response in flight at a time (design 022).
     flow: FlowControl,
+}
+
+/// A response's digest, stored without `u128`'s 16-byte alignment (kept twice per stream and
+/// type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Digest([u8; 16]);
+
+impl Digest {
+    fn of(sum: u128) -> Digest {
+        Digest(sum.to_le_bytes())
+    }
 }
 
 /// One Delta stream's state.
@@ -107,7 +119,7 @@ impl DeltaStream {
         if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
             return Err(ProtocolError::TooManyTypes);
         }
-        let (type_url, t) = self.types.slot(type_url, || type_url.into());
+        let (type_url, t) = self.types.slot(type_url, || types::shared(type_url));
         let type_url = type_url.clone();
         if t.explicit.len() + req.resource_names_subscribe.len() > MAX_NAMES_PER_TYPE {
             return Err(ProtocolError::TooManyNames(type_url.to_string()));
@@ -121,7 +133,7 @@ impl DeltaStream {
                 t.flow.answered();
                 if let Some(status) = &req.error_detail {
                     let nack = Nack {
-                        version_kept: t.version_acked.clone().unwrap_or_default(),
+                        version_kept: t.version_acked.as_deref().unwrap_or_default().to_owned(),
                         nonce: req.response_nonce.clone(),
                         message: stream::nack_message(&status.message),
                         at: now,
@@ -141,10 +153,10 @@ impl DeltaStream {
                 } else {
                     // Only a rejection needs what the client held before.
                     t.prior = Vec::new();
-                    t.version_acked = t.version_sent.as_deref().map(str::to_owned);
+                    t.version_acked = t.version_sent.clone();
                     events.push(Event::Ack {
                         type_url: type_url.clone(),
-                        version: t.version_acked.clone().unwrap_or_default(),
+                        version: t.version_acked.as_deref().unwrap_or_default().to_owned(),
                         nonce: req.response_nonce.clone(),
                     });
                 }
@@ -335,7 +347,7 @@ impl DeltaStream {
             }
             let digest = (!resources.is_empty() || !removed.is_empty()).then(|| {
                 let removals = removed.iter().map(|n| crate::snapshot::pair_hash(n, ""));
-                resources.iter().map(|r| r.entry_hash()).chain(removals).fold(0u128, u128::wrapping_add)
+                Digest::of(resources.iter().map(|r| r.entry_hash()).chain(removals).fold(0u128, u128::wrapping_add))
             });
             if digest.is_some() && digest == t.rejected {
                 // Exactly what the client rejected: it keeps what it has until something changes.
@@ -360,7 +372,7 @@ impl DeltaStream {
                 if t.version_acked.is_none() && t.nonce_sent.is_none() && !t.known.is_empty(scope) {
                     // DELTA-3: a reconnecting client already held all of this; it is as good
                     // as acknowledged, and /debug/nodes should say so.
-                    t.version_acked = Some(system_version(t).to_string());
+                    t.version_acked = Some(system_version(t));
                 }
                 continue;
             }
@@ -410,7 +422,7 @@ impl DeltaStream {
                 subscribed_names: t.explicit.len(),
                 version_sent: t.version_sent.as_deref().map(str::to_owned),
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
-                version_acked: t.version_acked.clone(),
+                version_acked: t.version_acked.as_deref().map(str::to_owned),
                 last_nack: t.last_nack.as_deref().cloned(),
                 awaiting_answer: t.flow.awaiting(),
                 merged: t.flow.merged(),

@@ -259,3 +259,10 @@ fn order_2_responses_due_together_go_out_dependencies_first() {
     let order: Vec<&str> = out.iter().map(|r| r.type_url.as_ref()).collect();
     assert_eq!(order, [CLUSTER, ENDPOINT, ROUTE, LISTENER]);
 }
+
+/// What every stream keeps per type it uses stays small: 100,000 streams with four types each
+/// hold 400,000 of these (272 bytes when row 7 was measured at 9.3 KB per idle stream).
+#[test]
+fn a_stream_s_state_per_type_stays_small() {
+    assert!(std::mem::size_of::<TypeState>() <= 216, "{} bytes", std::mem::size_of::<TypeState>());
+}

@@ -266,9 +266,9 @@ pub struct Rollout {
     /// (stream, type) -> whether the subscription is a wildcard, and the names it asks for.
     pub(crate) subscriptions: SmallMap<StreamType, (bool, crate::names::Names)>,
     by_name: bool,
-    /// (stream, type) -> responses sent and not answered yet, oldest first.
-    /// Answered queues stay (empty, with room for one) for the stream's next response: no
-    /// allocation per send.
+    /// (stream, type) -> responses sent and not answered yet, oldest first. A queue answered
+    /// in full goes: with one response per type in flight (design 022) an idle stream then
+    /// keeps nothing here, at the cost of an allocation per send.
     in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
     /// (stream, type) -> the last response a grace expiry assumed held, until the node answers
     /// it: its ACK then confirms it (otherwise, with one response per type in flight, a node
@@ -550,7 +550,7 @@ impl Rollout {
         }
         if q.capacity() == 0 {
             // Most of the time one response per type is in flight: room for one, not the
-            // four a first push would make (kept, empty, for the next response).
+            // four a first push would make.
             q.reserve_exact(1);
         }
         q.push_back((nonce, update));
@@ -601,6 +601,9 @@ impl Rollout {
         self.assumed.remove(&key);
         let (_, update) = q.drain(..=i).next_back().expect("drained through i");
         let latest = q.is_empty();
+        if latest {
+            self.in_flight.remove(&key);
+        }
         let acked = nack.is_none();
         match nack {
             Some(Nack { message, analyse }) => {

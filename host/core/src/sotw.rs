@@ -89,7 +89,8 @@ struct TypeState {
     /// For RDS/EDS-like types: the version of the list the client rejected. The client holds
     /// none of it, so what it needs is sent again, but never that same list (SOTW-5).
     rejected: Option<Arc<str>>,
-    version_acked: Option<String>,
+    /// Usually the same `Arc` as `version_sent`: an ACK allocates nothing.
+    version_acked: Option<Arc<str>>,
     /// The nonce of the response last acknowledged.
     nonce_acked: Option<Arc<str>>,
     /// Boxed: most types are never rejected, and this is per stream and type.
@@ -129,7 +130,7 @@ impl SotwStream {
         if !self.types.contains_key(type_url) && self.types.len() >= MAX_TYPES_PER_STREAM {
             return Err(ProtocolError::TooManyTypes);
         }
-        let (type_url, t) = self.types.slot(type_url, || type_url.into());
+        let (type_url, t) = self.types.slot(type_url, || types::shared(type_url));
         let type_url = type_url.clone();
         let full_state = types::is_full_state(&type_url);
         let mut events = Vec::new();
@@ -166,7 +167,10 @@ impl SotwStream {
                 // (holding the CDS ACK) until it gets them; so send them again, even unchanged.
                 t.sent.clear();
             } else {
-                t.version_acked = Some(req.version_info.clone());
+                t.version_acked = Some(match &t.version_sent {
+                    Some(sent) if **sent == *req.version_info => sent.clone(),
+                    _ => req.version_info.as_str().into(),
+                });
                 t.nonce_acked = t.nonce_sent.clone();
                 events.push(Event::Ack {
                     type_url: type_url.clone(),
@@ -180,8 +184,9 @@ impl SotwStream {
             t.force = true;
             t.sent.clear();
             if !req.version_info.is_empty() {
-                t.version_acked = Some(req.version_info.clone());
-                t.version_sent = Some(req.version_info.as_str().into());
+                let version: Arc<str> = req.version_info.as_str().into();
+                t.version_acked = Some(version.clone());
+                t.version_sent = Some(version);
                 events.push(Event::Resumed {
                     type_url: type_url.clone(),
                     holds: stream::Holds::Version(req.version_info.clone()),
@@ -357,7 +362,7 @@ impl SotwStream {
                 subscribed_names: t.names.len(),
                 version_sent: t.version_sent.as_deref().map(str::to_owned),
                 nonce_sent: t.nonce_sent.as_deref().map(str::to_owned),
-                version_acked: t.version_acked.clone(),
+                version_acked: t.version_acked.as_deref().map(str::to_owned),
                 last_nack: t.last_nack.as_deref().cloned(),
                 awaiting_answer: t.flow.awaiting(),
                 merged: t.flow.merged(),

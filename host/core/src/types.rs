@@ -82,6 +82,32 @@ pub fn known_short_name(type_url: &str) -> Option<&'static str> {
     })
 }
 
+/// `type_url` as an `Arc<str>`: for a well-known type, one shared by every stream (a stream
+/// keeps its types' URLs for its whole life: 50-70 bytes each, per stream, if each had its own).
+pub fn shared(type_url: &str) -> std::sync::Arc<str> {
+    use std::sync::{Arc, LazyLock};
+    static KNOWN: LazyLock<Vec<Arc<str>>> = LazyLock::new(|| {
+        [
+            LISTENER,
+            ROUTE,
+            CLUSTER,
+            ENDPOINT,
+            SECRET,
+            SCOPED_ROUTE,
+            RUNTIME,
+            "type.googleapis.com/envoy.config.route.v3.VirtualHost",
+            "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig",
+        ]
+        .into_iter()
+        .map(Arc::from)
+        .collect()
+    });
+    match KNOWN.iter().find(|k| ***k == *type_url) {
+        Some(k) => k.clone(),
+        None => type_url.into(),
+    }
+}
+
 /// The type URL for one of the short labels, for REST paths and CLI flags.
 pub fn from_short_name(short: &str) -> Option<&'static str> {
     Some(match short {
@@ -106,6 +132,18 @@ mod tests {
         assert_eq!(message_name("example.com/foo.Bar"), Some("foo.Bar"));
         assert_eq!(message_name("garbage"), None);
         assert_eq!(message_name("type.googleapis.com/"), None);
+    }
+
+    /// A well-known type's URL is one allocation for every stream; any other is the client's own.
+    #[test]
+    fn well_known_type_urls_are_shared() {
+        for t in CORE_TYPES.into_iter().chain([SECRET, SCOPED_ROUTE, RUNTIME]) {
+            let copy = String::from(t);
+            assert!(std::sync::Arc::ptr_eq(&shared(t), &shared(&copy)), "{t}");
+        }
+        let other = "type.googleapis.com/example.Unknown";
+        assert_eq!(&*shared(other), other);
+        assert!(!std::sync::Arc::ptr_eq(&shared(other), &shared(other)));
     }
 
     #[test]

@@ -4,23 +4,24 @@
 //! sent (an Envoy's EDS subscription to a thousand clusters is tens of KiB, held for the
 //! stream's life: most of an idle stream's memory) and reserves a message's declared length
 //! before its bytes arrive (a client declaring 4 MiB and sending nothing would pin 4 MiB). This
-//! reader holds only the bytes that arrived, and lets a large buffer go once it is empty.
+//! reader holds only the bytes that arrived: a request that comes whole in one frame (most do)
+//! is decoded where the transport put it, a request split over frames is put together in a
+//! buffer of its own, and nothing is kept between requests (an idle stream holds no buffer).
 
 use std::marker::PhantomData;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tonic::Status;
-
-/// A buffer this small is kept for the next request when empty (most requests are ACKs of a
-/// few hundred bytes); a larger one is let go.
-const KEEP: usize = 4 << 10;
 
 /// The gRPC message header: the compressed flag and the length.
 const HEADER: usize = 5;
 
 pub struct Requests<R> {
     body: axum::body::Body,
+    /// What is left of the last frame, not copied: whole requests are decoded from it.
+    frame: Bytes,
+    /// A request split over frames, put together.
     buf: BytesMut,
     /// The largest message accepted (`--max-request-size`).
     max: usize,
@@ -30,7 +31,7 @@ pub struct Requests<R> {
 
 impl<R: prost::Message + Default> Requests<R> {
     pub fn new(body: axum::body::Body, max: usize) -> Self {
-        Requests { body, buf: BytesMut::new(), max, ended: false, _request: PhantomData }
+        Requests { body, frame: Bytes::new(), buf: BytesMut::new(), max, ended: false, _request: PhantomData }
     }
 
     /// The next request; `None` once the client ended the stream (or cancelled it).
@@ -40,7 +41,7 @@ impl<R: prost::Message + Default> Requests<R> {
                 return Ok(Some(r));
             }
             if self.ended {
-                return if self.buf.is_empty() {
+                return if self.buf.is_empty() && self.frame.is_empty() {
                     Ok(None)
                 } else {
                     Err(Status::internal("Unexpected EOF decoding stream."))
@@ -49,7 +50,7 @@ impl<R: prost::Message + Default> Requests<R> {
             match self.body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
+                        self.take(data);
                     }
                 }
                 Some(Err(e)) => {
@@ -61,12 +62,64 @@ impl<R: prost::Message + Default> Requests<R> {
         }
     }
 
-    /// A whole message from the buffer, if one is there.
+    /// A frame's bytes: kept as they are while no request is half put together, else added
+    /// to the one that is.
+    fn take(&mut self, data: Bytes) {
+        if self.buf.is_empty() && self.frame.is_empty() {
+            self.frame = data;
+        } else {
+            self.buf.extend_from_slice(&self.frame);
+            self.frame = Bytes::new();
+            self.buf.extend_from_slice(&data);
+        }
+    }
+
+    /// A whole message from what arrived, if one is there.
     fn decode(&mut self) -> Result<Option<R>, Status> {
-        if self.buf.len() < HEADER {
+        if !self.buf.is_empty() {
+            let r = self.decode_from_buf();
+            if self.buf.is_empty() {
+                // Nothing kept between requests: the next one most likely comes whole.
+                self.buf = BytesMut::new();
+            }
+            return r;
+        }
+        if self.frame.is_empty() {
             return Ok(None);
         }
-        match self.buf[0] {
+        match self.whole(&self.frame)? {
+            Some(len) => {
+                let r = R::decode(&self.frame[HEADER..HEADER + len]).map_err(crate::codec::malformed::<R>)?;
+                self.frame.advance(HEADER + len);
+                if self.frame.is_empty() {
+                    // An empty slice still holds the transport's buffer.
+                    self.frame = Bytes::new();
+                }
+                Ok(Some(r))
+            }
+            None => {
+                // Cut short: the rest comes in later frames.
+                self.buf.extend_from_slice(&self.frame);
+                self.frame = Bytes::new();
+                Ok(None)
+            }
+        }
+    }
+
+    fn decode_from_buf(&mut self) -> Result<Option<R>, Status> {
+        let Some(len) = self.whole(&self.buf)? else { return Ok(None) };
+        let r = R::decode(&self.buf[HEADER..HEADER + len]).map_err(crate::codec::malformed::<R>)?;
+        self.buf.advance(HEADER + len);
+        Ok(Some(r))
+    }
+
+    /// The length of the message at the start of `bytes` if all of it is there; an error for
+    /// a compressed one or one over the limit.
+    fn whole(&self, bytes: &[u8]) -> Result<Option<usize>, Status> {
+        if bytes.len() < HEADER {
+            return Ok(None);
+        }
+        match bytes[0] {
             0 => {}
             // The stream's headers named no encoding (one that did was refused).
             1 => {
@@ -80,22 +133,14 @@ impl<R: prost::Message + Default> Requests<R> {
                 )));
             }
         }
-        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
         if len > self.max {
             return Err(Status::out_of_range(format!(
                 "Error, decoded message length too large: found {len} bytes, the limit is: {} bytes",
                 self.max
             )));
         }
-        if self.buf.len() < HEADER + len {
-            return Ok(None);
-        }
-        let r = R::decode(&self.buf[HEADER..HEADER + len]).map_err(crate::codec::malformed::<R>)?;
-        self.buf.advance(HEADER + len);
-        if self.buf.is_empty() && self.buf.capacity() > KEEP {
-            self.buf = BytesMut::new();
-        }
-        Ok(Some(r))
+        Ok((bytes.len() >= HEADER + len).then_some(len))
     }
 }
 
@@ -123,20 +168,22 @@ mod tests {
         DiscoveryRequest { resource_names: (0..n).map(|i| format!("cluster-{i:05}")).collect(), ..Default::default() }
     }
 
-    /// Messages split over frames and several in one frame are decoded in order; a large one
-    /// does not leave its buffer behind.
+    /// Messages split over frames and several in one frame are decoded in order; no buffer is
+    /// kept between them.
     #[tokio::test]
     async fn messages_are_decoded_across_frames_and_a_large_buffer_is_let_go() {
         let (big, small) = (frame(&named(4_000)), frame(&named(1)));
-        assert!(big.len() > 8 * KEEP);
+        assert!(big.len() > 32 << 10);
         let mut two = small.clone();
         two.extend_from_slice(&small);
         let (a, b) = big.split_at(big.len() / 3);
         let mut r = requests(vec![a.to_vec(), b.to_vec(), two], 4 << 20);
         assert_eq!(r.message().await.unwrap().unwrap().resource_names.len(), 4_000);
-        assert!(r.buf.capacity() <= KEEP, "the large buffer is kept: {}", r.buf.capacity());
+        assert_eq!(r.buf.capacity(), 0, "the buffer is kept");
         assert_eq!(r.message().await.unwrap().unwrap().resource_names, ["cluster-00000"]);
+        assert!(!r.frame.is_empty(), "the second message is decoded from the frame, not copied");
         assert_eq!(r.message().await.unwrap().unwrap().resource_names, ["cluster-00000"]);
+        assert!(r.frame.is_empty() && r.buf.capacity() == 0, "nothing kept between requests");
         assert!(r.message().await.unwrap().is_none());
     }
 

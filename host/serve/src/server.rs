@@ -145,7 +145,10 @@ fn tagged(
         req.extensions_mut().insert(ConnectionPlace(place.clone()));
         let in_flight = place.begin();
         let response = tower::ServiceExt::oneshot(router.clone(), req);
-        async move {
+        // Boxed: hyper runs each stream as a task sized for the largest of this future and
+        // the response body's pump, for as long as the stream lives; the router's future is
+        // large and needed only until the response starts (about 600 bytes per idle stream).
+        Box::pin(async move {
             let response = response.await?;
             // The request is in flight until its response body ends (a gRPC stream's, when
             // the stream does).
@@ -155,7 +158,7 @@ fn tagged(
                     frame
                 }))
             }))
-        }
+        })
     }))
 }
 

@@ -371,7 +371,9 @@ impl<M: Machine> Driver<M> {
     /// of this future for every response, and a pointer moves for less than the driver.
     async fn next(mut self: Box<Self>) -> Option<(Result<M::Response, Status>, Box<Self>)> {
         if !self.admitted {
-            self.admit().await;
+            // Boxed, as every wait that is not the idle one: this future lives as long as the
+            // stream, sized for its largest wait.
+            Box::pin(self.admit()).await;
             // Its time to send a first complete request starts once it had its turn.
             self.first_request_by = Some(Instant::now() + self.serving.streams.first_request);
         }
@@ -752,18 +754,23 @@ async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
 
 /// Resolves while the stream is half-open: when `by` passes (`"in time"`), or when it is
 /// closed to make way for a newer half-open stream of its client (`"evicted"`).
+/// The wait is boxed: it is needed only until the first request, and the idle stream's own
+/// future would otherwise keep room for its timer for the stream's whole life.
 async fn no_first_request(half_open: &Option<(HalfOpenStream, Option<HalfOpen>)>, by: Option<Instant>) -> &'static str {
     let Some((stream, _)) = half_open else { return std::future::pending().await };
-    let timeout = async {
-        match by {
-            Some(by) => tokio::time::sleep_until(by.into()).await,
-            None => std::future::pending().await,
+    Box::pin(async move {
+        let timeout = async {
+            match by {
+                Some(by) => tokio::time::sleep_until(by.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = timeout => "in time",
+            () = stream.closed() => "evicted",
         }
-    };
-    tokio::select! {
-        () = timeout => "in time",
-        () = stream.closed() => "evicted",
-    }
+    })
+    .await
 }
 
 async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {
