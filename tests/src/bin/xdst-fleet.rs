@@ -63,6 +63,11 @@ struct Args {
     /// Changes of each kind in `groups`.
     #[arg(long, default_value_t = 5)]
     changes: usize,
+    /// Route changes made through the intent API during the churn (size, churn), spread
+    /// evenly over it: each one's time from the write until `GET /changes/{id}` says every
+    /// node holds it (default: 5 for size, 0 otherwise).
+    #[arg(long)]
+    route_changes: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
@@ -327,6 +332,15 @@ async fn churn_row(args: &Args) -> anyhow::Result<()> {
             }
         }
         println!("  soak      : {swaps} plugin swaps, {writes} intent changes through the API");
+    } else {
+        let n = args.route_changes.unwrap_or(if args.row == Row::Size { 5 } else { 0 });
+        if n > 0 {
+            converged(&rx)?;
+            let took = route_changes(xdst.admin_addr, n, Duration::from_secs(secs), args.services).await?;
+            let show = took.iter().map(|d| format!("{:.0}", ms(*d))).collect::<Vec<_>>().join(", ");
+            let worst = took.iter().max().copied().unwrap_or_default();
+            println!("  route change during the churn, until every node holds it (ms): {show}; max {:.0}", ms(worst));
+        }
     }
     let status = tokio::task::spawn_blocking(move || child.wait()).await??;
     ensure!(status.success(), "xdst-loadgen failed: {status}");
@@ -340,8 +354,26 @@ async fn churn_row(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` route changes through the intent API, spread evenly over the `churn` that began now:
+/// each one's time from the write until every node holds it. Each change points one route
+/// (of the API's own, on gw-0 beside the files' routes) at another Service, so it changes the
+/// Gateway's RouteConfiguration, which every stream holds.
+async fn route_changes(admin: SocketAddr, n: usize, churn: Duration, services: usize) -> anyhow::Result<Vec<Duration>> {
+    let started = Instant::now();
+    let mut took = Vec::new();
+    for k in 0..n {
+        tokio::time::sleep_until((started + churn * (k as u32 + 1) / (n as u32 + 1)).into()).await;
+        let svc = format!("svc-{}", (k * 37 + 1) % services);
+        let doc = route("fleet-api", "gw-0", &[("/fleet-api", &svc)], None);
+        let t0 = Instant::now();
+        let id = bench_intent::put(admin, TOKEN, "HTTPRoute", "fleet-api", &doc).await?;
+        took.push(until_live(admin, id, t0, Duration::from_millis(20)).await?);
+    }
+    Ok(took)
+}
+
 /// Polls `GET /changes/{id}` until it says the change is live on every node; the time since `t0`.
-async fn until_live(admin: SocketAddr, id: i64, t0: Instant) -> anyhow::Result<Duration> {
+async fn until_live(admin: SocketAddr, id: i64, t0: Instant, every: Duration) -> anyhow::Result<Duration> {
     let deadline = t0 + Duration::from_secs(120);
     loop {
         let (status, body) = xdst_tests::upstream::http_get(admin, &format!("/changes/{id}")).await?;
@@ -352,7 +384,7 @@ async fn until_live(admin: SocketAddr, id: i64, t0: Instant) -> anyhow::Result<D
             }
         }
         ensure!(Instant::now() < deadline, "change {id} not live after 120 s: {body}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -378,7 +410,7 @@ async fn write_until_live(admin: SocketAddr, file: &Path, text: String) -> anyho
         ensure!(t0.elapsed() < Duration::from_secs(120), "no change after writing {}", file.display());
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
-    until_live(admin, id, t0).await
+    until_live(admin, id, t0, Duration::from_millis(2)).await
 }
 
 fn ms(d: Duration) -> f64 {
