@@ -282,83 +282,35 @@ impl DeltaStream {
                 continue;
             }
             // `known` is `synced` for every name in scope: only the names that changed since
-            // need a look.
-            let since = t.synced.as_ref().zip(set).map(|(was, now)| was.changed_names(now));
-
-            // DELTA-4: desired state of every name in scope (borrowed: the names are shared by
-            // every stream of the group).
-            // Only a wildcard with names besides needs merging; usually it is one or the other.
-            let in_scope = |n: &str| (t.wildcard && set.is_some_and(|s| s.get(n).is_some())) || t.explicit.contains(n);
-            let desired: Vec<(&Arc<str>, Option<&Arc<Resource>>)> = match (&since, t.wildcard, t.explicit.is_empty()) {
-                (Some(names), ..) => {
-                    names.iter().filter(|n| in_scope(n)).map(|n| (*n, set.and_then(|s| s.get(n)))).collect()
-                }
-                (None, true, true) => {
-                    set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name(), Some(r))).collect()
-                }
-                (None, false, _) => t.explicit.iter().map(|n| (n, set.and_then(|s| s.get(n)))).collect(),
-                (None, true, false) => {
-                    let mut all: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> = set
-                        .into_iter()
-                        .flat_map(|s| s.resources())
-                        .map(|r| (r.name().as_ref(), (r.name(), Some(r))))
-                        .collect();
-                    for n in t.explicit.iter() {
-                        all.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
-                    }
-                    all.into_values().collect()
-                }
-            };
-
-            let mut resources = Vec::new();
-            let mut removed = Vec::new();
-            let mut prior = Vec::new();
+            // need a look, and the walk of what changed brings each one's entry before and after.
+            let was = t.synced.clone();
+            let since = was.as_ref().zip(set).map(|(was, now)| was.changed_entries(now));
             let scope = InScope { wildcard: t.wildcard, explicit: &t.explicit };
-            for (name, want) in &desired {
-                let now = want.map(|r| r.entry_hash());
-                let before = t.known.get(name, scope);
-                if before == Some(now) {
-                    continue;
-                }
-                t.known.set(name, Some(now), scope);
-                match want {
-                    Some(r) => resources.push((*r).clone()),
-                    // A subscribed name that does not exist: say so (DELTA-4).
-                    None => removed.push((*name).clone()),
-                }
-                prior.push(((*name).clone(), before));
-            }
-            // Held names no longer in scope were deleted (wildcard) or, after the client
-            // reconnected, are ones it should no longer hold.
-            let gone: Vec<Arc<str>> = match &since {
-                Some(names) => names
-                    .iter()
-                    .filter(|n| !in_scope(n) && t.known.get(n, scope).is_some())
-                    .map(|n| (*n).clone())
-                    .collect(),
-                None => t.known.names(scope).filter(|n| !in_scope(n)).cloned().collect(),
+            let (walked, advance) = match &since {
+                Some(changes) => (walk_changes(&t.known, scope, changes), true),
+                None => (walk_all(&mut t.known, scope, set), false),
             };
-            for name in gone {
-                let before = t.known.set(&name, None, scope);
-                if let Some(Some(_)) = &before {
-                    removed.push(name.clone());
-                }
-                prior.push((name, before));
-            }
+            let Walked { resources, removed, prior, now, sums } = walked;
             let digest = (!resources.is_empty() || !removed.is_empty()).then(|| {
                 let removals = removed.iter().map(|n| crate::snapshot::pair_hash(n, ""));
                 Digest::of(resources.iter().map(|r| r.entry_hash()).chain(removals).fold(0u128, u128::wrapping_add))
             });
             if digest.is_some() && digest == t.rejected {
                 // Exactly what the client rejected: it keeps what it has until something changes.
-                for (name, before) in prior {
-                    t.known.set(&name, before, scope);
+                if !advance {
+                    for (name, before) in prior {
+                        t.known.set(&name, before, scope);
+                    }
                 }
                 continue;
             }
             t.synced = set.cloned();
             // The client now holds the set as it is over its subscription: share it.
-            t.known.rebase(set);
+            if advance {
+                t.known.advance(set, now.into_iter(), sums);
+            } else {
+                t.known.rebase(set);
+            }
 
             // What the client holds, as one version: its entries are hashed already.
             let system_version = |t: &TypeState| -> Arc<str> {
@@ -430,6 +382,107 @@ impl DeltaStream {
             })
             .collect()
     }
+}
+
+/// What a walk over a type's names worked out: what to send, and what the client held of
+/// each name it changes (a NACK puts that back).
+struct Walked<'a> {
+    resources: Vec<Arc<Resource>>,
+    removed: Vec<Arc<str>>,
+    prior: Vec<(Arc<str>, PriorVersion)>,
+    /// What the client holds of each name sent, once it applies the response.
+    now: Vec<(&'a Arc<str>, Option<Option<u128>>)>,
+    /// The hashes it then holds in addition, and no longer holds.
+    sums: (u128, u128),
+}
+
+/// DELTA-4 over the names whose entries changed between the set the client is in step with
+/// and the one served now (`changes`: each name with its entry before and after): the
+/// client's `known` is left as it is, for [`Known::advance`] once the response is settled.
+fn walk_changes<'a>(known: &Known, scope: InScope, changes: &[crate::snapshot::ChangedEntry<'a>]) -> Walked<'a> {
+    let mut w = Walked { resources: Vec::new(), removed: Vec::new(), prior: Vec::new(), now: Vec::new(), sums: (0, 0) };
+    // Held names no longer in scope (deleted, for a wildcard) go after what is sent.
+    let mut gone = Vec::new();
+    for &(name, was, want) in changes {
+        let before = known.get_beside(name, was, scope);
+        let in_scope = (scope.wildcard && want.is_some()) || scope.explicit.contains(name.as_ref());
+        let now = in_scope.then(|| want.map(|r| r.entry_hash()));
+        if before == now || (!in_scope && before.is_none()) {
+            continue;
+        }
+        if let Some(Some(h)) = before {
+            w.sums.1 = w.sums.1.wrapping_add(h);
+        }
+        if let Some(Some(h)) = now {
+            w.sums.0 = w.sums.0.wrapping_add(h);
+        }
+        w.now.push((name, now));
+        if !in_scope {
+            gone.push((name, before));
+            continue;
+        }
+        match want {
+            Some(r) => w.resources.push(r.clone()),
+            // A subscribed name that does not exist: say so (DELTA-4).
+            None => w.removed.push(name.clone()),
+        }
+        w.prior.push((name.clone(), before));
+    }
+    for (name, before) in gone {
+        if let Some(Some(_)) = before {
+            w.removed.push(name.clone());
+        }
+        w.prior.push((name.clone(), before));
+    }
+    w
+}
+
+/// DELTA-4 over every name in scope (the client's first response of the type, or one after
+/// its subscription changed): `known` is moved name by name.
+fn walk_all<'a>(known: &mut Known, scope: InScope, set: Option<&Arc<TypeSet>>) -> Walked<'a> {
+    let in_scope = |n: &str| (scope.wildcard && set.is_some_and(|s| s.get(n).is_some())) || scope.explicit.contains(n);
+    // Borrowed: the names are shared by every stream of the group. Only a wildcard with names
+    // besides needs merging; usually it is one or the other.
+    let desired: Vec<(&Arc<str>, Option<&Arc<Resource>>)> = match (scope.wildcard, scope.explicit.is_empty()) {
+        (true, true) => set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name(), Some(r))).collect(),
+        (false, _) => scope.explicit.iter().map(|n| (n, set.and_then(|s| s.get(n)))).collect(),
+        (true, false) => {
+            let mut all: BTreeMap<&str, (&Arc<str>, Option<&Arc<Resource>>)> =
+                set.into_iter().flat_map(|s| s.resources()).map(|r| (r.name().as_ref(), (r.name(), Some(r)))).collect();
+            for n in scope.explicit.iter() {
+                all.entry(n).or_insert_with(|| (n, set.and_then(|s| s.get(n))));
+            }
+            all.into_values().collect()
+        }
+    };
+    let mut resources = Vec::new();
+    let mut removed = Vec::new();
+    let mut prior = Vec::new();
+    for (name, want) in &desired {
+        let now = want.map(|r| r.entry_hash());
+        let before = known.get(name, scope);
+        if before == Some(now) {
+            continue;
+        }
+        known.set(name, Some(now), scope);
+        match want {
+            Some(r) => resources.push((*r).clone()),
+            // A subscribed name that does not exist: say so (DELTA-4).
+            None => removed.push((*name).clone()),
+        }
+        prior.push(((*name).clone(), before));
+    }
+    // Held names no longer in scope: after the client reconnected, ones it should no longer
+    // hold.
+    let gone: Vec<Arc<str>> = known.names(scope).filter(|n| !in_scope(n)).cloned().collect();
+    for name in gone {
+        let before = known.set(&name, None, scope);
+        if let Some(Some(_)) = &before {
+            removed.push(name.clone());
+        }
+        prior.push((name, before));
+    }
+    Walked { resources, removed, prior, now: Vec::new(), sums: (0, 0) }
 }
 
 #[cfg(test)]

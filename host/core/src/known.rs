@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::TypeSet;
 
@@ -62,7 +63,7 @@ impl Entry {
 /// What a client holds of one type: for each name, `Some(hash)` of the name and version it
 /// holds, `None` when it was told the name does not exist, nothing when it does not know the
 /// name; with the sum of what it holds kept as it changes (its version, without a walk).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Known {
     base: Option<Arc<TypeSet>>,
     entries: SmallMap<Arc<str>, Entry>,
@@ -106,6 +107,41 @@ impl Known {
             }
         }
         was
+    }
+
+    /// What the client holds of `name`, given the base's entry for it (`base`, looked up
+    /// already by whoever walks the base's changes).
+    pub fn get_beside(&self, name: &str, base: Option<&Arc<Resource>>, scope: InScope) -> Option<Option<u128>> {
+        debug_assert_eq!(
+            base.map(|r| r.entry_hash()),
+            self.base.as_ref().and_then(|b| b.get(name)).map(|r| r.entry_hash()),
+            "the base's entry for {name}"
+        );
+        match self.entries.get(name) {
+            Some(e) => e.known(),
+            None => base.filter(|_| scope.covers(name)).map(|r| Some(r.entry_hash())),
+        }
+    }
+
+    /// The client now holds `set` over the names in scope, having been sent what `changed`
+    /// lists (each name with what it now holds of it: `Some(None)` told it does not exist,
+    /// `None` forgotten), and its sum moved by `add` less `sub`: [`Known::set`] for each
+    /// name, then [`Known::rebase`], without the entries made only to be dropped.
+    pub fn advance<'n>(
+        &mut self,
+        set: Option<&Arc<TypeSet>>,
+        changed: impl Iterator<Item = (&'n Arc<str>, Option<Option<u128>>)>,
+        (add, sub): (u128, u128),
+    ) {
+        for (name, now) in changed {
+            if now == Some(None) {
+                self.entries.insert(name.clone(), Entry::Missing);
+            } else {
+                self.entries.remove(name.as_ref());
+            }
+        }
+        self.set_sum(self.sum().wrapping_add(add).wrapping_sub(sub));
+        self.rebase(set);
     }
 
     /// Every name the client knows (held, or known not to exist).

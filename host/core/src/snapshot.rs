@@ -10,6 +10,10 @@ use sha2::{Digest, Sha256};
 use crate::resource::{Resource, set_version};
 use crate::small_map::SmallMap;
 
+/// A name whose entry differs between two sets, with its entry in each (`None` where a set
+/// lacks it).
+pub type ChangedEntry<'a> = (&'a Arc<str>, Option<&'a Arc<Resource>>, Option<&'a Arc<Resource>>);
+
 /// All resources of one type, by name, with a version derived from their contents.
 #[derive(Debug, Clone)]
 pub struct TypeSet {
@@ -94,6 +98,22 @@ impl TypeSet {
                 DiffItem::Add(k, _) | DiffItem::Remove(k, _) => Some(k),
                 DiffItem::Update { old: (k, a), new: (_, b) } => {
                     (!Arc::ptr_eq(a, b) && a.entry_hash() != b.entry_hash()).then_some(k)
+                }
+            })
+            .collect()
+    }
+    /// The names whose entry differs between this set and `other`, each with its entry here
+    /// and there (`None` where the set lacks it): what [`TypeSet::changed_names`] finds, with
+    /// what a walk over it would otherwise look up again, name by name.
+    pub fn changed_entries<'a>(&'a self, other: &'a TypeSet) -> Vec<ChangedEntry<'a>> {
+        use imbl::ordmap::DiffItem;
+        self.resources
+            .diff(&other.resources)
+            .filter_map(|d| match d {
+                DiffItem::Add(k, r) => Some((k, None, Some(r))),
+                DiffItem::Remove(k, r) => Some((k, Some(r), None)),
+                DiffItem::Update { old: (k, a), new: (_, b) } => {
+                    (!Arc::ptr_eq(a, b) && a.entry_hash() != b.entry_hash()).then_some((k, Some(a), Some(b)))
                 }
             })
             .collect()
@@ -551,6 +571,12 @@ mod tests {
             let want = naive(old, &set);
             let got: Vec<Arc<str>> = old.changed_names(&set).into_iter().cloned().collect();
             assert_eq!(got, want, "step {step}: changed_names");
+            for (name, was, now) in old.changed_entries(&set) {
+                assert_eq!(was, old.get(name), "step {step}: changed_entries, before");
+                assert_eq!(now, set.get(name), "step {step}: changed_entries, after");
+            }
+            let names: Vec<Arc<str>> = old.changed_entries(&set).into_iter().map(|(n, ..)| n.clone()).collect();
+            assert_eq!(names, want, "step {step}: changed_entries");
             let changes: Vec<Arc<str>> = set
                 .changes_since(old)
                 .map(|c| match c {
