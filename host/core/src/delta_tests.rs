@@ -275,13 +275,7 @@ fn a_stream_s_state_per_type_stays_small() {
 #[test]
 fn the_walk_over_what_changed_equals_the_walk_over_everything() {
     use crate::known::{InScope, Known};
-    let mut seed: u64 = 0x2b99_2ddf_a232_49d6;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = crate::testutil::random(0x2b99_2ddf_a232_49d6);
     let random_set = |next: &mut dyn FnMut(u64) -> u64| {
         let mut versions: Vec<(String, String)> = Vec::new();
         for i in 0..40 {
@@ -317,7 +311,8 @@ fn the_walk_over_what_changed_equals_the_walk_over_everything() {
             v.sort();
             v.clone()
         };
-        let names = |w: &Walked| sorted(&mut w.resources.iter().map(|r| format!("{}@{}", r.name(), r.version())).collect());
+        let names =
+            |w: &Walked| sorted(&mut w.resources.iter().map(|r| format!("{}@{}", r.name(), r.version())).collect());
         assert_eq!(names(&fast), names(&all), "step {step}: resources");
         let removed = |w: &Walked| sorted(&mut w.removed.iter().map(|n| n.to_string()).collect());
         assert_eq!(removed(&fast), removed(&all), "step {step}: removed");

@@ -283,13 +283,7 @@ mod tests {
     fn the_kept_sum_of_what_a_client_holds_is_the_walked_one() {
         let explicit: SmallSet<Arc<str>> = (0..50).filter(|i| i % 3 != 0).map(|i| Arc::from(format!("n{i}"))).collect();
         let mut k = Known::default();
-        let mut seed: u64 = 0x51_7cc1_b727_220a;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::testutil::random(0x51_7cc1_b727_220a);
         for step in 0..5_000 {
             let scope = InScope { wildcard: step % 1000 < 500, explicit: &explicit };
             if step % 500 == 0 {

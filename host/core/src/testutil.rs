@@ -6,6 +6,17 @@ use crate::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
+/// A small deterministic random source (xorshift) for randomized tests: `next(n)` is in
+/// `0..n`, and the same seed gives the same sequence.
+pub fn random(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 /// A resource whose body is just its content tag; the state machines never decode bodies.
 pub fn res(type_url: &str, name: &str, content: &str) -> Resource {
     Resource::new(type_url, name, content.as_bytes())
