@@ -33,6 +33,10 @@ pub struct DeltaResponse {
     /// The set this response was worked out from (not sent): what the client holds once it
     /// applies it, when it subscribes to all of it.
     pub served: Option<Arc<TypeSet>>,
+    /// Set when the client held exactly this set before the response and holds exactly
+    /// `served` after it (not sent): a rollout that saw it hold this set then knows what it
+    /// holds without working it out name by name.
+    pub from: Option<Arc<TypeSet>>,
 }
 
 /// A name's entry in `known` before a response (`None`: the client did not know the name).
@@ -306,6 +310,8 @@ impl DeltaStream {
             }
             t.synced = set.cloned();
             // The client now holds the set as it is over its subscription: share it.
+            // (Before `known` moves: only the walk over what changed leaves it unmoved so far.)
+            let whole_before = was.as_ref().filter(|w| advance && w.sum() == t.known.sum()).cloned();
             if advance {
                 t.known.advance(set, now.into_iter(), sums);
             } else {
@@ -338,7 +344,18 @@ impl DeltaStream {
             t.flow.sent();
             t.version_sent = Some(system_version.clone());
             let served = set.cloned();
-            out.push(DeltaResponse { type_url: type_url.clone(), system_version, nonce, resources, removed, served });
+            // Whole before and after (equal sums: what is held of a set's names, and nothing
+            // else, sums to the set's sum).
+            let from = whole_before.filter(|_| served.as_ref().is_some_and(|s| s.sum() == t.known.sum()));
+            out.push(DeltaResponse {
+                type_url: type_url.clone(),
+                system_version,
+                nonce,
+                resources,
+                removed,
+                served,
+                from,
+            });
         }
         out
     }

@@ -98,8 +98,14 @@ pub enum Update {
     List { version: Arc<str>, resources: Vec<Arc<Resource>> },
     /// Delta: the node adds or replaces `added` and drops `removed`. `served` is the set the
     /// response was worked out from: what the node then holds, usually, and shared if so
-    /// rather than built again for each node.
-    Patch { removed: Vec<Arc<str>>, added: Vec<Arc<Resource>>, served: Option<Arc<TypeSet>> },
+    /// rather than built again for each node. `from`, when the stream knows it: the node held
+    /// exactly this set before and holds exactly `served` after.
+    Patch {
+        removed: Vec<Arc<str>>,
+        added: Vec<Arc<Resource>>,
+        served: Option<Arc<TypeSet>>,
+        from: Option<Arc<TypeSet>>,
+    },
 }
 
 /// Something the server should count or log.
@@ -775,7 +781,15 @@ impl Rollout {
             Update::List { version, resources } => self
                 .known_set(type_url, |s| s.version() == version)
                 .unwrap_or_else(|| Arc::new(TypeSet::from_shared(resources.iter().cloned()))),
-            Update::Patch { removed, added, served } => {
+            Update::Patch { removed, added, served, from } => {
+                // The stream knows the node goes from exactly what it held to exactly the set
+                // the response was worked out from: no name needs a look.
+                if let (Some(from), Some(s)) = (from, served)
+                    && Arc::ptr_eq(from, held)
+                {
+                    debug_assert_eq!(held.patched_sum(removed, added), s.sum(), "a whole patch of {type_url}");
+                    return s.clone();
+                }
                 // Usually the set the response was worked out from, or the target's by now:
                 // share it rather than build a copy per node.
                 let sum = held.patched_sum(removed, added);

@@ -446,18 +446,55 @@ fn delta_patches_move_the_acknowledged_state() {
     let cds = ty(CLUSTER);
     r.subscribe(7, &cds, true, &[], now);
     let a = r.offer().snapshot.resource(CLUSTER, "a").unwrap().clone();
-    r.sent(7, &cds, "1".into(), Update::Patch { removed: vec![], added: vec![a.clone()], served: None });
+    r.sent(7, &cds, "1".into(), Update::Patch { removed: vec![], added: vec![a.clone()], served: None, from: None });
     r.answered(7, &cds, "99", None, now);
     assert!(r.acked().get(CLUSTER).is_none(), "an unknown nonce changes nothing");
     r.answered(7, &cds, "1", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
-    r.sent(7, &cds, "2".into(), Update::Patch { removed: vec!["a".into()], added: vec![], served: None });
-    r.sent(7, &cds, "3".into(), Update::Patch { removed: vec![], added: vec![a], served: None });
+    r.sent(7, &cds, "2".into(), Update::Patch { removed: vec!["a".into()], added: vec![], served: None, from: None });
+    r.sent(7, &cds, "3".into(), Update::Patch { removed: vec![], added: vec![a], served: None, from: None });
     r.answered(7, &cds, "3", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
     assert_eq!(r.status(now).unanswered, 0, "answering 3 settles 2 too");
     r.stream_closed(7, now);
     assert_eq!(r.status(now).unanswered, 0);
+}
+
+/// A Delta response whose stream knows the node goes from exactly the set it holds to exactly
+/// the set served is taken at its word (that set, shared); one whose `from` is not what the
+/// node holds is worked out name by name, whatever `served` says.
+#[test]
+fn a_whole_patch_from_what_the_node_holds_shares_the_set_served() {
+    let now = Instant::now();
+    let mut r = Rollout::new(RolloutConfig::default(), Arc::new(before()), now);
+    let cds = ty(CLUSTER);
+    r.subscribe(7, &cds, true, &[], now);
+    let a = r.offer().snapshot.get(CLUSTER).unwrap().clone();
+    let all: Vec<_> = a.resources().cloned().collect();
+    let patch =
+        |added: Vec<Arc<Resource>>, removed: Vec<Arc<str>>, served: &Arc<TypeSet>, from: Option<&Arc<TypeSet>>| {
+            Update::Patch { removed, added, served: Some(served.clone()), from: from.cloned() }
+        };
+    r.sent(7, &cds, "1".into(), patch(all.clone(), vec![], &a, None));
+    r.answered(7, &cds, "1", None, now);
+    let held = r.acked().get(CLUSTER).unwrap().clone();
+    assert!(Arc::ptr_eq(&held, &a), "the set served, shared (its sum says so)");
+
+    // From what the node holds to a set with one name more: taken as is.
+    let extra = Arc::new(Resource::new(CLUSTER, "extra", b"1"));
+    let b = Arc::new(a.patch(&[], std::slice::from_ref(&extra)));
+    r.sent(7, &cds, "2".into(), patch(vec![extra.clone()], vec![], &b, Some(&held)));
+    r.answered(7, &cds, "2", None, now);
+    assert!(Arc::ptr_eq(r.acked().get(CLUSTER).unwrap(), &b));
+
+    // A `from` that is not what the node holds: the patch decides, not `served`.
+    let c = Arc::new(b.patch(&[extra.name().clone()], &[]));
+    let stale = a.clone();
+    let other = Arc::new(Resource::new(CLUSTER, "other", b"1"));
+    r.sent(7, &cds, "3".into(), patch(vec![other], vec![], &c, Some(&stale)));
+    r.answered(7, &cds, "3", None, now);
+    let got: Vec<String> = r.acked().get(CLUSTER).unwrap().resources().map(|r| r.name().to_string()).collect();
+    assert!(got.contains(&"other".to_string()) && got.contains(&"extra".to_string()), "{got:?}");
 }
 
 /// What a simulated Envoy holds: per type, the resources of the last response it accepted.

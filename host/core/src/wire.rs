@@ -107,6 +107,7 @@ mod tests {
             resources: vec![s.resource(CLUSTER, "c1").unwrap().clone()],
             removed: vec![Arc::from("gone")],
             served: None,
+            from: None,
         };
         let mut buf = Vec::new();
         encode_delta(&r, &mut buf);

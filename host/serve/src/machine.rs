@@ -75,7 +75,12 @@ impl Sent for DeltaResponse {
         self.resources.len() + self.removed.len()
     }
     fn update(&self) -> Update {
-        Update::Patch { removed: self.removed.clone(), added: self.resources.clone(), served: self.served.clone() }
+        Update::Patch {
+            removed: self.removed.clone(),
+            added: self.resources.clone(),
+            served: self.served.clone(),
+            from: self.from.clone(),
+        }
     }
 }
 

@@ -614,7 +614,12 @@ mod tests {
         node.set_target(rollouts.config(), Arc::new(Snapshot::from_resources([(*c).clone()]).unwrap()), m);
         let t: Arc<str> = CLUSTER.into();
         node.update(m, |r, now| {
-            r.sent(1, &t, "n1".into(), Update::Patch { removed: vec![], added: vec![c.clone()], served: None });
+            r.sent(
+                1,
+                &t,
+                "n1".into(),
+                Update::Patch { removed: vec![], added: vec![c.clone()], served: None, from: None },
+            );
             r.answered(1, &t, "n1", None, now)
         });
         rollouts.detach(&node, 1, &ADS, m);
