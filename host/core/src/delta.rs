@@ -28,8 +28,10 @@ pub struct DeltaResponse {
     /// For debugging only (DELTA-8); a hash of what the client now holds.
     pub system_version: Arc<str>,
     pub nonce: Arc<str>,
-    pub resources: Vec<Arc<Resource>>,
-    pub removed: Vec<Arc<str>>,
+    /// Shared with the node's rollout while the response is unanswered: one reference count
+    /// moves per response, not one per resource (each shared by every stream of the group).
+    pub resources: Arc<[Arc<Resource>]>,
+    pub removed: Arc<[Arc<str>]>,
     /// The set this response was worked out from (not sent): what the client holds once it
     /// applies it, when it subscribes to all of it.
     pub served: Option<Arc<TypeSet>>,
@@ -351,8 +353,8 @@ impl DeltaStream {
                 type_url: type_url.clone(),
                 system_version,
                 nonce,
-                resources,
-                removed,
+                resources: resources.into(),
+                removed: removed.into(),
                 served,
                 from,
             });

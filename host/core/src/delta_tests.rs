@@ -173,7 +173,7 @@ fn delta_8_each_resource_has_its_own_version() {
     let snapshot = base();
     let mut s = ads();
     let out = send(&mut s, req(CLUSTER, &[], &[]), &snapshot);
-    for r in &out[0].resources {
+    for r in out[0].resources.iter() {
         assert_eq!(r.version(), snapshot.resource(CLUSTER, r.name()).unwrap().version());
     }
     assert_eq!(out[0].system_version, snapshot.get(CLUSTER).unwrap().version().clone());

@@ -118,8 +118,8 @@ proptest! {
                     let uniq: BTreeSet<_> = names.iter().collect();
                     prop_assert_eq!(uniq.len(), names.len(), "a response names a resource twice");
                     prop_assert!(unanswered[t].is_none(), "a second response of a type before the first was answered");
-                    for x in &r.resources { held[t].insert(x.name().to_string(), x.version().to_string()); }
-                    for n in &r.removed { held[t].remove(n.as_ref()); }
+                    for x in r.resources.iter() { held[t].insert(x.name().to_string(), x.version().to_string()); }
+                    for n in r.removed.iter() { held[t].remove(n.as_ref()); }
                     if late {
                         unanswered[t] = Some(r.nonce.to_string());
                         continue;
@@ -314,11 +314,11 @@ mod arbitrary {
                 for r in s.poll(&snap) {
                     prop_assert!(nonces.insert(r.nonce.to_string()), "nonce reused");
                     let mut seen = BTreeSet::new();
-                    for x in &r.resources {
+                    for x in r.resources.iter() {
                         prop_assert_eq!(x.type_url(), &r.type_url);
                         prop_assert!(seen.insert(x.name().clone()), "duplicate resource");
                     }
-                    for n in &r.removed {
+                    for n in r.removed.iter() {
                         prop_assert!(!seen.contains(n), "a name both sent and removed");
                     }
                 }

@@ -101,8 +101,8 @@ pub enum Update {
     /// rather than built again for each node. `from`, when the stream knows it: the node held
     /// exactly this set before and holds exactly `served` after.
     Patch {
-        removed: Vec<Arc<str>>,
-        added: Vec<Arc<Resource>>,
+        removed: Arc<[Arc<str>]>,
+        added: Arc<[Arc<Resource>]>,
         served: Option<Arc<TypeSet>>,
         from: Option<Arc<TypeSet>>,
     },
@@ -694,7 +694,7 @@ impl Rollout {
         let resources: Vec<Arc<Resource>> = match update {
             Update::Replace(set) => set.resources().cloned().collect(),
             Update::List { resources, .. } => resources.clone(),
-            Update::Patch { added, .. } => added.clone(),
+            Update::Patch { added, .. } => added.to_vec(),
         };
         let named = |r: &Resource| !r.name().is_empty() && message.contains(r.name().as_ref() as &str);
         let new: Vec<&Arc<Resource>> = resources.iter().filter(|r| !held(r)).collect();
@@ -1301,7 +1301,8 @@ impl Rollout {
 pub(crate) fn update_resources(u: &Update) -> Vec<&Arc<Resource>> {
     match u {
         Update::Replace(set) => set.resources().collect(),
-        Update::List { resources, .. } | Update::Patch { added: resources, .. } => resources.iter().collect(),
+        Update::List { resources, .. } => resources.iter().collect(),
+        Update::Patch { added, .. } => added.iter().collect(),
     }
 }
 

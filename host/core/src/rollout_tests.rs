@@ -446,13 +446,28 @@ fn delta_patches_move_the_acknowledged_state() {
     let cds = ty(CLUSTER);
     r.subscribe(7, &cds, true, &[], now);
     let a = r.offer().snapshot.resource(CLUSTER, "a").unwrap().clone();
-    r.sent(7, &cds, "1".into(), Update::Patch { removed: vec![], added: vec![a.clone()], served: None, from: None });
+    r.sent(
+        7,
+        &cds,
+        "1".into(),
+        Update::Patch { removed: vec![].into(), added: vec![a.clone()].into(), served: None, from: None },
+    );
     r.answered(7, &cds, "99", None, now);
     assert!(r.acked().get(CLUSTER).is_none(), "an unknown nonce changes nothing");
     r.answered(7, &cds, "1", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
-    r.sent(7, &cds, "2".into(), Update::Patch { removed: vec!["a".into()], added: vec![], served: None, from: None });
-    r.sent(7, &cds, "3".into(), Update::Patch { removed: vec![], added: vec![a], served: None, from: None });
+    r.sent(
+        7,
+        &cds,
+        "2".into(),
+        Update::Patch { removed: vec!["a".into()].into(), added: vec![].into(), served: None, from: None },
+    );
+    r.sent(
+        7,
+        &cds,
+        "3".into(),
+        Update::Patch { removed: vec![].into(), added: vec![a].into(), served: None, from: None },
+    );
     r.answered(7, &cds, "3", None, now);
     assert_eq!(names(r.acked(), CLUSTER), ["a"]);
     assert_eq!(r.status(now).unanswered, 0, "answering 3 settles 2 too");
@@ -473,7 +488,12 @@ fn a_whole_patch_from_what_the_node_holds_shares_the_set_served() {
     let all: Vec<_> = a.resources().cloned().collect();
     let patch =
         |added: Vec<Arc<Resource>>, removed: Vec<Arc<str>>, served: &Arc<TypeSet>, from: Option<&Arc<TypeSet>>| {
-            Update::Patch { removed, added, served: Some(served.clone()), from: from.cloned() }
+            Update::Patch {
+                removed: removed.into(),
+                added: added.into(),
+                served: Some(served.clone()),
+                from: from.cloned(),
+            }
         };
     r.sent(7, &cds, "1".into(), patch(all.clone(), vec![], &a, None));
     r.answered(7, &cds, "1", None, now);

@@ -57,12 +57,12 @@ pub fn delta_len(r: &DeltaResponse) -> usize {
 /// Writes `envoy.service.discovery.v3.DeltaDiscoveryResponse`.
 pub fn encode_delta(r: &DeltaResponse, buf: &mut impl BufMut) {
     string_field(1, &r.system_version, buf);
-    for res in &r.resources {
+    for res in r.resources.iter() {
         bytes_field(2, res.delta_bytes(), buf);
     }
     string_field(4, &r.type_url, buf);
     string_field(5, &r.nonce, buf);
-    for name in &r.removed {
+    for name in r.removed.iter() {
         encode_key(6, WireType::LengthDelimited, buf);
         encode_varint(name.len() as u64, buf);
         buf.put_slice(name.as_bytes());
@@ -104,8 +104,8 @@ mod tests {
             type_url: CLUSTER.into(),
             system_version: "sv".into(),
             nonce: "3".into(),
-            resources: vec![s.resource(CLUSTER, "c1").unwrap().clone()],
-            removed: vec![Arc::from("gone")],
+            resources: vec![s.resource(CLUSTER, "c1").unwrap().clone()].into(),
+            removed: vec![Arc::from("gone")].into(),
             served: None,
             from: None,
         };

@@ -618,7 +618,7 @@ mod tests {
                 1,
                 &t,
                 "n1".into(),
-                Update::Patch { removed: vec![], added: vec![c.clone()], served: None, from: None },
+                Update::Patch { removed: vec![].into(), added: vec![c.clone()].into(), served: None, from: None },
             );
             r.answered(1, &t, "n1", None, now)
         });
