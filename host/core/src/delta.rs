@@ -57,7 +57,7 @@ struct TypeState {
     known: Known,
     /// The type set `known` was last synced to, since the subscription last changed: an
     /// unchanged type is skipped without walking it (same sum), and a changed one is walked
-    /// over the names that changed since ([`TypeSet::changed_names`]), not every name.
+    /// over the names that changed since ([`TypeSet::changed_entries`]), not every name.
     synced: Option<Arc<TypeSet>>,
     pending: bool,
     /// Answer the first request even when there is nothing to send, so the client's
@@ -310,10 +310,11 @@ impl DeltaStream {
                 }
                 continue;
             }
+            // Whether the client held all of `was` (read before `known` moves; only the walk
+            // over what changed has left it unmoved so far).
+            let whole_before = was.as_ref().filter(|w| advance && w.sum() == t.known.sum()).cloned();
             t.synced = set.cloned();
             // The client now holds the set as it is over its subscription: share it.
-            // (Before `known` moves: only the walk over what changed leaves it unmoved so far.)
-            let whole_before = was.as_ref().filter(|w| advance && w.sum() == t.known.sum()).cloned();
             if advance {
                 t.known.advance(set, now.into_iter(), sums);
             } else {
@@ -426,7 +427,7 @@ fn walk_changes<'a>(known: &Known, scope: InScope, changes: &[crate::snapshot::C
         let before = known.get_beside(name, was, scope);
         let in_scope = (scope.wildcard && want.is_some()) || scope.explicit.contains(name.as_ref());
         let now = in_scope.then(|| want.map(|r| r.entry_hash()));
-        if before == now || (!in_scope && before.is_none()) {
+        if before == now {
             continue;
         }
         if let Some(Some(h)) = before {

@@ -369,7 +369,7 @@ fn holds_all(have: Option<&Arc<TypeSet>>, want: Option<&Arc<TypeSet>>, only: Opt
         return true;
     }
     // A name that differs and that `want` has: `have` lacks it or holds another version.
-    want.changed_names(have).into_iter().all(|n| want.get(n).is_none() || !wanted(n))
+    want.changed_entries(have).into_iter().all(|(n, in_want, _)| in_want.is_none() || !wanted(n))
 }
 
 /// Whether two sets hold the same resources at the same versions.

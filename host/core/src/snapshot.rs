@@ -88,23 +88,9 @@ impl TypeSet {
         self.resources.get(name)
     }
     /// The names whose resource differs between `self` and `other` (added, changed or gone),
-    /// in order. The maps are persistent: what two sets share is not visited, so a set and
-    /// the one a small change made of it compare in O(changes · log n).
-    pub fn changed_names<'a>(&'a self, other: &'a TypeSet) -> Vec<&'a Arc<str>> {
-        use imbl::ordmap::DiffItem;
-        self.resources
-            .diff(&other.resources)
-            .filter_map(|d| match d {
-                DiffItem::Add(k, _) | DiffItem::Remove(k, _) => Some(k),
-                DiffItem::Update { old: (k, a), new: (_, b) } => {
-                    (!Arc::ptr_eq(a, b) && a.entry_hash() != b.entry_hash()).then_some(k)
-                }
-            })
-            .collect()
-    }
-    /// The names whose entry differs between this set and `other`, each with its entry here
-    /// and there (`None` where the set lacks it): what [`TypeSet::changed_names`] finds, with
-    /// what a walk over it would otherwise look up again, name by name.
+    /// in order, each with its entry here and there (`None` where a set lacks it). The maps
+    /// are persistent: what two sets share is not visited, so a set and the one a small change
+    /// made of it compare in O(changes · log n).
     pub fn changed_entries<'a>(&'a self, other: &'a TypeSet) -> Vec<ChangedEntry<'a>> {
         use imbl::ordmap::DiffItem;
         self.resources
@@ -569,8 +555,6 @@ mod tests {
             set = set.patch(&removed, &added);
             let old = &history[next(history.len() as u64) as usize];
             let want = naive(old, &set);
-            let got: Vec<Arc<str>> = old.changed_names(&set).into_iter().cloned().collect();
-            assert_eq!(got, want, "step {step}: changed_names");
             for (name, was, now) in old.changed_entries(&set) {
                 assert_eq!(was, old.get(name), "step {step}: changed_entries, before");
                 assert_eq!(now, set.get(name), "step {step}: changed_entries, after");

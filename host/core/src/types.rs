@@ -15,6 +15,11 @@ pub const SCOPED_ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.Scoped
 /// `type.googleapis.com/envoy.service.runtime.v3.Runtime`
 pub const RUNTIME: &str = "type.googleapis.com/envoy.service.runtime.v3.Runtime";
 
+/// `type.googleapis.com/envoy.config.route.v3.VirtualHost`
+pub const VIRTUAL_HOST: &str = "type.googleapis.com/envoy.config.route.v3.VirtualHost";
+/// `type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig`
+pub const EXTENSION_CONFIG: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+
 const PREFIX: &str = "type.googleapis.com/";
 
 /// The four core types, in make-before-break order (ORDER-2).
@@ -30,7 +35,7 @@ pub fn send_rank(type_url: &str) -> u8 {
         CLUSTER => 1,
         ENDPOINT => 2,
         ROUTE => 3,
-        "type.googleapis.com/envoy.config.route.v3.VirtualHost" => 4,
+        VIRTUAL_HOST => 4,
         SCOPED_ROUTE => 5,
         LISTENER => 6,
         _ => 7,
@@ -76,8 +81,8 @@ pub fn known_short_name(type_url: &str) -> Option<&'static str> {
         SECRET => "sds",
         RUNTIME => "rtds",
         SCOPED_ROUTE => "srds",
-        "type.googleapis.com/envoy.config.route.v3.VirtualHost" => "vhds",
-        "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig" => "ecds",
+        VIRTUAL_HOST => "vhds",
+        EXTENSION_CONFIG => "ecds",
         _ => return None,
     })
 }
@@ -87,20 +92,10 @@ pub fn known_short_name(type_url: &str) -> Option<&'static str> {
 pub fn shared(type_url: &str) -> std::sync::Arc<str> {
     use std::sync::{Arc, LazyLock};
     static KNOWN: LazyLock<Vec<Arc<str>>> = LazyLock::new(|| {
-        [
-            LISTENER,
-            ROUTE,
-            CLUSTER,
-            ENDPOINT,
-            SECRET,
-            SCOPED_ROUTE,
-            RUNTIME,
-            "type.googleapis.com/envoy.config.route.v3.VirtualHost",
-            "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig",
-        ]
-        .into_iter()
-        .map(Arc::from)
-        .collect()
+        [LISTENER, ROUTE, CLUSTER, ENDPOINT, SECRET, SCOPED_ROUTE, RUNTIME, VIRTUAL_HOST, EXTENSION_CONFIG]
+            .into_iter()
+            .map(Arc::from)
+            .collect()
     });
     match KNOWN.iter().find(|k| ***k == *type_url) {
         Some(k) => k.clone(),
