@@ -511,8 +511,8 @@ impl Rollout {
             Some(_) => kept.clone(),
             None => Arc::new(TypeSet::default()),
         };
-        self.acked = self.acked.with_set(type_url.clone(), kept);
-        self.confirmed = self.confirmed.with_set(type_url.clone(), confirmed);
+        self.acked.set(type_url, kept);
+        self.confirmed.set(type_url, confirmed);
     }
 
     /// A stream's client, reconnecting, said what it holds of `type_url` (SOTW-12, DELTA-3):
@@ -538,8 +538,8 @@ impl Rollout {
         if let Some(set) = matched {
             // The client's own word, like an ACK: it counts as confirmed too.
             let set = Arc::new(set);
-            self.acked = self.acked.with_set(type_url.clone(), set.clone());
-            self.confirmed = self.confirmed.with_set(type_url.clone(), set);
+            self.acked.set(type_url, set.clone());
+            self.confirmed.set(type_url, set);
             self.replan(now, &mut notes);
             self.check_holds();
         }
@@ -597,7 +597,7 @@ impl Rollout {
             if nack.is_none() {
                 let was = self.confirmed.get(type_url).cloned().unwrap_or_default();
                 let mine = self.after(type_url, &was, &update);
-                self.confirmed = self.confirmed.with_set(type_url.clone(), mine);
+                self.confirmed.set(type_url, mine);
                 self.check_holds();
             }
             return notes;
@@ -727,14 +727,14 @@ impl Rollout {
         if confirmed {
             let was = self.confirmed.get(type_url).cloned().unwrap_or_default();
             let mine = if was.sum() == held.sum() { set.clone() } else { self.after(type_url, &was, &update) };
-            self.confirmed = self.confirmed.with_set(type_url.clone(), mine);
+            self.confirmed.set(type_url, mine);
         }
         if type_url.as_ref() == LISTENER
             && let Some(old) = self.acked.get(LISTENER)
         {
             self.drain_listeners(old.clone(), &set, now);
         }
-        self.acked = self.acked.with_set(type_url.clone(), set);
+        self.acked.set(type_url, set);
     }
 
     /// Keeps what the listeners of `old` that `new` removes or changes named directly, and

@@ -379,6 +379,23 @@ impl Snapshot {
         self.with_sets([(type_url, set)])
     }
 
+    /// Replaces the set of `type_url` in place, as [`with_set`](Self::with_set) without the
+    /// copy of the type map: for the snapshots a node's rollout keeps of what the node
+    /// holds, which move on every ACK and never need the derived values. Those are made
+    /// afresh if anything was computed or shared (never wrong: they are made on first use),
+    /// else the empty memo is kept.
+    pub fn set(&mut self, type_url: &Arc<str>, set: Arc<TypeSet>) {
+        match self.types.get_mut(type_url.as_ref()) {
+            Some(slot) => *slot = set,
+            None => {
+                self.types.insert(type_url.clone(), set);
+            }
+        }
+        if Arc::get_mut(&mut self.derived.0).is_none_or(|values| values.get().is_some()) {
+            self.derived = Derived::default();
+        }
+    }
+
     /// This snapshot with several sets replaced at once (one copy of the type map).
     pub fn with_sets(&self, sets: impl IntoIterator<Item = (Arc<str>, Arc<TypeSet>)>) -> Snapshot {
         let mut types = self.types.clone();
@@ -490,6 +507,31 @@ mod tests {
         assert!(without.wanted().endpoints.is_empty());
         let fresh = Snapshot::from_resources([cla("a", 1)]).unwrap();
         assert!(fresh.with_sets([]).wanted().endpoints.is_empty());
+    }
+
+    /// A set replaced in place is what `with_set` gives; a clone made before, which shares
+    /// the memo, keeps its own sets and values, and the changed snapshot computes its own.
+    #[test]
+    fn a_set_replaced_in_place_leaves_clones_and_their_memo_alone() {
+        use crate::plan::tests::{cla, cluster};
+        let first = Snapshot::from_resources([cluster("a"), cla("a", 1)]).unwrap();
+        let mut held = first.clone();
+        let wanted = first.wanted();
+        let clusters = Snapshot::from_resources([cluster("a"), cluster("b")]).unwrap();
+        let set = clusters.get(CLUSTER).unwrap().clone();
+        let key: Arc<str> = Arc::from(CLUSTER);
+        held.set(&key, set.clone());
+        assert_eq!(held, first.with_set(key.clone(), set.clone()));
+        assert_eq!(first.get(CLUSTER).unwrap().len(), 1, "the clone keeps its set");
+        assert!(Arc::ptr_eq(&first.wanted(), &wanted));
+        assert_eq!(held.wanted().endpoints, ["a", "b"].map(String::from).into(), "computed afresh");
+        // Again, now that its memo is its own and computed: made afresh once more.
+        held.set(&key, first.get(CLUSTER).unwrap().clone());
+        assert_eq!(held.wanted().endpoints, ["a"].map(String::from).into());
+        // A type it did not have is added.
+        let mut empty = Snapshot::default();
+        empty.set(&key, set);
+        assert_eq!(empty.get(CLUSTER).unwrap().len(), 2);
     }
     use crate::types::CLUSTER;
 
