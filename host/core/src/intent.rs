@@ -38,7 +38,41 @@ pub struct IntentDocument {
     id: Arc<str>,
 }
 
+/// A document without its parsed form: what is kept of versions no longer current (the
+/// parsed JSON is most of a document's memory: an object per mapping, a string per key), made
+/// whole again from its text when needed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactDocument(IntentDocument);
+
+impl CompactDocument {
+    pub fn text(&self) -> &Arc<str> {
+        &self.0.text
+    }
+
+    /// The document as it was.
+    pub fn restore(&self) -> IntentDocument {
+        let mut doc = self.0.clone();
+        // `text` is `json` written out (every change to `json` writes it again).
+        doc.json = serde_json::from_str(&doc.text).unwrap_or(serde_json::Value::Null);
+        doc
+    }
+}
+
 impl IntentDocument {
+    /// This document without its parsed form ([`CompactDocument`]).
+    pub fn compact(&self) -> CompactDocument {
+        CompactDocument(IntentDocument {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            group: self.group.clone(),
+            origin: self.origin.clone(),
+            json: serde_json::Value::Null,
+            text: self.text.clone(),
+            id: self.id.clone(),
+        })
+    }
+
     /// `Kind/name` or `Kind/namespace/name`: how plugins and errors refer to a document.
     pub fn id(&self) -> &Arc<str> {
         &self.id

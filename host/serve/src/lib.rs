@@ -104,6 +104,10 @@ impl Serving {
         m.responses_in_flight.set(i64::from(total.in_flight));
         m.streams_owed.set(owed as i64);
         m.oldest_owed_change_seconds.set(oldest);
+        if let Some(heap) = xdst_core::heap::usage() {
+            m.heap_in_use_bytes.set(heap.in_use as i64);
+            m.heap_free_bytes.set(heap.free as i64);
+        }
         m.render()
     }
 }

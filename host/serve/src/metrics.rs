@@ -101,6 +101,9 @@ pub struct Metrics {
     pub oldest_owed_change_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Changes merged into a later response because one of the type awaited its answer.
     pub changes_merged: Counter,
+    /// The allocator's bytes in use and kept free, set on each scrape.
+    pub heap_in_use_bytes: Gauge,
+    pub heap_free_bytes: Gauge,
     /// Series of the per-response and per-ACK families, by type label, made on first use:
     /// those paths then skip the family's hashed, locked lookup.
     hot: HotSeries,
@@ -151,6 +154,19 @@ impl Metrics {
         let streams_owed = Gauge::default();
         let oldest_owed_change_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let changes_merged = Counter::default();
+        let heap_in_use_bytes = Gauge::default();
+        let heap_free_bytes = Gauge::default();
+        registry.register(
+            "heap_in_use_bytes",
+            "Bytes the allocator has given out and not had back (resident memory is this, the free bytes it keeps, \
+             stacks and code)",
+            heap_in_use_bytes.clone(),
+        );
+        registry.register(
+            "heap_free_bytes",
+            "Bytes freed that the allocator keeps for reuse instead of handing them back to the system",
+            heap_free_bytes.clone(),
+        );
         registry.register(
             "responses_in_flight",
             "Responses sent whose ACK or NACK has not come; at most one per type and stream (design 022)",
@@ -251,6 +267,8 @@ impl Metrics {
             streams_owed,
             oldest_owed_change_seconds,
             changes_merged,
+            heap_in_use_bytes,
+            heap_free_bytes,
             before_render: Vec::new(),
             hot: HotSeries::default(),
         }

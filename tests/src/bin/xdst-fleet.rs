@@ -68,6 +68,10 @@ struct Args {
     /// node holds it (default: 5 for size, 0 otherwise).
     #[arg(long)]
     route_changes: Option<usize>,
+    /// How long after the churn xdst's memory is read a second time (size, churn, soak): the
+    /// first reading is taken as soon as the last change reached every stream.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    settle_ms: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
@@ -304,6 +308,7 @@ async fn churn_row(args: &Args) -> anyhow::Result<()> {
         xdst.rss()? as f64 / (1 << 20) as f64
     );
     let mut lg = loadgen_args(&xdst, streams, connections, secs);
+    lg.extend(["--settle-ms".into(), args.settle_ms.to_string()]);
     lg.extend(churn_args(&intent, args.services, rate));
     let (before_ok, before_failed) = generations(xdst.admin_addr).await?;
     let (mut child, rx) = loadgen(&lg)?;

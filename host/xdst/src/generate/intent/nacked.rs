@@ -108,17 +108,53 @@ struct History {
     seq: u64,
     generations: VecDeque<Generation>,
     /// Document id -> (from which generation, its version then, or `None` once gone), oldest
-    /// first.
+    /// first. A version no longer current is kept compact (its text, not its parsed form):
+    /// under EndpointSlice churn these were most of the memory a churn left behind.
     docs: HashMap<Arc<str>, Vec<Version>>,
+    /// (generation, id): a document that got a new version (or went) in that generation, for
+    /// the versions before it to be let go once no kept generation needs them.
+    superseded: VecDeque<(u64, Arc<str>)>,
     /// The documents of the last generation.
     last: IntentSet,
 }
 
 /// From which generation on, a document read so (`None`: it was gone).
-type Version = (u64, Option<Arc<IntentDocument>>);
+type Version = (u64, Option<Kept>);
 
 /// What a group's holds put in place of documents: (id, the version translated or nothing).
 pub type GroupHeld = BTreeMap<String, Vec<(Arc<str>, Option<Arc<IntentDocument>>)>>;
+
+/// A version of a document: the current one shared with the intent, an older one compact.
+enum Kept {
+    Current(Arc<IntentDocument>),
+    Before(xdst_core::intent::CompactDocument),
+}
+
+impl Kept {
+    fn text(&self) -> &str {
+        match self {
+            Kept::Current(d) => &d.text,
+            Kept::Before(d) => d.text(),
+        }
+    }
+
+    fn document(&self) -> Arc<IntentDocument> {
+        match self {
+            Kept::Current(d) => d.clone(),
+            Kept::Before(d) => Arc::new(d.restore()),
+        }
+    }
+}
+
+/// What a generation that changed a document to `next` keeps of its versions.
+fn push_version(versions: &mut Vec<Version>, seq: u64, next: Option<Arc<IntentDocument>>) {
+    if let Some((_, Some(kept))) = versions.last_mut()
+        && let Kept::Current(d) = kept
+    {
+        *kept = Kept::Before(d.compact());
+    }
+    versions.push((seq, next.map(Kept::Current)));
+}
 
 impl History {
     /// Records a generation; the ids of the documents that changed (added, changed or gone)
@@ -143,7 +179,7 @@ impl History {
                     let gone = was.expect("a difference has a side");
                     let versions = self.docs.entry(gone.id().clone()).or_default();
                     if matches!(versions.last(), Some((_, Some(_)))) {
-                        versions.push((seq, None));
+                        push_version(versions, seq, None);
                         changed.push(gone.id().clone());
                     }
                 }
@@ -151,13 +187,18 @@ impl History {
                     // Added, or the same document, perhaps changed.
                     let versions = self.docs.entry(doc.id().clone()).or_default();
                     match versions.last() {
-                        Some((_, Some(d))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
+                        Some((_, Some(Kept::Current(d)))) if Arc::ptr_eq(d, doc) || d.text == doc.text => {}
                         _ => {
-                            versions.push((seq, Some(doc.clone())));
+                            push_version(versions, seq, Some(doc.clone()));
                             changed.push(doc.id().clone());
                         }
                     }
                 }
+            }
+        }
+        for id in &changed {
+            if self.docs.get(id).is_some_and(|v| v.len() > 1) {
+                self.superseded.push_back((seq, id.clone()));
             }
         }
         self.last = intent.clone();
@@ -165,15 +206,20 @@ impl History {
         while self.generations.len() > KEPT {
             self.generations.pop_front();
         }
-        // Every KEPT generations, of what is older than the oldest kept generation only the
-        // version in force then is kept.
-        if seq.is_multiple_of(KEPT as u64) {
-            let oldest = self.generations.front().map_or(seq, |g| g.seq);
-            self.docs.retain(|_, versions| {
+        // Of what is older than the oldest kept generation, only the version in force then
+        // is kept: looked at for the documents changed since, each once.
+        let oldest = self.generations.front().map_or(seq, |g| g.seq);
+        while let Some((s, id)) = self.superseded.front()
+            && *s <= oldest
+        {
+            if let Some(versions) = self.docs.get_mut(id) {
                 let before = versions.iter().take_while(|(s, _)| *s <= oldest).count();
                 versions.drain(..before.saturating_sub(1));
-                !matches!(versions.as_slice(), [(s, None)] if *s <= oldest)
-            });
+                if matches!(versions.as_slice(), [(s, None)] if *s <= oldest) {
+                    self.docs.remove(id);
+                }
+            }
+            self.superseded.pop_front();
         }
         changed
     }
@@ -190,13 +236,13 @@ impl History {
             return d.clone();
         }
         let versions = self.docs.get(id)?;
-        versions.iter().rev().find(|(s, _)| *s <= seq).and_then(|(_, d)| d.clone())
+        versions.iter().rev().find(|(s, _)| *s <= seq).and_then(|(_, d)| d.as_ref().map(Kept::document))
     }
 
     /// When the version of `id` that `doc` is was first published, if it was.
     fn published_at(&self, doc: &IntentDocument) -> Option<Instant> {
         let (seq, _) =
-            self.docs.get(doc.id())?.iter().rev().find(|(_, d)| d.as_ref().is_some_and(|d| d.text == doc.text))?;
+            self.docs.get(doc.id())?.iter().rev().find(|(_, d)| d.as_ref().is_some_and(|d| d.text() == &*doc.text))?;
         self.generations.iter().find(|g| g.seq >= *seq).map(|g| g.at)
     }
 }

@@ -256,3 +256,32 @@ fn a_generation_records_exactly_what_changed() {
     let gone = ids(h.record("g5".into(), BTreeMap::new(), GroupHeld::new(), &IntentSet::default(), Instant::now()));
     assert_eq!(gone.len(), 5);
 }
+
+/// Under churn (a document changed in every generation, another left alone) the history keeps
+/// a version per kept generation and no more, the older ones compact (their text), and a
+/// version read back is the document as it was, parsed form and all; a document that went
+/// is forgotten once no kept generation had it.
+#[test]
+fn churn_keeps_one_compact_version_per_kept_generation() {
+    let mut h = History::default();
+    let mut all = Vec::new();
+    for i in 0..3 * KEPT {
+        let intent =
+            if i < KEPT { set(&[("a", &format!("/a{i}")), ("b", "/b")]) } else { set(&[("a", &format!("/a{i}"))]) };
+        all.push(intent.by_id(A).unwrap().clone());
+        h.record(format!("d{i}").into(), BTreeMap::new(), GroupHeld::new(), &intent, Instant::now());
+        assert!(h.docs[A].len() <= KEPT + 1, "generation {i}: {} versions", h.docs[A].len());
+    }
+    let versions = &h.docs[A];
+    assert!(matches!(versions.last(), Some((_, Some(Kept::Current(_))))));
+    assert!(versions[..versions.len() - 1].iter().all(|(_, v)| matches!(v, Some(Kept::Before(_)))));
+    // Generation seq i + 1 published version i.
+    let oldest = h.generations.front().unwrap().seq;
+    for seq in oldest..=h.seq {
+        let doc = h.document(A, seq, "gw").expect("a kept version");
+        assert_eq!(*doc, *all[seq as usize - 1], "generation {seq}");
+        assert_eq!(doc.json["spec"]["path"], format!("/a{}", seq - 1));
+    }
+    assert!(!h.docs.contains_key("Route/team-a/b"), "b went before the oldest kept generation");
+    assert!(h.superseded.len() <= KEPT + 1);
+}
