@@ -1002,7 +1002,7 @@ impl Rollout {
                     })
                     .contains(c)
         };
-        let maybe = self.maybe_held();
+        let maybe = self.maybe_held(false);
         let node = Node {
             held: &held,
             maybe: &maybe,
@@ -1012,12 +1012,25 @@ impl Rollout {
             settled: self.settled(),
             scopes_draining: self.scopes_draining.is_some(),
         };
-        plan_lean(&self.target, &self.wanted, &node)
+        let plan = plan_lean(&self.target, &self.wanted, &node);
+        #[cfg(debug_assertions)]
+        {
+            // The endpoints left as acknowledged change nothing the plan says.
+            let all = self.maybe_held(true);
+            let plan_all = plan_lean(&self.target, &self.wanted, &Node { maybe: &all, ..node });
+            debug_assert_eq!(plan, plan_all, "the plan with every endpoint in flight patched in");
+        }
+        plan
     }
 
     /// What the node may hold of clusters and endpoints: what it acknowledged, with the
     /// latest form of every one a response in flight carries.
-    fn maybe_held(&self) -> Cow<'_, Snapshot> {
+    ///
+    /// The plan reads the endpoints of this only for clusters the target drops that the node
+    /// may hold (their endpoints are kept with them), so while the target drops none they are
+    /// left as acknowledged: under endpoint churn nearly every node has endpoints in flight,
+    /// and patching them in was a tenth of xdst's CPU (docs/PERFORMANCE.md, issue 51).
+    fn maybe_held(&self, endpoints_always: bool) -> Cow<'_, Snapshot> {
         let carried =
             |ty: &'static str| self.in_flight.iter().filter(move |((_, t), q)| t.as_ref() == ty && !q.is_empty());
         if [CLUSTER, ENDPOINT].iter().all(|ty| carried(ty).next().is_none()) {
@@ -1025,6 +1038,9 @@ impl Rollout {
         }
         let mut maybe = self.acked.clone();
         for ty in [CLUSTER, ENDPOINT] {
+            if ty == ENDPOINT && !endpoints_always && !self.drops_a_cluster(maybe.get(CLUSTER)) {
+                break;
+            }
             let mut set = maybe.get(ty).map(|s| TypeSet::clone(s)).unwrap_or_default();
             for (_, q) in carried(ty) {
                 for (_, u) in q {
@@ -1035,6 +1051,13 @@ impl Rollout {
             maybe = maybe.with_set(self.acked.type_key(ty), Arc::new(set));
         }
         Cow::Owned(maybe)
+    }
+
+    /// Whether the target lacks a cluster of `clusters` (what the node may hold).
+    fn drops_a_cluster(&self, clusters: Option<&Arc<TypeSet>>) -> bool {
+        let Some(clusters) = clusters else { return false };
+        let target = self.target.get(CLUSTER).cloned().unwrap_or_default();
+        target.changes_since(clusters).any(|c| matches!(c, Change::Removed(_)))
     }
 
     /// Whether the node's listeners and route configurations come on one stream (ADS), which
