@@ -1087,17 +1087,8 @@ impl Rollout {
                 {
                     continue;
                 }
-                surely = match update {
-                    // What a Delta response changes, looked up name by name: under endpoint
-                    // churn nearly every node has one in flight on every plan, and walking
-                    // the set after it against the one before was a tenth of xdst's CPU.
-                    Update::Patch { removed, added, .. } => {
-                        let stays = surely.unchanged_by(removed, added);
-                        debug_assert_eq!(stays, surely.intersect(&self.after(ty, &held, update)));
-                        stays
-                    }
-                    _ => surely.intersect(&self.after(ty, &held, update)),
-                };
+                let after = self.after(ty, &held, update);
+                surely = surely.intersect(&after);
             }
             acked = acked.with_set(ty.clone(), Arc::new(surely));
         }

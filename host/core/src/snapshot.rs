@@ -154,27 +154,6 @@ impl TypeSet {
         TypeSet::with_sum(map, sum)
     }
 
-    /// This set less what a Delta response of `removed` and `added` changes in it: each name
-    /// removed, and each added one this set holds in another form. What stays whatever the
-    /// client does with the response ([`intersect`](Self::intersect) with the set after it),
-    /// looked up name by name instead of walking both sets.
-    pub fn unchanged_by(&self, removed: &[Arc<str>], added: &[Arc<Resource>]) -> TypeSet {
-        let (mut map, mut sum) = (self.resources.clone(), self.sum);
-        let changed = |name: &str| match added.iter().rev().find(|r| r.name().as_ref() == name) {
-            Some(r) => self.get(name).is_some_and(|held| held != r),
-            None => true,
-        };
-        let names = removed.iter().map(|n| n.as_ref()).chain(added.iter().map(|r| r.name().as_ref()));
-        for name in names {
-            if changed(name)
-                && let Some(gone) = map.remove(name)
-            {
-                sum = sum.wrapping_sub(gone.entry_hash());
-            }
-        }
-        TypeSet::with_sum(map, sum)
-    }
-
     /// This set with `removed` taken out and `added` put in (replacing any of the same name):
     /// what a Delta client holds after it applied a response.
     pub fn patch(&self, removed: &[Arc<str>], added: &[Arc<Resource>]) -> TypeSet {
@@ -528,32 +507,6 @@ mod tests {
         assert!(without.wanted().endpoints.is_empty());
         let fresh = Snapshot::from_resources([cla("a", 1)]).unwrap();
         assert!(fresh.with_sets([]).wanted().endpoints.is_empty());
-    }
-
-    /// What a Delta response leaves unchanged, looked up name by name, is what intersecting
-    /// with the set after it gives: 2,000 random sets and responses (names removed, added
-    /// anew, added in the same form, added in another).
-    #[test]
-    fn what_a_response_leaves_unchanged_is_the_intersection_with_the_set_after_it() {
-        use crate::testutil::{random, res};
-        let mut next = random(0x5eed_0051);
-        for _ in 0..2000 {
-            let held = TypeSet::from_shared(
-                (0..next(12)).map(|i| Arc::new(res(CLUSTER, &format!("c{i}"), &format!("v{}", next(3))))),
-            );
-            let removed: Vec<Arc<str>> = (0..next(4)).map(|_| Arc::from(format!("c{}", next(14)))).collect();
-            let added: Vec<Arc<Resource>> = (0..next(5))
-                .map(|_| {
-                    let name = format!("c{}", next(14));
-                    match held.get(&name).filter(|_| next(2) == 0) {
-                        Some(same) => same.clone(),
-                        None => Arc::new(res(CLUSTER, &name, &format!("v{}", next(3)))),
-                    }
-                })
-                .collect();
-            let after = held.patch(&removed, &added);
-            assert_eq!(held.unchanged_by(&removed, &added), held.intersect(&after), "{removed:?} {added:?}");
-        }
     }
 
     /// A set replaced in place is what `with_set` gives; a clone made before, which shares
