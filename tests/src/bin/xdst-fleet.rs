@@ -68,8 +68,9 @@ struct Args {
     /// node holds it (default: 5 for size, 0 otherwise).
     #[arg(long)]
     route_changes: Option<usize>,
-    /// How long after the churn xdst's memory is read a second time (size, churn, soak): the
-    /// first reading is taken as soon as the last change reached every stream.
+    /// The load generator's pause before it reads xdst's memory (size, churn, soak): after the
+    /// first convergence (the idle figure), and after the churn, whose first reading is taken
+    /// as soon as the last change reached every stream.
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     settle_ms: u64,
 }
