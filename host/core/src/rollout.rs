@@ -19,7 +19,7 @@
 //! - A type no stream of the node subscribes to does not gate the plan.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -243,6 +243,9 @@ pub const MAX_SUSPECTS: usize = 10;
 /// order, so more than a few means the client is not answering at all.
 const MAX_IN_FLIGHT: usize = 16;
 
+/// Responses of one type sent on one stream and not answered yet, oldest first.
+type InFlight = smallvec::SmallVec<[(Arc<str>, Update); 1]>;
+
 /// A stream and a type URL: what subscriptions and responses in flight are kept by.
 pub(crate) type StreamType = (u64, Arc<str>);
 
@@ -274,8 +277,9 @@ pub struct Rollout {
     by_name: bool,
     /// (stream, type) -> responses sent and not answered yet, oldest first. A queue answered
     /// in full goes: with one response per type in flight (design 022) an idle stream then
-    /// keeps nothing here, at the cost of an allocation per send.
-    in_flight: SmallMap<StreamType, VecDeque<(Arc<str>, Update)>>,
+    /// keeps nothing here, and the one response in flight is kept in place (no allocation per
+    /// send).
+    in_flight: SmallMap<StreamType, InFlight>,
     /// (stream, type) -> the last response a grace expiry assumed held, until the node answers
     /// it: its ACK then confirms it (otherwise, with one response per type in flight, a node
     /// slower than the grace period would never again count as holding its target by its own
@@ -552,14 +556,9 @@ impl Rollout {
         self.rejected.remove(&key);
         let q = self.in_flight.slot(&key, || key.clone()).1;
         if q.len() == MAX_IN_FLIGHT {
-            q.pop_front();
+            q.remove(0);
         }
-        if q.capacity() == 0 {
-            // Most of the time one response per type is in flight: room for one, not the
-            // four a first push would make.
-            q.reserve_exact(1);
-        }
-        q.push_back((nonce, update));
+        q.push((nonce, update));
     }
 
     /// A stream's client answered the response `nonce`: an ACK, or a NACK with its message.
@@ -1187,7 +1186,7 @@ impl Rollout {
             offer_version: self.offer.snapshot.version(),
             acked_version: (!self.confirmed.is_empty()).then(|| self.confirmed.version()),
             assumed_version: (!self.acked.same_content(&self.confirmed)).then(|| self.acked.version()),
-            unanswered: self.in_flight.values().map(VecDeque::len).sum(),
+            unanswered: self.in_flight.values().map(|q| q.len()).sum(),
             stopped: self.stopped_status(now),
             last_rejection: self.last_rejection.as_deref().map(|(stream, t, rj)| rj.status(*stream, t, now)),
             held_at_node: self.node_holds.status(now),
@@ -1248,7 +1247,11 @@ impl Rollout {
             self.synced = Some(Synced {
                 version: self.group_target.shared_version(),
                 target: self.group_target.clone(),
-                held_back: self.node_holds.reverted().cloned().collect(),
+                held_back: if self.node_holds.reverted().next().is_none() {
+                    nothing_held_back()
+                } else {
+                    self.node_holds.reverted().cloned().collect()
+                },
             });
         }
     }
@@ -1257,9 +1260,14 @@ impl Rollout {
         if self.subscriptions.is_empty() || !self.rejected.is_empty() {
             return false;
         }
-        let subs = |ty: &str| -> Vec<&(bool, crate::names::Names)> {
-            self.subscriptions.iter().filter(|((_, t), _)| t.as_ref() == ty).map(|(_, s)| s).collect()
-        };
+        // Looked at on every answer that may complete a change: nothing is allocated.
+        fn of<'a>(
+            subscriptions: &'a SmallMap<StreamType, (bool, crate::names::Names)>,
+            ty: &'a str,
+        ) -> impl Iterator<Item = &'a (bool, crate::names::Names)> + 'a {
+            subscriptions.iter().filter(move |((_, t), _)| t.as_ref() == ty).map(|(_, s)| s)
+        }
+        let subs = |ty| of(&self.subscriptions, ty);
         let envoy = self.mode() != Mode::ByName;
         let wanted = &self.wanted;
         if envoy {
@@ -1269,12 +1277,14 @@ impl Rollout {
                 (ROUTE, !wanted.routes.is_empty()),
                 (ENDPOINT, !wanted.endpoints.is_empty()),
             ];
-            if will_ask.iter().any(|(ty, will)| *will && subs(ty).is_empty()) {
+            if will_ask.iter().any(|(ty, will)| *will && subs(ty).next().is_none()) {
                 return false;
             }
         }
-        let types: std::collections::BTreeSet<&Arc<str>> = self.subscriptions.keys().map(|(_, t)| t).collect();
-        types.into_iter().all(|ty| {
+        // Each type subscribed, once (a handful of keys: the first of each type is looked at).
+        let keys = || self.subscriptions.keys().map(|(_, t)| t);
+        let mut types = keys().enumerate().filter(|(i, t)| keys().position(|u| u == *t) == Some(*i)).map(|(_, t)| t);
+        types.all(|ty| {
             let Some(target) = self.target.get(ty) else { return true };
             let held = self.confirmed.get(ty);
             // Held exactly at the target (the same names at the same versions, so the sums of
@@ -1284,10 +1294,9 @@ impl Rollout {
             if held.is_some_and(|h| Arc::ptr_eq(h, target) || (h.len() == target.len() && h.sum() == target.sum())) {
                 return true;
             }
-            let subs = subs(ty);
-            let wildcard = subs.iter().any(|(w, _)| *w);
+            let wildcard = subs(ty).any(|(w, _)| *w);
             let asked = |name: &Arc<str>| {
-                (wildcard || subs.iter().any(|(_, names)| names.contains(name)))
+                (wildcard || subs(ty).any(|(_, names)| names.contains(name)))
                     && (!envoy
                         || match ty.as_ref() {
                             ROUTE => wanted.routes.contains(name.as_ref()),
@@ -1318,6 +1327,13 @@ impl Rollout {
     pub fn offer_changes(&self) -> u64 {
         self.offer_changes
     }
+}
+
+/// An empty list of documents held back, shared: a node that holds nothing back (nearly
+/// every one) records each target it reaches without an allocation.
+fn nothing_held_back() -> Arc<[Arc<str>]> {
+    static NONE: std::sync::LazyLock<Arc<[Arc<str>]>> = std::sync::LazyLock::new(|| Arc::new([]));
+    NONE.clone()
 }
 
 /// The resources a response carries.

@@ -118,6 +118,8 @@ struct HotSeries {
     push_ack_seconds: [OnceLock<Histogram>; TYPE_LABELS.len()],
     /// SotW, Delta.
     responses: [[OnceLock<Counter>; TYPE_LABELS.len()]; 2],
+    /// By [`Step`](xdst_core::plan::Step), in its order.
+    plan_steps: [OnceLock<Counter>; 5],
 }
 
 /// The buckets every xdst histogram uses, in seconds.
@@ -306,6 +308,12 @@ impl Metrics {
     pub fn push_ack(&self, type_url: &str) -> &Histogram {
         let i = type_index(type_url);
         self.hot.push_ack_seconds[i].get_or_init(|| self.push_ack_seconds.get_or_create(&by_type(type_url)).clone())
+    }
+
+    /// `plan_steps{step}`: counted on nearly every change of every node.
+    pub fn plan_step(&self, step: xdst_core::plan::Step) -> &Counter {
+        self.hot.plan_steps[step as usize]
+            .get_or_init(|| self.plan_steps.get_or_create(&label("step", step.as_str())).clone())
     }
 
     /// `responses{api, type}`, for the two stream APIs (`sotw`, `delta`).

@@ -91,7 +91,7 @@ pub struct NodeRollout {
     /// Wakes the node's other streams when one of them changed the offer. A stream that
     /// changed it itself serves the new offer right away, so a node with one stream (every
     /// ADS client) never needs a wake-up.
-    changed: Notify,
+    changed: Arc<Notify>,
     /// The server's [`Rollouts::rejections`].
     rejections: Arc<Rejections>,
 }
@@ -230,7 +230,7 @@ impl Rollouts {
                         proxy: false,
                     }),
                     generation: AtomicU64::new(0),
-                    changed: Notify::new(),
+                    changed: Arc::new(Notify::new()),
                     rejections: self.rejections.clone(),
                 });
                 clients.push(n.clone());
@@ -504,7 +504,7 @@ impl NodeRollout {
         for note in notes {
             match note {
                 Note::Step(step) => {
-                    m.plan_steps.get_or_create(&label("step", step.as_str())).inc();
+                    m.plan_step(step).inc();
                 }
                 Note::Converged(d) => {
                     m.plan_convergence_seconds.observe(d.as_secs_f64());
@@ -583,9 +583,10 @@ impl NodeRollout {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Resolves when another stream of the node changed the offer.
-    pub async fn changed(&self) {
-        self.changed.notified().await
+    /// Resolves when another stream of the node changed the offer (from now on, polled or
+    /// not).
+    pub fn changed(&self) -> tokio::sync::futures::OwnedNotified {
+        self.changed.clone().notified_owned()
     }
 
     /// When the current step's grace period ends.

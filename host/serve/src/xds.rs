@@ -13,7 +13,12 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use futures::FutureExt;
 use futures::stream::BoxStream;
+use std::pin::Pin;
+
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::watch;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::WatchStream;
 use tonic::Status;
 use tracing::{debug, info, warn};
 use xdst_core::delta::DeltaStream;
@@ -261,8 +266,13 @@ struct Driver<M: Machine> {
     requests: crate::requests::Requests<M::Request>,
     /// The stream's request rate.
     bucket: crate::admission::Bucket,
-    /// What the node's group is served: the target of its rollout.
-    watch: Option<(watch::Receiver<Arc<Snapshot>>, Arc<Snapshot>)>,
+    /// What the node's group is served: the target of its rollout, and its changes. The
+    /// stream's three wake-ups besides its requests (this, the node's offer, shutdown) stay
+    /// registered between its wakes: registering and dropping each on every wake was a
+    /// twentieth of xdst's CPU with 100,000 streams (docs/PERFORMANCE.md, issue 51).
+    watch: Option<(WatchStream<Arc<Snapshot>>, Arc<Snapshot>)>,
+    /// The node's offer changed (another stream of the node moved its rollout).
+    offer_wake: Option<Pin<Box<OwnedNotified>>>,
     /// The node's rollout, shared with its other streams, and what it offers now.
     rollout: Option<Arc<NodeRollout>>,
     offer: Option<(u64, Arc<Offer>)>,
@@ -274,6 +284,7 @@ struct Driver<M: Machine> {
     registered: Option<u64>,
     node_id: String,
     shutdown: watch::Receiver<bool>,
+    shutdown_changes: WatchStream<bool>,
     finished: bool,
     /// The rollout's next deadline.
     timer: Timer,
@@ -301,6 +312,25 @@ enum Wake<R> {
     Shutdown,
 }
 
+/// What a stream's requests tell its node's rollout ([`Driver::tell_rollout`]).
+enum ToRollout {
+    Subscribe {
+        type_url: Arc<str>,
+        wildcard: bool,
+        names: xdst_core::names::Names,
+    },
+    /// An answer to a response; a NACK with its message and whether it may be analysed.
+    Answer {
+        type_url: Arc<str>,
+        nonce: String,
+        nack: Option<(String, bool)>,
+    },
+    Resumed {
+        type_url: Arc<str>,
+        holds: xdst_core::stream::Holds,
+    },
+}
+
 impl<M: Machine> Driver<M> {
     fn new(
         serving: Arc<Serving>,
@@ -324,6 +354,7 @@ impl<M: Machine> Driver<M> {
             requests,
             bucket: crate::admission::Bucket::full(rate),
             watch: None,
+            offer_wake: None,
             rollout: None,
             offer: None,
             resynced: 0,
@@ -331,6 +362,7 @@ impl<M: Machine> Driver<M> {
             sent_at: Vec::new(),
             registered: None,
             node_id: String::new(),
+            shutdown_changes: WatchStream::from_changes(shutdown.clone()),
             shutdown,
             finished: false,
             timer: Timer::default(),
@@ -383,7 +415,6 @@ impl<M: Machine> Driver<M> {
                     // Idle streams hold no queue (the next poll brings its own).
                     self.queue = VecDeque::new();
                 }
-                self.record_sent(&r);
                 return Some((Ok(r), self));
             }
             if self.finished {
@@ -403,15 +434,15 @@ impl<M: Machine> Driver<M> {
             }
             self.timer.set(self.rollout.as_ref().and_then(|r| r.deadline()));
             let wake = tokio::select! {
-                r = self.shutdown.changed() => {
-                    if r.is_err() {
+                r = self.shutdown_changes.next() => {
+                    if r.is_none() {
                         self.finished = true; // the server is gone
                     }
                     Wake::Shutdown
                 }
                 msg = self.requests.message() => Wake::Request(msg),
                 _ = changed(&mut self.watch) => Wake::Target,
-                _ = offer_changed(&self.rollout) => Wake::Offer,
+                _ = offer_changed(&mut self.offer_wake, &self.rollout) => Wake::Offer,
                 _ = self.timer.fired() => Wake::Deadline,
                 why = no_first_request(&self.half_open, self.first_request_by) => Wake::NoFirstRequest(why),
             };
@@ -426,20 +457,15 @@ impl<M: Machine> Driver<M> {
                         self.finished = true;
                         return Some((Err(status), self));
                     }
-                    if let Err(status) = self.on_request(req) {
-                        self.finished = true;
-                        return Some((Err(status), self));
-                    }
                     // SOTW-6: take every request already received before answering, so a
-                    // burst for one type is answered once, for the latest.
-                    loop {
+                    // burst for one type is answered once, for the latest. What the burst
+                    // tells the node's rollout is applied under one lock, in order, once it
+                    // is read (even when a request in it ends the stream).
+                    let mut told = Vec::new();
+                    let mut ended = self.on_request(req, &mut told).err();
+                    while ended.is_none() {
                         match self.requests.message().now_or_never() {
-                            Some(Ok(Some(req))) => {
-                                if let Err(status) = self.on_request(req) {
-                                    self.finished = true;
-                                    return Some((Err(status), self));
-                                }
-                            }
+                            Some(Ok(Some(req))) => ended = self.on_request(req, &mut told).err(),
                             Some(Ok(None)) => {
                                 self.finished = true;
                                 break;
@@ -451,6 +477,11 @@ impl<M: Machine> Driver<M> {
                             }
                             None => break,
                         }
+                    }
+                    self.tell_rollout(told);
+                    if let Some(status) = ended {
+                        self.finished = true;
+                        return Some((Err(status), self));
                     }
                     self.poll();
                 }
@@ -558,7 +589,9 @@ impl<M: Machine> Driver<M> {
         warn!(node = %self.node_id, api = M::API, service = self.label, peer = ?self.peer, error = %status.message(), "closing stream");
     }
 
-    fn on_request(&mut self, req: M::Request) -> Result<(), Status> {
+    /// Handles one request; what it tells the node's rollout goes into `told`
+    /// ([`Driver::tell_rollout`]).
+    fn on_request(&mut self, req: M::Request, told: &mut Vec<ToRollout>) -> Result<(), Status> {
         let limit = self.serving.request_rate;
         if limit.rate > 0 && !self.bucket.take(limit, Instant::now()) {
             let owner = self.owner();
@@ -592,7 +625,7 @@ impl<M: Machine> Driver<M> {
             let rollout = self.serving.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer, proxy);
             let mut rx = self.serving.cache.watch(&group);
             let snapshot = rx.borrow_and_update().clone();
-            self.watch = Some((rx, snapshot.clone()));
+            self.watch = Some((WatchStream::from_changes(rx), snapshot.clone()));
             self.node_id = node.id.clone();
             info!(
                 node = %node.id,
@@ -618,40 +651,29 @@ impl<M: Machine> Driver<M> {
             let (generation, current) = rollout.offer();
             self.resynced = current.resync;
             self.offer = Some((generation, current));
+            self.offer_wake = Some(Box::pin(rollout.changed()));
             self.rollout = Some(rollout);
         }
-        if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
+        if self.rollout.is_some() && self.registered.is_some() {
             let changes = self.machine.lock().unwrap().subscription_changes();
-            for (type_url, wildcard, names) in changes {
-                rollout.update(&self.serving.metrics, |r, now| {
-                    r.subscribe_names(stream, &type_url, wildcard, names.clone(), now)
-                });
-            }
+            told.extend(changes.into_iter().map(|(type_url, wildcard, names)| ToRollout::Subscribe {
+                type_url,
+                wildcard,
+                names,
+            }));
         }
         let m = &self.serving.metrics;
         for event in events {
-            if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
-                let (type_url, nonce, nack) = match &event {
-                    Event::Ack { type_url, nonce, .. } => (type_url, nonce, None),
-                    Event::Nack { type_url, nonce, message } => (type_url, nonce, Some(message.as_str())),
+            if self.rollout.is_some() && self.registered.is_some() {
+                told.push(match &event {
+                    Event::Ack { type_url, nonce, .. } => self.answer(type_url, nonce, None),
+                    Event::Nack { type_url, nonce, message } => self.answer(type_url, nonce, Some(message)),
                     // An older response answered: it still moved what the client holds.
-                    Event::Stale { type_url, nonce } => (type_url, nonce, M::request_error(&req)),
+                    Event::Stale { type_url, nonce } => self.answer(type_url, nonce, M::request_error(&req)),
                     Event::Resumed { type_url, holds } => {
-                        rollout.update(m, |r, now| r.resumed(stream, type_url, holds, now));
-                        continue;
+                        ToRollout::Resumed { type_url: type_url.clone(), holds: holds.clone() }
                     }
-                };
-                // A client's rejections are split into the documents in play so many times a
-                // minute (design 016, part 3a); past that they only stop its plan.
-                let nack = nack.map(|message| xdst_core::rollout::Nack {
-                    message,
-                    analyse: self.serving.nacks.analyse(&self.owner(), Instant::now()),
                 });
-                rollout.update(m, |r, now| r.answered_with(stream, type_url, nonce, nack, now));
-                if nack.is_some() {
-                    rollout.rejected();
-                }
-                self.serving.rollouts.answered(rollout, m);
             }
             match event {
                 Event::Ack { type_url, nonce, .. } => {
@@ -680,6 +702,51 @@ impl<M: Machine> Driver<M> {
         Ok(())
     }
 
+    /// The client answered the response `nonce` of `type_url`: an ACK, or a NACK with its
+    /// message. A client's rejections are split into the documents in play so many times a
+    /// minute (design 016, part 3a); past that they only stop its plan.
+    fn answer(&self, type_url: &Arc<str>, nonce: &str, nack: Option<&str>) -> ToRollout {
+        let nack = nack.map(|message| (message.to_owned(), self.serving.nacks.analyse(&self.owner(), Instant::now())));
+        ToRollout::Answer { type_url: type_url.clone(), nonce: nonce.to_owned(), nack }
+    }
+
+    /// Applies what a burst of requests told the node's rollout, in order, under one lock (an
+    /// Envoy answers a change to four types with four requests, usually read at once).
+    fn tell_rollout(&self, told: Vec<ToRollout>) {
+        let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) else { return };
+        if told.is_empty() {
+            return;
+        }
+        let m = &self.serving.metrics;
+        let (mut answered, mut rejected) = (false, false);
+        rollout.update(m, |r, now| {
+            let mut notes = Vec::new();
+            for t in told {
+                notes.extend(match t {
+                    ToRollout::Subscribe { type_url, wildcard, names } => {
+                        r.subscribe_names(stream, &type_url, wildcard, names, now)
+                    }
+                    ToRollout::Answer { type_url, nonce, nack } => {
+                        answered = true;
+                        rejected |= nack.is_some();
+                        let nack = nack
+                            .as_ref()
+                            .map(|(message, analyse)| xdst_core::rollout::Nack { message, analyse: *analyse });
+                        r.answered_with(stream, &type_url, &nonce, nack, now)
+                    }
+                    ToRollout::Resumed { type_url, holds } => r.resumed(stream, &type_url, &holds, now),
+                });
+            }
+            notes
+        });
+        if rejected {
+            rollout.rejected();
+        }
+        if answered {
+            self.serving.rollouts.answered(rollout, m);
+        }
+    }
+
     fn poll(&mut self) {
         let (Some(rollout), Some((generation, offer))) = (&self.rollout, &mut self.offer) else { return };
         let mut machine = self.machine.lock().unwrap();
@@ -696,6 +763,10 @@ impl<M: Machine> Driver<M> {
             self.serving.metrics.changes_merged.inc_by(merged as u64);
         }
         let out = machine.poll(&offer.snapshot, offer.hold);
+        drop(machine);
+        // Recorded as the responses are queued: the body takes them at once, and frames
+        // those ready together.
+        self.record_sent(&out);
         if self.queue.is_empty() {
             self.queue = VecDeque::from(out); // takes the vector's buffer, no copy
         } else {
@@ -703,17 +774,27 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    fn record_sent(&mut self, r: &M::Response) {
-        self.serving.metrics.response(M::API, r.type_url()).inc();
-        debug!(node = %self.node_id, r#type = types::short_name(r.type_url()), nonce = %r.nonce(), resources = r.resource_count(), "response sent");
-        let entry = (r.type_url().clone(), r.nonce().clone(), Instant::now());
-        match self.sent_at.iter_mut().find(|(t, _, _)| t == r.type_url()) {
-            Some(slot) => *slot = entry,
-            None => self.sent_at.push(entry),
+    /// The responses of one poll go out: counted, timed for their ACKs, and reported to the
+    /// node's rollout under one lock.
+    fn record_sent(&mut self, out: &[M::Response]) {
+        if out.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        for r in out {
+            self.serving.metrics.response(M::API, r.type_url()).inc();
+            debug!(node = %self.node_id, r#type = types::short_name(r.type_url()), nonce = %r.nonce(), resources = r.resource_count(), "response sent");
+            let entry = (r.type_url().clone(), r.nonce().clone(), now);
+            match self.sent_at.iter_mut().find(|(t, _, _)| t == r.type_url()) {
+                Some(slot) => *slot = entry,
+                None => self.sent_at.push(entry),
+            }
         }
         if let (Some(rollout), Some(stream)) = (&self.rollout, self.registered) {
             rollout.update(&self.serving.metrics, |ro, _| {
-                ro.sent(stream, r.type_url(), r.nonce().clone(), r.update());
+                for r in out {
+                    ro.sent(stream, r.type_url(), r.nonce().clone(), r.update());
+                }
                 Vec::new()
             });
         }
@@ -742,14 +823,14 @@ impl<M: Machine> Drop for Driver<M> {
 }
 
 /// Waits for a watched value to change and takes it.
-async fn changed<T: Clone>(watch: &mut Option<(watch::Receiver<T>, T)>) {
-    let Some((rx, current)) = watch else { return std::future::pending().await };
-    if rx.changed().await.is_err() {
+async fn changed<T: Clone + Send + Sync + 'static>(watch: &mut Option<(WatchStream<T>, T)>) {
+    let Some((changes, current)) = watch else { return std::future::pending().await };
+    match changes.next().await {
+        Some(value) => *current = value,
         // The cache and the rollouts outlive every stream; if one is gone the server is going
         // down.
-        return std::future::pending().await;
+        None => std::future::pending().await,
     }
-    *current = rx.borrow_and_update().clone();
 }
 
 /// Resolves while the stream is half-open: when `by` passes (`"in time"`), or when it is
@@ -773,11 +854,11 @@ async fn no_first_request(half_open: &Option<(HalfOpenStream, Option<HalfOpen>)>
     .await
 }
 
-async fn offer_changed(rollout: &Option<Arc<NodeRollout>>) {
-    match rollout {
-        Some(r) => r.changed().await,
-        None => std::future::pending().await,
-    }
+/// Waits for the node's offer to change, and registers for the next change.
+async fn offer_changed(wake: &mut Option<Pin<Box<OwnedNotified>>>, rollout: &Option<Arc<NodeRollout>>) {
+    let (Some(w), Some(r)) = (wake.as_mut(), rollout) else { return std::future::pending().await };
+    w.as_mut().await;
+    *wake = Some(Box::pin(r.changed()));
 }
 
 /// A timer kept across a driver's waits and moved only when the deadline does: one made and
