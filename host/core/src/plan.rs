@@ -108,17 +108,25 @@ impl Wanted {
 }
 
 /// A plan worked out for a node that holds exactly `from` (the sums of its four types, as
-/// acknowledged) with nothing in flight, rejected or draining: that alone decides it, so the
-/// group's other nodes in the same state (after a change, usually all of them) take it as it
-/// is instead of each working out the same plan. Kept with the target.
+/// acknowledged) of the types it subscribes to (`subscribed`, a bit per core type) with
+/// nothing in flight, rejected or draining: that alone decides it, so the group's other nodes
+/// in the same state (after a change, usually all of them; while they connect, each step of
+/// the same sequence) take it as it is instead of each working out the same plan. Kept with
+/// the target, at most [`SHARED_PLANS`] states of it.
+#[derive(Clone)]
 pub(crate) struct SharedPlan {
     pub from: [u128; 4],
+    pub subscribed: u8,
     pub together: bool,
     pub step: Step,
     pub hold: &'static [&'static str],
     /// `None`: the target itself.
     pub offer: Option<Arc<Snapshot>>,
 }
+
+/// How many states' plans a target keeps (the first ones worked out): an Envoy connecting
+/// subscribes its four types one by one, so a fleet connecting goes through a few states.
+pub(crate) const SHARED_PLANS: usize = 8;
 
 /// What the planner knows of a node besides its target.
 pub struct Node<'a> {

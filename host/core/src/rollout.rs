@@ -944,36 +944,51 @@ impl Rollout {
     /// settled state worked it out already (see [`SharedPlan`]).
     fn plan_shared(&self) -> (Step, &'static [&'static str], Arc<Snapshot>) {
         let with_target = |offer: Option<Arc<Snapshot>>| offer.unwrap_or_else(|| self.target.clone());
-        let Some(from) = self.settled_on() else {
+        let Some((from, subscribed)) = self.settled_on() else {
             let (step, hold, offer) = self.plan_now();
             return (step, hold, with_target(offer.map(Arc::new)));
         };
         let together = self.together();
         let memo = self.target.shared_plan();
-        if let Some(p) = memo.get()
-            && p.from == from
-            && p.together == together
-        {
-            return (p.step, p.hold, with_target(p.offer.clone()));
+        let same = |p: &&SharedPlan| p.from == from && p.subscribed == subscribed && p.together == together;
+        let known = memo.lock().unwrap().iter().find(same).cloned();
+        if let Some(p) = known {
+            #[cfg(debug_assertions)]
+            {
+                let (step, hold, offer) = self.plan_now();
+                debug_assert_eq!((step, hold), (p.step, p.hold), "a shared plan is the node's own");
+                debug_assert!(
+                    with_target(offer.map(Arc::new)).same_content(&with_target(p.offer.clone())),
+                    "a shared plan offers what the node's own would"
+                );
+            }
+            return (p.step, p.hold, with_target(p.offer));
         }
         let (step, hold, offer) = self.plan_now();
         let offer = offer.map(Arc::new);
-        let _ = memo.set(SharedPlan { from, together, step, hold, offer: offer.clone() });
+        let mut plans = memo.lock().unwrap();
+        if plans.len() < crate::plan::SHARED_PLANS && !plans.iter().any(|p| same(&p)) {
+            plans.push(SharedPlan { from, subscribed, together, step, hold, offer: offer.clone() });
+        }
         (step, hold, with_target(offer))
     }
 
-    /// The sums of what the node acknowledged, when that alone decides its plan: ordered,
-    /// every core type subscribed, nothing in flight, rejected, stopped or draining.
-    fn settled_on(&self) -> Option<[u128; 4]> {
-        let subscribed = |ty: &str| self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
+    /// The sums of what the node acknowledged, and which core types it subscribes to (a bit
+    /// each), when that alone decides its plan: ordered, nothing in flight, rejected, stopped
+    /// or draining. A type no stream subscribes to counts as held at the target
+    /// ([`effective_acked`](Self::effective_acked)), whatever was acknowledged of it.
+    fn settled_on(&self) -> Option<([u128; 4], u8)> {
         let alone = self.mode() == Mode::Ordered
             && !self.any_in_flight()
             && self.rejected.is_empty()
             && !self.stopped
             && self.draining.is_empty()
-            && self.scopes_draining.is_none()
-            && CORE_TYPES.iter().all(|ty| subscribed(ty));
-        alone.then(|| CORE_TYPES.map(|ty| self.acked.get(ty).map_or(0, |s| s.sum())))
+            && self.scopes_draining.is_none();
+        alone.then(|| {
+            let subscribed = |ty: &str| self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
+            let mask = CORE_TYPES.iter().enumerate().fold(0u8, |m, (i, ty)| m | (u8::from(subscribed(ty)) << i));
+            (CORE_TYPES.map(|ty| self.acked.get(ty).map_or(0, |s| s.sum())), mask)
+        })
     }
 
     /// The plan for the node as it stands.
@@ -1047,7 +1062,7 @@ impl Rollout {
                     set = set.patch(&[], &added);
                 }
             }
-            maybe = maybe.with_set(self.acked.type_key(ty), Arc::new(set));
+            maybe.set(&self.acked.type_key(ty), Arc::new(set));
         }
         Cow::Owned(maybe)
     }
@@ -1089,11 +1104,11 @@ impl Rollout {
                 let after = self.after(ty, &held, update);
                 surely = surely.intersect(&after);
             }
-            acked = acked.with_set(ty.clone(), Arc::new(surely));
+            acked.set(ty, Arc::new(surely));
         }
         for ty in CORE_TYPES {
             if unsubscribed(ty) {
-                acked = acked.with_set(self.target.type_key(ty), self.target.get(ty).cloned().unwrap_or_default());
+                acked.set(&self.target.type_key(ty), self.target.get(ty).cloned().unwrap_or_default());
             }
         }
         Cow::Owned(acked)

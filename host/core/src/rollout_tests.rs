@@ -1050,6 +1050,37 @@ fn settled_nodes_share_the_plan_of_a_change() {
     assert!(!Arc::ptr_eq(&fresh.offer().snapshot, &a.offer().snapshot));
 }
 
+/// While a fleet connects, each node subscribes to its types one by one: at each step with
+/// nothing in flight, nodes in the same state share one plan (debug builds check at every use
+/// that it is the node's own), and which types a node subscribes to is part of that state.
+#[test]
+fn connecting_nodes_share_the_plan_of_each_step() {
+    let now = Instant::now();
+    let steps: [(&str, bool, &[&str]); 4] =
+        [(CLUSTER, true, &[]), (ENDPOINT, false, &["a"]), (LISTENER, true, &[]), (ROUTE, false, &["r"])];
+    let connect = |target: &Arc<Snapshot>, upto: usize| {
+        let mut r = Rollout::new(RolloutConfig::default(), target.clone(), now);
+        for (t, wildcard, names) in &steps[..upto] {
+            let names: Vec<Arc<str>> = names.iter().map(|n| Arc::from(*n)).collect();
+            r.subscribe(0, &ty(t), *wildcard, &names, now);
+        }
+        r
+    };
+    let target = Arc::new(before());
+    for upto in 1..=steps.len() {
+        let (a, b) = (connect(&target, upto), connect(&target, upto));
+        let alone = connect(&Arc::new(before()), upto);
+        for other in [&b, &alone] {
+            assert_eq!((other.step(), other.offer().hold), (a.step(), a.offer().hold), "after {upto} types");
+            assert!(other.offer().snapshot.same_content(&a.offer().snapshot), "after {upto} types");
+        }
+    }
+    let plans = target.shared_plan().lock().unwrap();
+    let masks: std::collections::BTreeSet<u8> = plans.iter().map(|p| p.subscribed).collect();
+    assert!(masks.len() >= steps.len(), "a plan kept for each step: {masks:?}");
+    assert!(plans.len() <= crate::plan::SHARED_PLANS);
+}
+
 /// An Envoy-like listener with an `api_listener` (what proxyless gRPC uses) naming route `r`.
 fn api_listener(name: &str, route: &str) -> Resource {
     crate::plan::tests::one(&format!(
