@@ -950,9 +950,9 @@ impl Rollout {
         };
         let together = self.together();
         let memo = self.target.shared_plan();
-        let same = |p: &&SharedPlan| p.from == from && p.subscribed == subscribed && p.together == together;
-        let known = memo.lock().unwrap().iter().find(same).cloned();
-        if let Some(p) = known {
+        let same = |p: &SharedPlan| p.from == from && p.subscribed == subscribed && p.together == together;
+        // Read without a lock: every node of a group looks here on every change.
+        if let Some(p) = memo.iter().filter_map(|slot| slot.get()).find(|p| same(p)).cloned() {
             #[cfg(debug_assertions)]
             {
                 let (step, hold, offer) = self.plan_now();
@@ -966,9 +966,14 @@ impl Rollout {
         }
         let (step, hold, offer) = self.plan_now();
         let offer = offer.map(Arc::new);
-        let mut plans = memo.lock().unwrap();
-        if plans.len() < crate::plan::SHARED_PLANS && !plans.iter().any(|p| same(&p)) {
-            plans.push(SharedPlan { from, subscribed, together, step, hold, offer: offer.clone() });
+        // The first free slot takes it (a node working out the same state at once may take
+        // another: the same plan twice, harmless).
+        let mut plan = Some(SharedPlan { from, subscribed, together, step, hold, offer: offer.clone() });
+        for slot in memo {
+            match plan.take().map(|p| slot.set(p)) {
+                Some(Err(back)) => plan = Some(back),
+                _ => break,
+            }
         }
         (step, hold, with_target(offer))
     }

@@ -259,7 +259,7 @@ struct DerivedValues {
     wanted: std::sync::OnceLock<Arc<crate::plan::Wanted>>,
     /// The plans of the first nodes moved to this snapshot from each settled state, for the
     /// group's other nodes in the same state (at most [`crate::plan::SHARED_PLANS`]).
-    plan: std::sync::Mutex<Vec<crate::plan::SharedPlan>>,
+    plan: [std::sync::OnceLock<crate::plan::SharedPlan>; crate::plan::SHARED_PLANS],
     /// What rejections of this target's resources decoded and composed, for every node.
     holds: crate::node_holds::Memo,
     /// The snapshot's version, for a target every node of a group compares against.
@@ -431,7 +431,7 @@ impl Snapshot {
 
     /// Where a plan for moving settled nodes to this snapshot is kept (see
     /// [`crate::plan::SharedPlan`]).
-    pub(crate) fn shared_plan(&self) -> &std::sync::Mutex<Vec<crate::plan::SharedPlan>> {
+    pub(crate) fn shared_plan(&self) -> &[std::sync::OnceLock<crate::plan::SharedPlan>; crate::plan::SHARED_PLANS] {
         &self.derived.values().plan
     }
 
