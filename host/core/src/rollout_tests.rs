@@ -1080,6 +1080,45 @@ fn connecting_nodes_share_the_plan_of_each_step() {
     assert!(masks.len() >= steps.len(), "a plan kept for each step: {masks:?}");
 }
 
+/// The shared plans are a cache a hostile node can aim at its group: here nodes in odd states
+/// (types subscribed in every combination) take every slot first. A well-behaved node after
+/// them is planned alone, as a node on a target of its own would be: a cache it cannot use
+/// costs it CPU, never a plan that is not its own (and another group's nodes have targets,
+/// and so caches, of their own).
+#[test]
+fn a_target_whose_shared_plans_are_all_taken_still_plans_each_node_as_its_own() {
+    let now = Instant::now();
+    let target = Arc::new(before());
+    let subscribe = |r: &mut Rollout, t: &str| {
+        let names: Vec<Arc<str>> = match t {
+            ENDPOINT => vec!["a".into()],
+            ROUTE => vec!["r".into()],
+            _ => vec![],
+        };
+        r.subscribe(0, &ty(t), names.is_empty(), &names, now);
+    };
+    // Every combination of types that does not end with all four.
+    for mask in 1u8..15 {
+        let mut r = Rollout::new(RolloutConfig::default(), target.clone(), now);
+        for (i, t) in CORE_TYPES.iter().enumerate().rev() {
+            if mask & (1 << i) != 0 {
+                subscribe(&mut r, t);
+            }
+        }
+    }
+    assert!(target.shared_plan().iter().all(|slot| slot.get().is_some()), "every slot taken");
+    let connect = |target: &Arc<Snapshot>| {
+        let mut r = Rollout::new(RolloutConfig::default(), target.clone(), now);
+        for t in [CLUSTER, ENDPOINT, LISTENER, ROUTE] {
+            subscribe(&mut r, t);
+        }
+        r
+    };
+    let (node, alone) = (connect(&target), connect(&Arc::new(before())));
+    assert_eq!((node.step(), node.offer().hold), (alone.step(), alone.offer().hold));
+    assert!(node.offer().snapshot.same_content(&alone.offer().snapshot));
+}
+
 /// An Envoy-like listener with an `api_listener` (what proxyless gRPC uses) naming route `r`.
 fn api_listener(name: &str, route: &str) -> Resource {
     crate::plan::tests::one(&format!(
