@@ -118,8 +118,8 @@ struct HotSeries {
     push_ack_seconds: [OnceLock<Histogram>; TYPE_LABELS.len()],
     /// SotW, Delta.
     responses: [[OnceLock<Counter>; TYPE_LABELS.len()]; 2],
-    /// By [`Step`](xdst_core::plan::Step), in its order.
-    plan_steps: [OnceLock<Counter>; 5],
+    /// By [`Step`](xdst_core::plan::Step), in its order (`Converged` is the last).
+    plan_steps: [OnceLock<Counter>; xdst_core::plan::Step::Converged as usize + 1],
 }
 
 /// The buckets every xdst histogram uses, in seconds.

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -13,8 +14,6 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use futures::FutureExt;
 use futures::stream::BoxStream;
-use std::pin::Pin;
-
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::watch;
 use tokio_stream::StreamExt as _;
