@@ -131,7 +131,9 @@ pub(crate) const SHARED_PLANS: usize = 8;
 /// What the planner knows of a node besides its target.
 pub struct Node<'a> {
     /// What the node surely holds: what it acknowledged, less whatever a response still in
-    /// flight changes or removes.
+    /// flight removes, or, for listeners and route configurations, changes (a cluster or its
+    /// endpoints stay usable through a change: only their names are read, and only
+    /// [`Node::settled`] says whether one is on its way).
     pub held: &'a Snapshot,
     /// What the node may hold: what it acknowledged, with the latest form of every resource
     /// a response in flight carries. Removals are decided on it: a cluster still on its way
@@ -146,7 +148,8 @@ pub struct Node<'a> {
     /// Whether a route configuration and a listener offered at once reach the node in that
     /// order: its listeners and routes come on one stream, which writes routes first.
     pub together: bool,
-    /// Whether every listener and route response sent has been answered.
+    /// Whether every listener and route response sent has been answered, and every cluster
+    /// or endpoint response that changes what the node holds.
     pub settled: bool,
     /// Whether a listener that routes by scope, changed or removed, is still draining at the
     /// node: the routing scopes it used stay (see [`plan_lean`]).
@@ -265,7 +268,9 @@ pub(crate) fn plan_lean(
         }
     }
     let clusters = (!kept_clusters.is_empty()).then(|| ts(CLUSTER).patch(&[], &kept_clusters));
-    let endpoints = node.maybe.get(ENDPOINT).and_then(|he| {
+    // (Only the endpoints of kept clusters are kept: none, under endpoint churn, and the
+    // walk over every endpoint the node may hold is skipped.)
+    let endpoints = node.maybe.get(ENDPOINT).filter(|_| !kept_eds.is_empty()).and_then(|he| {
         let te = ts(ENDPOINT);
         let kept: Vec<Arc<Resource>> = te
             .changes_since(he)

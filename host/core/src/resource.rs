@@ -153,11 +153,22 @@ impl fmt::Debug for Resource {
     }
 }
 
+/// Two resources are equal when their type, name and version are: the version is a hash of
+/// the content, and what every set, stream and rollout goes by. Their bytes are not compared:
+/// sets are diffed resource by resource on every change to every node (an `OrdMap` diff
+/// compares each entry of a leaf that differs), and comparing bytes there was a fifth of
+/// xdst's CPU under endpoint churn (docs/PERFORMANCE.md, issue 51). Being `Eq` also lets
+/// `Arc<Resource>` answer for one resource shared by both sides without a look inside.
 impl PartialEq for Resource {
     fn eq(&self, other: &Self) -> bool {
-        self.type_url == other.type_url && self.name == other.name && self.delta == other.delta
+        self.entry_hash == other.entry_hash
+            && self.version == other.version
+            && self.name == other.name
+            && self.type_url == other.type_url
     }
 }
+
+impl Eq for Resource {}
 
 /// A resource's version: the first 64 bits of SHA-256 over its type URL and bytes, in hex.
 pub fn content_version(type_url: &str, body: &[u8]) -> String {

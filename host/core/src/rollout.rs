@@ -981,7 +981,7 @@ impl Rollout {
     /// The sums of what the node acknowledged, and which core types it subscribes to (a bit
     /// each), when that alone decides its plan: ordered, nothing in flight, rejected, stopped
     /// or draining. A type no stream subscribes to counts as held at the target
-    /// ([`effective_acked`](Self::effective_acked)), whatever was acknowledged of it.
+    /// ([`surely_held`](Self::surely_held)), whatever was acknowledged of it.
     fn settled_on(&self) -> Option<([u128; 4], u8)> {
         let alone = self.mode() == Mode::Ordered
             && !self.any_in_flight()
@@ -998,7 +998,7 @@ impl Rollout {
 
     /// The plan for the node as it stands.
     fn plan_now(&self) -> (Step, &'static [&'static str], Option<Snapshot>) {
-        let held = self.effective_acked();
+        let (held, changing) = self.surely_held();
         let in_flight = || self.in_flight.iter().flat_map(|((_, t), q)| q.iter().map(move |(_, u)| (t, u)));
         let maybe_route = |name: &str| {
             self.acked.resource(ROUTE, name).is_some()
@@ -1028,7 +1028,7 @@ impl Rollout {
             maybe_route: &maybe_route,
             keep: &keep,
             together: self.together(),
-            settled: self.settled(),
+            settled: self.settled() && !changing,
             scopes_draining: self.scopes_draining.is_some(),
         };
         let plan = plan_lean(&self.target, &self.wanted, &node);
@@ -1088,18 +1088,28 @@ impl Rollout {
         streams.all(|s| Some(s) == first)
     }
 
-    /// What the node surely holds: what it acknowledged, less whatever a response still in
-    /// flight changes or removes (it may be applied before anything sent now). Every type no
-    /// stream subscribes to counts as held at the target: such a type gates nothing.
-    fn effective_acked(&self) -> Cow<'_, Snapshot> {
+    /// What the node surely holds, and whether a cluster or endpoint response in flight may
+    /// still change what it holds.
+    ///
+    /// Listeners and route configurations: what it acknowledged, less whatever a response
+    /// still in flight changes or removes (it may be applied before anything sent now, and
+    /// the plan waits on their versions). Clusters and endpoints count by name: what it
+    /// acknowledged, less whatever a response in flight removes. One that only changes them
+    /// leaves them usable whether the node applies it or rejects it: a changed cluster serves
+    /// in its old form until its new one is warm, and new endpoints replace the old without
+    /// the cluster warming again. (Counted by version, every node with endpoints in flight,
+    /// under endpoint churn nearly all of them, held back each route configuration naming
+    /// their clusters until a quiet moment: docs/PERFORMANCE.md, issue 51.)
+    ///
+    /// Every type no stream subscribes to counts as held at the target: it gates nothing.
+    fn surely_held(&self) -> (Cow<'_, Snapshot>, bool) {
         let unsubscribed = |ty: &str| !self.subscriptions.keys().any(|(_, t)| t.as_ref() == ty);
-        if !self.any_in_flight() && !CORE_TYPES.iter().any(|ty| unsubscribed(ty)) {
-            return Cow::Borrowed(&self.acked);
-        }
-        let mut acked = self.acked.clone();
+        let mut surely: Option<Snapshot> = None;
+        let mut changing = false;
         for ((_, ty), q) in self.in_flight.iter().filter(|(_, q)| !q.is_empty()) {
-            let held = acked.get(ty).cloned().unwrap_or_default();
-            let mut surely = TypeSet::clone(&held);
+            let held = surely.as_ref().unwrap_or(&self.acked).get(ty).cloned().unwrap_or_default();
+            let by_name = ty.as_ref() == CLUSTER || ty.as_ref() == ENDPOINT;
+            let (mut less, mut gone): (Option<TypeSet>, Vec<Arc<str>>) = (None, Vec::new());
             for (_, update) in q {
                 if let Update::List { version, .. } = update
                     && version == held.version()
@@ -1107,16 +1117,37 @@ impl Rollout {
                     continue;
                 }
                 let after = self.after(ty, &held, update);
-                surely = surely.intersect(&after);
+                if !by_name {
+                    less = Some(less.as_ref().unwrap_or(&held).intersect(&after));
+                    continue;
+                }
+                changing |= after.sum() != held.sum();
+                match update {
+                    Update::Patch { removed, .. } => {
+                        gone.extend(removed.iter().filter(|n| held.get(n).is_some() && after.get(n).is_none()).cloned())
+                    }
+                    _ if types::is_full_state(ty) => gone.extend(after.changes_since(&held).filter_map(|c| match c {
+                        Change::Removed(r) => Some(r.name().clone()),
+                        _ => None,
+                    })),
+                    // A response for some names of a type that is not full state removes none.
+                    _ => {}
+                }
             }
-            acked.set(ty, Arc::new(surely));
+            if !gone.is_empty() {
+                less = Some(held.patch(&gone, &[]));
+            }
+            if let Some(less) = less {
+                surely.get_or_insert_with(|| self.acked.clone()).set(ty, Arc::new(less));
+            }
         }
         for ty in CORE_TYPES {
             if unsubscribed(ty) {
-                acked.set(&self.target.type_key(ty), self.target.get(ty).cloned().unwrap_or_default());
+                let target = self.target.get(ty).cloned().unwrap_or_default();
+                surely.get_or_insert_with(|| self.acked.clone()).set(&self.target.type_key(ty), target);
             }
         }
-        Cow::Owned(acked)
+        (surely.map_or(Cow::Borrowed(&self.acked), Cow::Owned), changing)
     }
 
     /// Whether serving `offer` would send `stream` the rejected `update` again, so that the

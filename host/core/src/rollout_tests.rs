@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::*;
-use crate::plan::tests::{cla, cluster, listener, names, route, snap};
+use crate::plan::tests::{cla, cluster, listener, names, route, route_v, snap};
 use crate::types::{CLUSTER, ENDPOINT};
 
 const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
@@ -857,6 +857,31 @@ fn a_removal_in_flight_is_not_counted_as_held() {
     assert_eq!(c.r.step(), Step::Clusters, "a may be gone by the time a route names it");
     assert_eq!(route_offered(&c.r), route_of(&moved()), "the route waits");
     assert_eq!(c.offered(CLUSTER), ["a", "b"]);
+}
+
+/// Under endpoint churn a node nearly always has endpoints in flight. A route change naming
+/// only clusters it holds goes out at once all the same (ORDER-1 asks that each cluster and
+/// its endpoints be there, and they are, whether the node applies the new endpoints or
+/// rejects them), where counting held endpoints by version kept the route back until the
+/// endpoints were answered. The node is not converged while they are in flight.
+#[test]
+fn a_route_goes_out_while_new_endpoints_of_its_clusters_are_in_flight() {
+    let now = Instant::now();
+    let (mut r, mut wire) = converged_on_before(1, now);
+    let with =
+        |port, tag| snap(vec![listener("l", 10000, "r"), route_v("r", &["a"], tag), cluster("a"), cla("a", port)]);
+    r.set_target(Arc::new(with(8081, 0)), now);
+    let eds = wire.send(&mut r, 1, ENDPOINT);
+    let changed = with(8082, 1);
+    r.set_target(Arc::new(changed.clone()), now);
+    assert_eq!(route_offered(&r), route_of(&changed), "the route waits for nothing");
+    assert_eq!(r.step(), Step::Acks);
+    wire.send_ack(&mut r, 1, ROUTE, now);
+    assert_eq!(r.step(), Step::Acks, "endpoints are still in flight");
+    r.answered(1, &ty(ENDPOINT), &eds, None, now);
+    assert_eq!(r.step(), Step::Acks, "the node holds endpoints older than the target's");
+    wire.send_ack(&mut r, 1, ENDPOINT, now);
+    assert_eq!(r.step(), Step::Converged);
 }
 
 /// Envoy drops the endpoints of a cluster it removed (it unsubscribes them; SotW sends
