@@ -420,7 +420,10 @@ struct Walked<'a> {
 /// and the one served now (`changes`: each name with its entry before and after): the
 /// client's `known` is left as it is, for [`Known::advance`] once the response is settled.
 fn walk_changes<'a>(known: &Known, scope: InScope, changes: &[crate::snapshot::ChangedEntry<'a>]) -> Walked<'a> {
-    let mut w = Walked { resources: Vec::new(), removed: Vec::new(), prior: Vec::new(), now: Vec::new(), sums: (0, 0) };
+    // Sized for every change at once: under churn each response carries most of them.
+    let n = changes.len();
+    let (resources, prior, now) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut w = Walked { resources, removed: Vec::new(), prior, now, sums: (0, 0) };
     // Held names no longer in scope (deleted, for a wildcard) go after what is sent.
     let mut gone = Vec::new();
     for &(name, was, want) in changes {
