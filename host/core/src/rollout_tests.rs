@@ -884,6 +884,28 @@ fn a_route_goes_out_while_new_endpoints_of_its_clusters_are_in_flight() {
     assert_eq!(r.step(), Step::Converged);
 }
 
+/// The hostile side of the above: the endpoints in flight are rejected. The node keeps the
+/// ones it had, so the route let through still finds its cluster warm; the plan stops at the
+/// rejection and does not count the node converged on a target it does not hold.
+#[test]
+fn a_rejected_endpoint_change_leaves_the_route_let_through_its_cluster() {
+    let now = Instant::now();
+    let (mut r, mut wire) = converged_on_before(1, now);
+    let with =
+        |port, tag| snap(vec![listener("l", 10000, "r"), route_v("r", &["a"], tag), cluster("a"), cla("a", port)]);
+    r.set_target(Arc::new(with(8081, 0)), now);
+    let eds = wire.send(&mut r, 1, ENDPOINT);
+    let changed = with(8081, 1);
+    r.set_target(Arc::new(changed.clone()), now);
+    wire.send_ack(&mut r, 1, ROUTE, now);
+    r.answered(1, &ty(ENDPOINT), &eds, Some("rejected"), now);
+    assert_eq!(route_of(r.acked()), route_of(&changed), "the new route is held");
+    let kept = r.acked().resource(ENDPOINT, "a").map(|e| e.version().clone());
+    assert_eq!(kept, before().resource(ENDPOINT, "a").map(|e| e.version().clone()), "with a's old endpoints");
+    assert_ne!(r.step(), Step::Converged);
+    assert!(!r.in_sync());
+}
+
 /// Envoy drops the endpoints of a cluster it removed (it unsubscribes them; SotW sends
 /// nothing back). When a change brings the cluster back, its endpoints are not held until
 /// the node acknowledges them again, even though the response re-sending them carries the
