@@ -269,7 +269,7 @@ struct Driver<M: Machine> {
     /// stream's three wake-ups besides its requests (this, the node's offer, shutdown) stay
     /// registered between its wakes: registering and dropping each on every wake was a
     /// twentieth of xdst's CPU with 100,000 streams (docs/PERFORMANCE.md, issue 51).
-    watch: Option<(WatchStream<Arc<Snapshot>>, Arc<Snapshot>)>,
+    watch: Option<GroupWatch>,
     /// The node's offer changed (another stream of the node moved its rollout).
     offer_wake: Option<Pin<Box<OwnedNotified>>>,
     /// The node's rollout, shared with its other streams, and what it offers now.
@@ -440,7 +440,7 @@ impl<M: Machine> Driver<M> {
                     Wake::Shutdown
                 }
                 msg = self.requests.message() => Wake::Request(msg),
-                _ = changed(&mut self.watch) => Wake::Target,
+                _ = target_changed(&mut self.watch) => Wake::Target,
                 _ = offer_changed(&mut self.offer_wake, &self.rollout) => Wake::Offer,
                 _ = self.timer.fired() => Wake::Deadline,
                 why = no_first_request(&self.half_open, self.first_request_by) => Wake::NoFirstRequest(why),
@@ -482,6 +482,15 @@ impl<M: Machine> Driver<M> {
                         self.finished = true;
                         return Some((Err(status), self));
                     }
+                    // A target published as the burst came is taken before it is answered:
+                    // an answer (an ACK) gets the latest state, never the one before it.
+                    if let Some(w) = &mut self.watch {
+                        let latest = w.latest.borrow().clone();
+                        if !Arc::ptr_eq(&latest, &w.current) {
+                            w.current = latest;
+                            self.retarget();
+                        }
+                    }
                     self.poll();
                 }
                 Wake::Request(Ok(None)) => {
@@ -494,9 +503,7 @@ impl<M: Machine> Driver<M> {
                     return Some((Err(status), self));
                 }
                 Wake::Target => {
-                    if let (Some(r), Some((_, target))) = (&self.rollout, &self.watch) {
-                        self.serving.rollouts.retarget(r, target.clone(), &self.serving.metrics);
-                    }
+                    self.retarget();
                     // Serve the new offer now rather than on the next wake.
                     self.poll();
                 }
@@ -624,7 +631,8 @@ impl<M: Machine> Driver<M> {
             let rollout = self.serving.rollouts.attach(&group, &node.id, &owner, self.scope.clone(), self.peer, proxy);
             let mut rx = self.serving.cache.watch(&group);
             let snapshot = rx.borrow_and_update().clone();
-            self.watch = Some((WatchStream::from_changes(rx), snapshot.clone()));
+            let latest = rx.clone();
+            self.watch = Some(GroupWatch { changes: WatchStream::from_changes(rx), current: snapshot.clone(), latest });
             self.node_id = node.id.clone();
             info!(
                 node = %node.id,
@@ -746,6 +754,13 @@ impl<M: Machine> Driver<M> {
         }
     }
 
+    /// Moves the node's rollout to the group's target as the stream last took it.
+    fn retarget(&self) {
+        if let (Some(r), Some(w)) = (&self.rollout, &self.watch) {
+            self.serving.rollouts.retarget(r, w.current.clone(), &self.serving.metrics);
+        }
+    }
+
     fn poll(&mut self) {
         let (Some(rollout), Some((generation, offer))) = (&self.rollout, &mut self.offer) else { return };
         let mut machine = self.machine.lock().unwrap();
@@ -822,8 +837,18 @@ impl<M: Machine> Drop for Driver<M> {
 }
 
 /// Waits for a watched value to change and takes it.
-async fn changed<T: Clone + Send + Sync + 'static>(watch: &mut Option<(WatchStream<T>, T)>) {
-    let Some((changes, current)) = watch else { return std::future::pending().await };
+/// What the node's group is served, and its changes.
+struct GroupWatch {
+    changes: WatchStream<Arc<Snapshot>>,
+    /// The target the stream last took into the node's rollout.
+    current: Arc<Snapshot>,
+    /// The group's latest target, read when a request is answered: a target published just
+    /// before the request came may not have woken the stream yet.
+    latest: watch::Receiver<Arc<Snapshot>>,
+}
+
+async fn target_changed(watch: &mut Option<GroupWatch>) {
+    let Some(GroupWatch { changes, current, .. }) = watch else { return std::future::pending().await };
     match changes.next().await {
         Some(value) => *current = value,
         // The cache and the rollouts outlive every stream; if one is gone the server is going
