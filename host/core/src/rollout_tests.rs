@@ -859,6 +859,20 @@ fn a_removal_in_flight_is_not_counted_as_held() {
     assert_eq!(c.offered(CLUSTER), ["a", "b"]);
 }
 
+/// A node converged on [`before`] is sent new endpoints for cluster a, and before it answers,
+/// its route configuration changes (still naming a only): the rollout, its wire, the
+/// endpoints' nonce and the new target.
+fn a_route_change_over_endpoints_in_flight(now: Instant) -> (Rollout, Wire, String, Snapshot) {
+    let (mut r, mut wire) = converged_on_before(1, now);
+    let with =
+        |port, tag| snap(vec![listener("l", 10000, "r"), route_v("r", &["a"], tag), cluster("a"), cla("a", port)]);
+    r.set_target(Arc::new(with(8081, 0)), now);
+    let eds = wire.send(&mut r, 1, ENDPOINT);
+    let changed = with(8082, 1);
+    r.set_target(Arc::new(changed.clone()), now);
+    (r, wire, eds, changed)
+}
+
 /// Under endpoint churn a node nearly always has endpoints in flight. A route change naming
 /// only clusters it holds goes out at once all the same (ORDER-1 asks that each cluster and
 /// its endpoints be there, and they are, whether the node applies the new endpoints or
@@ -867,13 +881,7 @@ fn a_removal_in_flight_is_not_counted_as_held() {
 #[test]
 fn a_route_goes_out_while_new_endpoints_of_its_clusters_are_in_flight() {
     let now = Instant::now();
-    let (mut r, mut wire) = converged_on_before(1, now);
-    let with =
-        |port, tag| snap(vec![listener("l", 10000, "r"), route_v("r", &["a"], tag), cluster("a"), cla("a", port)]);
-    r.set_target(Arc::new(with(8081, 0)), now);
-    let eds = wire.send(&mut r, 1, ENDPOINT);
-    let changed = with(8082, 1);
-    r.set_target(Arc::new(changed.clone()), now);
+    let (mut r, mut wire, eds, changed) = a_route_change_over_endpoints_in_flight(now);
     assert_eq!(route_offered(&r), route_of(&changed), "the route waits for nothing");
     assert_eq!(r.step(), Step::Acks);
     wire.send_ack(&mut r, 1, ROUTE, now);
@@ -890,13 +898,7 @@ fn a_route_goes_out_while_new_endpoints_of_its_clusters_are_in_flight() {
 #[test]
 fn a_rejected_endpoint_change_leaves_the_route_let_through_its_cluster() {
     let now = Instant::now();
-    let (mut r, mut wire) = converged_on_before(1, now);
-    let with =
-        |port, tag| snap(vec![listener("l", 10000, "r"), route_v("r", &["a"], tag), cluster("a"), cla("a", port)]);
-    r.set_target(Arc::new(with(8081, 0)), now);
-    let eds = wire.send(&mut r, 1, ENDPOINT);
-    let changed = with(8081, 1);
-    r.set_target(Arc::new(changed.clone()), now);
+    let (mut r, mut wire, eds, changed) = a_route_change_over_endpoints_in_flight(now);
     wire.send_ack(&mut r, 1, ROUTE, now);
     r.answered(1, &ty(ENDPOINT), &eds, Some("rejected"), now);
     assert_eq!(route_of(r.acked()), route_of(&changed), "the new route is held");
