@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
+use futures::task::AtomicWaker;
 
 use crate::places::Place;
 
@@ -72,13 +73,29 @@ pub struct Stream {
     moved: AtomicU64,
     /// A piece handed to the transport and not yet written.
     in_flight: AtomicBool,
-    written: tokio::sync::Notify,
+    /// The body waiting for that piece to be written before it hands out the next.
+    written: AtomicWaker,
+    /// The body waiting for its next response while its last piece is not written: a reset
+    /// must reach it, the piece written need not wake it.
+    reset_waker: AtomicWaker,
     /// Whether the body is waiting in its own poll (a reset reaches it), not holding a piece
     /// hyper has taken.
     parked: AtomicBool,
     reset: AtomicBool,
     reset_signal: tokio::sync::Notify,
     connection: Option<Arc<Place>>,
+}
+
+/// Counts a stream reset for not reading (`xdst_refusals_total{reason="unread_bytes"}`) of a
+/// client, and says whether to log it: the serving plane, or a test's stand-in.
+pub trait Refusals: Send + Sync + 'static {
+    fn unread_reset(&self, client: &str) -> bool;
+}
+
+impl Refusals for crate::Serving {
+    fn unread_reset(&self, client: &str) -> bool {
+        self.refused("unread_bytes", client)
+    }
 }
 
 /// Why a stream was ended.
@@ -138,7 +155,8 @@ impl Unread {
             unread: AtomicUsize::new(0),
             moved: AtomicU64::new(0),
             in_flight: AtomicBool::new(false),
-            written: tokio::sync::Notify::new(),
+            written: AtomicWaker::new(),
+            reset_waker: AtomicWaker::new(),
             parked: AtomicBool::new(false),
             reset: AtomicBool::new(false),
             reset_signal: tokio::sync::Notify::new(),
@@ -209,27 +227,42 @@ impl Stream {
         self.parked.store(parked, Ordering::Relaxed);
     }
 
-    /// Whether [`Stream::piece_written`] has anything to wait for (a piece in flight, or a
-    /// reset to report).
+    /// Whether [`Stream::poll_piece_written`] has anything to wait for (a piece in flight, or
+    /// a reset to report).
     pub fn waits_for_piece(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) || self.is_reset()
     }
 
-    /// Waits until the piece in flight is written (or the stream is reset).
-    pub async fn piece_written(&self) -> Result<(), Reset> {
-        loop {
-            let notified = self.written.notified();
-            if self.is_reset() {
-                return Err(Reset { max: self.of.max });
-            }
-            if !self.in_flight.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            tokio::select! {
-                () = notified => {}
-                () = self.reset() => {}
-            }
+    /// Ready once the piece in flight is written (or the stream is reset).
+    pub fn poll_piece_written(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Reset>> {
+        if !self.waits_for_piece() {
+            // Not registered: a waker left behind would be woken by the next piece written.
+            return std::task::Poll::Ready(Ok(()));
         }
+        // Registered before the checks again: a piece written or a reset after them wakes it.
+        self.written.register(cx.waker());
+        if self.is_reset() {
+            return std::task::Poll::Ready(Err(Reset { max: self.of.max }));
+        }
+        if self.in_flight.load(Ordering::Acquire) {
+            return std::task::Poll::Pending;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    /// Ready once the stream is reset; a piece written does not wake it.
+    pub fn poll_reset(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Reset> {
+        self.reset_waker.register(cx.waker());
+        if self.is_reset() {
+            return std::task::Poll::Ready(Reset { max: self.of.max });
+        }
+        std::task::Poll::Pending
+    }
+
+    /// Waits until the piece in flight is written (or the stream is reset).
+    #[cfg(test)]
+    pub async fn piece_written(&self) -> Result<(), Reset> {
+        std::future::poll_fn(|cx| self.poll_piece_written(cx)).await
     }
 
     /// Takes `len` bytes from the client's budget for a response, waiting for room; while it
@@ -299,7 +332,8 @@ impl Client {
             s.reset.store(true, Ordering::Relaxed);
             let reached = s.parked.load(Ordering::Relaxed);
             s.reset_signal.notify_one();
-            s.written.notify_one();
+            s.written.wake();
+            s.reset_waker.wake();
             if !reached && let Some(c) = &s.connection {
                 // hyper holds a piece of it, waiting for window: only closing the connection
                 // frees it.
@@ -351,11 +385,16 @@ impl Drop for Piece {
     fn drop(&mut self) {
         self.stream.touch();
         self.stream.in_flight.store(false, Ordering::Release);
-        self.stream.written.notify_one();
+        self.stream.written.wake();
     }
 }
 
 impl Pieces {
+    /// Whether a piece is left to hand out.
+    pub fn has_more(&self) -> bool {
+        self.at < self.framed.bytes.len()
+    }
+
     /// The next piece, marked in flight; None once all were handed out.
     pub fn next_piece(&mut self) -> Option<Bytes> {
         let len = self.framed.bytes.len();

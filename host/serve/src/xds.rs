@@ -106,8 +106,10 @@ fn stream_service<M: Machine>(
             }
             let requests = crate::requests::Requests::new(req.into_body(), serving.max_request_size);
             let client = crate::places::client_key(identity.as_ref(), peer);
-            let unread =
-                serving.unread.stream(&client, place.as_ref().map(|p| p.0.clone())).map(|s| (s, serving.clone()));
+            let unread = serving
+                .unread
+                .stream(&client, place.as_ref().map(|p| p.0.clone()))
+                .map(|s| (s, serving.clone() as Arc<dyn crate::unread::Refusals>));
             let driver = Driver::<M>::new(serving, scope, label, (peer, identity, place), requests);
             let messages: BoxStream<'static, Result<M::Response, Status>> =
                 Box::pin(futures::stream::unfold(Box::new(driver), Driver::next));
