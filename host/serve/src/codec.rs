@@ -455,6 +455,33 @@ mod tests {
         assert_eq!(&data(poll(&mut body, &wakes))[5..], &[9; 10]);
     }
 
+    /// A response larger than a piece goes out piece by piece, each once the last is written,
+    /// and its claim on the budget ends with its last piece; one that fits a piece is handed
+    /// out whole.
+    #[test]
+    fn a_large_response_goes_piece_by_piece_and_frees_its_budget_with_the_last() {
+        use crate::unread::PIECE;
+        let unread = Unread::new(1 << 20);
+        let (mut body, tx) = budgeted(&unread, "c");
+        let wakes = Arc::new(Wakes::default());
+        tx.unbounded_send(Ok(Raw(vec![1; PIECE + 10]))).unwrap();
+        let first = data(poll(&mut body, &wakes));
+        assert_eq!(first.len(), PIECE);
+        assert!(poll(&mut body, &wakes).is_pending(), "a second piece while the first is in flight");
+        drop(first);
+        let last = data(poll(&mut body, &wakes));
+        assert_eq!(last.len(), 15);
+        assert_eq!(unread.bytes("c"), PIECE + 15, "claimed until the last piece is written");
+        drop(last);
+        assert_eq!(unread.bytes("c"), 0);
+
+        tx.unbounded_send(Ok(Raw(vec![2; 10]))).unwrap();
+        let whole = data(poll(&mut body, &wakes));
+        assert_eq!((whole.len(), unread.bytes("c")), (15, 15));
+        drop(whole);
+        assert_eq!(unread.bytes("c"), 0);
+    }
+
     /// Issue 49, item 8b, after issue 51: a body waiting for its next response while its last
     /// piece is not written (its client does not read) is still reached by a reset when
     /// another stream of the client waits for room.

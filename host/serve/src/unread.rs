@@ -56,8 +56,11 @@ pub struct Unread {
 struct Client {
     key: Box<str>,
     bytes: AtomicUsize,
-    /// Woken whenever bytes are written out.
+    /// Woken whenever bytes are written out, while a stream of the client waits for room.
     room: tokio::sync::Notify,
+    /// Streams of the client waiting for room: with none, bytes written out wake nobody (and
+    /// take no lock on `room`).
+    waiting: AtomicUsize,
     streams: Mutex<HashMap<u64, Weak<Stream>>>,
 }
 
@@ -115,8 +118,13 @@ impl Drop for Claim {
     fn drop(&mut self) {
         self.stream.unread.fetch_sub(self.len, Ordering::Relaxed);
         self.stream.touch();
-        self.stream.client.bytes.fetch_sub(self.len, Ordering::Relaxed);
-        self.stream.client.room.notify_waiters();
+        let client = &self.stream.client;
+        // Sequentially consistent with the waiter's count and its try: either it sees these
+        // bytes gone, or this sees it waiting.
+        client.bytes.fetch_sub(self.len, Ordering::SeqCst);
+        if client.waiting.load(Ordering::SeqCst) > 0 {
+            client.room.notify_waiters();
+        }
     }
 }
 
@@ -143,6 +151,7 @@ impl Unread {
                     key: client.into(),
                     bytes: AtomicUsize::new(0),
                     room: tokio::sync::Notify::new(),
+                    waiting: AtomicUsize::new(0),
                     streams: Mutex::default(),
                 })
             })
@@ -172,7 +181,7 @@ impl Unread {
 
     /// The client's bytes unread now.
     #[cfg(test)]
-    fn bytes(&self, client: &str) -> usize {
+    pub(crate) fn bytes(&self, client: &str) -> usize {
         self.clients.lock().unwrap().get(client).map_or(0, |c| c.bytes.load(Ordering::Relaxed))
     }
 }
@@ -271,6 +280,10 @@ impl Stream {
     /// it). `Err` when this stream is reset meanwhile.
     pub async fn claim(self: &Arc<Self>, len: usize, refused: &(dyn Fn(&str) -> bool + Sync)) -> Result<Claim, Reset> {
         let max = self.of.max;
+        if let Some(claim) = self.try_claim(len) {
+            return Ok(claim);
+        }
+        let _waiting = Waiting::on(&self.client);
         let mut waited = None;
         loop {
             let room = self.client.room.notified();
@@ -297,7 +310,7 @@ impl Stream {
     /// Takes `len` bytes from the client's budget if they fit now.
     pub fn try_claim(self: &Arc<Self>, len: usize) -> Option<Claim> {
         let max = self.of.max;
-        let taken = self.client.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+        let taken = self.client.bytes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
             (now == 0 || now.saturating_add(len) <= max).then_some(now + len)
         });
         taken.ok()?;
@@ -310,7 +323,29 @@ impl Stream {
     /// Hands out the first [`PIECE`] of `framed` (or all of it), keeping the rest for
     /// [`Pieces::next_piece`].
     pub fn pieces(self: &Arc<Self>, framed: Vec<u8>, claim: Claim) -> Pieces {
-        Pieces { framed: Arc::new(Framed { bytes: framed, _claim: claim }), at: 0, stream: self.clone() }
+        let framed = Framed { bytes: framed, _claim: claim };
+        let left = if framed.bytes.len() <= PIECE {
+            Left::Whole(Some(framed))
+        } else {
+            Left::Parts { framed: Arc::new(framed), at: 0 }
+        };
+        Pieces { left, stream: self.clone() }
+    }
+}
+
+/// A stream of the client counted as waiting for room while this lives.
+struct Waiting<'a>(&'a Client);
+
+impl<'a> Waiting<'a> {
+    fn on(client: &'a Client) -> Self {
+        client.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(client)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -363,21 +398,36 @@ struct Framed {
 /// A response being handed out piece by piece.
 #[derive(Debug)]
 pub struct Pieces {
-    framed: Arc<Framed>,
-    at: usize,
+    left: Left,
     stream: Arc<Stream>,
+}
+
+/// What is left of a response to hand out.
+#[derive(Debug)]
+enum Left {
+    /// All of it, in one piece (most responses): handed out without a shared copy.
+    Whole(Option<Framed>),
+    /// More than a piece: shared by its pieces, from `at` on.
+    Parts { framed: Arc<Framed>, at: usize },
 }
 
 /// One piece: written out when the transport drops it.
 struct Piece {
-    framed: Arc<Framed>,
-    range: std::ops::Range<usize>,
+    held: Held,
     stream: Arc<Stream>,
+}
+
+enum Held {
+    Whole(Framed),
+    Part(Arc<Framed>, std::ops::Range<usize>),
 }
 
 impl AsRef<[u8]> for Piece {
     fn as_ref(&self) -> &[u8] {
-        &self.framed.bytes[self.range.clone()]
+        match &self.held {
+            Held::Whole(framed) => &framed.bytes,
+            Held::Part(framed, range) => &framed.bytes[range.clone()],
+        }
     }
 }
 
@@ -386,26 +436,44 @@ impl Drop for Piece {
         self.stream.touch();
         self.stream.in_flight.store(false, Ordering::Release);
         self.stream.written.wake();
+        // The claim goes with the last piece, after this.
     }
 }
 
 impl Pieces {
     /// Whether a piece is left to hand out.
     pub fn has_more(&self) -> bool {
-        self.at < self.framed.bytes.len()
+        match &self.left {
+            Left::Whole(framed) => framed.is_some(),
+            Left::Parts { framed, at } => *at < framed.bytes.len(),
+        }
     }
 
     /// The next piece, marked in flight; None once all were handed out.
     pub fn next_piece(&mut self) -> Option<Bytes> {
-        let len = self.framed.bytes.len();
-        if self.at >= len {
-            return None;
-        }
-        let end = (self.at + PIECE).min(len);
-        let piece = Piece { framed: self.framed.clone(), range: self.at..end, stream: self.stream.clone() };
-        self.at = end;
+        let held = match &mut self.left {
+            Left::Whole(framed) => Held::Whole(framed.take()?),
+            Left::Parts { framed, at } => {
+                let len = framed.bytes.len();
+                if *at >= len {
+                    return None;
+                }
+                let end = (*at + PIECE).min(len);
+                let range = *at..end;
+                *at = end;
+                if end < len {
+                    Held::Part(framed.clone(), range)
+                } else {
+                    // The last piece takes the response along: its claim ends when it is written.
+                    let Left::Parts { framed, .. } = std::mem::replace(&mut self.left, Left::Whole(None)) else {
+                        unreachable!("matched above")
+                    };
+                    Held::Part(framed, range)
+                }
+            }
+        };
         self.stream.in_flight.store(true, Ordering::Release);
-        Some(Bytes::from_owner(piece))
+        Some(Bytes::from_owner(Piece { held, stream: self.stream.clone() }))
     }
 }
 
