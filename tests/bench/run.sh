@@ -21,12 +21,14 @@
 #   --mux C           connections in mux mode (default 10: see docs/PERFORMANCE.md)
 #   --changes K       changes per run (default 5)
 #   --change KIND     cluster (default), endpoint, or all (one field of each of the four types)
-#   --repeat R        run each combination R times (default 1)
+#   --repeat R        run each combination R times (default 1); with --compare, which server
+#                     goes first alternates from one run to the next
 #   --out FILE        also append the JSON result lines to FILE
 #   --no-build        use the binaries already built
 #   --loadgen-args S  extra arguments for xdst-loadgen (e.g. "--settle-ms 5000")
-#   --compare WHAT    after each xdst run, the same load against another ADS server, and a
-#                     ratio column (xdst / other) in the summary. WHAT is `unordered` (the
+#   --compare WHAT    beside each xdst run, the same load against another ADS server, and
+#                     ratio columns (xdst / other: time, memory, and server CPU a change, also
+#                     over each one's load generator CPU) in the summary. WHAT is `unordered` (the
 #                     minimal unordered tonic + envoy-types server, tests/bench/unordered.rs,
 #                     started over its own copy of the resources) or a command that starts
 #                     any ADS server: it is run with `{resources}` replaced by the directory
@@ -195,8 +197,12 @@ for n in $ns; do
                 *) echo "run.sh: --mode is mux or each, not $mode" >&2; exit 2 ;;
             esac
             for r in $(seq "$repeat"); do
+                # Which server goes first alternates with each run: on these machines the first of
+                # two back-to-back runs is often the slower one, for the load generator too.
+                order="xdst ${compare:+compare}"
+                if [ -n "$compare" ] && [ $((r % 2)) = 0 ]; then order="compare xdst"; fi
                 for adm in $admissions; do
-                for server in xdst ${compare:+compare}; do
+                for server in $order; do
                     # The other server has no admission setting: it runs once, beside the first.
                     if [ "$server" = compare ] && [ "$adm" != "${admissions%% *}" ]; then continue; fi
                     res=$work/resources-$n-$api-$mode-$r-$adm-$server
@@ -285,7 +291,11 @@ pairs = [(r, others[key(r)]) for r in rows if r.get("server", "xdst") == "xdst" 
 if pairs:
     print()
     print("== xdst / other server (same load, same run; ratio < 1 means xdst is faster or smaller)")
-    print(f"{'N':>6} {'api':<5} {'mode':<4} | {'change all, median ms':>24} | {'initial all ms':>20} | {'KB/idle stream':>18}")
+    print("   CPU: each server's mean CPU a change, ms, and that mean over its load generator's: the")
+    print("   load generator is the same in both runs, so the second ratio corrects for the machine")
+    print("   slowing down between them (which moves the load generator's CPU too)")
+    print(f"{'N':>6} {'api':<5} {'mode':<4} {'run':>3} | {'change all, median ms':>24} | {'initial all ms':>20} | "
+          f"{'KB/idle stream':>18} | {'CPU a change':>22} | {'over loadgen':>18}")
     def cell(a, b, fmt):
         if a is None or b is None:
             return "-"
@@ -296,7 +306,16 @@ if pairs:
         ini = cell(x["initial"]["latency"]["max_ms"], o["initial"]["latency"]["max_ms"], lambda v: f"{v:.0f}")
         kb = cell(x["bytes_per_idle_stream"] and x["bytes_per_idle_stream"] / 1000,
                   o["bytes_per_idle_stream"] and o["bytes_per_idle_stream"] / 1000, lambda v: f"{v:.1f}")
-        print(f"{x['n']:>6} {x['api']:<5} {x['mode']:<4} | {ch:>24} | {ini:>20} | {kb:>18}")
+        def cpu(r):
+            cs = [c for c in r["changes"] if c.get("server_cpu_ms") is not None]
+            server = sum(c["server_cpu_ms"] for c in cs) / len(cs) if cs else None
+            loadgen = sum(c["loadgen_cpu_ms"] for c in cs) / len(cs) if cs else None
+            return server, (server / loadgen if server is not None and loadgen else None)
+        (xs, xn), (os_, on) = cpu(x), cpu(o)
+        cp = cell(xs, os_, lambda v: f"{v:.0f}")
+        norm = cell(xn, on, lambda v: f"{v:.2f}")
+        print(f"{x['n']:>6} {x['api']:<5} {x['mode']:<4} {x.get('run', 1):>3} | {ch:>24} | {ini:>20} | {kb:>18} | "
+              f"{cp:>22} | {norm:>18}")
 EOF
 else
     cat "$results"
