@@ -291,9 +291,10 @@ pairs = [(r, others[key(r)]) for r in rows if r.get("server", "xdst") == "xdst" 
 if pairs:
     print()
     print("== xdst / other server (same load, same run; ratio < 1 means xdst is faster or smaller)")
-    print("   CPU: each server's mean CPU a change, ms, and that mean over its load generator's: the")
-    print("   load generator is the same in both runs, so the second ratio corrects for the machine")
-    print("   slowing down between them (which moves the load generator's CPU too)")
+    print("   CPU: each server's mean CPU a change, ms, and that mean over its load generator's: between")
+    print("   two builds of one server the second ratio corrects for the machine slowing down between")
+    print("   the runs (the load generator's CPU moves with it); another server's responses may cost")
+    print("   the load generator more or less, and then only the first compares the servers")
     print(f"{'N':>6} {'api':<5} {'mode':<4} {'run':>3} | {'change all, median ms':>24} | {'initial all ms':>20} | "
           f"{'KB/idle stream':>18} | {'CPU a change':>22} | {'over loadgen':>18}")
     def cell(a, b, fmt):
