@@ -68,9 +68,10 @@ enum Body<Resp> {
 }
 
 /// A budgeted body's state between frames: polled by hand, as the whole body is, so that a
-/// response costs the budget a few atomic operations and nothing else. An `async` body per
-/// frame, waiting for each piece to be written before it waited for the next message, cost a
-/// sixth of xdst's CPU in a change to 100,000 streams (docs/PERFORMANCE.md, issue 51).
+/// response costs the budget a few atomic operations and no wake of its own. With an `async`
+/// body per frame that waited for each piece to be written before it waited for the next
+/// message, the budget was about a sixth of xdst's CPU in a change to 100,000 streams; polled
+/// by hand, 5-7 % of xdst's CPU came back (docs/PERFORMANCE.md, issue 51).
 struct Outbox<Resp> {
     messages: BoxStream<'static, Result<Resp, Status>>,
     stream: Arc<crate::unread::Stream>,
