@@ -509,6 +509,23 @@ mod tests {
         assert_eq!(Unread::new(0).stream("c", None).map(|_| ()), None, "0: no limit");
     }
 
+    /// Bytes written out wake a stream of the client waiting for room at once, not at its
+    /// next look a quarter of STALL later: written-out bytes notify only while a stream waits,
+    /// and a stream counts as waiting before its first look (issue 51).
+    #[tokio::test(start_paused = true)]
+    async fn bytes_written_out_wake_a_stream_waiting_for_room_at_once() {
+        let u = Unread::new(100);
+        let (a, b) = (u.stream("c", None).unwrap(), u.stream("c", None).unwrap());
+        let first = a.claim(60, &quiet).await.unwrap();
+        let waiting = tokio::spawn(async move { b.claim(60, &quiet).await.map(|c| c.len) });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "60 + 60 is over 100");
+        drop(first);
+        let woken = tokio::time::timeout(STALL / 40, waiting).await;
+        assert_eq!(woken.expect("not woken by the bytes written out").unwrap(), Ok(60));
+        assert_eq!(u.bytes("c"), 0);
+    }
+
     /// Issue 49, item 8b: while a stream waits for room, a stream of the same client whose
     /// bytes have not moved for STALL is reset (a parked one by its signal; one hyper holds a
     /// piece of by closing its connection); a stream that moves is not.
