@@ -838,7 +838,6 @@ impl<M: Machine> Drop for Driver<M> {
     }
 }
 
-/// Waits for a watched value to change and takes it.
 /// What the node's group is served, and its changes.
 struct GroupWatch {
     changes: WatchStream<Arc<Snapshot>>,
@@ -849,6 +848,7 @@ struct GroupWatch {
     latest: watch::Receiver<Arc<Snapshot>>,
 }
 
+/// Waits for the group's target to change and takes it as the stream's current one.
 async fn target_changed(watch: &mut Option<GroupWatch>) {
     let Some(GroupWatch { changes, current, .. }) = watch else { return std::future::pending().await };
     match changes.next().await {
