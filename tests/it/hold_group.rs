@@ -131,14 +131,22 @@ async fn change_writing(admin: SocketAddr, before: Option<i64>, doc: &str) -> an
     anyhow::bail!("no change after {before:?} up to {latest} wrote {doc}")
 }
 
-/// The document's status has `Programmed: False`, reason `Rejected`, saying `says`.
+/// The document's status has `Programmed: False`, reason `Rejected`, saying `says`, where its
+/// kind keeps conditions: a route in each of its parents, anything else at the top.
 fn programmed_false(doc: &Value, says: &str) -> bool {
-    doc["status"]["conditions"].as_array().into_iter().flatten().any(|c| {
-        c["type"] == "Programmed"
-            && c["status"] == "False"
-            && c["reason"] == "Rejected"
-            && c["message"].as_str().is_some_and(|m| m.contains(says))
-    })
+    let conditions = match doc["status"]["parents"].as_array() {
+        Some(parents) if doc["status"].get("conditions").is_none() => {
+            parents.iter().flat_map(|p| p["conditions"].as_array().into_iter().flatten()).collect::<Vec<_>>()
+        }
+        _ => doc["status"]["conditions"].as_array().into_iter().flatten().collect(),
+    };
+    !conditions.is_empty()
+        && conditions.into_iter().any(|c| {
+            c["type"] == "Programmed"
+                && c["status"] == "False"
+                && c["reason"] == "Rejected"
+                && c["message"].as_str().is_some_and(|m| m.contains(says))
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,6 +177,7 @@ async fn every_proxy_of_a_group_rejecting_a_document_holds_it_for_the_group() ->
     serves(gw, "/a0", "a").await?;
     let doc = admin_json(p.admin, &format!("/intent/{A0}")).await?;
     ensure!(programmed_false(&doc, "NOT_A_COMMAND"), "{A0}'s status: {}", doc["status"]);
+    xdst_tests::crd_schema::ensure_kept(&doc)?;
     let (code, out) = xdst_wait(p.admin, bad_change, "20s", &[]).await?;
     ensure!(
         code == 4 && out.contains(A0) && out.contains("held for node group"),

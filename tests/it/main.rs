@@ -34,6 +34,7 @@ mod gateway_api_l4;
 mod gateway_api_listener_sets;
 mod gateway_api_report;
 mod gateway_api_status;
+mod gateway_api_status_schema;
 mod go_plugins;
 mod grpc;
 mod hold_cost;

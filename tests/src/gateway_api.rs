@@ -922,7 +922,7 @@ fn remove_documents(text: &str, drop: impl Fn(&xdst_core::intent::IntentDocument
 /// The Secrets the case's Gateways name and the case does not ship, as YAML added to
 /// `extra`, with one certificate (see the module's notes) made in `dir`; the CA's path, if any
 /// was needed.
-fn certificate_secrets(
+pub fn certificate_secrets(
     docs: &[xdst_core::intent::IntentDocument],
     dir: &std::path::Path,
     extra: &mut String,

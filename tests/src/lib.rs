@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod ads_client;
 pub mod bench_intent;
+pub mod crd_schema;
 pub mod echo;
 pub mod envoy;
 pub mod etcd;

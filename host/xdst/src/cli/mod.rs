@@ -296,7 +296,8 @@ struct TranslateArgs {
     out_dir: Option<PathBuf>,
     /// Print each document's status instead of the resources: what its plugin computed (for
     /// Gateway API objects, the Accepted, ResolvedRefs and Programmed conditions of every
-    /// route parent and Gateway listener). Plugins of contract 0.1.0 give none.
+    /// route parent and Gateway listener), each condition with a lastTransitionTime of now, as
+    /// `serve` stamps a first generation's. Plugins of contract 0.1.0 give none.
     #[arg(long, conflicts_with = "out_dir")]
     status: bool,
     /// Where compiled plugins are cached.
@@ -558,7 +559,13 @@ fn translate(args: TranslateArgs) -> anyhow::Result<()> {
         None => {
             eprintln!("{summary}");
             let text = match (args.status, args.format) {
-                (true, format) => t::render_statuses(&out.statuses, matches!(format, Format::Json)),
+                (true, format) => {
+                    // Stamped as `serve` stamps a first generation's (every condition new).
+                    let now = xdst_core::intent::creation_timestamp(std::time::SystemTime::now());
+                    let none = xdst_plugin::pipeline::Statuses::new();
+                    let statuses = crate::generate::intent::conditions::stamped(&out.statuses, &none, &none, &now);
+                    t::render_statuses(&statuses, matches!(format, Format::Json))
+                }
                 (false, Format::Json) => t::render_json(&out.snapshot),
                 (false, Format::Yaml) => t::render_yaml(&out.snapshot),
             };

@@ -128,7 +128,7 @@ pub fn render_yaml(snapshot: &Snapshot) -> String {
     out
 }
 
-/// Each document's status as its plugin computed it, by document id: one JSON object, or
+/// Each document's status (as its plugin computed it, stamped), by document id: one JSON object, or
 /// one YAML document per status (`{document, status}`).
 pub fn render_statuses(statuses: &xdst_plugin::pipeline::Statuses, json: bool) -> String {
     let parsed = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);

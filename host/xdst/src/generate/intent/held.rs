@@ -60,50 +60,7 @@ impl HeldReport {
     }
 }
 
-/// The condition a held document's status carries.
-pub const CONDITION: &str = "Programmed";
-
-/// The documents a translation held, as [`mark_statuses`] takes them: (id, failure, reason).
-pub fn translation_holds(held: &BTreeMap<Arc<str>, Held>) -> impl Iterator<Item = (&str, &str, &'static str)> {
+/// The documents a translation held, as [`super::conditions::mark_held`] takes them.
+pub fn translation_holds(held: &BTreeMap<Arc<str>, Held>) -> impl Iterator<Item = super::conditions::HeldDocument<'_>> {
     held.iter().map(|(id, h)| (&**id, h.error.as_str(), if h.last_good { "HeldAtLastGood" } else { "Held" }))
-}
-
-/// `statuses` with each held document's status saying so: a `Programmed` condition, `False`,
-/// with the failure as its message and the reason given, at the top level and in each of the
-/// status's `parents` (where Gateway API routes keep their conditions). What the plugin
-/// computed for the version translated in its place, if any, stays beside it.
-pub fn mark_statuses<'a>(
-    statuses: &mut super::Statuses,
-    held: impl IntoIterator<Item = (&'a str, &'a str, &'static str)>,
-) {
-    for (id, error, reason) in held {
-        let mut status = match statuses.get(id).map(|s| serde_json::from_str::<serde_json::Value>(s)) {
-            Some(Ok(serde_json::Value::Object(m))) => m,
-            _ => serde_json::Map::new(),
-        };
-        let condition = serde_json::json!({
-            "type": CONDITION,
-            "status": "False",
-            "reason": reason,
-            "message": error,
-        });
-        let with = |conditions: Option<&mut serde_json::Value>| -> serde_json::Value {
-            let mut list: Vec<serde_json::Value> = match conditions {
-                Some(serde_json::Value::Array(l)) => std::mem::take(l),
-                _ => Vec::new(),
-            };
-            list.retain(|c| c.get("type").and_then(|t| t.as_str()) != Some(CONDITION));
-            list.push(condition.clone());
-            serde_json::Value::Array(list)
-        };
-        if let Some(serde_json::Value::Array(parents)) = status.get_mut("parents") {
-            for p in parents.iter_mut().filter_map(|p| p.as_object_mut()) {
-                let c = with(p.get_mut("conditions"));
-                p.insert("conditions".into(), c);
-            }
-        }
-        let c = with(status.get_mut("conditions"));
-        status.insert("conditions".into(), c);
-        statuses.insert(Arc::from(id), Arc::from(serde_json::Value::Object(status).to_string()));
-    }
 }

@@ -21,6 +21,7 @@ use xdst_core::cache::Publication;
 use xdst_plugin::dir::{DirError, DirLoader, Entry, Loaded};
 use xdst_plugin::pipeline::{CallMemo, Configured, Holding, Pipeline, Translation};
 
+pub mod conditions;
 pub mod error;
 pub mod generation;
 pub mod held;
@@ -76,7 +77,7 @@ pub struct IntentSource {
     status: Mutex<Status>,
     state: Mutex<PluginState>,
     /// The documents' statuses of the last good generation (default group), by document id.
-    statuses: Mutex<Arc<Statuses>>,
+    statuses: Mutex<Arc<ServedStatuses>>,
     /// `--on-nack hold`: documents a node's rejection blames are held at what it accepted.
     hold_on_nack: bool,
     nacked: Mutex<nacked::Nacked>,
@@ -100,6 +101,14 @@ pub struct IntentSource {
 
 /// Document id -> its status (a JSON object), as the plugins computed it.
 pub type Statuses = xdst_plugin::pipeline::Statuses;
+
+/// The statuses served: as the plugins computed them with holds marked (`raw`), and each with
+/// the times its conditions last changed (`stamped`, [`conditions::stamped`]).
+#[derive(Debug, Default)]
+struct ServedStatuses {
+    raw: Statuses,
+    stamped: Statuses,
+}
 
 /// Where the plugins are listed.
 #[allow(clippy::large_enum_variant, reason = "one per server, never moved in a hot path")]
@@ -166,7 +175,7 @@ impl IntentSource {
             parsed: Mutex::new(ParseCache::new()),
             status: Mutex::new(status),
             state: Mutex::new(PluginState::default()),
-            statuses: Mutex::new(Arc::new(Statuses::new())),
+            statuses: Mutex::new(Arc::default()),
             hold_on_nack: true,
             nacked: Mutex::new(nacked::Nacked::default()),
             named: Mutex::default(),
@@ -262,7 +271,7 @@ impl IntentSource {
 
     /// The status of document `id` in the last good generation, if its plugin gave one.
     pub fn status_of(&self, id: &str) -> Option<Arc<str>> {
-        locked(&self.statuses).get(id).cloned()
+        locked(&self.statuses).stamped.get(id).cloned()
     }
 
     /// With a store: how many documents it may hold.
@@ -497,7 +506,7 @@ impl IntentSource {
             };
             let Some(i) = suspect else {
                 let attempt = first?;
-                let out = self.publish(plane, attempt, &intent)?;
+                let out = self.publish(plane, attempt, &intent, &held_nacked)?;
                 phase("publish");
                 self.accept(&chosen);
                 return Ok(out);
@@ -523,7 +532,7 @@ impl IntentSource {
             if !better {
                 *locked(&self.pipelines) = saved;
                 let attempt = first?;
-                let out = self.publish(plane, attempt, &intent)?;
+                let out = self.publish(plane, attempt, &intent, &held_nacked)?;
                 self.accept(&chosen);
                 return Ok(out);
             }
@@ -540,7 +549,7 @@ impl IntentSource {
                     .map(|d| (d.id().clone(), d.text.clone()))
                     .collect(),
             };
-            let out = self.publish(plane, retry?, &intent)?;
+            let out = self.publish(plane, retry?, &intent, &held_nacked)?;
             let untranslated = if locked(&self.state).good.contains_key(&bad.file) {
                 0
             } else {
@@ -583,12 +592,12 @@ impl IntentSource {
             }
         }
         match result {
-            Ok((report, counts, resources, version, diagnostics, mut statuses, held_documents, changed)) => {
-                held::mark_statuses(
-                    &mut statuses,
-                    held_nacked.iter().map(|h| (h.held.as_str(), h.error.as_str(), nacked::REASON)),
-                );
-                *locked(&self.statuses) = Arc::new(statuses);
+            Ok((report, counts, resources, version, diagnostics, statuses, held_documents, changed)) => {
+                let mut served = locked(&self.statuses);
+                let now = xdst_core::intent::creation_timestamp(SystemTime::now());
+                let stamped = conditions::stamped(&statuses, &served.raw, &served.stamped, &now);
+                *served = Arc::new(ServedStatuses { raw: statuses, stamped });
+                drop(served);
                 let held: Vec<HeldReport> =
                     held_sources.iter().map(HeldReport::source).chain(held_documents).chain(held_nacked).collect();
                 // Logged once, when it is first held (or its failure changes); documents held for
@@ -943,7 +952,13 @@ impl IntentSource {
 
     /// Publishes what an [`attempt`](Self::attempt) translated from `intent`, and remembers
     /// which documents it was made of (what a node accepts from now on may be it).
-    fn publish(&self, plane: &Plane, a: Attempt, intent: &Intents) -> Result<Published, GenerationError> {
+    fn publish(
+        &self,
+        plane: &Plane,
+        mut a: Attempt,
+        intent: &Intents,
+        nacked: &[HeldReport],
+    ) -> Result<Published, GenerationError> {
         let counts: Vec<(String, usize)> =
             a.publication.default.types().map(|(t, s)| (t.to_string(), s.len())).collect();
         let resources = a.publication.default.len();
@@ -962,6 +977,8 @@ impl IntentSource {
         drop(st);
         let changed = locked(&self.nacked).record(&plane.serving.cache, &intent.all, published_at);
         locked(&self.served).published(&plane.serving.cache);
+        let nacked = nacked.iter().map(|h| (h.held.as_str(), h.error.as_str(), nacked::REASON));
+        conditions::mark_held(&mut a.statuses, &intent.all, nacked);
         Ok((report, counts, resources, version, a.diagnostics, a.statuses, a.held, changed))
     }
 
@@ -1062,7 +1079,7 @@ impl IntentSource {
         }
         let default = translations.remove("").expect("the default group is always translated");
         let mut statuses = default.statuses;
-        held::mark_statuses(&mut statuses, held::translation_holds(&default.held));
+        conditions::mark_held(&mut statuses, &intents.all, held::translation_holds(&default.held));
         let mut publication = Publication { default: default.snapshot, groups: BTreeMap::new() };
         for (g, t) in translations {
             if !t.snapshot.same_content(&publication.default) {
