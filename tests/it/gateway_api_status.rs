@@ -172,6 +172,36 @@ async fn gateway_observed_generation_bump() -> anyhow::Result<()> {
 async fn gateway_optional_address_value() -> anyhow::Result<()> {
     xdst_tests::skip_without_upstream_cases!();
     let c = Case::start("gateway-optional-address-value").await?;
+    address_assigned(&c).await
+}
+
+/// The same with the plugin binding each Gateway at its own `spec.addresses` (`address:
+/// fromSpec`) and no address configured for it: an address with a type and no value asks
+/// for one, and gets the shared one (issue 52). It used to fail the whole translation with an
+/// empty listener address, so the Gateway got no status at all. Its listener port is one free
+/// on every address here, as the shared address is `0.0.0.0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_optional_address_value_from_spec() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let free = std::net::TcpListener::bind("0.0.0.0:0")?.local_addr()?.port();
+    let offset = i32::from(free) - 8080;
+    let c = Case::start_configured("gateway-optional-address-value", |config| {
+        *config = json!({"address": "fromSpec", "portOffset": offset});
+    })
+    .await?;
+    address_assigned(&c).await?;
+    c.expect_status(&gw("gateway-without-address-value"), own_condition("Programmed", "True", "Programmed")).await?;
+    let doc = c.document(&gw("gateway-without-address-value")).await?;
+    anyhow::ensure!(
+        doc["status"]["addresses"] == json!([{"type": "IPAddress", "value": "0.0.0.0"}]),
+        "{}",
+        doc["status"]
+    );
+    Ok(())
+}
+
+/// `gateway-without-address-value` has its latest conditions and an address assigned.
+async fn address_assigned(c: &Case) -> anyhow::Result<()> {
     c.expect_status(&gw("gateway-without-address-value"), |doc| {
         latest_conditions(doc)?;
         let addresses = doc["status"]["addresses"].as_array().cloned().unwrap_or_default();

@@ -295,6 +295,12 @@ struct Service {
 impl Case {
     /// Loads `case`, starts its echoes, xdst with the plugin, and an Envoy (SotW ADS).
     pub async fn start(case: &str) -> anyhow::Result<Case> {
+        Case::start_configured(case, |_| {}).await
+    }
+
+    /// [`start`](Self::start), with the plugin's `config` (`portOffset`, `addresses`,
+    /// `usableAddresses`) changed by `configure` first.
+    pub async fn start_configured(case: &str, configure: impl FnOnce(&mut Value)) -> anyhow::Result<Case> {
         let file = cases_dir()?.join(case).join("manifests.yaml");
         let text = std::fs::read_to_string(&file)
             .with_context(|| {
@@ -522,10 +528,10 @@ impl Case {
         let addresses: BTreeMap<&String, String> = gateways.iter().map(|(k, v)| (k, v.to_string())).collect();
         // Envoy here can bind every Gateway's loopback address, and nothing else.
         let usable: Vec<&String> = addresses.values().collect();
-        let settings = serde_json::json!({
-            "config": {"portOffset": PORT_OFFSET, "addresses": addresses, "usableAddresses": usable}
-        })
-        .to_string();
+        let mut config =
+            serde_json::json!({"portOffset": PORT_OFFSET, "addresses": addresses, "usableAddresses": usable});
+        configure(&mut config);
+        let settings = serde_json::json!({ "config": config }).to_string();
         crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
         let xdst =
             Process::start_with_options("127.0.0.1:0", &xdst_args(intent.path(), plugins.path()), &admin_token())

@@ -30,7 +30,8 @@ pub struct Config {
     #[serde(default)]
     pub nodes: Nodes,
     /// The address listeners bind: an IP, or `fromSpec` for the Gateway's first
-    /// `spec.addresses` value.
+    /// `spec.addresses` IP (`0.0.0.0` when its addresses give a type and no value: one is
+    /// assigned, `GatewayAddressEmpty`).
     #[serde(default = "default_address")]
     pub address: String,
     /// Per Gateway (`<namespace>/<name>`), the address its listeners bind instead.

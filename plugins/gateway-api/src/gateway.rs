@@ -823,8 +823,10 @@ fn address(config: &Config, gateway: &Doc<GatewaySpec>) -> String {
     if let Some(a) = config.addresses.get(&format!("{}/{}", gateway.namespace, gateway.name)) {
         return a.clone();
     }
+    // An address with a type and no value (`GatewayAddressEmpty`) asks for one to be assigned:
+    // the shared one.
     if config.address == "fromSpec"
-        && let Some(a) = gateway.spec.addresses.first()
+        && let Some(a) = gateway.spec.addresses.iter().find(|a| a.value.parse::<std::net::IpAddr>().is_ok())
     {
         return a.value.clone();
     }
