@@ -771,19 +771,39 @@ pub(crate) fn backend_of(pod: &str) -> String {
     pod.rsplit_once('-').map_or(pod, |(b, _)| b).to_owned()
 }
 
-/// Each backend's share of `n` requests (`seen`, by backend) is its weight within ten points
-/// (n = 300 or more: three binomial standard deviations at most), and a weight of 0 got none.
-pub(crate) fn shares_match(
-    seen: &std::collections::BTreeMap<String, u32>,
-    n: u32,
+/// Upstream's weighted-routing check (`conformance/utils/weight`), as its tests run it: 500
+/// requests (`sample` sends one and names the backend that answered), every answer from a
+/// backend of `want`, traffic at exactly the backends of non-zero weight, and each backend's
+/// share within 0.05 of its weight; tried again up to 10 times (upstream's `MaxTestRetries`).
+pub(crate) async fn weighted_distribution(
+    mut sample: impl AsyncFnMut() -> anyhow::Result<String>,
     want: &[(&str, f64)],
 ) -> anyhow::Result<()> {
-    for (backend, weight) in want {
-        let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(n);
-        let ok = if *weight == 0.0 { share == 0.0 } else { (share - weight).abs() <= 0.1 };
-        anyhow::ensure!(ok, "{backend}: {share:.2} of {n} requests, want {weight:.2} +- 0.10 ({seen:?})");
+    const REQUESTS: u32 = 500;
+    const TOLERANCE: f64 = 0.05;
+    const TRIES: u32 = 10;
+    let mut failures = Vec::new();
+    for _ in 0..TRIES {
+        let mut seen = std::collections::BTreeMap::<String, u32>::new();
+        for _ in 0..REQUESTS {
+            let backend = sample().await?;
+            anyhow::ensure!(want.iter().any(|(w, _)| *w == backend), "answered by {backend:?}, which no rule names");
+            *seen.entry(backend).or_default() += 1;
+        }
+        let wrong: Vec<String> = want
+            .iter()
+            .filter_map(|(backend, weight)| {
+                let share = f64::from(*seen.get(*backend).unwrap_or(&0)) / f64::from(REQUESTS);
+                let ok = if *weight == 0.0 { share == 0.0 } else { share > 0.0 && (share - weight).abs() <= TOLERANCE };
+                (!ok).then(|| format!("{backend}: {share:.3}, want {weight:.2} +- {TOLERANCE}"))
+            })
+            .collect();
+        if wrong.is_empty() {
+            return Ok(());
+        }
+        failures.push(format!("{} ({seen:?})", wrong.join(", ")));
     }
-    Ok(())
+    anyhow::bail!("{TRIES} tries of {REQUESTS} requests each out of tolerance: {}", failures.join("; "))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -793,17 +813,14 @@ async fn httproute_weight() -> anyhow::Result<()> {
     let c = Case::start("httproute-weight").await?;
     let req = Request { path: "/", ..Default::default() };
     c.expect(SAME, 80, &req, &Expect { status: 200, namespace: Some(NS), ..Default::default() }).await?;
-    // The upstream test's weights, 70/30/0, within a tolerance (binomial, n = 400: one
-    // standard deviation is 2.3 points).
-    let n = 400;
-    let mut seen = std::collections::BTreeMap::new();
-    for _ in 0..n {
+    // The upstream test's weights, 70/30/0, as upstream checks them.
+    let sample = async || {
         let answer = xdst_tests::gateway_api::send(c.addr(SAME, 80), &req).await?;
         anyhow::ensure!(answer.status == 200, "status {}: {}", answer.status, answer.body);
         let echo: serde_json::Value = serde_json::from_str(&answer.body)?;
-        *seen.entry(backend_of(echo["pod"].as_str().unwrap_or(""))).or_insert(0u32) += 1;
-    }
-    shares_match(&seen, n, &[(V1, 0.7), (V2, 0.3), (V3, 0.0)])
+        Ok(backend_of(echo["pod"].as_str().unwrap_or("")))
+    };
+    weighted_distribution(sample, &[(V1, 0.7), (V2, 0.3), (V3, 0.0)]).await
 }
 
 /// Must-show 3: a route with a bad backend reference next to a good one, added to a case that
@@ -1299,14 +1316,12 @@ mod grpc {
         xdst_tests::init_logging();
         let c = Case::start("grpcroute-weight").await?;
         c.expect_grpc(SAME, 80, &call("Echo"), &GrpcExpect { namespace: Some(NS), ..Default::default() }).await?;
-        // 70/30/0, as upstream, within ten points (n = 300: one standard deviation is 2.6).
-        let n = 300;
-        let mut seen = std::collections::BTreeMap::new();
-        for _ in 0..n {
+        // 70/30/0, as upstream checks them.
+        let sample = async || {
             let r = xdst_tests::grpc_echo::call(c.addr(SAME, 80), None, "Echo", &[]).await??;
-            *seen.entry(super::backend_of(&r.pod)).or_insert(0u32) += 1;
-        }
-        super::shares_match(&seen, n, &[(G1, 0.7), (G2, 0.3), (G3, 0.0)])
+            Ok(super::backend_of(&r.pod))
+        };
+        super::weighted_distribution(sample, &[(G1, 0.7), (G2, 0.3), (G3, 0.0)]).await
     }
 }
 

@@ -52,10 +52,24 @@ fn get(path: &'static str) -> Request {
     Request { path, host: Some("abc.example.com"), ..Default::default() }
 }
 
-/// Answered 200 by the TLS backend (which only speaks TLS: the gateway re-encrypted).
-async fn served(c: &Case, path: &'static str) -> anyhow::Result<()> {
-    let want = Expect { status: 200, backend: Some("tls-backend"), namespace: Some(NS), ..Default::default() };
-    c.expect(&format!("{NS}/{GATEWAY}"), 80, &get(path), &want).await
+/// Upstream's usual server name: the one most policies give (`validation.hostname`).
+const SNI: &str = "abc.example.com";
+
+/// Answered 200 by the TLS backend (which only speaks TLS: the gateway re-encrypted), which
+/// saw the server name `sni` (upstream's `ExpectedRequest.SNI`: which policy applied).
+async fn served(c: &Case, path: &'static str, sni: &'static str) -> anyhow::Result<()> {
+    c.expect(&format!("{NS}/{GATEWAY}"), 80, &get(path), &by_tls_backend(sni)).await
+}
+
+/// A 200 from the TLS backend, which saw the server name `sni`.
+fn by_tls_backend(sni: &'static str) -> Expect {
+    Expect {
+        status: 200,
+        backend: Some("tls-backend"),
+        namespace: Some(NS),
+        backend_sni: Some(sni),
+        ..Default::default()
+    }
 }
 
 /// Answered with an error by the gateway: the backend's certificate did not pass, or the
@@ -70,7 +84,7 @@ async fn backendtlspolicy() -> anyhow::Result<()> {
     xdst_tests::skip_without_upstream_cases!();
     let c = Case::start("backendtlspolicy").await?;
     accepted(&c, "normative-test").await?;
-    served(&c, "/backendtlspolicy").await?;
+    served(&c, "/backendtlspolicy", SNI).await?;
     // Re-encrypted from an HTTPS listener too.
     c.expect_status(
         &format!("BackendTLSPolicy/{NS}/normative-test"),
@@ -83,8 +97,7 @@ async fn backendtlspolicy() -> anyhow::Result<()> {
         sni: Some("https-listener.org"),
         ..Default::default()
     };
-    let want = Expect { status: 200, backend: Some("tls-backend"), namespace: Some(NS), ..Default::default() };
-    c.expect(&format!("{NS}/same-namespace-with-https-listener"), 443, &https, &want).await?;
+    c.expect(&format!("{NS}/same-namespace-with-https-listener"), 443, &https, &by_tls_backend(SNI)).await?;
     // A server name the certificate does not carry, and a CA that did not sign it. (Upstream
     // sends the first with the host `abc.example.org`, which no route serves; the route's own
     // host shows that the backend's certificate is what fails.)
@@ -122,7 +135,7 @@ async fn backendtlspolicy() -> anyhow::Result<()> {
     invalid().await?;
     write(&ca)?;
     accepted(&c, "reconcile-test").await?;
-    served(&c, "/backendtlspolicy-reconcile-test").await
+    served(&c, "/backendtlspolicy-reconcile-test", SNI).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,13 +156,35 @@ async fn backendtlspolicy_conflict_resolution() -> anyhow::Result<()> {
     ] {
         policy(&c, older, "Accepted", "True", "Accepted").await?;
         policy(&c, newer, "Accepted", "False", "Conflicted").await?;
-        served(&c, path).await?;
+        // The older policy's server name: the one that applies.
+        served(&c, path, "other.example.com").await?;
     }
     for name in ["not-conflicted-with-section-name", "not-conflicted-without-section-name"] {
         policy(&c, name, "Accepted", "True", "Accepted").await?;
     }
-    served(&c, "/backendtlspolicy-not-conflicted-with-section-name").await?;
-    served(&c, "/backendtlspolicy-not-conflicted-without-section-name").await
+    served(&c, "/backendtlspolicy-not-conflicted-with-section-name", "other.example.com").await?;
+    served(&c, "/backendtlspolicy-not-conflicted-without-section-name", SNI).await
+}
+
+/// Issue 52, the check shown failing on purpose: a gateway that applies the newer of two
+/// conflicting policies (the `breaker` test plugin sends every backend the newer policies'
+/// server name, `abc.example.com`) still reaches the backend with 200, and only the server
+/// name the backend saw tells: upstream's `ExpectedRequest.SNI`, which `served` checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backendtlspolicy_conflict_resolution_fails_when_the_newer_policy_applies() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let breakage = json!({"break": "sni", "to": SNI});
+    let c = Case::start_broken("backendtlspolicy-conflict-resolution", breakage).await?;
+    // What works still works (the breakage is live with it).
+    served(&c, "/backendtlspolicy-not-conflicted-without-section-name", SNI).await?;
+    let err = served(&c, "/backendtlspolicy-conflicted-without-section-name", "other.example.com")
+        .await
+        .expect_err("the check passed on a gateway that applied the newer policy");
+    anyhow::ensure!(
+        format!("{err:#}").contains("the backend saw server name Some(\"abc.example.com\")"),
+        "failed for another reason: {err:#}"
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +200,7 @@ async fn backendtlspolicy_san() -> anyhow::Result<()> {
         ("multiple-mismatch-sans", "/backendtlspolicy-multiple-mismatch-sans", false),
     ] {
         policy(&c, name, "Accepted", "True", "Accepted").await?;
-        if ok { served(&c, path).await? } else { refused(&c, path).await? }
+        if ok { served(&c, path, SNI).await? } else { refused(&c, path).await? }
     }
     Ok(())
 }
@@ -268,6 +303,8 @@ async fn gateway_tls_backend_client_certificate() -> anyhow::Result<()> {
         let body: Value = serde_json::from_str(&answer.body)?;
         let got: String = body["tls"]["peerCertificates"][0].as_str().unwrap_or_default().split_whitespace().collect();
         anyhow::ensure!(got == want, "the backend got {:?}", body["tls"]);
+        // And the policy's server name (upstream's `ExpectedRequest.SNI`).
+        anyhow::ensure!(body["tls"]["serverName"] == SNI, "the backend saw {:?}", body["tls"]);
         Ok(())
     })
     .await
@@ -322,7 +359,7 @@ async fn a_conflicting_backendtlspolicy_is_a_condition_on_it_alone() -> anyhow::
         names.iter().zip(["/backendtlspolicy-san-dns", "/backendtlspolicy-san-uri", "/backendtlspolicy-multiple-sans"])
     {
         accepted_or_any(&c, name).await?;
-        served(&c, path).await?;
+        served(&c, path, SNI).await?;
     }
     let ids: Vec<String> = names.iter().map(|n| format!("BackendTLSPolicy/{NS}/{n}")).collect();
     let before = c.statuses(&ids).await?;
@@ -342,8 +379,8 @@ async fn a_conflicting_backendtlspolicy_is_a_condition_on_it_alone() -> anyhow::
     policy(&c, "conflicting", "Accepted", "False", "Conflicted").await?;
     c.no_nack().await?;
     anyhow::ensure!(c.statuses(&ids).await? == before, "another policy's status changed");
-    served(&c, "/backendtlspolicy-san-dns").await?;
-    served(&c, "/backendtlspolicy-multiple-sans").await
+    served(&c, "/backendtlspolicy-san-dns", SNI).await?;
+    served(&c, "/backendtlspolicy-multiple-sans", SNI).await
 }
 
 /// `Accepted` True toward the Gateway (any reason).

@@ -4,11 +4,9 @@
 //! statuses say what the Go test asserts. The inputs are the upstream manifests in
 //! `../shared/gateway-api-suite` (skipped, saying so, without them).
 
-use std::collections::BTreeMap;
-
 use anyhow::Context as _;
 
-use crate::gateway_api::{backend_of, shares_match};
+use crate::gateway_api::{backend_of, weighted_distribution};
 use xdst_tests::gateway_api::{Case, ListenerWant, listeners, no_accepted_parent, no_routes, route_condition};
 use xdst_tests::stream_echo::{dns_query, tcp_ask, udp_ask};
 
@@ -219,12 +217,9 @@ mod tcp {
         accepted(&c, "TCPRoute", "tcp-weighted-route", gateway).await?;
         let addr = c.addr(&gw(gateway), 9300);
         c.eventually("a TCP echo answers", || async { tcp_ask(addr, None).await.map(|_| ()) }).await?;
-        let n = 400;
-        let mut seen = BTreeMap::new();
-        for _ in 0..n {
-            *seen.entry(backend_of(&tcp_ask(addr, None).await?.pod)).or_insert(0u32) += 1;
-        }
-        shares_match(&seen, n, &[("tcp-backend-v1", 0.7), ("tcp-backend-v2", 0.3), ("tcp-backend-v3", 0.0)])
+        let sample = async || Ok(backend_of(&tcp_ask(addr, None).await?.pod));
+        weighted_distribution(sample, &[("tcp-backend-v1", 0.7), ("tcp-backend-v2", 0.3), ("tcp-backend-v3", 0.0)])
+            .await
     }
 }
 
@@ -348,12 +343,9 @@ mod udp {
         accepted(&c, "UDPRoute", "udp-weighted-route", gateway).await?;
         let addr = c.addr(&gw(gateway), 5300);
         c.eventually("a UDP echo answers", || async { udp_ask(addr).await.map(|_| ()) }).await?;
-        let n = 400;
-        let mut seen = BTreeMap::new();
-        for _ in 0..n {
-            *seen.entry(udp_ask(addr).await?.service).or_insert(0u32) += 1;
-        }
-        shares_match(&seen, n, &[("udp-backend-v1", 0.7), ("udp-backend-v2", 0.3), ("udp-backend-v3", 0.0)])
+        let sample = async || Ok(udp_ask(addr).await?.service);
+        weighted_distribution(sample, &[("udp-backend-v1", 0.7), ("udp-backend-v2", 0.3), ("udp-backend-v3", 0.0)])
+            .await
     }
 }
 
@@ -369,21 +361,25 @@ mod tls {
         xdst_tests::pki::client_config(&ca, None)
     }
 
-    /// A TLS connection for `server_name` is refused or closed before the echo answers
-    /// (upstream's `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
-    async fn rejected(
+    /// A TLS connection for `server_name` is closed or reset during its handshake (upstream's
+    /// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`, which counts EOF and
+    /// ECONNRESET only). A handshake that completes, or fails any other way (a refused
+    /// connection, a certificate the client does not take: a backend answered), is not one.
+    pub(crate) async fn rejected(
         c: &Case,
         gateway: &str,
         port: u16,
         tls: &tokio_rustls::TlsConnector,
         name: &str,
     ) -> anyhow::Result<()> {
+        use xdst_tests::stream_echo::{TlsAttempt, tls_attempt};
         c.listening(gateway, port).await?;
         let addr = c.addr(gateway, port);
         c.eventually(&format!("a TLS connection for {name} is rejected"), || async {
-            match tcp_ask(addr, Some((tls, name))).await {
-                Ok(a) => anyhow::bail!("answered by {}", a.pod),
-                Err(_) => Ok(()),
+            match tls_attempt(addr, tls, name).await {
+                TlsAttempt::Rejected(_) => Ok(()),
+                TlsAttempt::Connected => anyhow::bail!("the TLS handshake completed: something answered"),
+                TlsAttempt::Other(e) => anyhow::bail!("not closed or reset: {e}"),
             }
         })
         .await
@@ -482,6 +478,62 @@ mod tls {
                 https_reaches(&c, &g, "other.example.com", "tls-backend-2-0").await?;
             }
             rejected(&c, &g, 443, &tls, unmatched).await?;
+        }
+        Ok(())
+    }
+
+    /// What a gateway broken on purpose does with a connection `rejected` must see closed:
+    /// `rejected` fails, and the attempt ends in an error that is not a close or a reset (the
+    /// harness used to count any error as a refusal, and so passed such a gateway).
+    async fn not_rejected(
+        c: &Case,
+        gateway: &str,
+        tls: &tokio_rustls::TlsConnector,
+        name: &str,
+    ) -> anyhow::Result<xdst_tests::stream_echo::TlsAttempt> {
+        use xdst_tests::stream_echo::{TlsAttempt, tls_attempt};
+        let err =
+            rejected(c, gateway, 443, tls, name).await.expect_err("a connection wrongly passed on counted as refused");
+        anyhow::ensure!(format!("{err:#}").contains("not closed or reset"), "failed for another reason: {err:#}");
+        let attempt = tls_attempt(c.addr(gateway, 443), tls, name).await;
+        anyhow::ensure!(matches!(attempt, TlsAttempt::Other(_)), "{attempt:?}");
+        Ok(attempt)
+    }
+
+    /// Issue 52, the check shown failing on purpose: a gateway that passes a connection whose
+    /// server name matches no route to the first route's backend (the `breaker` test plugin's
+    /// `catch-all`). The handshake reaches the backend and fails on its certificate, which is
+    /// not named for the server name asked: an error, but no refusal.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_hostname_intersection_fails_on_a_gateway_that_passes_any_name() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let breakage = serde_json::json!({"break": "catch-all"});
+        let mut c = Case::start_broken("tlsroute-hostname-intersection", breakage).await?;
+        let tls = trusting_ca_c(&mut c)?;
+        let g = gw("gw-tlsroute-exact-hostname-x-1");
+        https_reaches(&c, &g, "abc.example.com", "tls-backend-0").await?;
+        let attempt = not_rejected(&c, &g, &tls, "non.matching.com").await?;
+        anyhow::ensure!(format!("{attempt:?}").contains("certificate"), "{attempt:?}");
+        Ok(())
+    }
+
+    /// Issue 52, the check shown failing on purpose: a gateway that sends a route whose backend
+    /// does not resolve to some other backend (the `breaker` test plugin's `unresolved-to`, here
+    /// a plain TCP echo), for both TLSRoute cases of an unresolved backend.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_invalid_backendrefs_fail_on_a_gateway_that_sends_them_elsewhere() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let elsewhere = xdst_tests::stream_echo::TcpEcho::start("elsewhere", "elsewhere-0", None).await?;
+        for (case, gateway) in [
+            ("tlsroute-invalid-backendref-nonexistent", "gateway-tlsroute-invalid-backend-ref-nonexistent"),
+            ("tlsroute-invalid-backendref-unknown-kind", "gateway-tlsroute-invalid-backend-ref-unknown-kind"),
+        ] {
+            let breakage = serde_json::json!({"break": "unresolved-to", "address": elsewhere.addr.to_string()});
+            let mut c = Case::start_broken(case, breakage).await?;
+            let tls = trusting_ca_c(&mut c)?;
+            let attempt = not_rejected(&c, &gw(gateway), &tls, "example.com").await.context(case)?;
+            // The TCP echo's welcome line, read as TLS.
+            anyhow::ensure!(format!("{attempt:?}").contains("InvalidData"), "{case}: {attempt:?}");
         }
         Ok(())
     }

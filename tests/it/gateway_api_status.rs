@@ -388,6 +388,32 @@ mod client_certificates {
         Ok(())
     }
 
+    /// Issue 52, the check shown failing on purpose: a gateway that never asks for a client
+    /// certificate (the `breaker` test plugin drops the listeners' client validation) serves
+    /// every request of the insecure-fallback case as it should, and only upstream's "client
+    /// certificate was not presented during the handshake" tells: the harness notes whether
+    /// the gateway asked. The strict case then lets a certificate of the wrong CA through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn client_certificate_checks_fail_on_a_gateway_that_never_asks() -> anyhow::Result<()> {
+        xdst_tests::skip_without_upstream_cases!();
+        let breakage = json!({"break": "client-certificates"});
+        let mut c =
+            Case::start_broken("gateway-with-clientcertificate-validation-insecure-fallback", breakage.clone()).await?;
+        let gateway = format!("{NS}/client-validation-insecure-fallback");
+        let none = request(&mut c, "example.org", None)?;
+        c.expect(&gateway, 443, &none, &served_by("infra-backend-v1")).await?;
+        let a = request(&mut c, "example.org", Some(A))?;
+        let err = c.expect(&gateway, 443, &a, &served_by("infra-backend-v1")).await.expect_err("passed");
+        anyhow::ensure!(format!("{err:#}").contains("never asked for a client certificate"), "{err:#}");
+
+        let mut c = Case::start_broken("gateway-with-clientcertificate-validation", breakage).await?;
+        let gateway = format!("{NS}/client-validation-default");
+        let b = request(&mut c, "example.org", Some(B))?;
+        let err = c.expect_refused(&gateway, 443, &b).await.expect_err("passed");
+        anyhow::ensure!(format!("{err:#}").contains("answered 200"), "{err:#}");
+        Ok(())
+    }
+
     /// A listener whose client certificate validation does not resolve, for `reason`.
     const fn unresolved(reason: &'static str) -> [(&'static str, &'static str, &'static str); 3] {
         [("ResolvedRefs", "False", reason), ("Accepted", "False", "NoValidCACertificate"), ("Programmed", "False", "")]

@@ -14,7 +14,8 @@
 //! dropping the connection, each after `delayRetry` when given. The paths it received are kept
 //! ([`Echo::paths`]), so a test can see what a mirror got. A websocket handshake is accepted,
 //! and every message is echoed back. Over TLS, the certificates a client presented are in the
-//! answer as `tls.peerCertificates` (PEM).
+//! answer as `tls.peerCertificates` (PEM), and the server name it asked for (SNI) as
+//! `tls.serverName`, as upstream's echo reports them.
 
 use std::io;
 use std::net::SocketAddr;
@@ -119,7 +120,7 @@ impl Echo {
                 let shared = serving.clone();
                 let tls = tls.clone();
                 conns.spawn(async move {
-                    let service = |peer: Option<Arc<Vec<String>>>| {
+                    let service = |peer: Option<Arc<Value>>| {
                         service_fn(move |req| {
                             let (shared, peer) = (shared.clone(), peer.clone());
                             async move {
@@ -136,11 +137,14 @@ impl Echo {
                         }
                         Some(tls) => {
                             let Ok(stream) = tls.accept(stream).await else { return };
-                            let peer = stream
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .map(|certs| Arc::new(certs.iter().map(|c| pem(c)).collect()));
+                            let session = stream.get_ref().1;
+                            let certs: Vec<String> =
+                                session.peer_certificates().into_iter().flatten().map(|c| pem(c)).collect();
+                            let mut seen = json!({"serverName": session.server_name().unwrap_or_default()});
+                            if !certs.is_empty() {
+                                seen["peerCertificates"] = json!(certs);
+                            }
+                            let peer = Some(Arc::new(seen));
                             let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service(peer)).await;
                         }
                     }
@@ -210,12 +214,9 @@ fn pem(der: &[u8]) -> String {
     format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
 }
 
-/// Answers one request; `peer`: the certificates the client presented over TLS (PEM).
-async fn echo(
-    req: Request<Incoming>,
-    shared: &Shared,
-    peer: Option<&Vec<String>>,
-) -> Result<Response<Full<Bytes>>, Dropped> {
+/// Answers one request; `peer`: over TLS, what the answer says of it (`serverName`, and
+/// `peerCertificates`: the certificates the client presented, PEM).
+async fn echo(req: Request<Incoming>, shared: &Shared, peer: Option<&Value>) -> Result<Response<Full<Bytes>>, Dropped> {
     if req.headers().contains_key(header::UPGRADE) {
         return Ok(websocket(req).unwrap_or_else(|| {
             let mut r = Response::new(Full::new(Bytes::from_static(b"not a websocket handshake")));
@@ -298,7 +299,7 @@ async fn echo(
         "pod": pod,
     });
     if let Some(peer) = peer {
-        body["tls"] = json!({"peerCertificates": peer});
+        body["tls"] = peer.clone();
     }
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     let out = response.headers_mut();

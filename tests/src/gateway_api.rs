@@ -66,6 +66,11 @@ pub const UNUSABLE_ADDRESS: &str = "198.51.100.77";
 
 /// How long a request may take to be answered as expected.
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// How long a check on a case broken on purpose waits before it fails
+/// ([`Case::start_broken`]): long enough for the config to be live, since the breakage comes
+/// with it and the test first sees something that works.
+pub const BROKEN_WAIT: Duration = Duration::from_secs(8);
 /// Answers in a row that must match, as the upstream suite requires.
 const IN_A_ROW: usize = 3;
 
@@ -188,6 +193,9 @@ pub struct Case {
     pub envoy: Envoy,
     /// The CA of the certificates made for the case's Secrets, for requests over TLS.
     pub ca: Option<PathBuf>,
+    /// How long a check waits for what it expects ([`WAIT`]; shorter for a case broken on
+    /// purpose, whose checks are meant to fail).
+    pub wait: Duration,
     _pki: tempfile::TempDir,
     _intent: tempfile::TempDir,
     _plugins: tempfile::TempDir,
@@ -247,6 +255,16 @@ pub struct Expect {
     /// The answer must be the gateway's own, not a backend's (upstream expects an empty
     /// captured request: no echo body). A CORS preflight, a 404 or a 500 are Envoy's to give.
     pub by_gateway: bool,
+    /// The method the backend must have received: by default the one sent (`GET` when the
+    /// request names none), as upstream's `ExpectedRequest.Method`.
+    pub backend_method: Option<&'static str>,
+    /// The upstream test gives an `ExpectedRequest` without headers: the headers sent need not
+    /// reach the backend as they were. Without it (and with no `backend_headers` or
+    /// `backend_absent_headers`, which stand for one), every header sent must reach the
+    /// backend unchanged, as upstream compares them.
+    pub expected_request: bool,
+    /// The server name (SNI) the backend saw over TLS (upstream's `ExpectedRequest.SNI`).
+    pub backend_sni: Option<&'static str>,
 }
 
 /// A redirect's target, as the upstream suite checks it: an absent scheme, host or path must
@@ -301,6 +319,21 @@ impl Case {
     /// [`start`](Self::start), with the plugin's `config` (`portOffset`, `addresses`,
     /// `usableAddresses`) changed by `configure` first.
     pub async fn start_configured(case: &str, configure: impl FnOnce(&mut Value)) -> anyhow::Result<Case> {
+        Case::start_inner(case, configure, None).await
+    }
+
+    /// [`start`](Self::start) with the plugin broken on purpose: the `breaker` test plugin
+    /// (`tests/plugins/breaker`) patches its output as `breakage` (its `config`) says, so a test
+    /// can show that a check catches that bug.
+    pub async fn start_broken(case: &str, breakage: Value) -> anyhow::Result<Case> {
+        Case::start_inner(case, |_| {}, Some(breakage)).await
+    }
+
+    async fn start_inner(
+        case: &str,
+        configure: impl FnOnce(&mut Value),
+        breakage: Option<Value>,
+    ) -> anyhow::Result<Case> {
         let file = cases_dir()?.join(case).join("manifests.yaml");
         let text = std::fs::read_to_string(&file)
             .with_context(|| {
@@ -533,12 +566,20 @@ impl Case {
         configure(&mut config);
         let settings = serde_json::json!({ "config": config }).to_string();
         crate::plugins::install(plugins.path(), &crate::plugins::gateway_api()?, "gateway-api.wasm", Some(&settings))?;
+        let broken = breakage.is_some();
+        if let Some(breakage) = breakage {
+            let settings = serde_json::json!({ "config": breakage }).to_string();
+            crate::plugins::install(plugins.path(), &crate::plugins::breaker()?, "breaker.wasm", Some(&settings))?;
+        }
         let xdst =
             Process::start_with_options("127.0.0.1:0", &xdst_args(intent.path(), plugins.path()), &admin_token())
                 .await?;
         let envoy = Envoy::start(&Bootstrap::new(ApiType::Sotw, xdst.xds_addr, &format!("gwapi-{case}"))).await?;
         let echoes = echoes.into_iter().map(|(_, e)| e).collect();
+        // A check on a case broken on purpose is meant to fail: it need not wait as long.
+        let wait = if broken { BROKEN_WAIT } else { WAIT };
         Ok(Case {
+            wait,
             name: case.to_owned(),
             gateways,
             echoes,
@@ -782,25 +823,50 @@ impl Case {
     pub async fn expect(&self, gateway: &str, port: u16, req: &Request, want: &Expect) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
         let what = || format!("{} {} {:?}", req.method.unwrap_or("GET"), req.path, req.host);
-        let tls = self.tls_for(req)?;
+        let (tls, asked) = self.tls_for(req)?.unzip();
         let default_host = upstream_default_host(addr.ip(), port, tls.is_some());
-        self.converge(what, || async {
+        self.converge(&what, || async {
             match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
                 Ok(answer) => check(&answer, req, want).err(),
                 Err(e) => Some(format!("{e:#}")),
             }
         })
-        .await
+        .await?;
+        self.client_certificate_asked(&what(), req, asked)
+    }
+
+    /// As upstream after a TLS request with a client certificate: the gateway asked for it in
+    /// a handshake ("client certificate was not presented during the handshake").
+    fn client_certificate_asked(
+        &self,
+        what: &str,
+        req: &Request,
+        asked: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> anyhow::Result<()> {
+        let asked = asked.is_some_and(|a| a.load(std::sync::atomic::Ordering::Relaxed));
+        if req.client_cert.is_some() && !asked {
+            bail!(
+                "case {}: {what}: the gateway never asked for a client certificate (upstream: \"client certificate \
+                 was not presented during the handshake\")",
+                self.name
+            );
+        }
+        Ok(())
     }
 
     /// The TLS client a request over TLS is sent with: trusting the case's CA, presenting the
-    /// request's client certificate if it names one.
-    fn tls_for(&self, req: &Request) -> anyhow::Result<Option<tokio_rustls::TlsConnector>> {
+    /// request's client certificate if it names one (and noting whether the gateway asked).
+    #[allow(clippy::type_complexity, reason = "a connector and its one flag, used together")]
+    fn tls_for(
+        &self,
+        req: &Request,
+    ) -> anyhow::Result<Option<(tokio_rustls::TlsConnector, std::sync::Arc<std::sync::atomic::AtomicBool>)>> {
         let client =
             req.client_cert.as_ref().map(|(cert, key)| crate::pki::Leaf { cert: cert.clone(), key: key.clone() });
         match (req.sni, &self.ca) {
             (Some(_), Some(ca)) => {
-                Ok(Some(crate::pki::client_config_alpn(ca, client.as_ref(), if req.h2 { b"h2" } else { b"http/1.1" })?))
+                let alpn: &[u8] = if req.h2 { b"h2" } else { b"http/1.1" };
+                Ok(Some(crate::pki::client_config_asked(ca, client.as_ref(), alpn)?))
             }
             (Some(_), None) => bail!("case {}: a request over TLS, but the case has no certificates", self.name),
             (None, _) => Ok(None),
@@ -812,18 +878,17 @@ impl Case {
     /// `MakeTLSRequestAndExpectEventuallyConsistentFailureResponse`.
     pub async fn expect_refused(&self, gateway: &str, port: u16, req: &Request) -> anyhow::Result<()> {
         let addr = self.addr(gateway, port);
-        let tls = self.tls_for(req)?;
+        let (tls, asked) = self.tls_for(req)?.unzip();
         let default_host = upstream_default_host(addr.ip(), port, tls.is_some());
-        self.converge(
-            || format!("{} {:?} refused", req.path, req.host),
-            || async {
-                match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
-                    Ok(answer) => Some(format!("answered {}", answer.status)),
-                    Err(_) => None,
-                }
-            },
-        )
-        .await
+        let what = || format!("{} {:?} refused", req.path, req.host);
+        self.converge(&what, || async {
+            match send_over(addr, req, tls.as_ref(), Some(&default_host)).await {
+                Ok(answer) => Some(format!("answered {}", answer.status)),
+                Err(_) => None,
+            }
+        })
+        .await?;
+        self.client_certificate_asked(&what(), req, asked)
     }
 
     /// Probes until `probe` finds nothing wrong [`IN_A_ROW`] times in a row; after [`WAIT`],
@@ -833,7 +898,7 @@ impl Case {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<String>>,
     {
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + self.wait;
         let mut in_a_row = 0;
         loop {
             match probe().await {
@@ -1157,6 +1222,28 @@ pub fn check(answer: &Answer, req: &Request, want: &Expect) -> Result<(), String
         let (_, values) = map.iter().find(|(k, _)| k.eq_ignore_ascii_case(name))?;
         Some(values.as_array()?.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
     };
+    // As upstream: a 200 or 204 compares the method, and the headers sent unless the test
+    // says what must arrive instead.
+    if matches!(answer.status, 200 | 204) {
+        let method = want.backend_method.or(req.method).unwrap_or("GET");
+        if field("method") != method {
+            return Err(format!("the backend got method {:?} (want {method:?})", field("method")));
+        }
+        let named = !want.backend_headers.is_empty() || !want.backend_absent_headers.is_empty();
+        if !named && !want.expected_request {
+            for (k, v) in &req.headers {
+                if header(k).as_deref() != Some(*v) {
+                    return Err(format!("the backend got header {k}: {:?} (sent {v:?})", header(k)));
+                }
+            }
+        }
+    }
+    if let Some(sni) = want.backend_sni {
+        let seen = echo["tls"]["serverName"].as_str();
+        if seen != Some(sni) {
+            return Err(format!("the backend saw server name {seen:?} (want {sni:?})"));
+        }
+    }
     for (k, v) in &want.backend_headers {
         if header(k).as_deref() != Some(*v) {
             return Err(format!("the backend got header {k}: {:?} (want {v:?})", header(k)));

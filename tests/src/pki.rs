@@ -123,6 +123,17 @@ pub fn client_config(ca: &Path, client: Option<&Leaf>) -> anyhow::Result<tokio_r
 
 /// [`client_config`] offering `alpn` (`h2`, `http/1.1`).
 pub fn client_config_alpn(ca: &Path, client: Option<&Leaf>, alpn: &[u8]) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    Ok(client_config_asked(ca, client, alpn)?.0)
+}
+
+/// [`client_config_alpn`], and whether a server ever asked the client for its certificate
+/// (a TLS `CertificateRequest`: only then does the client present one), as upstream's
+/// `GetClientCertificateHook` records it.
+pub fn client_config_asked(
+    ca: &Path,
+    client: Option<&Leaf>,
+    alpn: &[u8],
+) -> anyhow::Result<(tokio_rustls::TlsConnector, std::sync::Arc<std::sync::atomic::AtomicBool>)> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
@@ -130,16 +141,41 @@ pub fn client_config_alpn(ca: &Path, client: Option<&Leaf>, alpn: &[u8]) -> anyh
         roots.add(cert?)?;
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut config = match client {
-        Some(leaf) => builder.with_client_auth_cert(
-            CertificateDer::pem_file_iter(&leaf.cert)?.collect::<Result<_, _>>()?,
-            PrivateKeyDer::from_pem_file(&leaf.key)?,
-        )?,
+        Some(leaf) => {
+            let certs = CertificateDer::pem_file_iter(&leaf.cert)?.collect::<Result<_, _>>()?;
+            let key = provider.key_provider.load_private_key(PrivateKeyDer::from_pem_file(&leaf.key)?)?;
+            let key = std::sync::Arc::new(rustls::sign::CertifiedKey::new(certs, key));
+            builder.with_client_cert_resolver(std::sync::Arc::new(Asked { key, asked: asked.clone() }))
+        }
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![alpn.to_vec()];
-    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+    Ok((tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)), asked))
+}
+
+/// A client certificate that notes when a server asks for it.
+#[derive(Debug)]
+struct Asked {
+    key: std::sync::Arc<rustls::sign::CertifiedKey>,
+    asked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl rustls::client::ResolvesClientCert for Asked {
+    fn resolve(
+        &self,
+        _hints: &[&[u8]],
+        _schemes: &[rustls::SignatureScheme],
+    ) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, std::sync::atomic::Ordering::Relaxed);
+        Some(self.key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }

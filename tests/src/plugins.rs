@@ -52,6 +52,12 @@ pub fn adversary() -> anyhow::Result<PathBuf> {
     build("xdst-test-plugin-adversarial")
 }
 
+/// The breaker test plugin (`tests/plugins/breaker`, phase `patch`): its `config` names one
+/// way to break the translate plugins' output, to show a conformance check catches it.
+pub fn breaker() -> anyhow::Result<PathBuf> {
+    build("xdst-test-plugin-breaker")
+}
+
 /// The incremental test plugin (`tests/plugins/incremental`, contract 0.4.0): `Counted`
 /// documents to clusters, through changes calls; `{"stale": true}` forgets removals.
 pub fn incremental() -> anyhow::Result<PathBuf> {

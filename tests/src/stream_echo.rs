@@ -168,6 +168,41 @@ pub async fn tcp_ask(addr: SocketAddr, tls: Option<(&tokio_rustls::TlsConnector,
     }
 }
 
+/// How a TLS connection attempt ended, as upstream's `isConnectionRejected` tells them apart.
+#[derive(Debug)]
+pub enum TlsAttempt {
+    /// The gateway closed the connection (EOF) or reset it during the handshake: what upstream
+    /// counts as a rejection.
+    Rejected(String),
+    /// The handshake completed: something answered (a backend, wrongly passed the connection).
+    Connected,
+    /// Anything else (refused, a certificate the client does not accept, a timeout): not a
+    /// rejection; upstream tries again.
+    Other(String),
+}
+
+/// Connects to `addr` and starts TLS for `name` with `connector`; how it ended
+/// ([`TlsAttempt`]).
+pub async fn tls_attempt(addr: SocketAddr, connector: &tokio_rustls::TlsConnector, name: &str) -> TlsAttempt {
+    use std::io::ErrorKind;
+    let stream = match tokio::time::timeout(TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return TlsAttempt::Other(format!("connecting: {e}")),
+        Err(_) => return TlsAttempt::Other("connecting timed out".into()),
+    };
+    let Ok(server) = rustls::pki_types::ServerName::try_from(name.to_owned()) else {
+        return TlsAttempt::Other(format!("{name:?} is not a server name"));
+    };
+    match tokio::time::timeout(TIMEOUT, connector.connect(server, stream)).await {
+        Ok(Ok(_)) => TlsAttempt::Connected,
+        Ok(Err(e)) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset) => {
+            TlsAttempt::Rejected(e.to_string())
+        }
+        Ok(Err(e)) => TlsAttempt::Other(format!("{:?}: {e}", e.kind())),
+        Err(_) => TlsAttempt::Other("the handshake timed out".into()),
+    }
+}
+
 async fn ask<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> anyhow::Result<TcpAnswer> {
     let (read, mut write) = tokio::io::split(stream);
     let mut lines = BufReader::new(read);
@@ -183,6 +218,12 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> anyhow::Result<Tcp
     let welcome = next(&mut line).await?;
     if welcome != WELCOME {
         bail!("not the echo's welcome: {welcome:?}");
+    }
+    // Upstream's exchange, step by step: PING, then IS_TLS, then TEST.
+    write.write_all(b"PING\n").await?;
+    let pong = next(&mut line).await?;
+    if pong != "PONG" {
+        bail!("PING answered {pong:?}, not PONG");
     }
     write.write_all(b"IS_TLS\n").await?;
     let is_tls = next(&mut line).await? == "true";
