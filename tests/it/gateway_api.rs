@@ -883,7 +883,7 @@ fn xdst_translate_takes_every_case_as_shipped_and_prints_statuses() -> anyhow::R
         .filter(|e| e.path().join("manifests.yaml").exists())
         .collect();
     cases.sort_by_key(|e| e.file_name());
-    // The whole suite (137 tests, 139 manifests), or its 63 HTTP and gRPC cases.
+    // The whole suite (139 tests, a manifest each), or its 63 HTTP and gRPC cases.
     anyhow::ensure!(
         [63, 139].contains(&cases.len()),
         "{} cases, want the 139 of the upstream suite (or its 63 HTTP ones)",

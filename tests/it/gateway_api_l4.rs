@@ -482,6 +482,29 @@ mod tls {
         Ok(())
     }
 
+    /// Upstream's two `*-not-supported` TLSRoute tests return at once for an implementation
+    /// that supports the mode, as xdst does, and upstream's suite records them as passed. Here
+    /// the listeners they would find not accepted elsewhere are accepted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tlsroute_listener_modes_other_implementations_lack_are_accepted() -> anyhow::Result<()> {
+        use xdst_tests::gateway_api::listener_conditions;
+        xdst_tests::skip_without_upstream_cases!();
+        let accepted: &[(&str, &str, &str)] = &[("Accepted", "True", "")];
+        let cases: [(&str, &str, &[&str]); 2] = [
+            ("tlsroute-listener-terminate-not-supported", "gateway-tlsroute-terminate-unsupported", &["tls-terminate"]),
+            (
+                "tlsroute-listener-mixed-termination-not-supported",
+                "gateway-tlsroute-mixed-termination-not-supported",
+                &["tls-terminate", "tls-passthrough"],
+            ),
+        ];
+        for (case, gateway, names) in cases {
+            let c = Case::start(case).await?;
+            c.expect_status(&format!("Gateway/{}", gw(gateway)), listener_conditions(names, accepted)).await?;
+        }
+        Ok(())
+    }
+
     /// What a gateway broken on purpose does with a connection `rejected` must see closed:
     /// `rejected` fails, and the attempt ends in an error that is not a close or a reset (the
     /// harness used to count any error as a refusal, and so passed such a gateway).

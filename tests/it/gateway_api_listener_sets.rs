@@ -172,7 +172,20 @@ async fn listenerset_allowed_routes_namespaces() -> anyhow::Result<()> {
         &format!("HTTPRoute/{NS}/route-in-gateway-namespace"),
         route_condition(cross, "Accepted", "False", "NotAllowedByListeners"),
     )
-    .await
+    .await?;
+    c.expect_status(
+        &ls(cross_ns, cross),
+        listeners(&[ListenerWant {
+            name: "listener-set-listener-allowed-routes-cross-ns-same",
+            kinds: HTTP,
+            attached: 1,
+            conditions: ACCEPTED,
+        }]),
+    )
+    .await?;
+    let host = "listener-set-listener-allowed-routes-cross-ns-same.com";
+    http(&c, gateway, host, "/route-in-listenerset-namespace", v1).await?;
+    http(&c, gateway, host, "/route-in-gateway-namespace", None).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

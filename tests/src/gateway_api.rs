@@ -4,7 +4,7 @@
 //!
 //! The upstream cases are an input from outside the repository (issue 34, item 5): they are
 //! read from `$XDST_GATEWAY_API_CASES`, else from `../shared/gateway-api-suite` beside the
-//! clone (all 137 upstream tests), else `../shared/gateway-api-conformance` (63 of them). When
+//! clone (all 139 upstream tests), else `../shared/gateway-api-conformance` (63 of them). When
 //! none is there, [`upstream_cases`] says why and every test that needs
 //! them ([`skip_without_upstream_cases!`](crate::skip_without_upstream_cases)) prints one
 //! line saying it skipped them and passes; `tests/run.sh` says up front which it will be.
@@ -104,7 +104,7 @@ impl std::fmt::Display for NoCases {
 impl std::error::Error for NoCases {}
 
 /// The folder of the upstream conformance cases: `$XDST_GATEWAY_API_CASES`, else
-/// `../shared/gateway-api-suite` beside the repository (all 137 upstream tests), else
+/// `../shared/gateway-api-suite` beside the repository (all 139 upstream tests), else
 /// `../shared/gateway-api-conformance` (the 63 HTTP and gRPC ones, in the same form).
 pub fn upstream_cases() -> Result<PathBuf, NoCases> {
     match std::env::var_os(CASES_ENV).filter(|v| !v.is_empty()) {
