@@ -188,6 +188,23 @@ async fn listenerset_allowed_routes_namespaces() -> anyhow::Result<()> {
     http(&c, gateway, host, "/route-in-gateway-namespace", None).await
 }
 
+/// Issue 52, the check shown failing on purpose: a gateway that judges `Same` of a ListenerSet
+/// in another namespace from the Gateway's namespace serves the Gateway namespace's route on
+/// the set's listener (the `breaker` test plugin adds it there). Only the two cross-namespace
+/// requests the harness once left out catch it: the route that must answer 404 is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listenerset_allowed_routes_namespaces_fails_when_same_is_the_gateways_namespace() -> anyhow::Result<()> {
+    xdst_tests::skip_without_upstream_cases!();
+    let host = "listener-set-listener-allowed-routes-cross-ns-same.com";
+    let breakage = serde_json::json!({"break": "extra-route", "host": host, "path": "/route-in-gateway-namespace"});
+    let c = Case::start_broken("listenerset-allowed-routes-namespaces", breakage).await?;
+    let gateway = "gateway-with-listener-sets-test-allowed-routes";
+    http(&c, gateway, host, "/route-in-listenerset-namespace", Some("infra-backend-v1")).await?;
+    let err = http(&c, gateway, host, "/route-in-gateway-namespace", None).await.expect_err("a 404 was served");
+    anyhow::ensure!(format!("{err:#}").contains("status 200 (want 404)"), "failed for another reason: {err:#}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listenerset_allowed_routes_supported_kinds() -> anyhow::Result<()> {
     xdst_tests::skip_without_upstream_cases!();

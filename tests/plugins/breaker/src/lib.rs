@@ -11,6 +11,9 @@
 //!   connection whose name matches no route to the first route's backend, instead of closing it.
 //! - `{"break": "unresolved-to", "address": "IP:PORT"}`: a backend that does not resolve (a
 //!   cluster named `.../unresolved`) is sent to `address` instead of nowhere.
+//! - `{"break": "extra-route", "host": HOST, "path": PATH}`: the virtual host of HOST also
+//!   routes PATH, to the backend of its first route (as a route a listener must not take
+//!   would be served there).
 
 use serde_json::Value;
 use xdst_guest::*;
@@ -18,6 +21,8 @@ use xdst_guest::*;
 const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+const ROUTES: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const MODES: [&str; 5] = ["sni", "client-certificates", "catch-all", "unresolved-to", "extra-route"];
 
 struct Breaker;
 
@@ -81,6 +86,17 @@ fn broken(mode: &str, config: &Value, type_url: &str, name: &str, mut body: Valu
                 changed = true;
             }
         }
+        ("extra-route", ROUTES) => {
+            let (host, path) = (config["host"].as_str()?, config["path"].as_str()?);
+            for vhost in body.get_mut("virtual_hosts")?.as_array_mut()? {
+                let serves = vhost["domains"].as_array().is_some_and(|d| d.iter().any(|d| d == host));
+                let Some(action) = vhost.pointer("/routes/0/route").cloned().filter(|_| serves) else { continue };
+                let extra =
+                    serde_json::json!({"name": "broken-on-purpose", "match": {"prefix": path}, "route": action});
+                vhost["routes"].as_array_mut()?.insert(0, extra);
+                changed = true;
+            }
+        }
         ("unresolved-to", ENDPOINTS) if name.ends_with("/unresolved") => {
             let (ip, port) = config["address"].as_str()?.rsplit_once(':')?;
             body["endpoints"] = serde_json::json!([{"lb_endpoints": [{"endpoint": {"address":
@@ -107,7 +123,7 @@ impl Translator for Breaker {
     fn translate(request: TranslateRequest) -> Result<TranslateResponse, PluginError> {
         let config: Value = serde_json::from_str(&request.config).map_err(|e| error(e.to_string()))?;
         let mode = config["break"].as_str().ok_or_else(|| error("config.break must name what to break"))?;
-        if !["sni", "client-certificates", "catch-all", "unresolved-to"].contains(&mode) {
+        if !MODES.contains(&mode) {
             return Err(error(format!("nothing called {mode:?} to break")));
         }
         let mut resources = Vec::new();
