@@ -33,6 +33,7 @@ also has "t": seconds since the client started):
 
     {"event": "subscribe", "client": 0, "type": "...Cluster", "names": []}
     {"event": "response", "client": 0, "type": "...Cluster", "version": "v", "nonce": "1", "resources": 3}
+        (with "errors": [{"name", "code", "message"}] when it carries per-resource errors)
     {"event": "ack", "client": 0, "type": "...Cluster", "version": "v", "nonce": "1"}
     {"event": "nack", "client": 0, "type": "...Cluster", "nonce": "1", "message_bytes": 4190000,
      "message": "the first 200 characters of it"}
@@ -253,6 +254,10 @@ class Client:
                                  version=version, nonce=response.nonce, resources=len(response.resources))
                     if self.delta:
                         event["removed"] = len(response.removed_resources)
+                    if response.resource_errors:
+                        # gRFC A88: per-resource errors, name, code and message.
+                        event["errors"] = [dict(name=e.resource_name.name, code=e.error_detail.code,
+                                                message=e.error_detail.message) for e in response.resource_errors]
                     emit(**event)
                     accept = self.accepts(t)
                     self.answer(t, version, response.nonce, accept)

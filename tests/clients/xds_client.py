@@ -8,6 +8,10 @@ until one overall deadline (--timeout seconds from start) passes, and prints one
 
     {"ok": true, "replies": ["a:hello-0", ...], "error": ""}
 
+With --fail-fast, each call is made once, not waiting for the channel to be ready (gRPC's
+default): it fails as soon as the channel reports a failure, with the channel's error, such as
+one an xDS server sent for a resource (gRFC A88).
+
 Exit status 0 only when all calls succeeded. The xDS bootstrap comes from the environment
 (GRPC_XDS_BOOTSTRAP, a file, or GRPC_XDS_BOOTSTRAP_CONFIG, inline JSON), set by the caller.
 A target without the xds: scheme (e.g. 127.0.0.1:PORT) skips xDS entirely and needs no
@@ -37,7 +41,7 @@ def describe(err: grpc.RpcError) -> str:
     return f"{name}: {details}" if details else name
 
 
-def run(target: str, count: int, timeout: float) -> dict:
+def run(target: str, count: int, timeout: float, fail_fast: bool = False) -> dict:
     deadline = time.monotonic() + timeout
     replies = []
     if target.startswith("xds:") and not (
@@ -67,12 +71,14 @@ def run(target: str, count: int, timeout: float) -> dict:
                         f"after {attempts} attempt(s); last error: {last_error or 'none'}; "
                         f"channel state: {state['last'].name if state['last'] else 'unknown'}",
                     }
-                attempt_timeout = ATTEMPT_TIMEOUTS[min(attempts, len(ATTEMPT_TIMEOUTS) - 1)]
+                attempt_timeout = remaining if fail_fast else ATTEMPT_TIMEOUTS[min(attempts, len(ATTEMPT_TIMEOUTS) - 1)]
                 attempts += 1
                 try:
-                    reply = say(payload, timeout=min(remaining, attempt_timeout), wait_for_ready=True)
+                    reply = say(payload, timeout=min(remaining, attempt_timeout), wait_for_ready=not fail_fast)
                 except grpc.RpcError as err:
                     last_error = describe(err)
+                    if fail_fast:
+                        return {"ok": False, "replies": replies, "error": f"call {i} ({payload.decode()}): {last_error}"}
                     time.sleep(min(RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                     continue
                 replies.append(reply.decode("utf-8", errors="replace"))
@@ -85,9 +91,10 @@ def main() -> int:
     parser.add_argument("--target", default="xds:///echo")
     parser.add_argument("--count", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=20.0, help="overall deadline, seconds")
+    parser.add_argument("--fail-fast", action="store_true", help="one attempt per call, not waiting for ready")
     args = parser.parse_args()
     try:
-        result = run(args.target, args.count, args.timeout)
+        result = run(args.target, args.count, args.timeout, args.fail_fast)
     except Exception as err:  # report anything unexpected in the JSON line too
         result = {"ok": False, "replies": [], "error": f"{type(err).__name__}: {err}"}
     print(json.dumps(result), flush=True)

@@ -143,11 +143,26 @@ async fn a_team_s_identity_is_never_handed_the_platform_s_keys() -> anyhow::Resu
         ensure!(!secrets.contains(&secret_name), "team-a's Envoy holds {secret_name} ({dump}): {secrets}");
     }
     let (events, _) = client.close().await?;
+    // A response of no Secret may come: the name it asked for is not served to its group
+    // (gRFC A88's NOT_FOUND, the same answer as for a name nobody has).
     let secrets: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| e["event"] == "response" && e["type"].as_str().is_some_and(|t| t.ends_with("Secret")))
+        .filter(|e| e["resources"].as_u64() != Some(0))
         .collect();
     ensure!(secrets.is_empty(), "team-a's client was sent Secrets: {secrets:?}");
+    // What it was told of the name is what it would be told of a name nobody has: nothing of
+    // the platform's group, its Secret or its content.
+    let told: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.ends_with("Secret")))
+        .flat_map(|e| e["errors"].as_array().into_iter().flatten())
+        .collect();
+    let generic = format!("xdst: no sds resource named {secret_name:?} is served to this node's group");
+    ensure!(
+        !told.is_empty() && told.iter().all(|e| e["code"] == 5 && e["message"] == generic.as_str()),
+        "team-a's client was told more than that {secret_name} is not its: {told:?}"
+    );
     let served = admin_json(admin, "/debug/resources").await?;
     ensure!(
         served["groups"]["team-a"]["sds"]["resources"].as_array().is_none_or(Vec::is_empty),

@@ -205,11 +205,24 @@ async fn a_name_subscribed_before_it_exists_is_delivered_when_it_appears() {
     let server = start_in_process(Some(dir.path())).await.unwrap();
     let mut sotw = sotw_ads(server.xds_addr).await;
     let mut delta = delta_ads(server.xds_addr).await;
-    // SOTW-10: nothing to send yet, but the name is remembered.
+    // SOTW-10: nothing to send yet, but the name is remembered. gRFC A88: the client is told
+    // it does not exist (a response with no resource, and a NOT_FOUND error for the name).
     sotw.send(sotw_req(ENDPOINT, &["later"])).await;
+    let told = sotw.recv().await;
+    assert!(told.resources.is_empty(), "{told:?}");
+    let not_found: Vec<(&str, i32)> = told
+        .resource_errors
+        .iter()
+        .map(|e| {
+            (e.resource_name.as_ref().map_or("", |n| n.name.as_str()), e.error_detail.as_ref().map_or(0, |s| s.code))
+        })
+        .collect();
+    assert_eq!(not_found, [("later", 5)]);
+    sotw.send(sotw_ack(&told, &["later"])).await;
     delta.send(delta_req(ENDPOINT, &["later"], &[])).await;
     let absent = delta.recv().await;
     assert_eq!(absent.removed_resources, ["later"]);
+    assert_eq!(absent.resource_errors.len(), 1, "{absent:?}");
     delta.send(delta_ack(&absent)).await;
 
     write(dir.path(), "later.yaml", &fixtures::cluster("later", 8082));
@@ -355,7 +368,14 @@ async fn per_type_services_stream_delta_and_fetch() {
     })
     .await
     .unwrap();
-    assert!(routes["version_sent"].is_null(), "routes are held until the EDS response is acknowledged: {routes}");
+    // `probe` does not exist, and the client is told so at once (gRFC A88); `local` is held
+    // until the EDS response is acknowledged: what went out carried no route.
+    let told = rds.recv().await;
+    assert!(told.resources.is_empty(), "routes are held until the EDS response is acknowledged: {routes} {told:?}");
+    let absent: Vec<&str> =
+        told.resource_errors.iter().filter_map(|e| e.resource_name.as_ref().map(|n| n.name.as_str())).collect();
+    assert_eq!(absent, ["probe"], "{told:?}");
+    rds.send(sotw_ack(&told, &["local", "probe"])).await;
     eds.send(delta_ack(&endpoints)).await;
     assert_eq!(sotw_names(&rds.recv().await), ["local"]);
 

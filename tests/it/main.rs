@@ -57,6 +57,7 @@ mod plugin_tool;
 mod plugins;
 mod quarantine;
 mod reload;
+mod resource_errors;
 mod route_scopes;
 mod store;
 mod store_failover;

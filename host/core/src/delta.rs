@@ -16,8 +16,8 @@ use crate::resource::Resource;
 use crate::small_map::SmallMap;
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
-    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope,
-    TypeStatus,
+    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, ResourceError,
+    Scope, TypeStatus,
 };
 use crate::types;
 
@@ -39,6 +39,9 @@ pub struct DeltaResponse {
     /// `served` after it (not sent): a rollout that saw it hold this set then knows what it
     /// holds without working it out name by name.
     pub from: Option<Arc<TypeSet>>,
+    /// Subscribed names it removes because they do not exist, each with why (gRFC A88: a
+    /// client treats these as it treats `removed`, and can say why).
+    pub errors: Vec<ResourceError>,
 }
 
 /// A name's entry in `known` before a response (`None`: the client did not know the name).
@@ -261,6 +264,14 @@ impl DeltaStream {
     /// listeners and routes back until the clusters they need are acknowledged). A held
     /// type stays pending and is evaluated once it is no longer held.
     pub fn poll_held(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
+        self.poll_with(snapshot, hold, None)
+    }
+
+    /// [`poll_held`](Self::poll_held), saying why, for each name it removes that the client
+    /// subscribed to by name and that exists neither in `snapshot` nor in `target` (what the
+    /// node's group is served): gRFC A88's `resource_errors` (DELTA-4 already answers such a
+    /// name in `removed`). `None`: say nothing more.
+    pub fn poll_with(&mut self, snapshot: &Snapshot, hold: &[&str], target: Option<&Snapshot>) -> Vec<DeltaResponse> {
         let mut out = Vec::new();
         if !self.types.values().any(|t| t.pending) {
             return out; // most answers: nothing to look at, nothing to sort
@@ -350,7 +361,15 @@ impl DeltaStream {
             // Whole before and after (equal sums: what is held of a set's names, and nothing
             // else, sums to the set's sum).
             let from = whole_before.filter(|_| served.as_ref().is_some_and(|s| s.sum() == t.known.sum()));
+            let errors = match target {
+                Some(target) if !removed.is_empty() => {
+                    let explicit = removed.iter().filter(|n| t.explicit.contains(*n));
+                    stream::absent(type_url, explicit, set.map(|s| &**s), target.get(type_url).map(|s| &**s)).0
+                }
+                _ => Vec::new(),
+            };
             out.push(DeltaResponse {
+                errors,
                 type_url: type_url.clone(),
                 system_version,
                 nonce,

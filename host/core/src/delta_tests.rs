@@ -330,3 +330,19 @@ fn the_walk_over_what_changed_equals_the_walk_over_everything() {
         assert_eq!(changed.sum(), everything.sum(), "step {step}: sum");
     }
 }
+
+/// gRFC A88: a name subscribed to that does not exist is answered in `removed` (DELTA-4) and,
+/// with the group's target given, with why in `resource_errors`; a name the plan only holds
+/// back is neither.
+#[test]
+fn a88_a_name_that_does_not_exist_is_removed_with_why() {
+    let target = snap(&[(CLUSTER, "c1", "1"), (CLUSTER, "held", "1")]);
+    let offer = snap(&[(CLUSTER, "c1", "1")]);
+    let mut s = ads();
+    s.handle_request(&req(CLUSTER, &["c1", "held", "nope"], &[]), SystemTime::now()).unwrap();
+    let r = s.poll_with(&offer, &[], Some(&target)).remove(0);
+    assert_eq!(names(&r), ["c1"]);
+    assert!(removed(&r).contains(&"nope".to_string()));
+    let errors: Vec<&str> = r.errors.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(errors, ["nope"]);
+}

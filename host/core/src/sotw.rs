@@ -29,8 +29,8 @@ use crate::resource::Resource;
 use crate::small_map::{SmallMap, SmallSet};
 use crate::snapshot::{Snapshot, TypeSet};
 use crate::stream::{
-    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, Scope,
-    TypeStatus,
+    self, Event, FlowControl, MAX_NAMES_PER_TYPE, MAX_TYPES_PER_STREAM, Nack, NodeInfo, ProtocolError, ResourceError,
+    Scope, TypeStatus,
 };
 use crate::types;
 
@@ -67,6 +67,8 @@ pub struct SotwResponse {
     pub version: Arc<str>,
     pub nonce: Arc<str>,
     pub resources: Resources,
+    /// Subscribed names that do not exist (gRFC A88); empty almost always.
+    pub errors: Vec<ResourceError>,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +101,8 @@ struct TypeState {
     sub_changed: bool,
     /// One response in flight at a time (design 022).
     flow: FlowControl,
+    /// gRFC A88: a digest of the subscribed names last reported absent, 0 for none.
+    absent_reported: u64,
 }
 
 /// One SotW stream's state.
@@ -258,6 +262,13 @@ impl SotwStream {
     /// listeners and routes back until the clusters they need are acknowledged). A held
     /// type stays pending and is evaluated once it is no longer held.
     pub fn poll_held(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
+        self.poll_with(snapshot, hold, None)
+    }
+
+    /// [`poll_held`](Self::poll_held), telling the client which names it subscribes to exist
+    /// neither in `snapshot` nor in `target` (what the node's group is served): gRFC A88's
+    /// `resource_errors`, sent when that list changes. `None`: tell nothing.
+    pub fn poll_with(&mut self, snapshot: &Snapshot, hold: &[&str], target: Option<&Snapshot>) -> Vec<SotwResponse> {
         let mut out = Vec::new();
         if !self.types.values().any(|t| t.pending) {
             return out; // most answers: nothing to look at, nothing to sort
@@ -274,15 +285,22 @@ impl SotwStream {
             let force = std::mem::take(&mut t.force);
             let set = snapshot.get(type_url);
             let full_state = types::is_full_state(type_url);
+            // What a named subscription finds of its names, and the names the offer lacks: of
+            // those, the ones the target lacks too do not exist (gRFC A88).
+            let (named, unoffered) = if t.wildcard { (Vec::new(), Vec::new()) } else { pick(&t.names, set) };
+            let (errors, absent) = match target {
+                Some(target) if !unoffered.is_empty() => {
+                    stream::absent(type_url, unoffered.iter(), None, target.get(type_url).map(|s| &**s))
+                }
+                _ => (Vec::new(), 0),
+            };
+            let errors_changed = absent != t.absent_reported;
             let (version, resources) = if full_state {
                 // SOTW-8: the full state of what is subscribed.
                 match (t.wildcard, set) {
                     (true, Some(set)) => (set.version().clone(), Resources::All(set.clone())),
                     (true, None) => (empty_version(), Resources::Some(Vec::new())),
-                    (false, _) => {
-                        let v: Vec<_> = t.names.iter().filter_map(|n| set.and_then(|s| s.get(n)).cloned()).collect();
-                        (version_of(&v, set), Resources::Some(v))
-                    }
+                    (false, _) => (version_of(&named, set), Resources::Some(named)),
                 }
             } else {
                 // SOTW-9/10: what is subscribed and exists; names that do not exist yet are
@@ -293,11 +311,11 @@ impl SotwStream {
                 // the version is that of everything it then holds.
                 let v: Vec<Arc<Resource>> = match (t.wildcard, set) {
                     (true, Some(set)) => set.resources().cloned().collect(),
-                    _ => t.names.iter().filter_map(|n| set.and_then(|s| s.get(n)).cloned()).collect(),
+                    _ => named,
                 };
                 let fresh: Vec<Arc<Resource>> =
                     v.iter().filter(|r| t.sent.get(r.name()) != Some(r.version())).cloned().collect();
-                if fresh.is_empty() {
+                if fresh.is_empty() && !errors_changed {
                     continue;
                 }
                 let version = version_of(&v, set);
@@ -312,7 +330,7 @@ impl SotwStream {
             // set from being re-sent until something changes). For RDS/EDS-like types the
             // per-name comparison above already decided.
             if full_state && t.version_sent.as_ref() == Some(&version) {
-                if !force {
+                if !force && !errors_changed {
                     continue;
                 }
                 if t.nonce_sent.is_none() && t.wildcard {
@@ -325,7 +343,8 @@ impl SotwStream {
             t.version_sent = Some(version.clone());
             t.nonce_sent = Some(nonce.clone());
             t.flow.sent();
-            out.push(SotwResponse { type_url: type_url.clone(), version, nonce, resources });
+            t.absent_reported = absent;
+            out.push(SotwResponse { type_url: type_url.clone(), version, nonce, resources, errors });
         }
         out
     }
@@ -375,6 +394,18 @@ impl SotwStream {
 /// Whether `asked` names exactly `held` (each once): most requests (every ACK) repeat the
 /// subscription, and this tells it without building a set or a string (an Envoy's endpoints
 /// subscription can be thousands of names, repeated in each ACK).
+/// The resources of `names` that `set` has, and the names it lacks (in one pass).
+fn pick(names: &Names, set: Option<&Arc<TypeSet>>) -> (Vec<Arc<Resource>>, Vec<Arc<str>>) {
+    let (mut found, mut lacking) = (Vec::new(), Vec::new());
+    for n in names.iter() {
+        match set.and_then(|s| s.get(n)) {
+            Some(r) => found.push(r.clone()),
+            None => lacking.push(n.clone()),
+        }
+    }
+    (found, lacking)
+}
+
 fn same_names(asked: &[String], held: &SmallSet<Arc<str>>) -> bool {
     if asked.is_empty() || asked.len() != held.len() {
         return false;

@@ -355,3 +355,76 @@ fn order_2_responses_due_together_go_out_dependencies_first() {
     let order: Vec<&str> = out.iter().map(|r| r.type_url.as_ref()).collect();
     assert_eq!(order, [CLUSTER, ENDPOINT, ROUTE, LISTENER]);
 }
+
+/// gRFC A88 (`resource_errors`): a name asked for that the node's group is not served is said
+/// not to exist, once, with the response of its type; a name the plan only holds back (in the
+/// target, not yet offered) is on its way and is not; when the name appears, it is sent and
+/// the error goes. A name of a type with no other change still gets its answer (RDS), and a
+/// wildcard subscription is told nothing.
+#[test]
+fn a88_names_that_do_not_exist_are_said_not_to_exist() {
+    let target = snap(&[(CLUSTER, "c1", "1"), (CLUSTER, "held", "1"), (ROUTE, "r1", "1")]);
+    let offer = snap(&[(CLUSTER, "c1", "1"), (ROUTE, "r1", "1")]);
+    let mut s = ads();
+    s.handle_request(&req(CLUSTER, &["c1", "held", "nope"]), SystemTime::now()).unwrap();
+    let out = s.poll_with(&offer, &[], Some(&target));
+    assert_eq!(names(&out[0]), ["c1"]);
+    let errors: Vec<&str> = out[0].errors.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(errors, ["nope"], "held back is not absent");
+    assert!(out[0].errors[0].message.contains("\"nope\""));
+    s.handle_request(&ack(&out[0], &["c1", "held", "nope"]), SystemTime::now()).unwrap();
+    assert!(s.poll_with(&offer, &[], Some(&target)).is_empty(), "said once");
+
+    // RDS: a name that does not exist, and nothing else new: an answer of the error alone.
+    s.handle_request(&req(ROUTE, &["r1"]), SystemTime::now()).unwrap();
+    let r = s.poll_with(&offer, &[], Some(&target)).remove(0);
+    assert!(r.errors.is_empty());
+    s.handle_request(&ack(&r, &["r1"]), SystemTime::now()).unwrap();
+    s.handle_request(&req(ROUTE, &["r1", "r9"]), SystemTime::now()).unwrap();
+    let r = s.poll_with(&offer, &[], Some(&target)).remove(0);
+    assert_eq!(r.errors.iter().map(|e| e.name.as_ref()).collect::<Vec<_>>(), ["r9"]);
+    s.handle_request(&ack(&r, &["r1", "r9"]), SystemTime::now()).unwrap();
+    // r1 goes away too, and nothing else changes: the answer is the errors alone.
+    let less = snap(&[(CLUSTER, "c1", "1")]);
+    s.snapshot_changed(SystemTime::now());
+    let out = s.poll_with(&less, &[], Some(&less));
+    let rds = out.iter().find(|r| r.type_url.as_ref() == ROUTE).unwrap();
+    assert!(rds.resources.is_empty());
+    assert_eq!(rds.errors.iter().map(|e| e.name.as_ref()).collect::<Vec<_>>(), ["r1", "r9"]);
+    for r in &out {
+        let names: &[&str] = if r.type_url.as_ref() == ROUTE { &["r1", "r9"] } else { &["c1", "held", "nope"] };
+        s.handle_request(&ack(r, names), SystemTime::now()).unwrap();
+    }
+
+    // It appears: sent, and no error any more.
+    let both = snap(&[
+        (CLUSTER, "c1", "1"),
+        (CLUSTER, "held", "1"),
+        (CLUSTER, "nope", "1"),
+        (ROUTE, "r1", "1"),
+        (ROUTE, "r9", "1"),
+    ]);
+    s.snapshot_changed(SystemTime::now());
+    let out = s.poll_with(&both, &[], Some(&both));
+    let cds = out.iter().find(|r| r.type_url.as_ref() == CLUSTER).unwrap();
+    assert_eq!(names(cds), ["c1", "held", "nope"]);
+    assert!(cds.errors.is_empty());
+
+    // Wildcard: nothing to say.
+    let mut w = ads();
+    w.handle_request(&req(CLUSTER, &[]), SystemTime::now()).unwrap();
+    assert!(w.poll_with(&offer, &[], Some(&target))[0].errors.is_empty());
+}
+
+/// A hostile client that subscribes to 100,000 names that do not exist is told of
+/// `MAX_ERRORS_PER_RESPONSE` of them, not sent a message for each.
+#[test]
+fn a88_a_client_asking_for_many_missing_names_is_told_of_a_bounded_few() {
+    let names: Vec<String> = (0..100_000).map(|i| format!("nope-{i}")).collect();
+    let asked: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut s = ads();
+    s.handle_request(&req(ROUTE, &asked), SystemTime::now()).unwrap();
+    let target = base();
+    let out = s.poll_with(&target, &[], Some(&target));
+    assert_eq!(out[0].errors.len(), stream::MAX_ERRORS_PER_RESPONSE);
+}

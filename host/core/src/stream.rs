@@ -168,6 +168,54 @@ impl Flow {
     }
 }
 
+/// A subscribed name the client is told does not exist (gRFC A88 and xRFC TP3:
+/// `resource_errors`, status `NOT_FOUND`), so a client need not wait for its does-not-exist
+/// timer (15 s in gRPC). Envoy 1.40 ignores the field; gRPC reads it behind
+/// `GRPC_EXPERIMENTAL_XDS_DATA_ERROR_HANDLING`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceError {
+    pub name: Arc<str>,
+    pub message: String,
+}
+
+/// `google.rpc.Code.NOT_FOUND`.
+pub const NOT_FOUND: i32 = 5;
+
+/// The most names one response says do not exist. A client asking for more missing names
+/// (up to [`MAX_NAMES_PER_TYPE`]) learns of the rest from its own timer: errors cost a message
+/// each, and a hostile client must not turn its subscription into megabytes of them.
+pub const MAX_ERRORS_PER_RESPONSE: usize = 100;
+
+/// The names of `names` that are in neither `offered` (what the node is offered now) nor
+/// `target` (what its group is served, the rollout's target), each as a [`ResourceError`],
+/// and a digest of them (0 for none) to tell whether they changed. A name the plan holds back
+/// is in the target, so it is on its way, not absent.
+pub(crate) fn absent<'a>(
+    type_url: &str,
+    names: impl Iterator<Item = &'a Arc<str>>,
+    offered: Option<&crate::snapshot::TypeSet>,
+    target: Option<&crate::snapshot::TypeSet>,
+) -> (Vec<ResourceError>, u64) {
+    let mut digest = 0u64;
+    let mut out = Vec::new();
+    for name in names {
+        if offered.is_some_and(|s| s.get(name).is_some()) || target.is_some_and(|s| s.get(name).is_some()) {
+            continue;
+        }
+        if out.len() == MAX_ERRORS_PER_RESPONSE {
+            break;
+        }
+        let h = crate::snapshot::pair_hash(name, "absent") as u64;
+        digest = digest.wrapping_add(h | 1);
+        let what = crate::types::short_name(type_url);
+        out.push(ResourceError {
+            name: name.clone(),
+            message: format!("xdst: no {what} resource named {name:?} is served to this node's group"),
+        });
+    }
+    (out, digest)
+}
+
 /// One type's state on one stream, as `/debug/nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TypeStatus {

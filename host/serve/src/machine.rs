@@ -24,8 +24,10 @@ pub trait Machine: Send + 'static {
     fn handle(&mut self, req: &Self::Request, now: SystemTime) -> Result<Vec<Event>, ProtocolError>;
     /// The snapshot changed; how many of its types await an answer, so have it merged.
     fn snapshot_changed(&mut self, now: SystemTime) -> usize;
-    /// What to send now, given the node's offer; nothing for the types in `hold`.
-    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<Self::Response>;
+    /// What to send now, given the node's offer; nothing for the types in `hold`. With
+    /// `target` (what the node's group is served), names asked for that exist in neither are
+    /// said not to exist (gRFC A88).
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str], target: Option<&Snapshot>) -> Vec<Self::Response>;
     /// Forget what was sent: the next poll sends every subscribed type in full.
     fn resync(&mut self);
     /// The subscriptions that changed since the last call: type, wildcard, names.
@@ -104,8 +106,8 @@ impl Machine for SotwStream {
     fn snapshot_changed(&mut self, now: SystemTime) -> usize {
         SotwStream::snapshot_changed(self, now)
     }
-    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<SotwResponse> {
-        SotwStream::poll_held(self, snapshot, hold)
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str], target: Option<&Snapshot>) -> Vec<SotwResponse> {
+        SotwStream::poll_with(self, snapshot, hold, target)
     }
     fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         SotwStream::subscription_changes(self)
@@ -144,8 +146,8 @@ impl Machine for DeltaStream {
     fn snapshot_changed(&mut self, now: SystemTime) -> usize {
         DeltaStream::snapshot_changed(self, now)
     }
-    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str]) -> Vec<DeltaResponse> {
-        DeltaStream::poll_held(self, snapshot, hold)
+    fn poll(&mut self, snapshot: &Snapshot, hold: &[&str], target: Option<&Snapshot>) -> Vec<DeltaResponse> {
+        DeltaStream::poll_with(self, snapshot, hold, target)
     }
     fn subscription_changes(&mut self) -> Vec<(Arc<str>, bool, Names)> {
         DeltaStream::subscription_changes(self)

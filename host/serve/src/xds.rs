@@ -165,11 +165,13 @@ pub fn fetch(
     let mut machine = SotwStream::new(Scope::Single(type_url));
     machine.handle_request(&req, SystemTime::now()).map_err(|e| Status::invalid_argument(e.to_string()))?;
     let snapshot = serving.cache.snapshot(&group);
-    Ok(machine.poll(&snapshot).pop().unwrap_or_else(|| SotwResponse {
+    // Names asked for that do not exist are said to be so (gRFC A88).
+    Ok(machine.poll_with(&snapshot, &[], Some(&snapshot)).pop().unwrap_or_else(|| SotwResponse {
         type_url: type_url.into(),
         version: xdst_core::resource::set_version(std::iter::empty()).into(),
         nonce: "".into(),
         resources: Resources::Some(Vec::new()),
+        errors: Vec::new(),
     }))
 }
 
@@ -778,7 +780,10 @@ impl<M: Machine> Driver<M> {
             let merged = machine.snapshot_changed(SystemTime::now());
             self.serving.metrics.changes_merged.inc_by(merged as u64);
         }
-        let out = machine.poll(&offer.snapshot, offer.hold);
+        // What the group is served tells a client which names it asked for do not exist
+        // (gRFC A88): a name only the plan holds back is on its way.
+        let target = self.watch.as_ref().map(|w| &*w.current);
+        let out = machine.poll(&offer.snapshot, offer.hold, target);
         drop(machine);
         // Recorded as the responses are queued: the body takes them at once, and frames
         // those ready together.
