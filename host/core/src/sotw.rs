@@ -391,9 +391,6 @@ impl SotwStream {
     }
 }
 
-/// Whether `asked` names exactly `held` (each once): most requests (every ACK) repeat the
-/// subscription, and this tells it without building a set or a string (an Envoy's endpoints
-/// subscription can be thousands of names, repeated in each ACK).
 /// The resources of `names` that `set` has, and the names it lacks (in one pass).
 fn pick(names: &Names, set: Option<&Arc<TypeSet>>) -> (Vec<Arc<Resource>>, Vec<Arc<str>>) {
     let (mut found, mut lacking) = (Vec::new(), Vec::new());
@@ -406,6 +403,9 @@ fn pick(names: &Names, set: Option<&Arc<TypeSet>>) -> (Vec<Arc<Resource>>, Vec<A
     (found, lacking)
 }
 
+/// Whether `asked` names exactly `held` (each once): most requests (every ACK) repeat the
+/// subscription, and this tells it without building a set or a string (an Envoy's endpoints
+/// subscription can be thousands of names, repeated in each ACK).
 fn same_names(asked: &[String], held: &SmallSet<Arc<str>>) -> bool {
     if asked.is_empty() || asked.len() != held.len() {
         return false;
